@@ -1,0 +1,424 @@
+//! The backend contract: what a device must implement for Tessera to run on it.
+//!
+//! # Layout rules
+//! * Every input arrives as a storage plus a [`Layout`]. Layouts may be non-contiguous: any
+//!   non-negative strides (0 for broadcast dimensions), any offset. A backend must read them
+//!   correctly; it may copy to a contiguous temporary first, but must not assume contiguity.
+//! * Every output a primitive returns is a **fresh, contiguous, row-major storage** whose shape the
+//!   documentation of the method gives. Outputs never alias inputs.
+//! * Shapes are checked by `tensor-core` before a primitive is called: element-wise operands come
+//!   already broadcast to one shape (broadcast dimensions have stride 0), matmul operands share
+//!   their batch dimensions, dtypes match where they must. A backend still returns `Err`, never
+//!   panics, on anything it cannot do (an unsupported dtype, a failed allocation, a driver error).
+//! * Data-dependent checks (an index out of range) are the backend's job and give
+//!   [`crate::Error::IndexOutOfRange`].
+//!
+//! # Required and overridable
+//! The required methods are the primitives: memory movement, casts, element-wise maps,
+//! comparisons, select, reductions, batched matmul, indexing and random numbers. The provided
+//! methods are composites (softmax, conv2d, pooling and their gradient pieces, ...) written once
+//! in terms of `Tensor` ops in [`crate::composite`]; a backend overrides them with fused kernels
+//! when it can do better. The `tests` crate checks overrides against the defaults.
+
+use crate::composite;
+use crate::{
+    ArgReduceOp, AssignMode, BinaryOp, CmpOp, DType, Distribution, Layout, ReduceOp, Result,
+    Tensor, UnaryOp,
+};
+use std::fmt;
+
+/// A device buffer holding `len()` elements of one dtype.
+pub trait BackendStorage: Send + Sync + fmt::Debug + 'static {
+    /// The element type stored.
+    fn dtype(&self) -> DType;
+    /// The number of elements stored.
+    fn len(&self) -> usize;
+    /// True when no element is stored.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Host-side data in one of the supported dtypes: what is uploaded and downloaded.
+#[derive(Clone, Debug, PartialEq)]
+pub enum HostData {
+    /// f32 elements.
+    F32(Vec<f32>),
+    /// f64 elements.
+    F64(Vec<f64>),
+    /// i64 elements.
+    I64(Vec<i64>),
+    /// bool elements as bytes (0 or 1).
+    Bool(Vec<u8>),
+}
+
+impl HostData {
+    /// The dtype of the elements.
+    pub fn dtype(&self) -> DType {
+        match self {
+            HostData::F32(_) => DType::F32,
+            HostData::F64(_) => DType::F64,
+            HostData::I64(_) => DType::I64,
+            HostData::Bool(_) => DType::Bool,
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        match self {
+            HostData::F32(v) => v.len(),
+            HostData::F64(v) => v.len(),
+            HostData::I64(v) => v.len(),
+            HostData::Bool(v) => v.len(),
+        }
+    }
+
+    /// True when there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every element converted to f64 (bools as 0/1).
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        match self {
+            HostData::F32(v) => v.iter().map(|&x| x as f64).collect(),
+            HostData::F64(v) => v.clone(),
+            HostData::I64(v) => v.iter().map(|&x| x as f64).collect(),
+            HostData::Bool(v) => v.iter().map(|&x| f64::from(x != 0)).collect(),
+        }
+    }
+}
+
+/// Identifies a device; two tensors can meet in an op only when their devices are equal.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Device {
+    /// Backend kind, e.g. `"cpu"`, `"opencl"`, `"cuda"`.
+    pub kind: &'static str,
+    /// Index of the device among those of its kind.
+    pub ordinal: usize,
+}
+
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.kind, self.ordinal)
+    }
+}
+
+/// Parameters of a 2-D convolution (groups = 1). Pairs are `(height, width)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Conv2dParams {
+    /// Step between output positions.
+    pub stride: (usize, usize),
+    /// Zero padding added on each side.
+    pub padding: (usize, usize),
+    /// Spacing between kernel taps.
+    pub dilation: (usize, usize),
+}
+
+impl Default for Conv2dParams {
+    fn default() -> Self {
+        Conv2dParams {
+            stride: (1, 1),
+            padding: (0, 0),
+            dilation: (1, 1),
+        }
+    }
+}
+
+/// Parameters of a 2-D pooling window. Pairs are `(height, width)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Pool2dParams {
+    /// Window size.
+    pub kernel: (usize, usize),
+    /// Step between windows.
+    pub stride: (usize, usize),
+    /// Implicit padding on each side (-inf for max pooling, 0 for average pooling, which
+    /// divides by the full window size like PyTorch's `count_include_pad=True`).
+    pub padding: (usize, usize),
+}
+
+impl Pool2dParams {
+    /// A square window whose stride equals its size (the common `MaxPool2d(k)`).
+    pub fn square(k: usize) -> Self {
+        Pool2dParams {
+            kernel: (k, k),
+            stride: (k, k),
+            padding: (0, 0),
+        }
+    }
+}
+
+/// A compute device: the contract every Tessera backend implements. See the module docs for the
+/// layout rules and the split between required primitives and overridable composites.
+pub trait Backend: Clone + Send + Sync + fmt::Debug + 'static {
+    /// The device buffer type.
+    type Storage: BackendStorage;
+
+    /// Short backend name used in messages: `"cpu"`, `"opencl"`, `"cuda"`.
+    fn name(&self) -> &'static str;
+
+    /// The device this backend value computes on.
+    fn device(&self) -> Device;
+
+    /// Whether this backend implements ops for `dtype` (most ops also restrict dtypes themselves).
+    fn supports_dtype(&self, dtype: DType) -> bool;
+
+    // ----- memory -----
+
+    /// Copies host data into a new storage.
+    fn upload(&self, data: HostData) -> Result<Self::Storage>;
+
+    /// Reads the elements of `layout` (in row-major logical order) back to the host. This is the
+    /// only primitive that may wait for the device.
+    fn download(&self, storage: &Self::Storage, layout: &Layout) -> Result<HostData>;
+
+    /// A new storage of `numel` elements of `dtype`, all equal to `value` (converted like
+    /// [`crate::Element::from_f64`]).
+    fn full(&self, numel: usize, dtype: DType, value: f64) -> Result<Self::Storage>;
+
+    /// A contiguous copy of the elements of `layout`.
+    fn copy_strided(&self, storage: &Self::Storage, layout: &Layout) -> Result<Self::Storage>;
+
+    /// Writes (or adds) the elements of `src` into the positions `dst_layout` selects in `dst`.
+    /// Both layouts have the same shape and dtype; `dst_layout` never maps two indices to the same
+    /// element (tensor-core guarantees it).
+    fn assign(
+        &self,
+        dst: &mut Self::Storage,
+        dst_layout: &Layout,
+        src: &Self::Storage,
+        src_layout: &Layout,
+        mode: AssignMode,
+    ) -> Result<()>;
+
+    /// Converts every element to `dtype` (floats to ints truncate toward zero, saturating, NaN to
+    /// 0; anything to bool is `x != 0`). Output: contiguous, same shape.
+    fn cast(&self, storage: &Self::Storage, layout: &Layout, dtype: DType)
+        -> Result<Self::Storage>;
+
+    // ----- element-wise -----
+
+    /// Applies `op` to each element. Output: contiguous, same shape and dtype.
+    fn unary(&self, op: UnaryOp, x: &Self::Storage, layout: &Layout) -> Result<Self::Storage>;
+
+    /// Applies `op` element by element. Both layouts have the same shape (broadcast already
+    /// applied through zero strides) and the same dtype. Output: contiguous, that shape and dtype.
+    fn binary(
+        &self,
+        op: BinaryOp,
+        lhs: &Self::Storage,
+        lhs_layout: &Layout,
+        rhs: &Self::Storage,
+        rhs_layout: &Layout,
+    ) -> Result<Self::Storage>;
+
+    /// Compares element by element, as [`Backend::binary`]. Output: contiguous `Bool`.
+    fn compare(
+        &self,
+        op: CmpOp,
+        lhs: &Self::Storage,
+        lhs_layout: &Layout,
+        rhs: &Self::Storage,
+        rhs_layout: &Layout,
+    ) -> Result<Self::Storage>;
+
+    /// `cond ? on_true : on_false` element by element. `cond` is `Bool`; the three layouts share
+    /// one shape; the branches share one dtype, which the output has.
+    #[allow(clippy::too_many_arguments)]
+    fn where_select(
+        &self,
+        cond: &Self::Storage,
+        cond_layout: &Layout,
+        on_true: &Self::Storage,
+        true_layout: &Layout,
+        on_false: &Self::Storage,
+        false_layout: &Layout,
+    ) -> Result<Self::Storage>;
+
+    // ----- reductions -----
+
+    /// Reduces over `axes` (sorted, distinct, each `< rank`). Output: contiguous, the input shape
+    /// with every reduced axis set to 1, same dtype.
+    fn reduce(
+        &self,
+        op: ReduceOp,
+        x: &Self::Storage,
+        layout: &Layout,
+        axes: &[usize],
+    ) -> Result<Self::Storage>;
+
+    /// Index of the extremum along `axis` (whose size is at least 1). Output: contiguous `I64`,
+    /// the input shape with `axis` set to 1.
+    fn arg_reduce(
+        &self,
+        op: ArgReduceOp,
+        x: &Self::Storage,
+        layout: &Layout,
+        axis: usize,
+    ) -> Result<Self::Storage>;
+
+    // ----- linear algebra -----
+
+    /// Batched matrix product. `lhs_layout` is `[..batch, m, k]`, `rhs_layout` is `[..batch, k, n]`
+    /// with identical batch dimensions (broadcast batches have stride 0) and rank >= 2; f32/f64.
+    /// Output: contiguous `[..batch, m, n]`.
+    fn matmul(
+        &self,
+        lhs: &Self::Storage,
+        lhs_layout: &Layout,
+        rhs: &Self::Storage,
+        rhs_layout: &Layout,
+    ) -> Result<Self::Storage>;
+
+    // ----- indexing -----
+
+    /// Picks slices along `axis`: output index `[.., i, ..]` is input `[.., indices[i], ..]`.
+    /// `indices` is a rank-1 `I64` layout. Output: contiguous, the input shape with `axis` resized
+    /// to `indices.len()`.
+    fn index_select(
+        &self,
+        x: &Self::Storage,
+        layout: &Layout,
+        axis: usize,
+        indices: &Self::Storage,
+        indices_layout: &Layout,
+    ) -> Result<Self::Storage>;
+
+    /// `out[i][j][k] = x[i][indices[i][j][k]][k]` for `axis = 1` (PyTorch's `gather`). `indices`
+    /// is `I64` of the same rank as `x`, no larger than `x` on every other axis. Output:
+    /// contiguous, the shape of `indices`, the dtype of `x`.
+    fn gather(
+        &self,
+        x: &Self::Storage,
+        layout: &Layout,
+        axis: usize,
+        indices: &Self::Storage,
+        indices_layout: &Layout,
+    ) -> Result<Self::Storage>;
+
+    /// A copy of `base` with `src[i][j][k]` added at `[i][indices[i][j][k]][k]` for `axis = 1`
+    /// (PyTorch's `scatter_add`). `indices` and `src` share one shape, no larger than `base` on
+    /// other axes. Output: contiguous, the shape and dtype of `base`.
+    #[allow(clippy::too_many_arguments)]
+    fn scatter_add(
+        &self,
+        base: &Self::Storage,
+        base_layout: &Layout,
+        axis: usize,
+        indices: &Self::Storage,
+        indices_layout: &Layout,
+        src: &Self::Storage,
+        src_layout: &Layout,
+    ) -> Result<Self::Storage>;
+
+    // ----- random -----
+
+    /// `numel` samples of `dist` as `dtype` (f32 or f64): element `i` must equal
+    /// [`crate::random::sample_f32`] / [`crate::random::sample_f64`] of `(seed, offset + i)`.
+    fn random(
+        &self,
+        dist: Distribution,
+        numel: usize,
+        dtype: DType,
+        seed: u64,
+        offset: u64,
+    ) -> Result<Self::Storage>;
+
+    // ----- synchronisation -----
+
+    /// Blocks until all queued work is done and reports any asynchronous error. Backends that
+    /// compute eagerly on the host need not override it.
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
+    }
+
+    // ----- composites: default implementations in `crate::composite`, overridable -----
+
+    /// Joins tensors along `axis` (shapes equal elsewhere, checked by the caller).
+    fn concat(&self, tensors: &[&Tensor<Self>], axis: usize) -> Result<Tensor<Self>> {
+        composite::concat(tensors, axis)
+    }
+
+    /// Softmax along `axis`, shifted by the maximum for stability.
+    fn softmax(&self, x: &Tensor<Self>, axis: usize) -> Result<Tensor<Self>> {
+        composite::softmax(x, axis)
+    }
+
+    /// Log-softmax along `axis` (`x - logsumexp(x)`).
+    fn log_softmax(&self, x: &Tensor<Self>, axis: usize) -> Result<Tensor<Self>> {
+        composite::log_softmax(x, axis)
+    }
+
+    /// `log(sum(exp(x)))` along `axis`, keeping it as size 1, computed stably.
+    fn logsumexp(&self, x: &Tensor<Self>, axis: usize) -> Result<Tensor<Self>> {
+        composite::logsumexp(x, axis)
+    }
+
+    /// 2-D convolution of `x: [n, c, h, w]` with `weight: [o, c, kh, kw]`: im2col + matmul.
+    fn conv2d(
+        &self,
+        x: &Tensor<Self>,
+        weight: &Tensor<Self>,
+        params: Conv2dParams,
+    ) -> Result<Tensor<Self>> {
+        composite::conv2d(x, weight, params)
+    }
+
+    /// Gradient of [`Backend::conv2d`] with respect to its input (`col2im` of `weightᵀ · grad`).
+    fn conv2d_backward_input(
+        &self,
+        grad_out: &Tensor<Self>,
+        weight: &Tensor<Self>,
+        input_dims: &[usize],
+        params: Conv2dParams,
+    ) -> Result<Tensor<Self>> {
+        composite::conv2d_backward_input(grad_out, weight, input_dims, params)
+    }
+
+    /// Gradient of [`Backend::conv2d`] with respect to its weight.
+    fn conv2d_backward_weight(
+        &self,
+        x: &Tensor<Self>,
+        grad_out: &Tensor<Self>,
+        weight_dims: &[usize],
+        params: Conv2dParams,
+    ) -> Result<Tensor<Self>> {
+        composite::conv2d_backward_weight(x, grad_out, weight_dims, params)
+    }
+
+    /// Max pooling of `x: [n, c, h, w]`; returns the output and, per output element, the `I64`
+    /// position of the maximum inside its window (`kh_index * kw + kw_index`).
+    fn max_pool2d(
+        &self,
+        x: &Tensor<Self>,
+        params: Pool2dParams,
+    ) -> Result<(Tensor<Self>, Tensor<Self>)> {
+        composite::max_pool2d(x, params)
+    }
+
+    /// Gradient of [`Backend::max_pool2d`] with respect to its input.
+    fn max_pool2d_backward(
+        &self,
+        grad_out: &Tensor<Self>,
+        window_argmax: &Tensor<Self>,
+        input_dims: &[usize],
+        params: Pool2dParams,
+    ) -> Result<Tensor<Self>> {
+        composite::max_pool2d_backward(grad_out, window_argmax, input_dims, params)
+    }
+
+    /// Average pooling of `x: [n, c, h, w]` (padding counts as zeros in the average).
+    fn avg_pool2d(&self, x: &Tensor<Self>, params: Pool2dParams) -> Result<Tensor<Self>> {
+        composite::avg_pool2d(x, params)
+    }
+
+    /// Gradient of [`Backend::avg_pool2d`] with respect to its input.
+    fn avg_pool2d_backward(
+        &self,
+        grad_out: &Tensor<Self>,
+        input_dims: &[usize],
+        params: Pool2dParams,
+    ) -> Result<Tensor<Self>> {
+        composite::avg_pool2d_backward(grad_out, input_dims, params)
+    }
+}

@@ -1,0 +1,78 @@
+//! Default implementations of the composite ops of [`crate::Backend`], written with `Tensor`
+//! methods (so with the backend's primitives). A backend overrides a composite when it has a
+//! faster fused kernel; these defaults stay the reference its override is tested against.
+
+mod concat;
+mod conv;
+mod pool;
+mod softmax;
+
+pub use concat::concat;
+pub use conv::{conv2d, conv2d_backward_input, conv2d_backward_weight};
+pub use pool::{avg_pool2d, avg_pool2d_backward, max_pool2d, max_pool2d_backward};
+pub use softmax::{log_softmax, logsumexp, softmax};
+
+use crate::{Backend, Layout, Result, Tensor};
+
+/// A contiguous copy of `x: [n, c, h, w]` with `ph`/`pw` elements of `value` added on each side.
+pub(crate) fn pad2d<B: Backend>(
+    x: &Tensor<B>,
+    ph: usize,
+    pw: usize,
+    value: f64,
+) -> Result<Tensor<B>> {
+    if ph == 0 && pw == 0 {
+        return x.contiguous();
+    }
+    let d = x.dims();
+    let mut out = Tensor::full(
+        [d[0], d[1], d[2] + 2 * ph, d[3] + 2 * pw],
+        value,
+        x.dtype(),
+        x.backend(),
+    )?;
+    let interior = out.layout().narrow(2, ph, d[2])?.narrow(3, pw, d[3])?;
+    out.assign_into(&interior, x, false)?;
+    Ok(out)
+}
+
+/// The layout, inside a contiguous `[n, c, hp, wp]` tensor, of the input positions that kernel
+/// tap `(i, j)` touches for every output position: shape `[n, c, oh, ow]`.
+pub(crate) fn tap_layout(
+    padded_dims: [usize; 4],
+    tap: (usize, usize),
+    dilation: (usize, usize),
+    stride: (usize, usize),
+    out_hw: (usize, usize),
+) -> Result<Layout> {
+    let (oh, ow) = out_hw;
+    let top = tap.0 * dilation.0;
+    let left = tap.1 * dilation.1;
+    Layout::contiguous(padded_dims)
+        .slice(2, top, top + (oh.max(1) - 1) * stride.0 + 1, stride.0)?
+        .slice(3, left, left + (ow.max(1) - 1) * stride.1 + 1, stride.1)
+}
+
+/// The read-only sliding-window view `[n, c, kh, kw, oh, ow]` of a contiguous padded input.
+pub(crate) fn windows_view<B: Backend>(
+    padded: &Tensor<B>,
+    kernel: (usize, usize),
+    dilation: (usize, usize),
+    stride: (usize, usize),
+    out_hw: (usize, usize),
+) -> Result<Tensor<B>> {
+    let d = padded.dims();
+    let (c, hp, wp) = (d[1] as isize, d[2] as isize, d[3] as isize);
+    padded.as_strided(
+        [d[0], d[1], kernel.0, kernel.1, out_hw.0, out_hw.1],
+        vec![
+            c * hp * wp,
+            hp * wp,
+            dilation.0 as isize * wp,
+            dilation.1 as isize,
+            stride.0 as isize * wp,
+            stride.1 as isize,
+        ],
+        padded.layout().offset(),
+    )
+}

@@ -1,0 +1,501 @@
+//! [`Tensor<B>`]: an n-dimensional array on backend `B`.
+//!
+//! The methods are split by concept: construction and host transfer here, views in `views`,
+//! element-wise math in `elementwise`, reductions in `reduce`, matrix products in `linalg`,
+//! indexing in `indexing`, neural-network ops in `nn_ops`, `std::ops` in `std_ops` and printing
+//! in `display`.
+
+mod display;
+mod elementwise;
+mod indexing;
+mod linalg;
+mod nn_ops;
+pub use nn_ops::{conv_output_dims, pool_output_dims, window_output_len};
+mod reduce;
+mod std_ops;
+mod views;
+
+use crate::{
+    Backend, BackendStorage, DType, Distribution, Element, Error, Generator, HostData, Layout,
+    Result, Shape,
+};
+use std::sync::Arc;
+
+/// An n-dimensional array of one dtype on a backend `B`.
+///
+/// Cloning is cheap (the storage is shared); views share storage too. Tensors are immutable: every
+/// op returns a new tensor.
+pub struct Tensor<B: Backend> {
+    storage: Arc<B::Storage>,
+    layout: Layout,
+    backend: B,
+}
+
+impl<B: Backend> Clone for Tensor<B> {
+    fn clone(&self) -> Self {
+        Tensor {
+            storage: self.storage.clone(),
+            layout: self.layout.clone(),
+            backend: self.backend.clone(),
+        }
+    }
+}
+
+impl<B: Backend> Tensor<B> {
+    // ----- parts -----
+
+    /// Assembles a tensor from a storage and a layout, checking that the layout stays inside the
+    /// storage. This is how backends and extension crates wrap results of their own kernels.
+    pub fn from_parts(backend: &B, storage: B::Storage, layout: Layout) -> Result<Self> {
+        Self::from_shared(backend, Arc::new(storage), layout)
+    }
+
+    /// Like [`Tensor::from_parts`] for an already shared storage.
+    pub fn from_shared(backend: &B, storage: Arc<B::Storage>, layout: Layout) -> Result<Self> {
+        if layout.numel() > 0 && layout.max_offset() >= storage.len() {
+            return Err(Error::InvalidArgument {
+                op: "from_parts",
+                msg: format!(
+                    "layout {:?} reaches beyond a storage of {} elements",
+                    layout,
+                    storage.len()
+                ),
+            });
+        }
+        Ok(Tensor {
+            storage,
+            layout,
+            backend: backend.clone(),
+        })
+    }
+
+    /// Wraps a fresh contiguous storage produced by a primitive.
+    pub(crate) fn from_output(backend: &B, storage: B::Storage, shape: impl Into<Shape>) -> Self {
+        Tensor {
+            storage: Arc::new(storage),
+            layout: Layout::contiguous(shape),
+            backend: backend.clone(),
+        }
+    }
+
+    /// Same storage and backend, another layout (a view).
+    pub(crate) fn with_layout(&self, layout: Layout) -> Self {
+        Tensor {
+            storage: self.storage.clone(),
+            layout,
+            backend: self.backend.clone(),
+        }
+    }
+
+    /// The storage shared by this tensor and its views.
+    pub fn storage(&self) -> &B::Storage {
+        &self.storage
+    }
+
+    /// The shared storage handle.
+    pub fn storage_arc(&self) -> &Arc<B::Storage> {
+        &self.storage
+    }
+
+    /// How the elements map onto the storage.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The backend (device) this tensor lives on.
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &Shape {
+        self.layout.shape()
+    }
+
+    /// The dimensions.
+    pub fn dims(&self) -> &[usize] {
+        self.layout.dims()
+    }
+
+    /// The number of dimensions.
+    pub fn rank(&self) -> usize {
+        self.layout.rank()
+    }
+
+    /// The number of elements.
+    pub fn numel(&self) -> usize {
+        self.layout.numel()
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.storage.dtype()
+    }
+
+    /// Size of dimension `axis` (negative counts from the end).
+    pub fn dim(&self, axis: isize) -> Result<usize> {
+        Ok(self.dims()[self.shape().axis("dim", axis)?])
+    }
+
+    /// True when the layout is row-major without gaps.
+    pub fn is_contiguous(&self) -> bool {
+        self.layout.is_contiguous()
+    }
+
+    // ----- construction -----
+
+    /// A tensor holding `data` with `shape` (row-major).
+    pub fn from_vec<T: Element>(data: Vec<T>, shape: impl Into<Shape>, backend: &B) -> Result<Self>
+    where
+        Vec<T>: IntoHostData,
+    {
+        let shape = shape.into();
+        if data.len() != shape.numel() {
+            return Err(Error::DataLength {
+                op: "from_vec",
+                shape: shape.clone(),
+                expected: shape.numel(),
+                got: data.len(),
+            });
+        }
+        Self::from_host(data.into_host_data(), shape, backend)
+    }
+
+    /// A tensor copied from a slice with `shape`.
+    pub fn from_slice<T: Element>(data: &[T], shape: impl Into<Shape>, backend: &B) -> Result<Self>
+    where
+        Vec<T>: IntoHostData,
+    {
+        Self::from_vec(data.to_vec(), shape, backend)
+    }
+
+    /// A tensor from host data of any dtype with `shape`.
+    pub fn from_host(data: HostData, shape: impl Into<Shape>, backend: &B) -> Result<Self> {
+        let shape = shape.into();
+        if data.len() != shape.numel() {
+            return Err(Error::DataLength {
+                op: "from_host",
+                shape: shape.clone(),
+                expected: shape.numel(),
+                got: data.len(),
+            });
+        }
+        check_dtype_supported(backend, "from_host", data.dtype())?;
+        let storage = backend.upload(data)?;
+        Ok(Self::from_output(backend, storage, shape))
+    }
+
+    /// A rank-0 tensor holding `value`.
+    pub fn scalar<T: Element>(value: T, backend: &B) -> Result<Self>
+    where
+        Vec<T>: IntoHostData,
+    {
+        Self::from_vec(vec![value], Shape::scalar(), backend)
+    }
+
+    /// A tensor of `shape` filled with `value` (converted to `dtype`).
+    pub fn full(shape: impl Into<Shape>, value: f64, dtype: DType, backend: &B) -> Result<Self> {
+        let shape = shape.into();
+        check_dtype_supported(backend, "full", dtype)?;
+        let storage = backend.full(shape.numel(), dtype, value)?;
+        Ok(Self::from_output(backend, storage, shape))
+    }
+
+    /// A tensor of zeros.
+    pub fn zeros(shape: impl Into<Shape>, dtype: DType, backend: &B) -> Result<Self> {
+        Self::full(shape, 0.0, dtype, backend)
+    }
+
+    /// A tensor of ones.
+    pub fn ones(shape: impl Into<Shape>, dtype: DType, backend: &B) -> Result<Self> {
+        Self::full(shape, 1.0, dtype, backend)
+    }
+
+    /// Zeros with this tensor's shape, dtype and device.
+    pub fn zeros_like(&self) -> Result<Self> {
+        Self::zeros(self.shape(), self.dtype(), &self.backend)
+    }
+
+    /// Ones with this tensor's shape, dtype and device.
+    pub fn ones_like(&self) -> Result<Self> {
+        Self::ones(self.shape(), self.dtype(), &self.backend)
+    }
+
+    /// `value` with this tensor's shape, dtype and device.
+    pub fn full_like(&self, value: f64) -> Result<Self> {
+        Self::full(self.shape(), value, self.dtype(), &self.backend)
+    }
+
+    /// `start, start + step, ...` below `end` (above it for a negative step), as a rank-1 tensor.
+    pub fn arange(start: f64, end: f64, step: f64, dtype: DType, backend: &B) -> Result<Self> {
+        if step == 0.0 || !step.is_finite() || !start.is_finite() || !end.is_finite() {
+            return Err(Error::InvalidArgument {
+                op: "arange",
+                msg: format!(
+                    "start {start}, end {end} and step {step} must be finite, step non-zero"
+                ),
+            });
+        }
+        let n = ((end - start) / step).ceil().max(0.0) as usize;
+        let values: Vec<f64> = (0..n).map(|i| start + i as f64 * step).collect();
+        Self::from_f64_values(&values, [n], dtype, backend)
+    }
+
+    /// `steps` evenly spaced values from `start` to `end` inclusive.
+    pub fn linspace(start: f64, end: f64, steps: usize, dtype: DType, backend: &B) -> Result<Self> {
+        let values: Vec<f64> = match steps {
+            0 => vec![],
+            1 => vec![start],
+            _ => {
+                let step = (end - start) / (steps - 1) as f64;
+                (0..steps)
+                    .map(|i| {
+                        if i == steps - 1 {
+                            end
+                        } else {
+                            start + i as f64 * step
+                        }
+                    })
+                    .collect()
+            }
+        };
+        Self::from_f64_values(&values, [steps], dtype, backend)
+    }
+
+    /// The `n x n` identity matrix.
+    pub fn eye(n: usize, dtype: DType, backend: &B) -> Result<Self> {
+        let mut values = vec![0.0; n * n];
+        for i in 0..n {
+            values[i * n + i] = 1.0;
+        }
+        Self::from_f64_values(&values, [n, n], dtype, backend)
+    }
+
+    /// Builds a tensor from f64 values converted to `dtype` on the host.
+    pub fn from_f64_values(
+        values: &[f64],
+        shape: impl Into<Shape>,
+        dtype: DType,
+        backend: &B,
+    ) -> Result<Self> {
+        let data = match dtype {
+            DType::F32 => HostData::F32(values.iter().map(|&v| v as f32).collect()),
+            DType::F64 => HostData::F64(values.to_vec()),
+            DType::I64 => HostData::I64(values.iter().map(|&v| i64::from_f64(v)).collect()),
+            DType::Bool => HostData::Bool(values.iter().map(|&v| u8::from_f64(v)).collect()),
+        };
+        Self::from_host(data, shape, backend)
+    }
+
+    /// Samples of `dist` drawn from the counter-based stream `(seed, offset)` (see
+    /// [`crate::random`]): the same on every backend.
+    pub fn random(
+        shape: impl Into<Shape>,
+        dist: Distribution,
+        dtype: DType,
+        seed: u64,
+        offset: u64,
+        backend: &B,
+    ) -> Result<Self> {
+        let shape = shape.into();
+        if !dtype.is_float() {
+            return Err(Error::UnsupportedDType {
+                op: "random",
+                dtype,
+            });
+        }
+        check_dtype_supported(backend, "random", dtype)?;
+        let storage = backend.random(dist, shape.numel(), dtype, seed, offset)?;
+        Ok(Self::from_output(backend, storage, shape))
+    }
+
+    /// Uniform samples on `[0, 1)` from stream `seed`.
+    pub fn rand(shape: impl Into<Shape>, dtype: DType, seed: u64, backend: &B) -> Result<Self> {
+        Self::random(
+            shape,
+            Distribution::Uniform {
+                low: 0.0,
+                high: 1.0,
+            },
+            dtype,
+            seed,
+            0,
+            backend,
+        )
+    }
+
+    /// Standard normal samples from stream `seed`.
+    pub fn randn(shape: impl Into<Shape>, dtype: DType, seed: u64, backend: &B) -> Result<Self> {
+        Self::random(
+            shape,
+            Distribution::Normal {
+                mean: 0.0,
+                std: 1.0,
+            },
+            dtype,
+            seed,
+            0,
+            backend,
+        )
+    }
+
+    /// Samples of `dist` from a [`Generator`], which then moves past them.
+    pub fn random_from(
+        shape: impl Into<Shape>,
+        dist: Distribution,
+        dtype: DType,
+        generator: &mut Generator,
+        backend: &B,
+    ) -> Result<Self> {
+        let shape = shape.into();
+        let (seed, offset) = generator.advance(shape.numel());
+        Self::random(shape, dist, dtype, seed, offset, backend)
+    }
+
+    // ----- back to the host -----
+
+    /// The elements in row-major order as a `Vec<T>`; `T` must match the dtype.
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>>
+    where
+        Vec<T>: IntoHostData,
+    {
+        if T::DTYPE != self.dtype() {
+            return Err(Error::DTypeMismatch {
+                op: "to_vec",
+                lhs: self.dtype(),
+                rhs: T::DTYPE,
+            });
+        }
+        Ok(Vec::<T>::from_host_data(self.to_host()?).expect("dtype checked above"))
+    }
+
+    /// The elements in row-major order, converted to f64 whatever the dtype.
+    pub fn to_vec_f64(&self) -> Result<Vec<f64>> {
+        Ok(self.to_host()?.to_f64_vec())
+    }
+
+    /// The elements in row-major order as host data of the tensor's dtype.
+    pub fn to_host(&self) -> Result<HostData> {
+        let data = self.backend.download(&self.storage, &self.layout)?;
+        if data.len() != self.numel() || data.dtype() != self.dtype() {
+            return Err(Error::Backend {
+                backend: self.backend.name(),
+                op: "download",
+                msg: format!(
+                    "returned {} {} elements for a {} tensor of shape {}",
+                    data.len(),
+                    data.dtype(),
+                    self.dtype(),
+                    self.shape()
+                ),
+            });
+        }
+        Ok(data)
+    }
+
+    /// The single element of a one-element tensor, as f64.
+    pub fn to_scalar_f64(&self) -> Result<f64> {
+        if self.numel() != 1 {
+            return Err(Error::InvalidArgument {
+                op: "to_scalar",
+                msg: format!(
+                    "tensor of shape {} has {} elements, not 1",
+                    self.shape(),
+                    self.numel()
+                ),
+            });
+        }
+        Ok(self.to_vec_f64()?[0])
+    }
+
+    /// The single element of a one-element tensor; `T` must match the dtype.
+    pub fn to_scalar<T: Element>(&self) -> Result<T>
+    where
+        Vec<T>: IntoHostData,
+    {
+        if self.numel() != 1 {
+            return Err(Error::InvalidArgument {
+                op: "to_scalar",
+                msg: format!(
+                    "tensor of shape {} has {} elements, not 1",
+                    self.shape(),
+                    self.numel()
+                ),
+            });
+        }
+        Ok(self.to_vec::<T>()?[0])
+    }
+
+    // ----- checks shared by the op modules -----
+
+    /// Errors unless `other` is on the same device.
+    pub(crate) fn check_same_device(&self, op: &'static str, other: &Self) -> Result<()> {
+        let (a, b) = (self.backend.device(), other.backend.device());
+        if a != b {
+            return Err(Error::DeviceMismatch {
+                op,
+                lhs: a.to_string(),
+                rhs: b.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Errors unless `other` has the same dtype.
+    pub(crate) fn check_same_dtype(&self, op: &'static str, other: &Self) -> Result<()> {
+        if self.dtype() != other.dtype() {
+            return Err(Error::DTypeMismatch {
+                op,
+                lhs: self.dtype(),
+                rhs: other.dtype(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Errors unless the dtype is f32 or f64.
+    pub(crate) fn check_float(&self, op: &'static str) -> Result<()> {
+        if !self.dtype().is_float() {
+            return Err(Error::UnsupportedDType {
+                op,
+                dtype: self.dtype(),
+            });
+        }
+        Ok(())
+    }
+}
+
+fn check_dtype_supported<B: Backend>(backend: &B, op: &'static str, dtype: DType) -> Result<()> {
+    if !backend.supports_dtype(dtype) {
+        return Err(Error::UnsupportedDType { op, dtype });
+    }
+    Ok(())
+}
+
+/// Conversion between a `Vec` of elements and [`HostData`]; implemented for the element types.
+pub trait IntoHostData: Sized {
+    /// Wraps the vector.
+    fn into_host_data(self) -> HostData;
+    /// Unwraps host data of the matching dtype.
+    fn from_host_data(data: HostData) -> Option<Self>;
+}
+
+macro_rules! impl_into_host_data {
+    ($t:ty, $variant:ident) => {
+        impl IntoHostData for Vec<$t> {
+            fn into_host_data(self) -> HostData {
+                HostData::$variant(self)
+            }
+            fn from_host_data(data: HostData) -> Option<Self> {
+                match data {
+                    HostData::$variant(v) => Some(v),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+impl_into_host_data!(f32, F32);
+impl_into_host_data!(f64, F64);
+impl_into_host_data!(i64, I64);
+impl_into_host_data!(u8, Bool);
