@@ -111,8 +111,12 @@ impl Layout {
         (self.offset as isize + extent) as usize
     }
 
-    /// True when the elements are laid out row-major without gaps (any offset).
+    /// True when the elements are laid out row-major without gaps (any offset). A layout with no
+    /// elements is trivially contiguous, whatever its strides.
     pub fn is_contiguous(&self) -> bool {
+        if self.numel() == 0 {
+            return true;
+        }
         let mut expected = 1isize;
         for (&d, &s) in self.dims().iter().zip(&self.strides).rev() {
             if d != 1 && s != expected {
@@ -267,12 +271,9 @@ impl Layout {
         }
         let lead = rank - self.rank();
         let mut strides = vec![0isize; rank];
-        for i in 0..rank {
-            if i < lead {
-                continue;
-            }
+        for (i, stride) in strides.iter_mut().enumerate().skip(lead) {
             let (d, s) = (self.dims()[i - lead], self.strides[i - lead]);
-            strides[i] = if d == target.dims()[i] {
+            *stride = if d == target.dims()[i] {
                 s
             } else if d == 1 {
                 0
@@ -460,6 +461,14 @@ mod tests {
             err.to_string(),
             "reshape: cannot view [2, 3] (6 elements) as [4] (4 elements)"
         );
+    }
+
+    #[test]
+    fn empty_layouts_are_contiguous() {
+        // `contiguous_strides` treats a 0 dimension as 1, so this layout has strides [1, 1].
+        assert!(Layout::contiguous([0, 0]).is_contiguous());
+        assert!(Layout::contiguous([2, 0, 3]).is_contiguous());
+        assert_eq!(Layout::contiguous([2, 0]).contiguous_range(), Some(0..0));
     }
 
     #[test]

@@ -1,1 +1,40 @@
-fn main() {}
+//! `cargo xtask`: Tessera's project tasks. See the `xtask` library docs for what each one does.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use xtask::bench::BenchArgs;
+
+/// Tessera's project tasks (run as `cargo xtask <task>`).
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask", bin_name = "cargo xtask", version)]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+/// The tasks.
+#[derive(Debug, Subcommand)]
+enum Task {
+    /// Runs CI's checks in order, stopping at the first failure: `cargo fmt --all --check`,
+    /// `cargo clippy --workspace --all-targets -- -D warnings`, `cargo test --workspace`.
+    Ci,
+    /// Measures Tessera (release build) beside numpy when available; prints a table and writes
+    /// target/bench/<suite>.json.
+    Bench(BenchArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match &cli.task {
+        Task::Ci => xtask::ci::run(),
+        Task::Bench(args) => xtask::bench::run(args),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -138,25 +138,37 @@ impl<B: Backend> Tensor<B> {
         self.arg_reduce(ArgReduceOp::ArgMin, axis, keepdim)
     }
 
-    /// Softmax along `axis`.
+    /// Softmax along `axis`. An empty axis gives an empty result of the same shape.
     pub fn softmax(&self, axis: isize) -> Result<Self> {
         self.check_float("softmax")?;
         let a = self.shape().axis("softmax", axis)?;
+        if self.dims()[a] == 0 {
+            return Ok(self.clone());
+        }
         self.backend.softmax(self, a)
     }
 
-    /// Log-softmax along `axis`.
+    /// Log-softmax along `axis`. An empty axis gives an empty result of the same shape.
     pub fn log_softmax(&self, axis: isize) -> Result<Self> {
         self.check_float("log_softmax")?;
         let a = self.shape().axis("log_softmax", axis)?;
+        if self.dims()[a] == 0 {
+            return Ok(self.clone());
+        }
         self.backend.log_softmax(self, a)
     }
 
-    /// `log(sum(exp(x)))` along `axis`, computed stably.
+    /// `log(sum(exp(x)))` along `axis`, computed stably; `-inf` over an empty axis (the log of
+    /// an empty sum).
     pub fn logsumexp(&self, axis: isize, keepdim: bool) -> Result<Self> {
         self.check_float("logsumexp")?;
         let a = self.shape().axis("logsumexp", axis)?;
-        let kept = self.backend.logsumexp(self, a)?;
+        let kept = if self.dims()[a] == 0 {
+            let shape = self.reduced_shape(&[a], true);
+            Self::full(shape, f64::NEG_INFINITY, self.dtype(), &self.backend)?
+        } else {
+            self.backend.logsumexp(self, a)?
+        };
         if keepdim {
             Ok(kept)
         } else {

@@ -1,0 +1,45 @@
+//! Matrix products: plain, batched with broadcasting, and with rank-1 operands.
+
+use crate::common::*;
+use proptest::prelude::*;
+
+/// Operand dims for `matmul`: optional batch dims for each side (broadcast-compatible), inner
+/// sizes `m, k, n`, and whether each side is a rank-1 vector instead.
+fn matmul_dims() -> BoxedStrategy<(Vec<usize>, Vec<usize>)> {
+    (
+        broadcast_dims(),
+        1usize..=3,
+        1usize..=3,
+        1usize..=3,
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(|((batch_a, batch_b), m, k, n, vec_a, vec_b)| {
+            // The last two batch axes of each: still broadcast-compatible (aligned right).
+            let batch_a = batch_a[batch_a.len().saturating_sub(2)..].to_vec();
+            let batch_b = batch_b[batch_b.len().saturating_sub(2)..].to_vec();
+            let a = if vec_a {
+                vec![k]
+            } else {
+                [batch_a, vec![m, k]].concat()
+            };
+            let b = if vec_b {
+                vec![k]
+            } else {
+                [batch_b, vec![k, n]].concat()
+            };
+            (a, b)
+        })
+        .boxed()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(CASES))]
+
+    #[test]
+    fn matmul((a, b) in matmul_dims().prop_flat_map(|(a, b)| {
+        (input_with(a, uniform(-2.0, 2.0)), input_with(b, uniform(-2.0, 2.0)))
+    })) {
+        check(|v| v[0].matmul(&v[1]), &[&a, &b])?;
+    }
+}

@@ -1,0 +1,276 @@
+//! The [`Cpu`] backend: the [`Backend`] implementation that dispatches to the kernels.
+
+use crate::checks::{check_same_shape, check_storage};
+use crate::kernels::softmax::{self, RowOp};
+use crate::kernels::{
+    arg_reduce, binary, cast, compare, copy, fill, gather, index_select, matmul, random, reduce,
+    scatter_add, select, unary,
+};
+use crate::storage::map_storage;
+use crate::CpuStorage;
+use tensor_core::{
+    composite, ArgReduceOp, AssignMode, Backend, BinaryOp, CmpOp, DType, Device, Distribution,
+    HostData, Layout, ReduceOp, Result, Tensor, UnaryOp,
+};
+
+/// The CPU device: computes eagerly on the host with `rayon` threads and `matrixmultiply` GEMM.
+/// It is the reference the other backends are tested against.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cpu;
+
+impl Cpu {
+    /// The CPU backend (a unit value; every `Cpu` is the same device).
+    pub fn new() -> Self {
+        Cpu
+    }
+}
+
+impl Backend for Cpu {
+    type Storage = CpuStorage;
+
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn device(&self) -> Device {
+        Device {
+            kind: "cpu",
+            ordinal: 0,
+        }
+    }
+
+    fn supports_dtype(&self, _dtype: DType) -> bool {
+        true
+    }
+
+    fn upload(&self, data: HostData) -> Result<CpuStorage> {
+        Ok(CpuStorage::from_host(data))
+    }
+
+    fn download(&self, storage: &CpuStorage, layout: &Layout) -> Result<HostData> {
+        check_storage("download", storage, layout)?;
+        Ok(map_storage!(storage, v => copy::copy_strided(v, layout)).into_host())
+    }
+
+    fn full(&self, numel: usize, dtype: DType, value: f64) -> Result<CpuStorage> {
+        Ok(match dtype {
+            DType::F32 => CpuStorage::F32(fill::full(numel, value)),
+            DType::F64 => CpuStorage::F64(fill::full(numel, value)),
+            DType::I64 => CpuStorage::I64(fill::full(numel, value)),
+            DType::Bool => CpuStorage::Bool(fill::full(numel, value)),
+        })
+    }
+
+    fn copy_strided(&self, storage: &CpuStorage, layout: &Layout) -> Result<CpuStorage> {
+        check_storage("copy_strided", storage, layout)?;
+        Ok(map_storage!(storage, v => copy::copy_strided(v, layout)))
+    }
+
+    fn assign(
+        &self,
+        dst: &mut CpuStorage,
+        dst_layout: &Layout,
+        src: &CpuStorage,
+        src_layout: &Layout,
+        mode: AssignMode,
+    ) -> Result<()> {
+        check_storage("assign", dst, dst_layout)?;
+        check_storage("assign", src, src_layout)?;
+        check_same_shape("assign", dst_layout, src_layout)?;
+        copy::assign_storage(dst, dst_layout, src, src_layout, mode)
+    }
+
+    fn cast(&self, storage: &CpuStorage, layout: &Layout, dtype: DType) -> Result<CpuStorage> {
+        check_storage("cast", storage, layout)?;
+        cast::cast(storage, layout, dtype)
+    }
+
+    fn unary(&self, op: UnaryOp, x: &CpuStorage, layout: &Layout) -> Result<CpuStorage> {
+        check_storage(op.name(), x, layout)?;
+        unary::unary(op, x, layout)
+    }
+
+    fn binary(
+        &self,
+        op: BinaryOp,
+        lhs: &CpuStorage,
+        lhs_layout: &Layout,
+        rhs: &CpuStorage,
+        rhs_layout: &Layout,
+    ) -> Result<CpuStorage> {
+        check_storage(op.name(), lhs, lhs_layout)?;
+        check_storage(op.name(), rhs, rhs_layout)?;
+        check_same_shape(op.name(), lhs_layout, rhs_layout)?;
+        binary::binary(op, lhs, lhs_layout, rhs, rhs_layout)
+    }
+
+    fn compare(
+        &self,
+        op: CmpOp,
+        lhs: &CpuStorage,
+        lhs_layout: &Layout,
+        rhs: &CpuStorage,
+        rhs_layout: &Layout,
+    ) -> Result<CpuStorage> {
+        check_storage(op.name(), lhs, lhs_layout)?;
+        check_storage(op.name(), rhs, rhs_layout)?;
+        check_same_shape(op.name(), lhs_layout, rhs_layout)?;
+        compare::compare(op, lhs, lhs_layout, rhs, rhs_layout)
+    }
+
+    fn where_select(
+        &self,
+        cond: &CpuStorage,
+        cond_layout: &Layout,
+        on_true: &CpuStorage,
+        true_layout: &Layout,
+        on_false: &CpuStorage,
+        false_layout: &Layout,
+    ) -> Result<CpuStorage> {
+        check_storage("where", cond, cond_layout)?;
+        check_storage("where", on_true, true_layout)?;
+        check_storage("where", on_false, false_layout)?;
+        check_same_shape("where", cond_layout, true_layout)?;
+        check_same_shape("where", cond_layout, false_layout)?;
+        select::where_select(
+            cond,
+            cond_layout,
+            on_true,
+            true_layout,
+            on_false,
+            false_layout,
+        )
+    }
+
+    fn reduce(
+        &self,
+        op: ReduceOp,
+        x: &CpuStorage,
+        layout: &Layout,
+        axes: &[usize],
+    ) -> Result<CpuStorage> {
+        check_storage(op.name(), x, layout)?;
+        reduce::reduce(op, x, layout, axes)
+    }
+
+    fn arg_reduce(
+        &self,
+        op: ArgReduceOp,
+        x: &CpuStorage,
+        layout: &Layout,
+        axis: usize,
+    ) -> Result<CpuStorage> {
+        check_storage(op.name(), x, layout)?;
+        arg_reduce::arg_reduce(op, x, layout, axis)
+    }
+
+    fn matmul(
+        &self,
+        lhs: &CpuStorage,
+        lhs_layout: &Layout,
+        rhs: &CpuStorage,
+        rhs_layout: &Layout,
+    ) -> Result<CpuStorage> {
+        check_storage("matmul", lhs, lhs_layout)?;
+        check_storage("matmul", rhs, rhs_layout)?;
+        matmul::matmul(lhs, lhs_layout, rhs, rhs_layout)
+    }
+
+    fn index_select(
+        &self,
+        x: &CpuStorage,
+        layout: &Layout,
+        axis: usize,
+        indices: &CpuStorage,
+        indices_layout: &Layout,
+    ) -> Result<CpuStorage> {
+        check_storage("index_select", x, layout)?;
+        check_storage("index_select", indices, indices_layout)?;
+        index_select::index_select(x, layout, axis, indices, indices_layout)
+    }
+
+    fn gather(
+        &self,
+        x: &CpuStorage,
+        layout: &Layout,
+        axis: usize,
+        indices: &CpuStorage,
+        indices_layout: &Layout,
+    ) -> Result<CpuStorage> {
+        check_storage("gather", x, layout)?;
+        check_storage("gather", indices, indices_layout)?;
+        gather::gather(x, layout, axis, indices, indices_layout)
+    }
+
+    fn scatter_add(
+        &self,
+        base: &CpuStorage,
+        base_layout: &Layout,
+        axis: usize,
+        indices: &CpuStorage,
+        indices_layout: &Layout,
+        src: &CpuStorage,
+        src_layout: &Layout,
+    ) -> Result<CpuStorage> {
+        check_storage("scatter_add", base, base_layout)?;
+        check_storage("scatter_add", indices, indices_layout)?;
+        check_storage("scatter_add", src, src_layout)?;
+        scatter_add::scatter_add(
+            base,
+            base_layout,
+            axis,
+            indices,
+            indices_layout,
+            src,
+            src_layout,
+        )
+    }
+
+    fn random(
+        &self,
+        dist: Distribution,
+        numel: usize,
+        dtype: DType,
+        seed: u64,
+        offset: u64,
+    ) -> Result<CpuStorage> {
+        random::random(dist, numel, dtype, seed, offset)
+    }
+
+    // ----- fused composites -----
+
+    fn softmax(&self, x: &Tensor<Cpu>, axis: usize) -> Result<Tensor<Cpu>> {
+        match fused_rows(RowOp::Softmax, x, axis)? {
+            Some(t) => Ok(t),
+            None => composite::softmax(x, axis),
+        }
+    }
+
+    fn log_softmax(&self, x: &Tensor<Cpu>, axis: usize) -> Result<Tensor<Cpu>> {
+        match fused_rows(RowOp::LogSoftmax, x, axis)? {
+            Some(t) => Ok(t),
+            None => composite::log_softmax(x, axis),
+        }
+    }
+
+    fn logsumexp(&self, x: &Tensor<Cpu>, axis: usize) -> Result<Tensor<Cpu>> {
+        match fused_rows(RowOp::LogSumExp, x, axis)? {
+            Some(t) => Ok(t),
+            None => composite::logsumexp(x, axis),
+        }
+    }
+}
+
+/// The fused last-axis kernel for `op` wrapped as a tensor, or `None` when the composite
+/// default must run instead.
+fn fused_rows(op: RowOp, x: &Tensor<Cpu>, axis: usize) -> Result<Option<Tensor<Cpu>>> {
+    check_storage("softmax", x.storage(), x.layout())?;
+    let Some(storage) = softmax::last_axis(op, x.storage(), x.layout(), axis) else {
+        return Ok(None);
+    };
+    let mut dims = x.dims().to_vec();
+    if op == RowOp::LogSumExp {
+        dims[axis] = 1;
+    }
+    Tensor::from_parts(x.backend(), storage, Layout::contiguous(dims)).map(Some)
+}

@@ -1,0 +1,128 @@
+//! Fused softmax, log-softmax and log-sum-exp over the last axis.
+//!
+//! Each row is read once into its output slot and then transformed in place, instead of the
+//! five to seven full-tensor passes of the composite default. The arithmetic is the composite's
+//! (`tensor_core::composite::softmax`): the shift is the row maximum (NaN-propagating), replaced
+//! by 0 when infinite, `softmax = e / sum(e)` with `e = exp(x - shift)`, and
+//! `log_softmax = x - (ln(sum(e)) + shift)`; sums are pairwise. Other axes, and empty rows, are
+//! left to the composite (return `None`).
+
+use super::num::Num;
+use super::reducer::{reduce_slice, MaxOp, SumOp};
+use crate::parallel::fill_rows;
+use crate::strided::StridedPlan;
+use crate::CpuStorage;
+use tensor_core::{FloatElement, Layout};
+
+/// Which function of the row to compute.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RowOp {
+    /// `exp(x - lse)`.
+    Softmax,
+    /// `x - lse`.
+    LogSoftmax,
+    /// `lse` itself: one value per row.
+    LogSumExp,
+}
+
+/// The fused row op over the last axis of a float tensor, or `None` when the composite should
+/// handle it (another axis, an empty axis, a non-float dtype). The output is contiguous: the
+/// input shape, or for [`RowOp::LogSumExp`] the input shape with the last axis set to 1.
+pub(crate) fn last_axis(
+    op: RowOp,
+    x: &CpuStorage,
+    layout: &Layout,
+    axis: usize,
+) -> Option<CpuStorage> {
+    let rank = layout.rank();
+    if rank == 0 || axis != rank - 1 || layout.dims()[axis] == 0 {
+        return None;
+    }
+    match x {
+        CpuStorage::F32(v) => Some(CpuStorage::F32(rows(op, v, layout))),
+        CpuStorage::F64(v) => Some(CpuStorage::F64(rows(op, v, layout))),
+        _ => None,
+    }
+}
+
+/// Applies `op` to every row of `x` (the last axis of `layout`, which is not empty).
+fn rows<T: FloatElement + Num>(op: RowOp, x: &[T], layout: &Layout) -> Vec<T> {
+    let rank = layout.rank();
+    let n = layout.dims()[rank - 1];
+    let stride = layout.strides()[rank - 1] as usize;
+    let outer = StridedPlan::new(
+        &layout.dims()[..rank - 1],
+        [&layout.strides()[..rank - 1]],
+        [layout.offset()],
+    );
+    let row_count = outer.numel();
+    // The row at `base` copied into `dst` (length n).
+    let load = |base: usize, dst: &mut [T]| match stride {
+        1 => dst.copy_from_slice(&x[base..base + n]),
+        0 => dst.fill(x[base]),
+        _ => {
+            for (d, v) in dst.iter_mut().zip(x[base..].iter().step_by(stride)) {
+                *d = *v;
+            }
+        }
+    };
+    if op == RowOp::LogSumExp {
+        let mut out = vec![T::zero(); row_count];
+        fill_rows(&mut out, 1, |first, chunk| {
+            let mut scratch = vec![T::zero(); n];
+            for (r, o) in chunk.iter_mut().enumerate() {
+                let [base] = outer.offsets_at(first + r);
+                load(base, &mut scratch);
+                let shift = shift_of(&scratch);
+                exp_shifted(&mut scratch, shift);
+                *o = reduce_slice::<T, SumOp>(&scratch).ln() + shift;
+            }
+        });
+        return out;
+    }
+    let mut out = vec![T::zero(); row_count * n];
+    fill_rows(&mut out, n, |first, chunk| {
+        let mut scratch = if op == RowOp::LogSoftmax {
+            vec![T::zero(); n]
+        } else {
+            Vec::new()
+        };
+        for (r, row) in chunk.chunks_mut(n).enumerate() {
+            let [base] = outer.offsets_at(first + r);
+            load(base, row);
+            let shift = shift_of(row);
+            if op == RowOp::Softmax {
+                exp_shifted(row, shift);
+                let sum = reduce_slice::<T, SumOp>(row);
+                for v in row.iter_mut() {
+                    *v = *v / sum;
+                }
+            } else {
+                scratch.copy_from_slice(row);
+                exp_shifted(&mut scratch, shift);
+                let lse = reduce_slice::<T, SumOp>(&scratch).ln() + shift;
+                for v in row.iter_mut() {
+                    *v = *v - lse;
+                }
+            }
+        }
+    });
+    out
+}
+
+/// The row maximum (NaN if any element is NaN), or 0 when it is infinite.
+fn shift_of<T: FloatElement + Num>(row: &[T]) -> T {
+    let m = reduce_slice::<T, MaxOp>(row);
+    if m.is_infinite() {
+        T::zero()
+    } else {
+        m
+    }
+}
+
+/// `v = exp(v - shift)` for every element.
+fn exp_shifted<T: FloatElement>(row: &mut [T], shift: T) {
+    for v in row.iter_mut() {
+        *v = (*v - shift).exp();
+    }
+}

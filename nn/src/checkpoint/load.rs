@@ -1,0 +1,138 @@
+//! Reading a safetensors file back into tensors on a backend, with optional checks against the
+//! expected names, dims and dtypes.
+
+use crate::checkpoint::codec::{from_safetensors_dtype, host_from_le_bytes};
+use crate::checkpoint::tensor_spec::{check_specs, LoadMode, LoadReport, TensorSpec};
+use crate::checkpoint::Checkpoint;
+use crate::{Error, Result};
+use safetensors::SafeTensors;
+use std::collections::BTreeMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+use tensor_core::{Backend, Tensor};
+
+/// The names, dims, dtypes and metadata of a checkpoint file, without its tensor data.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CheckpointInfo {
+    /// Every tensor, by name.
+    pub tensors: BTreeMap<String, TensorSpec>,
+    /// The string metadata.
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// A parsed, validated file: its bytes, its tensor specs and its metadata.
+struct ParsedFile {
+    bytes: Vec<u8>,
+    info: CheckpointInfo,
+}
+
+/// Reads and validates `path`: the header must parse, every tensor must have a supported dtype
+/// and the data offsets must exactly cover the rest of the file.
+fn parse_file(path: &Path) -> Result<ParsedFile> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    // safetensors validates the header with checked arithmetic; the guard turns any panic it
+    // might still raise on hostile input into an error instead of unwinding into the caller.
+    let parsed = catch_unwind(AssertUnwindSafe(|| SafeTensors::read_metadata(&bytes)))
+        .map_err(|_| Error::format(path, "the safetensors parser failed on this file"))?;
+    let (_, header) =
+        parsed.map_err(|e| Error::format(path, format!("not a valid safetensors file: {e}")))?;
+    let mut tensors = BTreeMap::new();
+    for (name, info) in header.tensors() {
+        let dtype = from_safetensors_dtype(info.dtype).ok_or_else(|| {
+            Error::format(
+                path,
+                format!(
+                    "tensor '{name}' has dtype {:?}, which Tessera cannot load (supported: F32, F64, I64, BOOL)",
+                    info.dtype
+                ),
+            )
+        })?;
+        let spec = TensorSpec::new(name.clone(), info.shape.clone(), dtype);
+        tensors.insert(name, spec);
+    }
+    let metadata = header
+        .metadata()
+        .as_ref()
+        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default();
+    Ok(ParsedFile {
+        bytes,
+        info: CheckpointInfo { tensors, metadata },
+    })
+}
+
+/// Lists the tensors and metadata of the safetensors file `path` without uploading anything.
+pub fn inspect(path: impl AsRef<Path>) -> Result<CheckpointInfo> {
+    Ok(parse_file(path.as_ref())?.info)
+}
+
+/// Loads every tensor (and the metadata) of the safetensors file `path` onto `backend`.
+///
+/// A missing file is [`Error::Io`]; a truncated or corrupt file, or one holding a dtype Tessera
+/// has no tensor type for, is [`Error::Format`] naming the file (and the tensor, where one is at
+/// fault).
+pub fn load<B: Backend>(path: impl AsRef<Path>, backend: &B) -> Result<Checkpoint<B>> {
+    let path = path.as_ref();
+    let parsed = parse_file(path)?;
+    let names: Vec<&str> = parsed.info.tensors.keys().map(String::as_str).collect();
+    upload(path, &parsed, &names, backend)
+}
+
+/// Loads the safetensors file `path` onto `backend`, checking its tensors against `expected`
+/// before uploading any data.
+///
+/// A tensor of other dims or dtype than expected is always an [`Error::Checkpoint`] naming it. In
+/// [`LoadMode::Strict`] a missing or unexpected tensor is too; in [`LoadMode::NonStrict`] they are
+/// listed in the returned [`LoadReport`], and unexpected tensors are left out of the result.
+pub fn load_checked<B: Backend>(
+    path: impl AsRef<Path>,
+    backend: &B,
+    expected: &[TensorSpec],
+    mode: LoadMode,
+) -> Result<(Checkpoint<B>, LoadReport)> {
+    let path = path.as_ref();
+    let parsed = parse_file(path)?;
+    let report = check_specs(&parsed.info.tensors, expected, mode).map_err(|e| match e {
+        Error::Checkpoint { msg } => Error::checkpoint(format!("{}: {msg}", path.display())),
+        other => other,
+    })?;
+    let names: Vec<&str> = expected
+        .iter()
+        .map(|s| s.name.as_str())
+        .filter(|n| parsed.info.tensors.contains_key(*n))
+        .collect();
+    Ok((upload(path, &parsed, &names, backend)?, report))
+}
+
+/// Decodes and uploads the tensors `names` of a parsed file.
+fn upload<B: Backend>(
+    path: &Path,
+    parsed: &ParsedFile,
+    names: &[&str],
+    backend: &B,
+) -> Result<Checkpoint<B>> {
+    let view = SafeTensors::deserialize(&parsed.bytes)
+        .map_err(|e| Error::format(path, format!("not a valid safetensors file: {e}")))?;
+    let mut tensors = BTreeMap::new();
+    for &name in names {
+        let spec = parsed.info.tensors.get(name).ok_or_else(|| {
+            Error::checkpoint(format!("tensor '{name}' is not in {}", path.display()))
+        })?;
+        let stored = view
+            .tensor(name)
+            .map_err(|e| Error::format(path, format!("tensor '{name}': {e}")))?;
+        let host = host_from_le_bytes(spec.dtype, stored.data())
+            .map_err(|msg| Error::format(path, format!("tensor '{name}': {msg}")))?;
+        let tensor = Tensor::from_host(host, spec.dims.clone(), backend).map_err(|e| {
+            Error::checkpoint(format!(
+                "cannot create tensor '{name}' on {}: {e}",
+                backend.name()
+            ))
+        })?;
+        tensors.insert(name.to_string(), tensor);
+    }
+    Ok(Checkpoint {
+        tensors,
+        metadata: parsed.info.metadata.clone(),
+    })
+}

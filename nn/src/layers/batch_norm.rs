@@ -1,0 +1,301 @@
+//! Batch normalisation: [`BatchNorm1d`] over `[n, c]` / `[n, c, l]` and [`BatchNorm2d`] over
+//! `[n, c, h, w]`, sharing one implementation.
+
+use crate::module::{child_name, Module, TrainingMode};
+use autograd::{no_grad, Var};
+use tensor_core::{Backend, DType, Error, Result, Tensor};
+
+/// The hyper-parameters of a batch-norm layer; [`Default`] gives PyTorch's.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BatchNormConfig {
+    /// Added to the variance before the square root (default `1e-5`).
+    pub eps: f64,
+    /// Weight of the new batch statistic in the running averages (default `Some(0.1)`);
+    /// `None` makes them cumulative averages over all batches seen, like PyTorch.
+    pub momentum: Option<f64>,
+    /// Whether the layer has a learned per-channel scale `weight` and shift `bias`
+    /// (default `true`).
+    pub affine: bool,
+}
+
+impl Default for BatchNormConfig {
+    fn default() -> Self {
+        BatchNormConfig {
+            eps: 1e-5,
+            momentum: Some(0.1),
+            affine: true,
+        }
+    }
+}
+
+/// The state and maths shared by the batch-norm layers.
+///
+/// Training: normalise with the batch mean and the *biased* batch variance over every axis but
+/// the channel axis 1, then update `running_mean` and `running_var` (the latter with the
+/// *unbiased* batch variance) as `(1 - m) · running + m · batch`. Evaluation: normalise with
+/// the running statistics. Then `y = x̂ · weight + bias` per channel.
+struct BatchNormCore<B: Backend> {
+    op: &'static str,
+    num_features: usize,
+    config: BatchNormConfig,
+    weight: Option<Var<B>>,
+    bias: Option<Var<B>>,
+    running_mean: Var<B>,
+    running_var: Var<B>,
+    num_batches_tracked: Var<B>,
+    mode: TrainingMode,
+}
+
+impl<B: Backend> BatchNormCore<B> {
+    fn new(
+        op: &'static str,
+        num_features: usize,
+        config: BatchNormConfig,
+        dtype: DType,
+        backend: &B,
+    ) -> Result<Self> {
+        if !(config.eps.is_finite() && config.eps > 0.0) {
+            return Err(Error::InvalidArgument {
+                op,
+                msg: format!("eps must be positive, got {}", config.eps),
+            });
+        }
+        if let Some(m) = config.momentum {
+            if !(0.0..=1.0).contains(&m) {
+                return Err(Error::InvalidArgument {
+                    op,
+                    msg: format!("momentum must be in [0, 1], got {m}"),
+                });
+            }
+        }
+        if !dtype.is_float() {
+            return Err(Error::UnsupportedDType { op, dtype });
+        }
+        let (weight, bias) = if config.affine {
+            (
+                Some(Var::param(Tensor::ones([num_features], dtype, backend)?)),
+                Some(Var::param(Tensor::zeros([num_features], dtype, backend)?)),
+            )
+        } else {
+            (None, None)
+        };
+        Ok(BatchNormCore {
+            op,
+            num_features,
+            config,
+            weight,
+            bias,
+            running_mean: Var::constant(Tensor::zeros([num_features], dtype, backend)?),
+            running_var: Var::constant(Tensor::ones([num_features], dtype, backend)?),
+            num_batches_tracked: Var::constant(Tensor::zeros((), DType::I64, backend)?),
+            mode: TrainingMode::new(),
+        })
+    }
+
+    /// Checks the input rank and channel count.
+    fn check_input(&self, dims: &[usize], ranks: &[usize]) -> Result<()> {
+        if !ranks.contains(&dims.len()) || dims[1] != self.num_features {
+            return Err(Error::InvalidArgument {
+                op: self.op,
+                msg: format!(
+                    "expected an input of rank {ranks:?} with {} channels on axis 1, got shape {:?}",
+                    self.num_features, dims
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// `[1, c, 1, ...]` for an input of rank `rank`: per-channel values broadcast against it.
+    fn channel_shape(&self, rank: usize) -> Vec<usize> {
+        let mut shape = vec![1; rank];
+        shape[1] = self.num_features;
+        shape
+    }
+
+    fn forward(&self, x: &Var<B>, ranks: &[usize]) -> Result<Var<B>> {
+        let dims = x.dims().to_vec();
+        self.check_input(&dims, ranks)?;
+        let channel_shape = self.channel_shape(dims.len());
+        let axes: Vec<isize> = (0..dims.len() as isize).filter(|&a| a != 1).collect();
+        let normalized = if self.mode.get() {
+            let count: usize = dims.iter().product::<usize>() / self.num_features;
+            if count <= 1 {
+                return Err(Error::InvalidArgument {
+                    op: self.op,
+                    msg: format!(
+                        "training needs more than one value per channel, got input shape {dims:?}"
+                    ),
+                });
+            }
+            let mean = x.mean(&axes, true)?;
+            let var = x.var(&axes, 0, true)?;
+            self.update_running_stats(&mean.value(), &var.value(), count)?;
+            x.sub(&mean)?
+                .mul(&var.add_scalar(self.config.eps)?.rsqrt()?)?
+        } else {
+            let mean = self.running_mean.value().reshape(channel_shape.clone())?;
+            let inv_std = self
+                .running_var
+                .value()
+                .add_scalar(self.config.eps)?
+                .rsqrt()?
+                .reshape(channel_shape.clone())?;
+            x.sub(&Var::constant(mean))?.mul(&Var::constant(inv_std))?
+        };
+        let mut y = normalized;
+        if let Some(w) = &self.weight {
+            y = y.mul(&w.reshape(channel_shape.clone())?)?;
+        }
+        if let Some(b) = &self.bias {
+            y = y.add(&b.reshape(channel_shape)?)?;
+        }
+        Ok(y)
+    }
+
+    /// `running = (1 - m) · running + m · batch`, with the unbiased variance
+    /// `var · count / (count - 1)`; `m = 1 / batches seen` when momentum is `None`.
+    fn update_running_stats(
+        &self,
+        batch_mean: &Tensor<B>,
+        batch_var: &Tensor<B>,
+        count: usize,
+    ) -> Result<()> {
+        no_grad(|| {
+            let tracked = self.num_batches_tracked.value().add_scalar(1.0)?;
+            let momentum = match self.config.momentum {
+                Some(m) => m,
+                None => 1.0 / tracked.to_scalar_f64()?,
+            };
+            let c = [self.num_features];
+            let batch_mean = batch_mean.reshape(c)?;
+            let unbiased = batch_var
+                .reshape(c)?
+                .mul_scalar(count as f64 / (count - 1) as f64)?;
+            let blend = |running: &Var<B>, batch: &Tensor<B>| -> Result<()> {
+                let old = running.value().mul_scalar(1.0 - momentum)?;
+                running.set_value(old.add(&batch.mul_scalar(momentum)?)?)
+            };
+            blend(&self.running_mean, &batch_mean)?;
+            blend(&self.running_var, &unbiased)?;
+            self.num_batches_tracked.set_value(tracked)
+        })
+    }
+
+    fn visit_parameters(&self, prefix: &str, f: &mut dyn FnMut(&str, &Var<B>)) {
+        if let Some(w) = &self.weight {
+            f(&child_name(prefix, "weight"), w);
+        }
+        if let Some(b) = &self.bias {
+            f(&child_name(prefix, "bias"), b);
+        }
+    }
+
+    fn visit_buffers(&self, prefix: &str, f: &mut dyn FnMut(&str, &Var<B>)) {
+        f(&child_name(prefix, "running_mean"), &self.running_mean);
+        f(&child_name(prefix, "running_var"), &self.running_var);
+        f(
+            &child_name(prefix, "num_batches_tracked"),
+            &self.num_batches_tracked,
+        );
+    }
+}
+
+/// Defines a public batch-norm layer over `BatchNormCore` accepting inputs of `$ranks`.
+macro_rules! batch_norm_layer {
+    ($(#[$doc:meta])* $name:ident, $op:literal, $ranks:expr) => {
+        $(#[$doc])*
+        pub struct $name<B: Backend> {
+            core: BatchNormCore<B>,
+        }
+
+        impl<B: Backend> $name<B> {
+            /// A layer over `num_features` channels with PyTorch's defaults.
+            pub fn new(num_features: usize, dtype: DType, backend: &B) -> Result<Self> {
+                Self::with_config(num_features, BatchNormConfig::default(), dtype, backend)
+            }
+
+            /// A layer over `num_features` channels with explicit hyper-parameters.
+            pub fn with_config(
+                num_features: usize,
+                config: BatchNormConfig,
+                dtype: DType,
+                backend: &B,
+            ) -> Result<Self> {
+                Ok($name {
+                    core: BatchNormCore::new($op, num_features, config, dtype, backend)?,
+                })
+            }
+
+            /// The per-channel scale, if affine.
+            pub fn weight(&self) -> Option<&Var<B>> {
+                self.core.weight.as_ref()
+            }
+
+            /// The per-channel shift, if affine.
+            pub fn bias(&self) -> Option<&Var<B>> {
+                self.core.bias.as_ref()
+            }
+
+            /// The running mean `[c]` used in evaluation mode.
+            pub fn running_mean(&self) -> &Var<B> {
+                &self.core.running_mean
+            }
+
+            /// The running (unbiased) variance `[c]` used in evaluation mode.
+            pub fn running_var(&self) -> &Var<B> {
+                &self.core.running_var
+            }
+
+            /// The number of training batches seen (an `i64` scalar).
+            pub fn num_batches_tracked(&self) -> &Var<B> {
+                &self.core.num_batches_tracked
+            }
+
+            /// The hyper-parameters.
+            pub fn config(&self) -> BatchNormConfig {
+                self.core.config
+            }
+        }
+
+        impl<B: Backend> Module<B> for $name<B> {
+            fn forward(&self, x: &Var<B>) -> Result<Var<B>> {
+                self.core.forward(x, &$ranks)
+            }
+
+            fn visit_parameters(&self, prefix: &str, f: &mut dyn FnMut(&str, &Var<B>)) {
+                self.core.visit_parameters(prefix, f);
+            }
+
+            fn visit_buffers(&self, prefix: &str, f: &mut dyn FnMut(&str, &Var<B>)) {
+                self.core.visit_buffers(prefix, f);
+            }
+
+            fn set_training(&self, training: bool) {
+                self.core.mode.set(training);
+            }
+
+            fn is_training(&self) -> bool {
+                self.core.mode.get()
+            }
+        }
+    };
+}
+
+batch_norm_layer!(
+    /// Batch normalisation over `[n, c]` or `[n, c, l]` inputs (PyTorch's `nn.BatchNorm1d`):
+    /// statistics per channel `c` over the batch (and length) axes. Parameters: `weight`,
+    /// `bias`; buffers: `running_mean`, `running_var`, `num_batches_tracked`.
+    BatchNorm1d,
+    "BatchNorm1d",
+    [2, 3]
+);
+
+batch_norm_layer!(
+    /// Batch normalisation over `[n, c, h, w]` inputs (PyTorch's `nn.BatchNorm2d`): statistics
+    /// per channel `c` over the batch and spatial axes. Parameters: `weight`, `bias`; buffers:
+    /// `running_mean`, `running_var`, `num_batches_tracked`.
+    BatchNorm2d,
+    "BatchNorm2d",
+    [4]
+);

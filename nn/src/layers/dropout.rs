@@ -1,0 +1,93 @@
+//! [`Dropout`]: random zeroing with inverted scaling during training.
+
+use crate::module::{Module, TrainingMode};
+use autograd::Var;
+use std::sync::Mutex;
+use tensor_core::{Backend, Distribution, Error, Generator, Result, Tensor};
+
+/// Zeroes each element with probability `p` in training mode and scales the survivors by
+/// `1 / (1 - p)`, so the expected value is unchanged (PyTorch's `nn.Dropout`); the identity in
+/// evaluation mode. No parameters.
+///
+/// The mask comes from a counter-based [`Generator`]: element `i` of a forward pass is kept
+/// when uniform sample `offset + i` of the seed's stream is `>= p`, and every forward pass moves
+/// the offset past the samples it used. The same seed thus gives the same masks, on every
+/// backend.
+#[derive(Debug)]
+pub struct Dropout {
+    p: f64,
+    generator: Mutex<Generator>,
+    mode: TrainingMode,
+}
+
+impl Dropout {
+    /// Dropout with probability `p` (in `[0, 1]`) and masks drawn from the stream `seed`.
+    pub fn new(p: f64, seed: u64) -> Result<Self> {
+        Self::with_generator(p, Generator::new(seed))
+    }
+
+    /// Dropout with probability `p` (in `[0, 1]`) and masks drawn from `generator`.
+    pub fn with_generator(p: f64, generator: Generator) -> Result<Self> {
+        if !(0.0..=1.0).contains(&p) {
+            return Err(Error::InvalidArgument {
+                op: "Dropout",
+                msg: format!("probability must be in [0, 1], got {p}"),
+            });
+        }
+        Ok(Dropout {
+            p,
+            generator: Mutex::new(generator),
+            mode: TrainingMode::new(),
+        })
+    }
+
+    /// The drop probability.
+    pub fn p(&self) -> f64 {
+        self.p
+    }
+
+    /// The scaled keep mask for `like`: `1 / (1 - p)` where kept, 0 where dropped.
+    fn mask<B: Backend>(&self, like: &Tensor<B>) -> Result<Tensor<B>> {
+        let uniform = {
+            // A poisoned lock only means another forward panicked; the counter is still valid.
+            let mut generator = self.generator.lock().unwrap_or_else(|e| e.into_inner());
+            Tensor::random_from(
+                like.shape(),
+                Distribution::Uniform {
+                    low: 0.0,
+                    high: 1.0,
+                },
+                like.dtype(),
+                &mut generator,
+                like.backend(),
+            )?
+        };
+        if self.p >= 1.0 {
+            return like.zeros_like();
+        }
+        uniform
+            .ge_scalar(self.p)?
+            .to_dtype(like.dtype())?
+            .mul_scalar(1.0 / (1.0 - self.p))
+    }
+}
+
+impl<B: Backend> Module<B> for Dropout {
+    fn forward(&self, x: &Var<B>) -> Result<Var<B>> {
+        if !self.mode.get() || self.p == 0.0 {
+            return Ok(x.clone());
+        }
+        let mask = self.mask(&x.value())?;
+        x.mul(&Var::constant(mask))
+    }
+
+    fn visit_parameters(&self, _prefix: &str, _f: &mut dyn FnMut(&str, &Var<B>)) {}
+
+    fn set_training(&self, training: bool) {
+        self.mode.set(training);
+    }
+
+    fn is_training(&self) -> bool {
+        self.mode.get()
+    }
+}

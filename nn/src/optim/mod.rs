@@ -1,0 +1,49 @@
+//! Optimizers with PyTorch's exact update rules: [`Sgd`] (momentum, dampening, Nesterov,
+//! weight decay), [`Adam`] and [`AdamW`] (bias-corrected, optional AMSGrad).
+//!
+//! An optimizer owns handles to named parameters (typically `model.parameters()`); each
+//! [`Optimizer::step`] reads their gradients, updates its per-parameter state and writes new
+//! values with [`autograd::Var::set_value`], under [`autograd::no_grad`]. Parameters without a
+//! gradient are skipped, as in PyTorch. The update of one parameter is a short chain of
+//! element-wise tensor ops with the scalar coefficients computed on the host in f64.
+//!
+//! [`Optimizer::state`] exports the per-parameter state as named tensors
+//! (`"<param>.<key>"`, e.g. `"0.weight.exp_avg"`, `"0.weight.step"`) for checkpoints, and
+//! [`Optimizer::load_state`] restores it. The learning rate is not part of that state: it is
+//! a hyper-parameter a schedule or the training script sets.
+
+mod adam;
+mod adamw;
+mod named_params;
+mod sgd;
+
+pub use adam::{Adam, AdamConfig};
+pub use adamw::{AdamW, AdamWConfig};
+pub use sgd::{Sgd, SgdConfig};
+
+use tensor_core::{Backend, Result, Tensor};
+
+/// A first-order optimizer over a fixed set of named parameters.
+pub trait Optimizer<B: Backend> {
+    /// Applies one update to every parameter that has a gradient.
+    fn step(&mut self) -> Result<()>;
+
+    /// Clears the gradient of every parameter.
+    fn zero_grad(&mut self);
+
+    /// The current learning rate.
+    fn learning_rate(&self) -> f64;
+
+    /// Sets the learning rate used by the next steps (what a schedule calls).
+    fn set_learning_rate(&mut self, lr: f64);
+
+    /// The per-parameter state as `("<param name>.<key>", tensor)` pairs, for checkpoints.
+    /// Parameters that have not been updated yet have no entries.
+    fn state(&self) -> Vec<(String, Tensor<B>)>;
+
+    /// Restores a state exported by [`Optimizer::state`] of an optimizer of the same kind over
+    /// the same parameters. Parameters without entries start fresh; an unknown key, a missing
+    /// key of a parameter that has some, or a tensor of the wrong shape or dtype is an error
+    /// and leaves the optimizer unchanged.
+    fn load_state(&mut self, state: &[(String, Tensor<B>)]) -> Result<()>;
+}

@@ -1,0 +1,29 @@
+//! One supervised optimisation step with cross-entropy.
+
+use crate::loss::cross_entropy;
+use crate::module::Module;
+use crate::optim::Optimizer;
+use autograd::Var;
+use tensor_core::{Backend, Result, Tensor};
+
+/// Runs forward, cross-entropy against `labels` (`i64` class indices), backward and one
+/// optimizer step. Returns the loss as a rank-0 tensor **without reading it back**, so a GPU
+/// backend is not synchronised every step; read it (e.g. `to_scalar_f64`) only when needed.
+pub fn train_step<B, M, O>(
+    model: &M,
+    optimizer: &mut O,
+    features: Tensor<B>,
+    labels: &Tensor<B>,
+) -> Result<Tensor<B>>
+where
+    B: Backend,
+    M: Module<B> + ?Sized,
+    O: Optimizer<B> + ?Sized,
+{
+    let logits = model.forward(&Var::constant(features))?;
+    let loss = cross_entropy(&logits, labels)?;
+    optimizer.zero_grad();
+    loss.backward()?;
+    optimizer.step()?;
+    Ok(loss.value())
+}

@@ -1,0 +1,275 @@
+//! Element-wise reference ops: unary maps, broadcasting binary ops, comparisons, select, casts.
+//!
+//! Float results are computed in f64 and rounded once to the emulated dtype (so an f32 overflow
+//! becomes `inf` as it does on a device); i64 results use wrapping i64 arithmetic.
+
+use super::{views::broadcast_to, RefArray};
+use tensor_core::{BinaryOp, CmpOp, DType, UnaryOp};
+
+/// Rounds an exact f64 result to the nearest value of `dtype` (f32 rounding, i64 truncation
+/// with saturation and NaN to 0, bool `!= 0`), returned as f64 again.
+pub fn round_to(dtype: DType, x: f64) -> f64 {
+    match dtype {
+        DType::F32 => x as f32 as f64,
+        DType::F64 => x,
+        DType::I64 => (x as i64) as f64,
+        DType::Bool => bool_f64(x != 0.0),
+    }
+}
+
+fn bool_f64(b: bool) -> f64 {
+    if b {
+        1.0
+    } else {
+        0.0
+    }
+}
+
+/// `op(x)` for one element of `dtype`, from the definitions in `tensor_core::ops`.
+pub fn unary_value(op: UnaryOp, dtype: DType, x: f64) -> f64 {
+    match dtype {
+        DType::F32 | DType::F64 => round_to(dtype, unary_float(op, x)),
+        DType::I64 => {
+            let v = x as i64;
+            let r = match op {
+                UnaryOp::Neg => v.wrapping_neg(),
+                UnaryOp::Abs => v.wrapping_abs(),
+                UnaryOp::Sign => v.signum(),
+                UnaryOp::Square => v.wrapping_mul(v),
+                _ => panic!("reference: {op:?} is not defined for i64"),
+            };
+            r as f64
+        }
+        DType::Bool => match op {
+            UnaryOp::Not => bool_f64(x == 0.0),
+            _ => panic!("reference: {op:?} is not defined for bool"),
+        },
+    }
+}
+
+fn unary_float(op: UnaryOp, x: f64) -> f64 {
+    match op {
+        UnaryOp::Neg => -x,
+        UnaryOp::Abs => x.abs(),
+        UnaryOp::Sign => {
+            if x > 0.0 {
+                1.0
+            } else if x < 0.0 {
+                -1.0
+            } else {
+                x // ±0 and NaN are kept
+            }
+        }
+        UnaryOp::Square => x * x,
+        UnaryOp::Recip => 1.0 / x,
+        UnaryOp::Sqrt => x.sqrt(),
+        UnaryOp::Exp => x.exp(),
+        UnaryOp::Log => x.ln(),
+        UnaryOp::Sin => x.sin(),
+        UnaryOp::Cos => x.cos(),
+        UnaryOp::Tanh => x.tanh(),
+        UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+        // NaN > 0 is false, so NaN is kept explicitly.
+        UnaryOp::Relu => {
+            if x > 0.0 || x.is_nan() {
+                x
+            } else {
+                0.0
+            }
+        }
+        UnaryOp::Gelu => 0.5 * x * (1.0 + libm::erf(x / std::f64::consts::SQRT_2)),
+        UnaryOp::Erf => libm::erf(x),
+        UnaryOp::Floor => x.floor(),
+        UnaryOp::Ceil => x.ceil(),
+        UnaryOp::Not => panic!("reference: logical_not is only defined for bool"),
+    }
+}
+
+/// `op` applied to every element.
+pub fn unary(op: UnaryOp, dtype: DType, x: &RefArray) -> RefArray {
+    x.map(|v| unary_value(op, dtype, v))
+}
+
+/// The NumPy broadcast of two shapes (aligned from the right, equal or 1), or `None`.
+pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+    let rank = a.len().max(b.len());
+    let dim = |s: &[usize], from_right: usize| {
+        if from_right < s.len() {
+            s[s.len() - 1 - from_right]
+        } else {
+            1
+        }
+    };
+    let mut out = vec![0; rank];
+    for (i, o) in out.iter_mut().enumerate() {
+        let from_right = rank - 1 - i;
+        let (x, y) = (dim(a, from_right), dim(b, from_right));
+        *o = if x == y || y == 1 {
+            x
+        } else if x == 1 {
+            y
+        } else {
+            return None;
+        };
+    }
+    Some(out)
+}
+
+/// `op(a, b)` for one pair of elements of `dtype`.
+pub fn binary_value(op: BinaryOp, dtype: DType, a: f64, b: f64) -> f64 {
+    match dtype {
+        DType::F32 | DType::F64 => {
+            let r = match op {
+                BinaryOp::Add => a + b,
+                BinaryOp::Sub => a - b,
+                BinaryOp::Mul => a * b,
+                BinaryOp::Div => a / b,
+                BinaryOp::Pow => a.powf(b),
+                BinaryOp::Maximum => nan_or(a, b, if a >= b { a } else { b }),
+                BinaryOp::Minimum => nan_or(a, b, if a <= b { a } else { b }),
+            };
+            round_to(dtype, r)
+        }
+        DType::I64 => {
+            let (x, y) = (a as i64, b as i64);
+            let r = match op {
+                BinaryOp::Add => x.wrapping_add(y),
+                BinaryOp::Sub => x.wrapping_sub(y),
+                BinaryOp::Mul => x.wrapping_mul(y),
+                BinaryOp::Maximum => x.max(y),
+                BinaryOp::Minimum => x.min(y),
+                BinaryOp::Div | BinaryOp::Pow => panic!("reference: {op:?} is not defined for i64"),
+            };
+            r as f64
+        }
+        DType::Bool => {
+            let (x, y) = (a != 0.0, b != 0.0);
+            bool_f64(match op {
+                BinaryOp::Mul | BinaryOp::Minimum => x && y,
+                BinaryOp::Maximum => x || y,
+                _ => panic!("reference: {op:?} is not defined for bool"),
+            })
+        }
+    }
+}
+
+/// NaN when either operand is NaN, `otherwise` else.
+fn nan_or(a: f64, b: f64, otherwise: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        otherwise
+    }
+}
+
+/// Applies `f` to the two operands broadcast to their common shape. Panics when the shapes are
+/// incompatible (the reference is only called on valid inputs).
+pub fn zip_broadcast(a: &RefArray, b: &RefArray, f: impl Fn(f64, f64) -> f64) -> RefArray {
+    let shape = broadcast_shapes(&a.shape, &b.shape).unwrap_or_else(|| {
+        panic!(
+            "reference: {:?} and {:?} do not broadcast",
+            a.shape, b.shape
+        )
+    });
+    let (a, b) = (broadcast_to(a, &shape), broadcast_to(b, &shape));
+    RefArray::new(
+        shape,
+        a.data.iter().zip(&b.data).map(|(&x, &y)| f(x, y)).collect(),
+    )
+}
+
+/// `op(a, b)` with NumPy broadcasting.
+pub fn binary(op: BinaryOp, dtype: DType, a: &RefArray, b: &RefArray) -> RefArray {
+    zip_broadcast(a, b, |x, y| binary_value(op, dtype, x, y))
+}
+
+/// IEEE comparison of two elements (every comparison with NaN is false except `Ne`).
+pub fn compare_value(op: CmpOp, a: f64, b: f64) -> bool {
+    match op {
+        CmpOp::Eq => a == b,
+        CmpOp::Ne => a != b,
+        CmpOp::Lt => a < b,
+        CmpOp::Le => a <= b,
+        CmpOp::Gt => a > b,
+        CmpOp::Ge => a >= b,
+    }
+}
+
+/// `op(a, b)` with broadcasting, as 0/1.
+pub fn compare(op: CmpOp, a: &RefArray, b: &RefArray) -> RefArray {
+    zip_broadcast(a, b, |x, y| bool_f64(compare_value(op, x, y)))
+}
+
+/// `cond ? on_true : on_false` with three-way broadcasting.
+pub fn where_select(cond: &RefArray, on_true: &RefArray, on_false: &RefArray) -> RefArray {
+    let shape = broadcast_shapes(&cond.shape, &on_true.shape)
+        .and_then(|s| broadcast_shapes(&s, &on_false.shape))
+        .expect("reference: where operands do not broadcast");
+    let c = broadcast_to(cond, &shape);
+    let t = broadcast_to(on_true, &shape);
+    let f = broadcast_to(on_false, &shape);
+    let data = (0..c.numel())
+        .map(|i| {
+            if c.data[i] != 0.0 {
+                t.data[i]
+            } else {
+                f.data[i]
+            }
+        })
+        .collect();
+    RefArray::new(shape, data)
+}
+
+/// One element of dtype `to` converted from a value: floats to i64 truncate toward zero,
+/// saturating, NaN to 0; anything to bool is `x != 0` (so NaN is true); to f32 rounds.
+pub fn cast_value(to: DType, x: f64) -> f64 {
+    match to {
+        DType::F32 => x as f32 as f64,
+        DType::F64 => x,
+        DType::I64 => {
+            if x.is_nan() {
+                0.0
+            } else if x >= 9_223_372_036_854_775_807.0 {
+                i64::MAX as f64
+            } else if x <= -9_223_372_036_854_775_808.0 {
+                i64::MIN as f64
+            } else {
+                x.trunc()
+            }
+        }
+        DType::Bool => bool_f64(x != 0.0),
+    }
+}
+
+/// Every element converted to `to`.
+pub fn cast(x: &RefArray, to: DType) -> RefArray {
+    x.map(|v| cast_value(to, v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_values() {
+        assert_eq!(
+            unary_value(UnaryOp::Sign, DType::F32, -0.0).to_bits(),
+            (-0.0f64).to_bits()
+        );
+        assert!(unary_value(UnaryOp::Relu, DType::F64, f64::NAN).is_nan());
+        assert_eq!(unary_value(UnaryOp::Exp, DType::F32, 100.0), f64::INFINITY);
+        assert!(
+            (unary_value(UnaryOp::Gelu, DType::F64, 1.0) - 0.841_344_746_068_542_9).abs() < 1e-15
+        );
+        assert_eq!(
+            binary_value(BinaryOp::Add, DType::I64, i64::MAX as f64, 1.0),
+            i64::MIN as f64
+        );
+        assert!(binary_value(BinaryOp::Maximum, DType::F32, f64::NAN, 1.0).is_nan());
+        assert_eq!(cast_value(DType::I64, -2.7), -2.0);
+        assert_eq!(cast_value(DType::I64, 1e30), i64::MAX as f64);
+        assert_eq!(cast_value(DType::Bool, f64::NAN), 1.0);
+        assert_eq!(broadcast_shapes(&[3, 1, 5], &[4, 5]), Some(vec![3, 4, 5]));
+        assert_eq!(broadcast_shapes(&[2, 3], &[4]), None);
+    }
+}

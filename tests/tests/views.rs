@@ -1,0 +1,21 @@
+//! Chains of views (reshape round trips, permute, narrow, squeeze/unsqueeze, flatten,
+//! contiguous) on tensors of any layout, on the CPU backend.
+
+use backend_cpu::Cpu;
+use tensor_core::DType;
+use tests::checks::views;
+
+#[test]
+fn views_f32() {
+    views::run(&Cpu::new(), DType::F32);
+}
+
+#[test]
+fn views_i64() {
+    views::run(&Cpu::new(), DType::I64);
+}
+
+#[test]
+fn views_bool() {
+    views::run(&Cpu::new(), DType::Bool);
+}

@@ -1,0 +1,49 @@
+//! `tessera-bench`: runs one benchmark suite on one Tessera backend and prints one JSON record
+//! per line on stdout. `cargo xtask bench` builds it in release and runs it; running it by hand
+//! works too: `cargo run --release -p xtask --bin tessera-bench -- gemm --sizes 512`.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+use xtask::bench::timing::Protocol;
+use xtask::bench::BenchArgs;
+
+/// Measures one Tessera benchmark suite; prints JSON records, one per line.
+#[derive(Debug, Parser)]
+#[command(name = "tessera-bench", version)]
+struct Cli {
+    #[command(flatten)]
+    bench: BenchArgs,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if cfg!(debug_assertions) {
+        eprintln!("tessera-bench: warning: this is a debug build; its numbers mean little");
+    }
+    let mut stdout = std::io::stdout().lock();
+    let mut write_error = None;
+    let outcome =
+        cli.bench
+            .backend
+            .measure(&cli.bench.suite, &Protocol::default(), &mut |record| {
+                // Flush each record at once so a long run shows progress to whoever reads the pipe.
+                let written =
+                    writeln!(stdout, "{}", record.to_json_line()).and_then(|()| stdout.flush());
+                if let Err(e) = written {
+                    write_error.get_or_insert(e);
+                }
+            });
+    if let Some(e) = write_error {
+        eprintln!("tessera-bench: could not write a record: {e}");
+        return ExitCode::FAILURE;
+    }
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tessera-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

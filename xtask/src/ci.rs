@@ -1,0 +1,141 @@
+//! `cargo xtask ci`: the checks CI runs, in order, stopping at the first failure.
+//!
+//! `.ci/run` runs the same commands in the same order; keep the two in step.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::process::{cargo, display_command, run_checked};
+use crate::TaskResult;
+
+/// One CI check: a short name and the command that performs it.
+pub struct Step {
+    /// Short name printed in the progress lines and the summary.
+    pub name: &'static str,
+    /// The command; the step passes when it exits successfully.
+    pub command: Command,
+}
+
+/// The CI checks in the order they run.
+pub fn steps() -> Vec<Step> {
+    vec![
+        Step {
+            name: "fmt",
+            command: cargo(["fmt", "--all", "--check"]),
+        },
+        Step {
+            name: "clippy",
+            command: cargo([
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ]),
+        },
+        Step {
+            name: "test",
+            command: cargo(["test", "--workspace"]),
+        },
+    ]
+}
+
+/// Runs CI's [`steps`]; see [`run_steps`].
+pub fn run() -> TaskResult<()> {
+    run_steps(steps())
+}
+
+/// Runs `steps` in order, printing each one's name and time; fails at the first step that fails,
+/// naming it and the steps not run, and runs none after it.
+pub fn run_steps(mut steps: Vec<Step>) -> TaskResult<()> {
+    let total = steps.len();
+    let names: Vec<&'static str> = steps.iter().map(|s| s.name).collect();
+    let started = Instant::now();
+    let mut times: Vec<(&str, Duration)> = Vec::with_capacity(total);
+    for (i, step) in steps.iter_mut().enumerate() {
+        println!(
+            "==> ci [{}/{total}] {}: {}",
+            i + 1,
+            step.name,
+            display_command(&step.command)
+        );
+        let step_started = Instant::now();
+        let outcome = run_checked(&mut step.command);
+        let elapsed = step_started.elapsed();
+        if let Err(e) = outcome {
+            let mut msg = format!(
+                "ci step `{}` failed after {:.1}s: {e}",
+                step.name,
+                elapsed.as_secs_f64()
+            );
+            let skipped = &names[i + 1..];
+            if !skipped.is_empty() {
+                msg.push_str(&format!("; not run: {}", skipped.join(", ")));
+            }
+            return Err(msg.into());
+        }
+        println!(
+            "==> ci [{}/{total}] {} passed in {:.1}s",
+            i + 1,
+            step.name,
+            elapsed.as_secs_f64()
+        );
+        times.push((step.name, elapsed));
+    }
+    let summary: Vec<String> = times
+        .iter()
+        .map(|(name, t)| format!("{name} {:.1}s", t.as_secs_f64()))
+        .collect();
+    println!(
+        "==> ci passed in {:.1}s ({})",
+        started.elapsed().as_secs_f64(),
+        summary.join(", ")
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shell(name: &'static str, script: &str) -> Step {
+        let mut command = Command::new("sh");
+        command.args(["-c", script]);
+        Step { name, command }
+    }
+
+    #[test]
+    fn ci_runs_fmt_then_clippy_then_the_tests() {
+        let names: Vec<&str> = steps().iter().map(|s| s.name).collect();
+        assert_eq!(names, ["fmt", "clippy", "test"]);
+        let lines: Vec<String> = steps()
+            .iter()
+            .map(|s| display_command(&s.command))
+            .collect();
+        assert!(lines[0].ends_with("fmt --all --check"));
+        assert!(lines[1].ends_with("clippy --workspace --all-targets -- -D warnings"));
+        assert!(lines[2].ends_with("test --workspace"));
+    }
+
+    #[test]
+    fn all_steps_passing_passes() {
+        assert!(run_steps(vec![shell("a", "true"), shell("b", "true")]).is_ok());
+    }
+
+    #[test]
+    fn the_first_failure_stops_the_run_and_is_named() {
+        let marker = std::env::temp_dir().join(format!("xtask-ci-test-{}", std::process::id()));
+        let touch = format!("touch '{}'", marker.display());
+        let err = run_steps(vec![
+            shell("first", "true"),
+            shell("second", "exit 3"),
+            shell("third", &touch),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("`second` failed"), "{err}");
+        assert!(err.contains("not run: third"), "{err}");
+        assert!(!marker.exists(), "a step after the failure ran");
+    }
+}

@@ -1,0 +1,20 @@
+//! # xtask
+//!
+//! Tessera's project tasks, run as `cargo xtask <task>` (an alias in `.cargo/config.toml`):
+//!
+//! - `cargo xtask ci`: the CI checks in order (format, clippy, tests), see [`ci`].
+//! - `cargo xtask bench gemm`: measures CPU sgemm and compares it with numpy, see [`bench`].
+//!
+//! The crate has two binaries. `xtask` (built in dev by the alias) only orchestrates; the
+//! measurements run in `tessera-bench`, which `xtask` always builds and runs in release so that
+//! the numbers mean something.
+
+pub mod bench;
+pub mod ci;
+pub mod process;
+
+/// The error type of every task: tasks only report failures, they never match on them.
+pub type TaskError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Result of a task.
+pub type TaskResult<T> = Result<T, TaskError>;
