@@ -25,3 +25,8 @@ pub mod training;
 
 pub use error::{Error, Result};
 pub use module::Module;
+
+/// The README's Rust examples, compiled and run as doc tests so they cannot go stale.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -194,6 +194,44 @@ fn large_f32_sums_are_accurate() {
 }
 
 #[test]
+fn long_f32_sums_of_a_constant_do_not_drift() {
+    // A sequential f32 sum of 2^20 copies of 0.1 is off by about 4%; a naive column sum of
+    // 65536 rows by about 0.03%. Both paths must stay within 2e-6 of the exact value.
+    let tenth = 0.1f32 as f64;
+    let n = 1 << 20;
+    let x = CpuTensor::full([n], 0.1, DType::F32, &cpu()).unwrap();
+    let got = x.sum_all().unwrap().to_scalar_f64().unwrap();
+    let want = tenth * n as f64;
+    assert!(
+        ((got - want) / want).abs() < 2e-6,
+        "sum_all: got {got}, want {want}"
+    );
+    for dims in [[65536, 16], [4096, 256]] {
+        let cols = x.reshape(dims).unwrap().sum(&[0], false).unwrap();
+        let want = tenth * dims[0] as f64;
+        for got in cols.to_vec_f64().unwrap() {
+            assert!(
+                ((got - want) / want).abs() < 2e-6,
+                "{dims:?}: got {got}, want {want}"
+            );
+        }
+    }
+    // Strided runs: every other column (outputs not contiguous), a broadcast (stride 0) axis.
+    let every_other = x.reshape([65536, 16]).unwrap().slice(1, 0, 16, 2).unwrap();
+    let one = CpuTensor::full([1, 3], 0.1, DType::F32, &cpu()).unwrap();
+    let broadcast = one.broadcast_to([65536, 3]).unwrap();
+    for t in [every_other, broadcast] {
+        let want = tenth * 65536.0;
+        for got in t.sum(&[0], false).unwrap().to_vec_f64().unwrap() {
+            assert!(
+                ((got - want) / want).abs() < 2e-6,
+                "strided: got {got}, want {want}"
+            );
+        }
+    }
+}
+
+#[test]
 fn large_reductions_take_each_parallel_path_correctly() {
     // (dims, axes, view): outputs many/few x reduced contiguous/row-wise/strided.
     let cases: Vec<(Vec<usize>, Vec<usize>, bool)> = vec![

@@ -1,0 +1,67 @@
+//! The job behind the `train` command: reproducible for a seed, learns, and explains missing data.
+
+use backend_cpu::Cpu;
+use nn::data::FASHION_MNIST_DIR;
+use nn::models::ModelKind;
+use nn::training::{run_training, OptimizerKind, ScheduleKind, TrainConfig};
+use std::path::{Path, PathBuf};
+
+fn quick_config(model: ModelKind, data_dir: PathBuf) -> TrainConfig {
+    TrainConfig {
+        model,
+        epochs: 1,
+        batch_size: 64,
+        lr: 1e-3,
+        optimizer: OptimizerKind::Adam,
+        schedule: ScheduleKind::Cosine,
+        seed: 7,
+        data_dir,
+        save: None,
+        train_limit: Some(2000),
+        test_limit: Some(500),
+        progress: false,
+    }
+}
+
+fn data_available() -> bool {
+    let ok = Path::new(FASHION_MNIST_DIR)
+        .join("train-images-idx3-ubyte.gz")
+        .exists();
+    if !ok {
+        println!("skipped: {FASHION_MNIST_DIR} not found (apt-get install dataset-fashion-mnist)");
+    }
+    ok
+}
+
+#[test]
+fn the_same_seed_gives_the_same_run_and_the_model_learns() {
+    if !data_available() {
+        return;
+    }
+    for model in [ModelKind::Mlp, ModelKind::Cnn] {
+        let config = quick_config(model, FASHION_MNIST_DIR.into());
+        let first = run_training(&config, &Cpu::new()).unwrap();
+        let second = run_training(&config, &Cpu::new()).unwrap();
+        let e1 = &first.epochs[0];
+        let e2 = &second.epochs[0];
+        assert_eq!(e1.train_loss, e2.train_loss, "{model:?}");
+        assert_eq!(e1.test_accuracy, e2.test_accuracy, "{model:?}");
+        // Ten balanced classes: chance is 10%; 2000 samples of training get far above it.
+        assert!(
+            e1.test_accuracy > 0.6,
+            "{model:?}: accuracy {}",
+            e1.test_accuracy
+        );
+    }
+}
+
+#[test]
+fn a_missing_data_folder_says_how_to_install_the_data() {
+    let config = quick_config(ModelKind::Mlp, "/nonexistent/tessera-data".into());
+    let err = run_training(&config, &Cpu::new()).unwrap_err().to_string();
+    assert!(
+        err.contains("apt-get install dataset-fashion-mnist"),
+        "{err}"
+    );
+    assert!(err.contains("/nonexistent/tessera-data"), "{err}");
+}
