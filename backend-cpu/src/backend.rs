@@ -8,9 +8,11 @@ use crate::kernels::{
 };
 use crate::storage::map_storage;
 use crate::CpuStorage;
+use crate::{fused_ops, nn_ops};
+use tensor_core::backend::{AdamTensors, AdamUpdate};
 use tensor_core::{
-    composite, ArgReduceOp, AssignMode, Backend, BinaryOp, CmpOp, DType, Device, Distribution,
-    HostData, Layout, ReduceOp, Result, Tensor, UnaryOp,
+    composite, ArgReduceOp, AssignMode, Backend, BinaryOp, CmpOp, Conv2dParams, DType, Device,
+    Distribution, HostData, Layout, Pool2dParams, ReduceOp, Result, Tensor, UnaryOp,
 };
 
 /// The CPU device: computes eagerly on the host with `rayon` threads and `matrixmultiply` GEMM.
@@ -257,6 +259,111 @@ impl Backend for Cpu {
         match fused_rows(RowOp::LogSumExp, x, axis)? {
             Some(t) => Ok(t),
             None => composite::logsumexp(x, axis),
+        }
+    }
+
+    fn conv2d(
+        &self,
+        x: &Tensor<Cpu>,
+        weight: &Tensor<Cpu>,
+        params: Conv2dParams,
+    ) -> Result<Tensor<Cpu>> {
+        match nn_ops::conv2d(x, weight, params)? {
+            Some(t) => Ok(t),
+            None => composite::conv2d(x, weight, params),
+        }
+    }
+
+    fn conv2d_backward_input(
+        &self,
+        grad_out: &Tensor<Cpu>,
+        weight: &Tensor<Cpu>,
+        input_dims: &[usize],
+        params: Conv2dParams,
+    ) -> Result<Tensor<Cpu>> {
+        match nn_ops::conv2d_backward_input(grad_out, weight, input_dims, params)? {
+            Some(t) => Ok(t),
+            None => composite::conv2d_backward_input(grad_out, weight, input_dims, params),
+        }
+    }
+
+    fn conv2d_backward_weight(
+        &self,
+        x: &Tensor<Cpu>,
+        grad_out: &Tensor<Cpu>,
+        weight_dims: &[usize],
+        params: Conv2dParams,
+    ) -> Result<Tensor<Cpu>> {
+        match nn_ops::conv2d_backward_weight(x, grad_out, weight_dims, params)? {
+            Some(t) => Ok(t),
+            None => composite::conv2d_backward_weight(x, grad_out, weight_dims, params),
+        }
+    }
+
+    fn max_pool2d(
+        &self,
+        x: &Tensor<Cpu>,
+        params: Pool2dParams,
+    ) -> Result<(Tensor<Cpu>, Tensor<Cpu>)> {
+        match nn_ops::max_pool2d(x, params)? {
+            Some(pair) => Ok(pair),
+            None => composite::max_pool2d(x, params),
+        }
+    }
+
+    fn max_pool2d_backward(
+        &self,
+        grad_out: &Tensor<Cpu>,
+        window_argmax: &Tensor<Cpu>,
+        input_dims: &[usize],
+        params: Pool2dParams,
+    ) -> Result<Tensor<Cpu>> {
+        match nn_ops::max_pool2d_backward(grad_out, window_argmax, input_dims, params)? {
+            Some(t) => Ok(t),
+            None => composite::max_pool2d_backward(grad_out, window_argmax, input_dims, params),
+        }
+    }
+
+    fn avg_pool2d(&self, x: &Tensor<Cpu>, params: Pool2dParams) -> Result<Tensor<Cpu>> {
+        match nn_ops::avg_pool2d(x, params)? {
+            Some(t) => Ok(t),
+            None => composite::avg_pool2d(x, params),
+        }
+    }
+
+    fn avg_pool2d_backward(
+        &self,
+        grad_out: &Tensor<Cpu>,
+        input_dims: &[usize],
+        params: Pool2dParams,
+    ) -> Result<Tensor<Cpu>> {
+        match nn_ops::avg_pool2d_backward(grad_out, input_dims, params)? {
+            Some(t) => Ok(t),
+            None => composite::avg_pool2d_backward(grad_out, input_dims, params),
+        }
+    }
+
+    fn relu_backward(&self, x: &Tensor<Cpu>, grad: &Tensor<Cpu>) -> Result<Tensor<Cpu>> {
+        match fused_ops::relu_backward(x, grad)? {
+            Some(t) => Ok(t),
+            None => composite::relu_backward(x, grad),
+        }
+    }
+
+    fn adam_update(
+        &self,
+        param: &Tensor<Cpu>,
+        grad: &Tensor<Cpu>,
+        exp_avg: &Tensor<Cpu>,
+        exp_avg_sq: &Tensor<Cpu>,
+        max_exp_avg_sq: Option<&Tensor<Cpu>>,
+        update: AdamUpdate,
+    ) -> Result<AdamTensors<Cpu>> {
+        match fused_ops::adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, update)? {
+            Some(t) => Ok(t),
+            None => {
+                composite::adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, update)
+            }
         }
     }
 }

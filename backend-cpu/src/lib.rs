@@ -26,7 +26,9 @@
 
 mod backend;
 mod checks;
+mod fused_ops;
 mod kernels;
+mod nn_ops;
 mod parallel;
 mod storage;
 mod strided;

@@ -148,6 +148,39 @@ impl Pool2dParams {
     }
 }
 
+/// The coefficients of one Adam/AdamW step of one parameter, computed on the host in f64 (see
+/// [`Backend::adam_update`] and [`crate::composite::adam_update`] for the update they drive).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamUpdate {
+    /// Decay rate of the first moment, `β1`.
+    pub beta1: f64,
+    /// Decay rate of the second moment, `β2`.
+    pub beta2: f64,
+    /// `lr / (1 - β1ᵗ)`.
+    pub step_size: f64,
+    /// `√(1 - β2ᵗ)`.
+    pub bias_correction2_sqrt: f64,
+    /// Added to the denominator.
+    pub eps: f64,
+    /// Adam's coupled weight decay `λ` (`g ← g + λ·p`); 0 for none.
+    pub coupled_decay: f64,
+    /// AdamW's decoupled decay factor `1 - lr·λ` (`p ← p·factor`); 1 for none.
+    pub decoupled_factor: f64,
+}
+
+/// The tensors one Adam step produces for one parameter.
+#[derive(Clone, Debug)]
+pub struct AdamTensors<B: Backend> {
+    /// The updated parameter.
+    pub param: Tensor<B>,
+    /// The updated first moment.
+    pub exp_avg: Tensor<B>,
+    /// The updated second moment.
+    pub exp_avg_sq: Tensor<B>,
+    /// The updated running maximum of the second moment (AMSGrad), when one was given.
+    pub max_exp_avg_sq: Option<Tensor<B>>,
+}
+
 /// A compute device: the contract every Tessera backend implements. See the module docs for the
 /// layout rules and the split between required primitives and overridable composites.
 pub trait Backend: Clone + Send + Sync + fmt::Debug + 'static {
@@ -420,5 +453,29 @@ pub trait Backend: Clone + Send + Sync + fmt::Debug + 'static {
         params: Pool2dParams,
     ) -> Result<Tensor<Self>> {
         composite::avg_pool2d_backward(grad_out, input_dims, params)
+    }
+
+    // ----- fused element-wise composites -----
+
+    /// Gradient of ReLU: `grad` where `x > 0`, else 0; `x` and `grad` share one shape and
+    /// dtype. Default: [`crate::composite::relu_backward`] (a compare and a select).
+    fn relu_backward(&self, x: &Tensor<Self>, grad: &Tensor<Self>) -> Result<Tensor<Self>> {
+        composite::relu_backward(x, grad)
+    }
+
+    /// One Adam/AdamW step of one parameter: the new parameter and moments from the current
+    /// ones and the gradient (all of one shape and float dtype). Default:
+    /// [`crate::composite::adam_update`] (about a dozen element-wise ops); a backend may do it
+    /// in one pass.
+    fn adam_update(
+        &self,
+        param: &Tensor<Self>,
+        grad: &Tensor<Self>,
+        exp_avg: &Tensor<Self>,
+        exp_avg_sq: &Tensor<Self>,
+        max_exp_avg_sq: Option<&Tensor<Self>>,
+        update: AdamUpdate,
+    ) -> Result<AdamTensors<Self>> {
+        composite::adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, update)
     }
 }

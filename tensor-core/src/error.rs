@@ -104,6 +104,23 @@ pub enum Error {
         backend: &'static str,
         op: &'static str,
     },
+    /// A checking backend (`backend_checked::Checked`) ran `op` on the backend under test and on
+    /// a reference backend, and the two results differ beyond the op's tolerance. `max_error`
+    /// is the largest absolute difference over the output (infinite for a NaN, infinity or
+    /// shape mismatch); `detail` names the first element out of tolerance.
+    #[error(
+        "{op}: backend `{under_test}` diverges from `{reference}` on inputs {}: max error \
+         {max_error:e}; {detail}",
+        shape_list(.inputs)
+    )]
+    Divergence {
+        op: &'static str,
+        under_test: &'static str,
+        reference: &'static str,
+        inputs: Vec<Shape>,
+        max_error: f64,
+        detail: String,
+    },
     /// Any other failure reported by a backend (driver error, kernel build log, ...).
     #[error("{backend}: {op}: {msg}")]
     Backend {
@@ -111,6 +128,12 @@ pub enum Error {
         op: &'static str,
         msg: String,
     },
+}
+
+/// `[2, 3], [3]`: the shapes of an op's inputs, for messages.
+fn shape_list(shapes: &[Shape]) -> String {
+    let parts: Vec<String> = shapes.iter().map(|s| s.to_string()).collect();
+    parts.join(", ")
 }
 
 /// `std::result::Result` with Tessera's [`Error`].

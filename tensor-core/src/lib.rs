@@ -34,6 +34,7 @@ pub mod backend;
 pub mod composite;
 pub mod dtype;
 pub mod error;
+pub mod kernels;
 pub mod layout;
 pub mod ops;
 pub mod random;

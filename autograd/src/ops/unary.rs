@@ -102,9 +102,8 @@ impl<B: Backend> Var<B> {
     /// `max(x, 0)`; gradient 1 where `x > 0`, else 0.
     pub fn relu(&self) -> Result<Var<B>> {
         let x = self.value();
-        Ok(self.unary_op(x.relu()?, move |g| {
-            x.gt_scalar(0.0)?.where_select(g, &g.zeros_like()?)
-        }))
+        // The backend's fused gradient (one pass on the CPU; a compare and a select by default).
+        Ok(self.unary_op(x.relu()?, move |g| x.backend().relu_backward(&x, g)))
     }
 
     /// Leaky ReLU: `x` where positive, `slope * x` elsewhere; gradient 1 or `slope`.

@@ -2,17 +2,18 @@
 //!
 //! `matrixmultiply::{sgemm, dgemm}` take arbitrary row and column strides, so transposed or
 //! sliced operands are multiplied in place without a copy; batch elements are addressed through
-//! their own (possibly zero) batch strides. Large products use `matrixmultiply`'s own threads;
-//! many small products (which it would run single-threaded) are spread over rayon instead, so the
-//! two thread pools are never nested.
+//! their own (possibly zero) batch strides. Large products are split into blocks over rayon
+//! (see [`super::gemm::parallel_gemm`]); many small products are spread over rayon one product
+//! per task instead.
 
+use super::gemm::{gemm, parallel_gemm, GemmElement, MatMut, MatRef};
 use crate::checks::{dtype_mismatch, unsupported};
 use crate::strided::StridedPlan;
 use crate::CpuStorage;
 use rayon::prelude::*;
 use tensor_core::{BackendStorage, Error, Layout, Result};
 
-/// `matrixmultiply` threads a product once `m*k + k*n` reaches twice this (its heuristic).
+/// Products with `m*k + k*n` below this are "small": a batch of them is spread one per task.
 const GEMM_THREADING_SIZE: usize = 2 * (1 << 14);
 /// Total multiply-adds from which small batched products are spread over rayon.
 const BATCH_PARALLEL_WORK: usize = 1 << 17;
@@ -65,70 +66,6 @@ impl ProductShape {
             k: ld[r - 1],
             n: rd[r - 1],
         })
-    }
-}
-
-/// An element type `matrixmultiply` multiplies.
-trait GemmElement: Copy + Send + Sync + Default {
-    /// `C = A B` for an `m x k` A and a `k x n` B with the given strides; C is overwritten.
-    ///
-    /// # Safety
-    /// Every element `a + i*rsa + p*csa` (`i < m`, `p < k`), likewise for `b`, and
-    /// `c + i*rsc + j*csc` must be in bounds of live allocations; `c` must not alias `a`/`b`.
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn gemm(
-        m: usize,
-        k: usize,
-        n: usize,
-        a: *const Self,
-        rsa: isize,
-        csa: isize,
-        b: *const Self,
-        rsb: isize,
-        csb: isize,
-        c: *mut Self,
-        rsc: isize,
-        csc: isize,
-    );
-}
-
-impl GemmElement for f32 {
-    unsafe fn gemm(
-        m: usize,
-        k: usize,
-        n: usize,
-        a: *const f32,
-        rsa: isize,
-        csa: isize,
-        b: *const f32,
-        rsb: isize,
-        csb: isize,
-        c: *mut f32,
-        rsc: isize,
-        csc: isize,
-    ) {
-        // SAFETY: forwarded from the caller's contract.
-        unsafe { matrixmultiply::sgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, csc) }
-    }
-}
-
-impl GemmElement for f64 {
-    unsafe fn gemm(
-        m: usize,
-        k: usize,
-        n: usize,
-        a: *const f64,
-        rsa: isize,
-        csa: isize,
-        b: *const f64,
-        rsb: isize,
-        csb: isize,
-        c: *mut f64,
-        rsc: isize,
-        csc: isize,
-    ) {
-        // SAFETY: forwarded from the caller's contract.
-        unsafe { matrixmultiply::dgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, csc) }
     }
 }
 
@@ -213,26 +150,31 @@ fn batched_gemm<T: GemmElement>(
         lhs.check_in_bounds(a.len())?;
         rhs.check_in_bounds(b.len())?;
     }
-    let product = |(lhs, rhs): &(Matrix, Matrix), c: &mut [T]| {
-        // SAFETY: both operands were checked to lie inside `a` and `b`; `c` is one batch
-        // element of `out`, exactly `m * n` elements, written row-major (strides `n`, 1); the
-        // strides fit in `isize` because the largest offsets do.
-        unsafe {
-            T::gemm(
-                m,
-                k,
-                n,
-                a[lhs.offset..].as_ptr(),
-                lhs.row_stride as isize,
-                lhs.col_stride as isize,
-                b[rhs.offset..].as_ptr(),
-                rhs.row_stride as isize,
-                rhs.col_stride as isize,
-                c.as_mut_ptr(),
-                n as isize,
-                1,
-            )
-        }
+    let operand = |x: &[T], mat: &Matrix| MatRef {
+        ptr: x[mat.offset..].as_ptr(),
+        rs: mat.row_stride as isize,
+        cs: mat.col_stride as isize,
+    };
+    // SAFETY (both closures): both operands were checked to lie inside `a` and `b`; `c` is one
+    // batch element of `out`, exactly `m * n` elements, written row-major (strides `n`, 1); the
+    // strides fit in `isize` because the largest offsets do.
+    let product = |(lhs, rhs): &(Matrix, Matrix), c: &mut [T]| unsafe {
+        gemm(
+            (m, k, n),
+            operand(a, lhs),
+            operand(b, rhs),
+            T::ZERO,
+            MatMut::row_major(c, n),
+        )
+    };
+    let split_product = |(lhs, rhs): &(Matrix, Matrix), c: &mut [T]| unsafe {
+        parallel_gemm(
+            (m, k, n),
+            operand(a, lhs),
+            operand(b, rhs),
+            T::ZERO,
+            MatMut::row_major(c, n),
+        )
     };
     let small = m * k + k * n < GEMM_THREADING_SIZE;
     let work = batch.saturating_mul(m).saturating_mul(n).saturating_mul(k);
@@ -242,7 +184,7 @@ fn batched_gemm<T: GemmElement>(
             .for_each(|(c, ops)| product(ops, c));
     } else {
         for (c, ops) in out.chunks_mut(m * n).zip(&operands) {
-            product(ops, c);
+            split_product(ops, c);
         }
     }
     Ok(out)

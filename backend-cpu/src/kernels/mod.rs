@@ -2,21 +2,26 @@
 //! the backend has already checked to fit (see `crate::checks`) and returns a fresh contiguous
 //! output.
 
+pub(crate) mod adam;
 pub(crate) mod arg_reduce;
 pub(crate) mod binary;
 pub(crate) mod cast;
 pub(crate) mod compare;
+pub(crate) mod conv;
 pub(crate) mod copy;
 pub(crate) mod fill;
 pub(crate) mod gather;
+pub(crate) mod gemm;
 pub(crate) mod index_check;
 pub(crate) mod index_select;
 pub(crate) mod map;
 pub(crate) mod matmul;
 pub(crate) mod num;
+pub(crate) mod pool;
 pub(crate) mod random;
 pub(crate) mod reduce;
 pub(crate) mod reducer;
+pub(crate) mod relu_grad;
 pub(crate) mod scatter_add;
 pub(crate) mod select;
 pub(crate) mod softmax;

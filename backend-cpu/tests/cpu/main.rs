@@ -4,7 +4,9 @@
 //! broadcast (stride 0), empty, rank 0, special values, and sizes above the parallel threshold.
 
 mod common;
+mod conv_pool;
 mod elementwise;
+mod fused;
 mod indexing;
 mod matmul;
 mod memory;

@@ -3,6 +3,7 @@
 use super::named_params::{check_hyper, collect_params, step_tensor, NamedParam, StateReader};
 use super::Optimizer;
 use autograd::{no_grad, Var};
+use tensor_core::backend::{AdamTensors, AdamUpdate};
 use tensor_core::{Backend, Result, Tensor};
 
 /// The hyper-parameters of [`Adam`]; [`Default`] gives PyTorch's (`lr = 1e-3`,
@@ -114,14 +115,6 @@ impl<B: Backend> AdamCore<B> {
     ) -> Result<Tensor<B>> {
         let (beta1, beta2) = config.betas;
         let lambda = config.weight_decay;
-        let mut p = value.clone();
-        let mut g = grad.clone();
-        if lambda != 0.0 {
-            match decay {
-                WeightDecay::Coupled => g = g.add(&p.mul_scalar(lambda)?)?,
-                WeightDecay::Decoupled => p = p.mul_scalar(1.0 - config.lr * lambda)?,
-            }
-        }
         let state = match slot.take() {
             Some(state) => state,
             None => Moments {
@@ -137,27 +130,35 @@ impl<B: Backend> AdamCore<B> {
             },
         };
         let step = state.step + 1;
-        let exp_avg = state
-            .exp_avg
-            .mul_scalar(beta1)?
-            .add(&g.mul_scalar(1.0 - beta1)?)?;
-        let exp_avg_sq = state
-            .exp_avg_sq
-            .mul_scalar(beta2)?
-            .add(&g.square()?.mul_scalar(1.0 - beta2)?)?;
-        let max_exp_avg_sq = match state.max_exp_avg_sq {
-            Some(max) => Some(max.maximum(&exp_avg_sq)?),
-            None => None,
+        let update = AdamUpdate {
+            beta1,
+            beta2,
+            step_size: config.lr / (1.0 - beta1.powf(step as f64)),
+            bias_correction2_sqrt: (1.0 - beta2.powf(step as f64)).sqrt(),
+            eps: config.eps,
+            coupled_decay: match decay {
+                WeightDecay::Coupled => lambda,
+                WeightDecay::Decoupled => 0.0,
+            },
+            decoupled_factor: match decay {
+                WeightDecay::Decoupled if lambda != 0.0 => 1.0 - config.lr * lambda,
+                _ => 1.0,
+            },
         };
-        let second = max_exp_avg_sq.as_ref().unwrap_or(&exp_avg_sq);
-        let bias_correction1 = 1.0 - beta1.powf(step as f64);
-        let bias_correction2_sqrt = (1.0 - beta2.powf(step as f64)).sqrt();
-        let step_size = config.lr / bias_correction1;
-        let denom = second
-            .sqrt()?
-            .div_scalar(bias_correction2_sqrt)?
-            .add_scalar(config.eps)?;
-        let updated = p.sub(&exp_avg.div(&denom)?.mul_scalar(step_size)?)?;
+        // One fused pass on backends that have it; the composite chain otherwise.
+        let AdamTensors {
+            param: updated,
+            exp_avg,
+            exp_avg_sq,
+            max_exp_avg_sq,
+        } = value.backend().adam_update(
+            value,
+            grad,
+            &state.exp_avg,
+            &state.exp_avg_sq,
+            state.max_exp_avg_sq.as_ref(),
+            update,
+        )?;
         *slot = Some(Moments {
             step,
             step_tensor: step_tensor(step, value)?,

@@ -4,11 +4,13 @@
 
 mod concat;
 mod conv;
+mod fused;
 mod pool;
 mod softmax;
 
 pub use concat::concat;
 pub use conv::{conv2d, conv2d_backward_input, conv2d_backward_weight};
+pub use fused::{adam_update, relu_backward};
 pub use pool::{avg_pool2d, avg_pool2d_backward, max_pool2d, max_pool2d_backward};
 pub use softmax::{log_softmax, logsumexp, softmax};
 

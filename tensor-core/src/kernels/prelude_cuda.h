@@ -4,6 +4,7 @@
  * NVRTC must be invoked with --fmad=false: the kernels rely on a*b+c not being fused outside
  * MAD() (random numbers are bit-exact across backends). */
 #define TS_CUDA 1
+#define TS_HAS_FP64 1
 
 typedef signed char i8;
 typedef unsigned char u8;

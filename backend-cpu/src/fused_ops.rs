@@ -1,0 +1,120 @@
+//! The CPU overrides of the fused element-wise composites (ReLU gradient, Adam step): same-shape
+//! contiguous f32/f64 operands go to the one-pass kernels; anything else returns `None` and the
+//! backend falls back to the composite default.
+
+use tensor_core::backend::{AdamTensors, AdamUpdate};
+use tensor_core::{Layout, Result, Tensor};
+
+use crate::checks::check_storage;
+use crate::kernels::adam::{self, AdamFloat, AdamInputs};
+use crate::kernels::relu_grad;
+use crate::storage::CpuElement;
+use crate::{Cpu, CpuStorage};
+
+/// The elements of `t` when it holds `T` in a contiguous layout of `dims`, else `None`.
+fn contiguous<'t, T: CpuElement>(
+    op: &'static str,
+    t: &'t Tensor<Cpu>,
+    dims: &[usize],
+) -> Result<Option<&'t [T]>> {
+    check_storage(op, t.storage(), t.layout())?;
+    if t.dims() != dims {
+        return Ok(None);
+    }
+    Ok(
+        match (T::slice(t.storage()), t.layout().contiguous_range()) {
+            // An empty tensor's offset may lie past its (possibly empty) storage.
+            (Some(_), _) if t.layout().numel() == 0 => Some(&[]),
+            (Some(data), Some(range)) => Some(&data[range]),
+            _ => None,
+        },
+    )
+}
+
+/// A tensor of `dims` over fresh contiguous values.
+fn tensor<T: CpuElement>(dev: &Cpu, values: Vec<T>, dims: &[usize]) -> Result<Tensor<Cpu>> {
+    Tensor::from_parts(dev, T::into_storage(values), Layout::contiguous(dims))
+}
+
+/// [`tensor_core::Backend::relu_backward`] on the CPU.
+pub(crate) fn relu_backward(x: &Tensor<Cpu>, grad: &Tensor<Cpu>) -> Result<Option<Tensor<Cpu>>> {
+    fn typed<T: CpuElement + crate::kernels::num::Num>(
+        x: &Tensor<Cpu>,
+        grad: &Tensor<Cpu>,
+    ) -> Result<Option<Tensor<Cpu>>> {
+        let dims = x.dims();
+        let (Some(xv), Some(gv)) = (
+            contiguous::<T>("relu_backward", x, dims)?,
+            contiguous::<T>("relu_backward", grad, dims)?,
+        ) else {
+            return Ok(None);
+        };
+        tensor(x.backend(), relu_grad::relu_backward(xv, gv), dims).map(Some)
+    }
+    match x.storage() {
+        CpuStorage::F32(_) => typed::<f32>(x, grad),
+        CpuStorage::F64(_) => typed::<f64>(x, grad),
+        _ => Ok(None),
+    }
+}
+
+/// [`tensor_core::Backend::adam_update`] on the CPU.
+pub(crate) fn adam_update(
+    param: &Tensor<Cpu>,
+    grad: &Tensor<Cpu>,
+    exp_avg: &Tensor<Cpu>,
+    exp_avg_sq: &Tensor<Cpu>,
+    max_exp_avg_sq: Option<&Tensor<Cpu>>,
+    update: AdamUpdate,
+) -> Result<Option<AdamTensors<Cpu>>> {
+    fn typed<T: CpuElement + AdamFloat>(
+        param: &Tensor<Cpu>,
+        grad: &Tensor<Cpu>,
+        exp_avg: &Tensor<Cpu>,
+        exp_avg_sq: &Tensor<Cpu>,
+        max_exp_avg_sq: Option<&Tensor<Cpu>>,
+        update: AdamUpdate,
+    ) -> Result<Option<AdamTensors<Cpu>>> {
+        const OP: &str = "adam_update";
+        let dims = param.dims();
+        let max = match max_exp_avg_sq {
+            Some(t) => match contiguous::<T>(OP, t, dims)? {
+                Some(v) => Some(v),
+                None => return Ok(None),
+            },
+            None => None,
+        };
+        let (Some(p), Some(g), Some(m), Some(v)) = (
+            contiguous::<T>(OP, param, dims)?,
+            contiguous::<T>(OP, grad, dims)?,
+            contiguous::<T>(OP, exp_avg, dims)?,
+            contiguous::<T>(OP, exp_avg_sq, dims)?,
+        ) else {
+            return Ok(None);
+        };
+        let inputs = AdamInputs {
+            param: p,
+            grad: g,
+            exp_avg: m,
+            exp_avg_sq: v,
+            max_exp_avg_sq: max,
+        };
+        let (p, m, v, max) = adam::adam_update(&inputs, &update);
+        let dev = param.backend();
+        Ok(Some(AdamTensors {
+            param: tensor(dev, p, dims)?,
+            exp_avg: tensor(dev, m, dims)?,
+            exp_avg_sq: tensor(dev, v, dims)?,
+            max_exp_avg_sq: max.map(|mx| tensor(dev, mx, dims)).transpose()?,
+        }))
+    }
+    match param.storage() {
+        CpuStorage::F32(_) => {
+            typed::<f32>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, update)
+        }
+        CpuStorage::F64(_) => {
+            typed::<f64>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, update)
+        }
+        _ => Ok(None),
+    }
+}

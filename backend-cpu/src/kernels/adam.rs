@@ -1,0 +1,248 @@
+//! One Adam/AdamW step in a single pass over contiguous parameter, gradient and moments. It
+//! performs the same f32/f64 operations in the same order as the composite chain
+//! (`tensor_core::composite::adam_update`), so the results are identical bit for bit.
+
+use std::mem::MaybeUninit;
+
+use rayon::prelude::*;
+use tensor_core::backend::AdamUpdate;
+
+use super::num::Num;
+use crate::parallel::{chunk_len, worth_parallel};
+
+/// A float the Adam kernel runs on.
+pub(crate) trait AdamFloat:
+    Num
+    + std::ops::Add<Output = Self>
+    + std::ops::Sub<Output = Self>
+    + std::ops::Mul<Output = Self>
+    + std::ops::Div<Output = Self>
+{
+    /// `v` rounded to this type, as a scalar operand of the composite is.
+    fn from_f64(v: f64) -> Self;
+    /// The square root.
+    fn sqrt(self) -> Self;
+}
+
+impl AdamFloat for f32 {
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+    fn sqrt(self) -> Self {
+        f32::sqrt(self)
+    }
+}
+
+impl AdamFloat for f64 {
+    fn from_f64(v: f64) -> Self {
+        v
+    }
+    fn sqrt(self) -> Self {
+        f64::sqrt(self)
+    }
+}
+
+/// The inputs of one step, all of one length.
+pub(crate) struct AdamInputs<'a, T> {
+    /// The parameter.
+    pub(crate) param: &'a [T],
+    /// Its gradient.
+    pub(crate) grad: &'a [T],
+    /// The first moment.
+    pub(crate) exp_avg: &'a [T],
+    /// The second moment.
+    pub(crate) exp_avg_sq: &'a [T],
+    /// The AMSGrad running maximum, if any.
+    pub(crate) max_exp_avg_sq: Option<&'a [T]>,
+}
+
+/// The outputs of one step: parameter, first and second moment, and the AMSGrad maximum.
+pub(crate) type AdamOutputs<T> = (Vec<T>, Vec<T>, Vec<T>, Option<Vec<T>>);
+
+/// Elements per parallel task, at least.
+const MIN_CHUNK: usize = 16 * 1024;
+
+/// A vector of `len` elements the caller promises to write in full, without zeroing it first.
+fn uninit<T>(len: usize) -> Vec<MaybeUninit<T>> {
+    let mut v = Vec::with_capacity(len);
+    v.resize_with(len, MaybeUninit::uninit);
+    v
+}
+
+/// The vector once every element has been written.
+///
+/// # Safety
+/// Every element of `v` must be initialised.
+unsafe fn assume_init<T>(v: Vec<MaybeUninit<T>>) -> Vec<T> {
+    let mut v = std::mem::ManuallyDrop::new(v);
+    // SAFETY: `MaybeUninit<T>` has the layout of `T`; the caller guarantees every element is
+    // initialised; the allocation is handed over whole (pointer, length, capacity).
+    unsafe { Vec::from_raw_parts(v.as_mut_ptr().cast::<T>(), v.len(), v.capacity()) }
+}
+
+/// Runs the step over every element.
+pub(crate) fn adam_update<T: AdamFloat>(x: &AdamInputs<'_, T>, u: &AdamUpdate) -> AdamOutputs<T> {
+    let len = x.param.len();
+    let mut param = uninit::<T>(len);
+    let mut exp_avg = uninit::<T>(len);
+    let mut exp_avg_sq = uninit::<T>(len);
+    let mut max = x.max_exp_avg_sq.map(|_| uninit::<T>(len));
+    let chunk = if worth_parallel(len) {
+        chunk_len(len, MIN_CHUNK)
+    } else {
+        len.max(1)
+    };
+    let coefficients = Coefficients::new(u);
+    let run = |i: usize, out: Outputs<'_, T>| {
+        let start = i * chunk;
+        let end = start + out.param.len();
+        let inputs = AdamInputs {
+            param: &x.param[start..end],
+            grad: &x.grad[start..end],
+            exp_avg: &x.exp_avg[start..end],
+            exp_avg_sq: &x.exp_avg_sq[start..end],
+            max_exp_avg_sq: x.max_exp_avg_sq.map(|m| &m[start..end]),
+        };
+        step_chunk(&inputs, &coefficients, out);
+    };
+    match max.as_mut() {
+        Some(max) => param
+            .par_chunks_mut(chunk)
+            .zip(exp_avg.par_chunks_mut(chunk))
+            .zip(exp_avg_sq.par_chunks_mut(chunk))
+            .zip(max.par_chunks_mut(chunk))
+            .enumerate()
+            .for_each(|(i, (((param, exp_avg), exp_avg_sq), max))| {
+                run(
+                    i,
+                    Outputs {
+                        param,
+                        exp_avg,
+                        exp_avg_sq,
+                        max: Some(max),
+                    },
+                )
+            }),
+        None => param
+            .par_chunks_mut(chunk)
+            .zip(exp_avg.par_chunks_mut(chunk))
+            .zip(exp_avg_sq.par_chunks_mut(chunk))
+            .enumerate()
+            .for_each(|(i, ((param, exp_avg), exp_avg_sq))| {
+                run(
+                    i,
+                    Outputs {
+                        param,
+                        exp_avg,
+                        exp_avg_sq,
+                        max: None,
+                    },
+                )
+            }),
+    }
+    // SAFETY: the chunks cover every element and `step_chunk` writes each output element.
+    unsafe {
+        (
+            assume_init(param),
+            assume_init(exp_avg),
+            assume_init(exp_avg_sq),
+            max.map(|m| assume_init(m)),
+        )
+    }
+}
+
+/// The outputs of one chunk, to be written in full.
+struct Outputs<'a, T> {
+    param: &'a mut [MaybeUninit<T>],
+    exp_avg: &'a mut [MaybeUninit<T>],
+    exp_avg_sq: &'a mut [MaybeUninit<T>],
+    max: Option<&'a mut [MaybeUninit<T>]>,
+}
+
+/// The step's scalars, rounded to the element type as the composite's scalar operands are.
+struct Coefficients<T> {
+    beta1: T,
+    one_minus_beta1: T,
+    beta2: T,
+    one_minus_beta2: T,
+    decay: Option<T>,
+    factor: Option<T>,
+    bias_correction2_sqrt: T,
+    eps: T,
+    step_size: T,
+}
+
+impl<T: AdamFloat> Coefficients<T> {
+    fn new(u: &AdamUpdate) -> Self {
+        let f = T::from_f64;
+        Coefficients {
+            beta1: f(u.beta1),
+            one_minus_beta1: f(1.0 - u.beta1),
+            beta2: f(u.beta2),
+            one_minus_beta2: f(1.0 - u.beta2),
+            decay: (u.coupled_decay != 0.0).then(|| f(u.coupled_decay)),
+            factor: (u.decoupled_factor != 1.0).then(|| f(u.decoupled_factor)),
+            bias_correction2_sqrt: f(u.bias_correction2_sqrt),
+            eps: f(u.eps),
+            step_size: f(u.step_size),
+        }
+    }
+}
+
+/// The step over one chunk: the plain loop (no decay, no AMSGrad) is a straight zip the
+/// compiler vectorises; the other cases take the general loop.
+fn step_chunk<T: AdamFloat>(x: &AdamInputs<'_, T>, c: &Coefficients<T>, out: Outputs<'_, T>) {
+    let Outputs {
+        param,
+        exp_avg,
+        exp_avg_sq,
+        max,
+    } = out;
+    let moments = |g: T, m: T, v: T| {
+        (
+            m * c.beta1 + g * c.one_minus_beta1,
+            v * c.beta2 + (g * g) * c.one_minus_beta2,
+        )
+    };
+    let new_param = |p: T, m: T, second: T| {
+        let denom = second.sqrt() / c.bias_correction2_sqrt + c.eps;
+        p - (m / denom) * c.step_size
+    };
+    if c.decay.is_none() && c.factor.is_none() && max.is_none() {
+        let inputs = x.param.iter().zip(x.grad).zip(x.exp_avg).zip(x.exp_avg_sq);
+        let outputs = param
+            .iter_mut()
+            .zip(exp_avg.iter_mut())
+            .zip(exp_avg_sq.iter_mut());
+        for ((((&p, &g), &m0), &v0), ((p_out, m_out), v_out)) in inputs.zip(outputs) {
+            let (m, v) = moments(g, m0, v0);
+            p_out.write(new_param(p, m, v));
+            m_out.write(m);
+            v_out.write(v);
+        }
+        return;
+    }
+    let mut max = max;
+    for i in 0..param.len() {
+        let mut p = x.param[i];
+        let mut g = x.grad[i];
+        if let Some(decay) = c.decay {
+            g = g + p * decay;
+        }
+        if let Some(factor) = c.factor {
+            p = p * factor;
+        }
+        let (m, v) = moments(g, x.exp_avg[i], x.exp_avg_sq[i]);
+        let second = match (max.as_deref_mut(), x.max_exp_avg_sq) {
+            (Some(out), Some(prev)) => {
+                let mx = prev[i].max_nan(v);
+                out[i].write(mx);
+                mx
+            }
+            _ => v,
+        };
+        param[i].write(new_param(p, m, second));
+        exp_avg[i].write(m);
+        exp_avg_sq[i].write(v);
+    }
+}

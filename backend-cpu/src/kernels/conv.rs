@@ -1,0 +1,313 @@
+//! 2-D convolution and its two gradients as one im2col and one GEMM per sample, with the
+//! samples spread over rayon (each task keeps its own column buffer, so nothing is shared and
+//! the columns of one sample stay in cache for the GEMM that reads them).
+//!
+//! For sample `b`, `cols_b: [c*kh*kw, oh*ow]` holds the input value each kernel tap sees at each
+//! output position (0 in the padding):
+//!
+//! ```text
+//! forward          out_b  [o, oh*ow]   = W [o, c*kh*kw] · cols_b
+//! input gradient   dx_b   = col2im(Wᵀ · g_b)
+//! weight gradient  dW     = Σ_b g_b [o, oh*ow] · cols_bᵀ
+//! ```
+//!
+//! With fewer samples than threads (batch-1 inference) the samples run in turn and each GEMM is
+//! split over the threads instead.
+
+use rayon::prelude::*;
+use tensor_core::Conv2dParams;
+
+use super::gemm::{gemm, parallel_gemm, GemmElement, MatMut, MatRef};
+
+/// The sizes of one convolution: input `[n, c, h, w]`, weight `[o, c, kh, kw]`, output
+/// `[n, o, oh, ow]`, and the parameters.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ConvGeometry {
+    n: usize,
+    c: usize,
+    h: usize,
+    w: usize,
+    o: usize,
+    kh: usize,
+    kw: usize,
+    oh: usize,
+    ow: usize,
+    p: Conv2dParams,
+}
+
+impl ConvGeometry {
+    /// The geometry of `input_dims` convolved with `weight_dims` into `out_dims` (all rank 4,
+    /// checked by tensor-core).
+    pub(crate) fn new(
+        input_dims: &[usize],
+        weight_dims: &[usize],
+        out_dims: &[usize],
+        p: Conv2dParams,
+    ) -> Self {
+        ConvGeometry {
+            n: input_dims[0],
+            c: input_dims[1],
+            h: input_dims[2],
+            w: input_dims[3],
+            o: weight_dims[0],
+            kh: weight_dims[2],
+            kw: weight_dims[3],
+            oh: out_dims[2],
+            ow: out_dims[3],
+            p,
+        }
+    }
+
+    /// Rows of a column buffer: `c * kh * kw`.
+    fn patch(&self) -> usize {
+        self.c * self.kh * self.kw
+    }
+
+    /// Output positions per channel: `oh * ow`.
+    fn positions(&self) -> usize {
+        self.oh * self.ow
+    }
+
+    /// Elements of one input sample.
+    fn image(&self) -> usize {
+        self.c * self.h * self.w
+    }
+
+    /// For kernel column `j`, the output columns whose input column is inside the image, and
+    /// the input column of output column 0 (`x * stride + shift`).
+    fn valid_cols(&self, j: usize) -> (std::ops::Range<usize>, isize) {
+        let (sw, pw, dw) = (self.p.stride.1, self.p.padding.1, self.p.dilation.1);
+        let shift = (j * dw) as isize - pw as isize;
+        // ix = x * sw + shift must lie in [0, w).
+        let first = if shift >= 0 {
+            0
+        } else {
+            (-shift as usize).div_ceil(sw)
+        };
+        let end = if (self.w as isize) <= shift {
+            0
+        } else {
+            ((self.w as isize - shift) as usize).div_ceil(sw)
+        };
+        (
+            first.min(self.ow)..end.min(self.ow).max(first.min(self.ow)),
+            shift,
+        )
+    }
+
+    /// The input row of output row `y` for kernel row `i`, if inside the image.
+    fn input_row(&self, y: usize, i: usize) -> Option<usize> {
+        let iy = (y * self.p.stride.0 + i * self.p.dilation.0) as isize - self.p.padding.0 as isize;
+        (iy >= 0 && (iy as usize) < self.h).then_some(iy as usize)
+    }
+}
+
+/// Fills `cols: [c*kh*kw, oh*ow]` from one input sample `x: [c, h, w]`.
+fn im2col_sample<T: GemmElement>(x: &[T], g: &ConvGeometry, cols: &mut [T]) {
+    let (positions, sw) = (g.positions(), g.p.stride.1);
+    let mut rows = cols.chunks_exact_mut(positions);
+    for ci in 0..g.c {
+        let plane = &x[ci * g.h * g.w..(ci + 1) * g.h * g.w];
+        for i in 0..g.kh {
+            for j in 0..g.kw {
+                let dst = rows.next().expect("cols has c*kh*kw rows");
+                let (valid, shift) = g.valid_cols(j);
+                for (y, out_row) in dst.chunks_exact_mut(g.ow).enumerate() {
+                    let Some(iy) = g.input_row(y, i) else {
+                        out_row.fill(T::ZERO);
+                        continue;
+                    };
+                    let src = &plane[iy * g.w..(iy + 1) * g.w];
+                    out_row[..valid.start].fill(T::ZERO);
+                    out_row[valid.end..].fill(T::ZERO);
+                    if valid.is_empty() {
+                        continue;
+                    }
+                    let base = valid.start as isize * sw as isize + shift;
+                    if sw == 1 {
+                        let base = base as usize;
+                        out_row[valid.clone()].copy_from_slice(&src[base..base + valid.len()]);
+                    } else {
+                        for (k, d) in out_row[valid.clone()].iter_mut().enumerate() {
+                            *d = src[base as usize + k * sw];
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Adds the columns `cols: [c*kh*kw, oh*ow]` back into one input-gradient sample `dx: [c, h, w]`.
+fn col2im_sample<T: GemmElement + std::ops::AddAssign>(cols: &[T], g: &ConvGeometry, dx: &mut [T]) {
+    let (positions, sw) = (g.positions(), g.p.stride.1);
+    let mut rows = cols.chunks_exact(positions);
+    for ci in 0..g.c {
+        let plane = &mut dx[ci * g.h * g.w..(ci + 1) * g.h * g.w];
+        for i in 0..g.kh {
+            for j in 0..g.kw {
+                let src = rows.next().expect("cols has c*kh*kw rows");
+                let (valid, shift) = g.valid_cols(j);
+                for (y, col_row) in src.chunks_exact(g.ow).enumerate() {
+                    let Some(iy) = g.input_row(y, i) else {
+                        continue;
+                    };
+                    if valid.is_empty() {
+                        continue;
+                    }
+                    let dst = &mut plane[iy * g.w..(iy + 1) * g.w];
+                    let base = (valid.start as isize * sw as isize + shift) as usize;
+                    for (k, &v) in col_row[valid.clone()].iter().enumerate() {
+                        dst[base + k * sw] += v;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// True when the samples should be spread over rayon (else each GEMM is split instead).
+fn per_sample_tasks(g: &ConvGeometry) -> bool {
+    g.n >= 2 && crate::parallel::threads() >= 2
+}
+
+/// `x: [n, c, h, w]` (contiguous) convolved with `weight: [o, c, kh, kw]` (contiguous):
+/// the contiguous output `[n, o, oh, ow]`.
+pub(crate) fn conv2d<T: GemmElement>(x: &[T], weight: &[T], g: &ConvGeometry) -> Vec<T> {
+    let (patch, positions) = (g.patch(), g.positions());
+    let mut out = vec![T::ZERO; g.n * g.o * positions];
+    if out.is_empty() {
+        return out;
+    }
+    let w_mat = MatRef::row_major(weight, patch);
+    let sample = |b: usize, out_b: &mut [T], cols: &mut Vec<T>, split: bool| {
+        cols.resize(patch * positions, T::ZERO);
+        im2col_sample(&x[b * g.image()..(b + 1) * g.image()], g, cols);
+        let dims = (g.o, patch, positions);
+        let (b_mat, c_mat) = (
+            MatRef::row_major(cols, positions),
+            MatMut::row_major(out_b, positions),
+        );
+        // SAFETY: W is [o, patch], cols [patch, positions] and out_b [o, positions], all
+        // row-major slices of exactly those sizes; out_b is this task's own.
+        unsafe {
+            if split {
+                parallel_gemm(dims, w_mat, b_mat, T::ZERO, c_mat)
+            } else {
+                gemm(dims, w_mat, b_mat, T::ZERO, c_mat)
+            }
+        }
+    };
+    if per_sample_tasks(g) {
+        out.par_chunks_mut(g.o * positions)
+            .enumerate()
+            .for_each_init(Vec::new, |cols, (b, out_b)| sample(b, out_b, cols, false));
+    } else {
+        let mut cols = Vec::new();
+        for (b, out_b) in out.chunks_mut(g.o * positions).enumerate() {
+            sample(b, out_b, &mut cols, true);
+        }
+    }
+    out
+}
+
+/// The input gradient `[n, c, h, w]` of a convolution, from `grad_out: [n, o, oh, ow]` and the
+/// weight (both contiguous).
+pub(crate) fn conv2d_backward_input<T: GemmElement + std::ops::AddAssign>(
+    grad_out: &[T],
+    weight: &[T],
+    g: &ConvGeometry,
+) -> Vec<T> {
+    let (patch, positions) = (g.patch(), g.positions());
+    let mut dx = vec![T::ZERO; g.n * g.image()];
+    if dx.is_empty() || positions == 0 {
+        return dx;
+    }
+    let w_t = MatRef::row_major(weight, patch).t();
+    let sample = |b: usize, dx_b: &mut [T], cols: &mut Vec<T>, split: bool| {
+        cols.resize(patch * positions, T::ZERO);
+        let g_b = &grad_out[b * g.o * positions..(b + 1) * g.o * positions];
+        let dims = (patch, g.o, positions);
+        let (b_mat, c_mat) = (
+            MatRef::row_major(g_b, positions),
+            MatMut::row_major(cols, positions),
+        );
+        // SAFETY: Wᵀ is [patch, o] (strides swapped over the [o, patch] weight), g_b
+        // [o, positions] and cols [patch, positions], all inside their slices; cols is this
+        // task's own.
+        unsafe {
+            if split {
+                parallel_gemm(dims, w_t, b_mat, T::ZERO, c_mat)
+            } else {
+                gemm(dims, w_t, b_mat, T::ZERO, c_mat)
+            }
+        }
+        col2im_sample(cols, g, dx_b);
+    };
+    if per_sample_tasks(g) {
+        dx.par_chunks_mut(g.image())
+            .enumerate()
+            .for_each_init(Vec::new, |cols, (b, dx_b)| sample(b, dx_b, cols, false));
+    } else {
+        let mut cols = Vec::new();
+        for (b, dx_b) in dx.chunks_mut(g.image()).enumerate() {
+            sample(b, dx_b, &mut cols, true);
+        }
+    }
+    dx
+}
+
+/// The weight gradient `[o, c, kh, kw]` of a convolution, from the input `x: [n, c, h, w]` and
+/// `grad_out: [n, o, oh, ow]` (both contiguous). The batch is cut into one run of consecutive
+/// samples per thread; each run accumulates its own partial sum, and the partials are added in
+/// run order, so the result does not depend on scheduling.
+pub(crate) fn conv2d_backward_weight<T: GemmElement + std::ops::AddAssign>(
+    x: &[T],
+    grad_out: &[T],
+    g: &ConvGeometry,
+) -> Vec<T> {
+    let (patch, positions) = (g.patch(), g.positions());
+    let len = g.o * patch;
+    if len == 0 || g.n == 0 || positions == 0 {
+        return vec![T::ZERO; len];
+    }
+    let accumulate = |samples: std::ops::Range<usize>, split: bool| {
+        let mut acc = vec![T::ZERO; len];
+        let mut cols = vec![T::ZERO; patch * positions];
+        for b in samples {
+            im2col_sample(&x[b * g.image()..(b + 1) * g.image()], g, &mut cols);
+            let g_b = &grad_out[b * g.o * positions..(b + 1) * g.o * positions];
+            let dims = (g.o, positions, patch);
+            let a_mat = MatRef::row_major(g_b, positions);
+            let b_mat = MatRef::row_major(&cols, positions).t();
+            let c_mat = MatMut::row_major(&mut acc, patch);
+            // SAFETY: g_b is [o, positions], colsᵀ [positions, patch] (strides swapped) and
+            // acc [o, patch], all inside their own buffers; acc belongs to this run.
+            unsafe {
+                if split {
+                    parallel_gemm(dims, a_mat, b_mat, T::ONE, c_mat)
+                } else {
+                    gemm(dims, a_mat, b_mat, T::ONE, c_mat)
+                }
+            }
+        }
+        acc
+    };
+    if !per_sample_tasks(g) {
+        return accumulate(0..g.n, true);
+    }
+    let runs = crate::parallel::threads().min(g.n);
+    let per_run = g.n.div_ceil(runs);
+    let partials: Vec<Vec<T>> = (0..g.n.div_ceil(per_run))
+        .into_par_iter()
+        .map(|r| accumulate(r * per_run..((r + 1) * per_run).min(g.n), false))
+        .collect();
+    let mut partials = partials.into_iter();
+    let mut total = partials.next().expect("at least one run");
+    for part in partials {
+        for (t, p) in total.iter_mut().zip(part) {
+            *t += p;
+        }
+    }
+    total
+}

@@ -1,0 +1,271 @@
+//! Direct max and average pooling over `[n, c, h, w]` and their gradients, one `(n, c)` plane
+//! per task: each output reads its window in place (no window copy), max pooling records the
+//! window position of its maximum, and the gradients scatter into their own plane only.
+
+use rayon::prelude::*;
+use tensor_core::Pool2dParams;
+
+use super::num::Num;
+use crate::parallel::worth_parallel;
+
+/// The sizes of one pooling: input `[n, c, h, w]`, output `[n, c, oh, ow]`, and the window.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PoolGeometry {
+    planes: usize,
+    h: usize,
+    w: usize,
+    oh: usize,
+    ow: usize,
+    p: Pool2dParams,
+}
+
+impl PoolGeometry {
+    /// The geometry of pooling `input_dims` into `out_dims` (both rank 4).
+    pub(crate) fn new(input_dims: &[usize], out_dims: &[usize], p: Pool2dParams) -> Self {
+        PoolGeometry {
+            planes: input_dims[0] * input_dims[1],
+            h: input_dims[2],
+            w: input_dims[3],
+            oh: out_dims[2],
+            ow: out_dims[3],
+            p,
+        }
+    }
+
+    /// The input position `(row, col)` of window tap `(i, j)` of output `(y, x)`, if it is
+    /// inside the image rather than in the padding.
+    #[inline(always)]
+    fn tap(&self, (y, x): (usize, usize), (i, j): (usize, usize)) -> Option<usize> {
+        let iy = (y * self.p.stride.0 + i) as isize - self.p.padding.0 as isize;
+        let ix = (x * self.p.stride.1 + j) as isize - self.p.padding.1 as isize;
+        let inside = iy >= 0 && ix >= 0 && (iy as usize) < self.h && (ix as usize) < self.w;
+        inside.then(|| iy as usize * self.w + ix as usize)
+    }
+
+    fn plane_in(&self) -> usize {
+        self.h * self.w
+    }
+
+    fn plane_out(&self) -> usize {
+        self.oh * self.ow
+    }
+}
+
+/// Runs `f(plane_index, out_chunk)` over consecutive planes of `out` (`per_plane` elements
+/// each), in parallel when the work is large enough.
+fn for_each_plane<U: Send>(
+    out: &mut [U],
+    per_plane: usize,
+    work: usize,
+    f: impl Fn(usize, &mut [U]) + Sync,
+) {
+    if per_plane == 0 {
+        return;
+    }
+    if worth_parallel(work) {
+        out.par_chunks_mut(per_plane)
+            .enumerate()
+            .for_each(|(p, chunk)| f(p, chunk));
+    } else {
+        for (p, chunk) in out.chunks_mut(per_plane).enumerate() {
+            f(p, chunk);
+        }
+    }
+}
+
+/// Max pooling of a contiguous `x`: the maxima and the `kh_index * kw + kw_index` window
+/// position of each (padding reads as -inf; ties go to the first position; a NaN wins, the
+/// first one, as `argmax` rules).
+pub(crate) fn max_pool2d<T: Num>(x: &[T], g: &PoolGeometry) -> (Vec<T>, Vec<i64>) {
+    let (kh, kw) = g.p.kernel;
+    let len = g.planes * g.plane_out();
+    let mut values = vec![T::LOWEST; len];
+    let mut args = vec![0i64; len];
+    let per_plane = g.plane_out();
+    if per_plane == 0 {
+        return (values, args);
+    }
+    let plane = |p: usize, vals: &mut [T], idx: &mut [i64]| {
+        let src = &x[p * g.plane_in()..(p + 1) * g.plane_in()];
+        if g.p.padding == (0, 0) {
+            max_plane_unpadded(src, g, vals, idx);
+        } else {
+            max_plane_padded(src, g, vals, idx);
+        }
+    };
+    if worth_parallel(len * kh * kw) {
+        values
+            .par_chunks_mut(per_plane)
+            .zip(args.par_chunks_mut(per_plane))
+            .enumerate()
+            .for_each(|(p, (vals, idx))| plane(p, vals, idx));
+    } else {
+        for (p, (vals, idx)) in values
+            .chunks_mut(per_plane)
+            .zip(args.chunks_mut(per_plane))
+            .enumerate()
+        {
+            plane(p, vals, idx);
+        }
+    }
+    (values, args)
+}
+
+/// Whether `v` replaces the running maximum `best` (argmax's rule: strictly greater, or the
+/// first NaN).
+#[inline(always)]
+fn beats<T: Num>(v: T, best: T) -> bool {
+    !best.num_is_nan() && (v > best || v.num_is_nan())
+}
+
+/// One plane of max pooling without padding: every window lies inside the image, so each
+/// output row is built tap by tap from whole input rows.
+fn max_plane_unpadded<T: Num>(src: &[T], g: &PoolGeometry, vals: &mut [T], idx: &mut [i64]) {
+    let (kh, kw) = g.p.kernel;
+    let (sh, sw) = g.p.stride;
+    for (y, (vrow, irow)) in vals
+        .chunks_exact_mut(g.ow)
+        .zip(idx.chunks_exact_mut(g.ow))
+        .enumerate()
+    {
+        for i in 0..kh {
+            let row = &src[(y * sh + i) * g.w..(y * sh + i + 1) * g.w];
+            for j in 0..kw {
+                let t = (i * kw + j) as i64;
+                if t == 0 {
+                    for (x, (v, a)) in vrow.iter_mut().zip(irow.iter_mut()).enumerate() {
+                        *v = row[x * sw];
+                        *a = 0;
+                    }
+                    continue;
+                }
+                for (x, (v, a)) in vrow.iter_mut().zip(irow.iter_mut()).enumerate() {
+                    let candidate = row[x * sw + j];
+                    if beats(candidate, *v) {
+                        *v = candidate;
+                        *a = t;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One plane of max pooling with padding (taps in the padding read as -inf).
+fn max_plane_padded<T: Num>(src: &[T], g: &PoolGeometry, vals: &mut [T], idx: &mut [i64]) {
+    let (kh, kw) = g.p.kernel;
+    for y in 0..g.oh {
+        for xx in 0..g.ow {
+            let mut best = T::LOWEST;
+            let mut arg = 0i64;
+            for i in 0..kh {
+                for j in 0..kw {
+                    let v = g.tap((y, xx), (i, j)).map_or(T::LOWEST, |at| src[at]);
+                    let t = (i * kw + j) as i64;
+                    if t == 0 || beats(v, best) {
+                        best = v;
+                        arg = t;
+                    }
+                }
+            }
+            vals[y * g.ow + xx] = best;
+            idx[y * g.ow + xx] = arg;
+        }
+    }
+}
+
+/// Gradient of max pooling: each output's gradient added at its window's recorded maximum
+/// (positions in the padding get nothing). `grad_out` and `window_argmax` are contiguous.
+pub(crate) fn max_pool2d_backward<T: Num>(
+    grad_out: &[T],
+    window_argmax: &[i64],
+    g: &PoolGeometry,
+) -> Vec<T> {
+    let kw = g.p.kernel.1;
+    let unpadded = g.p.padding == (0, 0);
+    let taps = g.p.kernel.0 * kw;
+    let mut dx = vec![T::ZERO; g.planes * g.plane_in()];
+    let work = g.planes * (g.plane_in() + g.plane_out());
+    for_each_plane(&mut dx, g.plane_in(), work, |plane, dst| {
+        let base = plane * g.plane_out();
+        for y in 0..g.oh {
+            for xx in 0..g.ow {
+                let o = base + y * g.ow + xx;
+                // Positions outside the window (not produced by max_pool2d) select nothing, as
+                // in the composite.
+                let Ok(t) = usize::try_from(window_argmax[o]) else {
+                    continue;
+                };
+                if t >= taps {
+                    continue;
+                }
+                let at = if unpadded {
+                    Some((y * g.p.stride.0 + t / kw) * g.w + xx * g.p.stride.1 + t % kw)
+                } else {
+                    g.tap((y, xx), (t / kw, t % kw))
+                };
+                if let Some(at) = at {
+                    dst[at] = dst[at].num_add(grad_out[o]);
+                }
+            }
+        }
+    });
+    dx
+}
+
+/// Average pooling of a contiguous `x` (padding counts as zeros; the divisor is the window
+/// size).
+pub(crate) fn avg_pool2d<T: Num + std::ops::Div<Output = T> + From<u16>>(
+    x: &[T],
+    g: &PoolGeometry,
+    window: T,
+) -> Vec<T> {
+    let (kh, kw) = g.p.kernel;
+    let mut out = vec![T::ZERO; g.planes * g.plane_out()];
+    let work = out.len() * kh * kw;
+    for_each_plane(&mut out, g.plane_out(), work, |plane, dst| {
+        let src = &x[plane * g.plane_in()..(plane + 1) * g.plane_in()];
+        for y in 0..g.oh {
+            for xx in 0..g.ow {
+                let mut sum = T::ZERO;
+                for i in 0..kh {
+                    for j in 0..kw {
+                        if let Some(at) = g.tap((y, xx), (i, j)) {
+                            sum = sum.num_add(src[at]);
+                        }
+                    }
+                }
+                dst[y * g.ow + xx] = sum / window;
+            }
+        }
+    });
+    out
+}
+
+/// Gradient of average pooling: each output's gradient divided by the window size and added
+/// at every window position inside the image.
+pub(crate) fn avg_pool2d_backward<T: Num + std::ops::Div<Output = T>>(
+    grad_out: &[T],
+    g: &PoolGeometry,
+    window: T,
+) -> Vec<T> {
+    let (kh, kw) = g.p.kernel;
+    let mut dx = vec![T::ZERO; g.planes * g.plane_in()];
+    let work = g.planes * (g.plane_in() + g.plane_out() * kh * kw);
+    for_each_plane(&mut dx, g.plane_in(), work, |plane, dst| {
+        let base = plane * g.plane_out();
+        for y in 0..g.oh {
+            for xx in 0..g.ow {
+                let share = grad_out[base + y * g.ow + xx] / window;
+                for i in 0..kh {
+                    for j in 0..kw {
+                        if let Some(at) = g.tap((y, xx), (i, j)) {
+                            dst[at] = dst[at].num_add(share);
+                        }
+                    }
+                }
+            }
+        }
+    });
+    dx
+}

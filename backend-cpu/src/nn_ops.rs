@@ -1,0 +1,189 @@
+//! The CPU overrides of the convolution and pooling composites: contiguous operands are handed
+//! to the direct kernels in `kernels::conv` and `kernels::pool`; other dtypes return `None` so
+//! that the backend falls back to the composite defaults.
+
+use std::borrow::Cow;
+
+use tensor_core::tensor::{conv_output_dims, pool_output_dims};
+use tensor_core::{Conv2dParams, Layout, Pool2dParams, Result, Tensor};
+
+use crate::checks::check_storage;
+use crate::kernels::conv::{self, ConvGeometry};
+use crate::kernels::copy;
+use crate::kernels::pool::{self, PoolGeometry};
+use crate::storage::CpuElement;
+use crate::{Cpu, CpuStorage};
+
+/// The elements of `t` in row-major order: borrowed when its layout is contiguous, else
+/// copied. `None` when `t` does not hold `T`.
+fn values<'t, T: CpuElement + Copy + Send + Sync + Default>(
+    op: &'static str,
+    t: &'t Tensor<Cpu>,
+) -> Result<Option<Cow<'t, [T]>>> {
+    check_storage(op, t.storage(), t.layout())?;
+    let Some(data) = T::slice(t.storage()) else {
+        return Ok(None);
+    };
+    if t.layout().numel() == 0 {
+        // An empty tensor's offset may lie past its (possibly empty) storage.
+        return Ok(Some(Cow::Borrowed(&[])));
+    }
+    Ok(Some(match t.layout().contiguous_range() {
+        Some(range) => Cow::Borrowed(&data[range]),
+        None => Cow::Owned(copy::copy_strided(data, t.layout())),
+    }))
+}
+
+/// A tensor over a fresh contiguous storage.
+fn tensor(dev: &Cpu, storage: CpuStorage, dims: &[usize]) -> Result<Tensor<Cpu>> {
+    Tensor::from_parts(dev, storage, Layout::contiguous(dims))
+}
+
+/// Runs `$body` with `$t` bound to the float element type of `$x` (f32 or f64) and `$wrap` to
+/// the storage constructor; evaluates to `Ok(None)` for other dtypes.
+macro_rules! per_float {
+    ($x:expr, |$t:ident, $wrap:ident| $body:block) => {
+        match $x.dtype() {
+            tensor_core::DType::F32 => {
+                type $t = f32;
+                let $wrap = CpuStorage::F32;
+                $body
+            }
+            tensor_core::DType::F64 => {
+                type $t = f64;
+                let $wrap = CpuStorage::F64;
+                $body
+            }
+            _ => Ok(None),
+        }
+    };
+}
+
+/// [`tensor_core::Backend::conv2d`] on the CPU.
+pub(crate) fn conv2d(
+    x: &Tensor<Cpu>,
+    weight: &Tensor<Cpu>,
+    p: Conv2dParams,
+) -> Result<Option<Tensor<Cpu>>> {
+    let out_dims = conv_output_dims(x.dims(), weight.dims(), p)?;
+    let g = ConvGeometry::new(x.dims(), weight.dims(), &out_dims, p);
+    per_float!(x, |T, wrap| {
+        let (Some(xv), Some(wv)) = (values::<T>("conv2d", x)?, values::<T>("conv2d", weight)?)
+        else {
+            return Ok(None);
+        };
+        let out = conv::conv2d(&xv, &wv, &g);
+        tensor(x.backend(), wrap(out), &out_dims).map(Some)
+    })
+}
+
+/// [`tensor_core::Backend::conv2d_backward_input`] on the CPU.
+pub(crate) fn conv2d_backward_input(
+    grad_out: &Tensor<Cpu>,
+    weight: &Tensor<Cpu>,
+    input_dims: &[usize],
+    p: Conv2dParams,
+) -> Result<Option<Tensor<Cpu>>> {
+    let g = ConvGeometry::new(input_dims, weight.dims(), grad_out.dims(), p);
+    per_float!(grad_out, |T, wrap| {
+        let op = "conv2d_backward_input";
+        let (Some(gv), Some(wv)) = (values::<T>(op, grad_out)?, values::<T>(op, weight)?) else {
+            return Ok(None);
+        };
+        let dx = conv::conv2d_backward_input(&gv, &wv, &g);
+        tensor(grad_out.backend(), wrap(dx), input_dims).map(Some)
+    })
+}
+
+/// [`tensor_core::Backend::conv2d_backward_weight`] on the CPU.
+pub(crate) fn conv2d_backward_weight(
+    x: &Tensor<Cpu>,
+    grad_out: &Tensor<Cpu>,
+    weight_dims: &[usize],
+    p: Conv2dParams,
+) -> Result<Option<Tensor<Cpu>>> {
+    let g = ConvGeometry::new(x.dims(), weight_dims, grad_out.dims(), p);
+    per_float!(x, |T, wrap| {
+        let op = "conv2d_backward_weight";
+        let (Some(xv), Some(gv)) = (values::<T>(op, x)?, values::<T>(op, grad_out)?) else {
+            return Ok(None);
+        };
+        let dw = conv::conv2d_backward_weight(&xv, &gv, &g);
+        tensor(x.backend(), wrap(dw), weight_dims).map(Some)
+    })
+}
+
+/// [`tensor_core::Backend::max_pool2d`] on the CPU.
+pub(crate) fn max_pool2d(
+    x: &Tensor<Cpu>,
+    p: Pool2dParams,
+) -> Result<Option<(Tensor<Cpu>, Tensor<Cpu>)>> {
+    let out_dims = pool_output_dims("max_pool2d", x.dims(), p)?;
+    let g = PoolGeometry::new(x.dims(), &out_dims, p);
+    per_float!(x, |T, wrap| {
+        let Some(xv) = values::<T>("max_pool2d", x)? else {
+            return Ok(None);
+        };
+        let (out, arg) = pool::max_pool2d(&xv, &g);
+        let dev = x.backend();
+        Ok(Some((
+            tensor(dev, wrap(out), &out_dims)?,
+            tensor(dev, CpuStorage::I64(arg), &out_dims)?,
+        )))
+    })
+}
+
+/// [`tensor_core::Backend::max_pool2d_backward`] on the CPU.
+pub(crate) fn max_pool2d_backward(
+    grad_out: &Tensor<Cpu>,
+    window_argmax: &Tensor<Cpu>,
+    input_dims: &[usize],
+    p: Pool2dParams,
+) -> Result<Option<Tensor<Cpu>>> {
+    let g = PoolGeometry::new(input_dims, grad_out.dims(), p);
+    per_float!(grad_out, |T, wrap| {
+        let op = "max_pool2d_backward";
+        let (Some(gv), Some(av)) = (
+            values::<T>(op, grad_out)?,
+            values::<i64>(op, window_argmax)?,
+        ) else {
+            return Ok(None);
+        };
+        if window_argmax.dims() != grad_out.dims() {
+            return Ok(None);
+        }
+        let dx = pool::max_pool2d_backward(&gv, &av, &g);
+        tensor(grad_out.backend(), wrap(dx), input_dims).map(Some)
+    })
+}
+
+/// [`tensor_core::Backend::avg_pool2d`] on the CPU.
+pub(crate) fn avg_pool2d(x: &Tensor<Cpu>, p: Pool2dParams) -> Result<Option<Tensor<Cpu>>> {
+    let out_dims = pool_output_dims("avg_pool2d", x.dims(), p)?;
+    let g = PoolGeometry::new(x.dims(), &out_dims, p);
+    let window = (p.kernel.0 * p.kernel.1) as f64;
+    per_float!(x, |T, wrap| {
+        let Some(xv) = values::<T>("avg_pool2d", x)? else {
+            return Ok(None);
+        };
+        let out = pool::avg_pool2d(&xv, &g, window as T);
+        tensor(x.backend(), wrap(out), &out_dims).map(Some)
+    })
+}
+
+/// [`tensor_core::Backend::avg_pool2d_backward`] on the CPU.
+pub(crate) fn avg_pool2d_backward(
+    grad_out: &Tensor<Cpu>,
+    input_dims: &[usize],
+    p: Pool2dParams,
+) -> Result<Option<Tensor<Cpu>>> {
+    let g = PoolGeometry::new(input_dims, grad_out.dims(), p);
+    let window = (p.kernel.0 * p.kernel.1) as f64;
+    per_float!(grad_out, |T, wrap| {
+        let Some(gv) = values::<T>("avg_pool2d_backward", grad_out)? else {
+            return Ok(None);
+        };
+        let dx = pool::avg_pool2d_backward(&gv, &g, window as T);
+        tensor(grad_out.backend(), wrap(dx), input_dims).map(Some)
+    })
+}

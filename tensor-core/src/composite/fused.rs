@@ -1,0 +1,61 @@
+//! The unfused definitions of the fused element-wise composites: the ReLU gradient and one
+//! Adam step. A backend's single-pass override must give the same values (the same f32/f64
+//! operations in the same order, so bit for bit on the CPU).
+
+use crate::backend::{AdamTensors, AdamUpdate};
+use crate::{Backend, Result, Tensor};
+
+/// The gradient of `relu(x)` given the upstream `grad`: `grad` where `x > 0`, else 0 (also at
+/// 0 and for NaN, PyTorch's choice).
+pub fn relu_backward<B: Backend>(x: &Tensor<B>, grad: &Tensor<B>) -> Result<Tensor<B>> {
+    x.gt_scalar(0.0)?.where_select(grad, &grad.zeros_like()?)
+}
+
+/// One Adam/AdamW step of one parameter, as a chain of tensor ops (see [`AdamUpdate`]):
+///
+/// ```text
+/// g ← g + λ·p  (coupled_decay λ ≠ 0)        p ← p·f  (decoupled_factor f ≠ 1)
+/// m ← m·β1 + g·(1 - β1)
+/// v ← v·β2 + g²·(1 - β2)
+/// v̂ ← max(v̂, v) when v̂ is given
+/// p ← p - (m / (√(v̂ or v) / bias_correction2_sqrt + eps))·step_size
+/// ```
+pub fn adam_update<B: Backend>(
+    param: &Tensor<B>,
+    grad: &Tensor<B>,
+    exp_avg: &Tensor<B>,
+    exp_avg_sq: &Tensor<B>,
+    max_exp_avg_sq: Option<&Tensor<B>>,
+    u: AdamUpdate,
+) -> Result<AdamTensors<B>> {
+    let mut p = param.clone();
+    let mut g = grad.clone();
+    if u.coupled_decay != 0.0 {
+        g = g.add(&p.mul_scalar(u.coupled_decay)?)?;
+    }
+    if u.decoupled_factor != 1.0 {
+        p = p.mul_scalar(u.decoupled_factor)?;
+    }
+    let exp_avg = exp_avg
+        .mul_scalar(u.beta1)?
+        .add(&g.mul_scalar(1.0 - u.beta1)?)?;
+    let exp_avg_sq = exp_avg_sq
+        .mul_scalar(u.beta2)?
+        .add(&g.square()?.mul_scalar(1.0 - u.beta2)?)?;
+    let max_exp_avg_sq = match max_exp_avg_sq {
+        Some(max) => Some(max.maximum(&exp_avg_sq)?),
+        None => None,
+    };
+    let second = max_exp_avg_sq.as_ref().unwrap_or(&exp_avg_sq);
+    let denom = second
+        .sqrt()?
+        .div_scalar(u.bias_correction2_sqrt)?
+        .add_scalar(u.eps)?;
+    let param = p.sub(&exp_avg.div(&denom)?.mul_scalar(u.step_size)?)?;
+    Ok(AdamTensors {
+        param,
+        exp_avg,
+        exp_avg_sq,
+        max_exp_avg_sq,
+    })
+}

@@ -1,0 +1,61 @@
+/* Fused softmax, log-softmax and log-sum-exp along a row: one work-group of TS_REDUCE_WG
+ * work-items per row, row r starting at view_at(outer, r) with element stride `stride`.
+ * The arithmetic is tensor_core::composite::softmax's: shift = row maximum (NaN-propagating),
+ * replaced by 0 when infinite; e = exp(x - shift); softmax = e / sum(e);
+ * log_softmax = x - (log(sum(e)) + shift); logsumexp = log(sum(e)) + shift (one per row). */
+
+#if defined(TS_FLOAT)
+
+#define TS_SOFTMAX 0
+#define TS_LOG_SOFTMAX 1
+#define TS_LOGSUMEXP 2
+
+DEVICE T softmax_add(T a, T b) { return a + b; }
+
+/* Combines scratch[0..TS_REDUCE_WG) into scratch[0] with COMBINE (a tree of barriers; written
+ * as a macro so that every barrier stays in the kernel body). */
+#define SOFTMAX_TREE(COMBINE)                                                                  \
+    for (i64 s = TS_REDUCE_WG / 2; s > 0; s >>= 1) {                                           \
+        if (lid < s) scratch[lid] = COMBINE(scratch[lid], scratch[lid + s]);                   \
+        BARRIER();                                                                             \
+    }
+
+KERNEL void softmax_rows(i64 rows, i64 k, GLOBAL const T* x, View outer, i64 stride,
+                         GLOBAL T* out, i32 mode) {
+    LOCAL_DECL T scratch[TS_REDUCE_WG];
+    i64 lid = LOCAL_ID(0);
+    i64 row = GROUP_ID(0);
+    /* The grid has exactly `rows` groups; `active` only guards against a larger one. */
+    int active = row < rows;
+    i64 base = active ? view_at(outer, row) : 0;
+    i64 len = active ? k : 0;
+
+    T m = T_LOWEST;
+    for (i64 r = lid; r < len; r += TS_REDUCE_WG) m = t_max(m, x[base + r * stride]);
+    scratch[lid] = m;
+    BARRIER();
+    SOFTMAX_TREE(t_max)
+    T shift = scratch[0];
+    if (shift == T_HIGHEST || shift == T_LOWEST) shift = (T)0;
+    BARRIER();
+
+    T s = (T)0;
+    for (i64 r = lid; r < len; r += TS_REDUCE_WG) s += exp(x[base + r * stride] - shift);
+    scratch[lid] = s;
+    BARRIER();
+    SOFTMAX_TREE(softmax_add)
+    T total = scratch[0];
+    if (!active) return;
+
+    if (mode == TS_LOGSUMEXP) {
+        if (lid == 0) out[row] = log(total) + shift;
+        return;
+    }
+    T lse = log(total) + shift;
+    for (i64 r = lid; r < k; r += TS_REDUCE_WG) {
+        T v = x[base + r * stride];
+        out[row * k + r] = mode == TS_SOFTMAX ? exp(v - shift) / total : v - lse;
+    }
+}
+
+#endif
