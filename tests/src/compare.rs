@@ -1,5 +1,8 @@
 //! Comparing a backend's tensor with a reference [`RefArray`], with per-dtype tolerances.
 //!
+//! The [`Tolerance`] type and [`check_value`] live in `backend_checked::tolerance`, shared with
+//! the `Checked<B, R>` backend, and are re-exported here.
+//!
 //! Every function returns `Err(description)` instead of panicking, so that proptest can shrink a
 //! failing case; the description names the flat and multi-index, the value got and expected,
 //! the tolerance and the layout of the tensor.
@@ -7,123 +10,7 @@
 use crate::reference::{unravel, RefArray};
 use tensor_core::{Backend, DType, Tensor};
 
-/// How far a float result may be from the reference: `|got - expected| <= abs + rel * scale`,
-/// where `scale` is `|expected|`, or for accumulating ops a per-element magnitude (e.g. the sum
-/// of `|a_ik * b_kj|` for matmul), which bounds rounding error even under cancellation.
-///
-/// NaN must match NaN, an infinity must match the same infinity, and a finite expected value
-/// needs a finite result. Integer and bool dtypes are always compared exactly.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Tolerance {
-    /// Absolute slack.
-    pub abs: f64,
-    /// Relative slack, multiplied by the scale of the element.
-    pub rel: f64,
-    /// When true, `+0` and `-0` are told apart (for ops documented to keep the sign of zero).
-    pub signed_zero: bool,
-}
-
-/// Unit roundoff of f32 (2^-24).
-pub const F32_EPS: f64 = 5.960_464_477_539_063e-8;
-/// Unit roundoff of f64 (2^-53).
-pub const F64_EPS: f64 = 1.110_223_024_625_156_5e-16;
-
-impl Tolerance {
-    /// Bit-exact (up to NaN payloads), with the sign of zero checked.
-    pub const EXACT: Tolerance = Tolerance {
-        abs: 0.0,
-        rel: 0.0,
-        signed_zero: true,
-    };
-
-    /// Simple correctly-rounded maps and arithmetic (neg, add, div, sqrt, floor, ...):
-    /// f32 `abs 1e-5 + rel 1e-4`, f64 `abs 1e-12 + rel 1e-10`.
-    pub fn simple(dtype: DType) -> Tolerance {
-        match dtype {
-            DType::F32 => Tolerance::loose(1e-5, 1e-4),
-            DType::F64 => Tolerance::loose(1e-12, 1e-10),
-            DType::I64 | DType::Bool => Tolerance::EXACT,
-        }
-    }
-
-    /// Transcendental maps (exp, log, sin, tanh, sigmoid, gelu, erf, pow), whose device versions
-    /// are accurate to a few ulps but not correctly rounded: f32 `abs 1e-5 + rel 5e-4`,
-    /// f64 `abs 1e-12 + rel 1e-9`.
-    pub fn transcendental(dtype: DType) -> Tolerance {
-        match dtype {
-            DType::F32 => Tolerance::loose(1e-5, 5e-4),
-            DType::F64 => Tolerance::loose(1e-12, 1e-9),
-            DType::I64 | DType::Bool => Tolerance::EXACT,
-        }
-    }
-
-    /// Ops that accumulate `terms` products or sums (reductions, matmul, convolution, pooling):
-    /// the classic bound `terms * eps * sum|term|`, with a factor 4 of headroom, on top of the
-    /// simple tolerance. Use with a magnitude in [`assert_close_scaled`].
-    pub fn accumulation(dtype: DType, terms: usize) -> Tolerance {
-        let base = Tolerance::simple(dtype);
-        let eps = match dtype {
-            DType::F32 => F32_EPS,
-            DType::F64 => F64_EPS,
-            DType::I64 | DType::Bool => return Tolerance::EXACT,
-        };
-        Tolerance::loose(base.abs, base.rel + 4.0 * (terms.max(1) as f64) * eps)
-    }
-
-    /// A float tolerance that does not check the sign of zero.
-    pub fn loose(abs: f64, rel: f64) -> Tolerance {
-        Tolerance {
-            abs,
-            rel,
-            signed_zero: false,
-        }
-    }
-
-    /// The same tolerance with the sign of zero checked.
-    pub fn with_signed_zero(self) -> Tolerance {
-        Tolerance {
-            signed_zero: true,
-            ..self
-        }
-    }
-}
-
-/// Checks one element; `Err` holds a short reason.
-pub fn check_value(got: f64, expected: f64, scale: f64, tol: Tolerance) -> Result<(), String> {
-    if expected.is_nan() {
-        return if got.is_nan() {
-            Ok(())
-        } else {
-            Err("expected NaN".into())
-        };
-    }
-    if expected.is_infinite() {
-        return if got == expected {
-            Ok(())
-        } else {
-            Err("expected an infinity of that sign".into())
-        };
-    }
-    if !got.is_finite() {
-        return Err("expected a finite value".into());
-    }
-    if tol.signed_zero
-        && got == 0.0
-        && expected == 0.0
-        && got.is_sign_negative() != expected.is_sign_negative()
-    {
-        return Err("sign of zero differs".into());
-    }
-    let allowed = tol.abs + tol.rel * scale.abs().max(expected.abs());
-    if (got - expected).abs() > allowed {
-        return Err(format!(
-            "difference {:e} exceeds {:e}",
-            (got - expected).abs(),
-            allowed
-        ));
-    }
-    Ok(())
-}
+pub use backend_checked::tolerance::{check_value, Tolerance, F32_EPS, F64_EPS};
 
 /// Compares `got` (row-major values of a tensor of `shape`) with `expected` element by element.
 /// `magnitude`, when given, has the shape of `expected` and replaces `|expected|` as the scale

@@ -106,6 +106,25 @@ pub fn cases() -> BoxedStrategy<ConstructorCase> {
     .boxed()
 }
 
+/// Cases of every constructor that produce `dtype`.
+pub fn cases_of(dtype: DType) -> BoxedStrategy<ConstructorCase> {
+    cases()
+        .prop_filter("another dtype", move |c| c.dtype() == dtype)
+        .boxed()
+}
+
+impl ConstructorCase {
+    /// The dtype the constructor produces.
+    pub fn dtype(&self) -> DType {
+        match self {
+            ConstructorCase::Arange { dtype, .. }
+            | ConstructorCase::Linspace { dtype, .. }
+            | ConstructorCase::Eye { dtype, .. }
+            | ConstructorCase::Full { dtype, .. } => *dtype,
+        }
+    }
+}
+
 /// The values of `start, start + step, ...` strictly before `end`, by stepping.
 fn arange_values(start: f64, end: f64, step: f64) -> Vec<f64> {
     let mut out = Vec::new();

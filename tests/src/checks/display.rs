@@ -55,6 +55,14 @@ pub fn small_cases() -> BoxedStrategy<DisplayCase> {
         .boxed()
 }
 
+/// Small tensors (at most 625 elements) of `dtype`.
+pub fn small_cases_of(dtype: DType) -> BoxedStrategy<DisplayCase> {
+    shape()
+        .prop_flat_map(move |s| contiguous_case(dtype, s, ValueProfile::DEFAULT))
+        .prop_map(|input| DisplayCase { input })
+        .boxed()
+}
+
 /// Checks that every value of a small tensor is printed, in order, with its dtype and device.
 pub fn check_small<B: Backend>(dev: &B, case: &DisplayCase) -> Result<(), String> {
     let t = case

@@ -114,57 +114,62 @@ fn moments(values: &[f64]) -> (f64, f64) {
 /// and variance 4/3; normal(2, 0.5) must have mean 2 and variance 0.25 (tolerances ~10 standard
 /// errors). Two successive draws from one [`Generator`] must continue the stream.
 pub fn check_moments<B: Backend>(dev: &B) {
-    const N: usize = 200_000;
     for dtype in FLOAT_DTYPES {
-        let uniform = Distribution::Uniform {
-            low: -1.0,
-            high: 3.0,
-        };
-        let u = Tensor::random([N], uniform, dtype, 11, 0, dev)
-            .and_then(|t| t.to_vec_f64())
-            .expect("uniform draw");
-        assert!(
-            u.iter().all(|&x| (-1.0..3.0).contains(&x)),
-            "{dtype}: uniform sample outside [-1, 3)"
-        );
-        let (m, v) = moments(&u);
-        assert!((m - 1.0).abs() < 0.03, "{dtype}: uniform mean {m}");
-        assert!(
-            (v - 4.0 / 3.0).abs() < 0.03,
-            "{dtype}: uniform variance {v}"
-        );
-
-        let normal = Distribution::Normal {
-            mean: 2.0,
-            std: 0.5,
-        };
-        let z = Tensor::random([N], normal, dtype, 12, 0, dev)
-            .and_then(|t| t.to_vec_f64())
-            .expect("normal draw");
-        let (m, v) = moments(&z);
-        assert!((m - 2.0).abs() < 0.01, "{dtype}: normal mean {m}");
-        assert!((v - 0.25).abs() < 0.01, "{dtype}: normal variance {v}");
-        let fourth = z.iter().map(|x| (x - m).powi(4)).sum::<f64>() / N as f64;
-        assert!(
-            (fourth / (v * v) - 3.0).abs() < 0.1,
-            "{dtype}: normal kurtosis {}",
-            fourth / (v * v)
-        );
-
-        let mut g = Generator::new(5);
-        let a = Tensor::random_from([7], uniform, dtype, &mut g, dev)
-            .and_then(|t| t.to_vec_f64())
-            .expect("draw");
-        let b = Tensor::random_from([3], uniform, dtype, &mut g, dev)
-            .and_then(|t| t.to_vec_f64())
-            .expect("draw");
-        let whole = Tensor::random([10], uniform, dtype, 5, 0, dev)
-            .and_then(|t| t.to_vec_f64())
-            .expect("draw");
-        assert_eq!(
-            [a, b].concat(),
-            whole,
-            "{dtype}: a generator must continue its stream"
-        );
+        check_moments_of(dev, dtype);
     }
+}
+
+/// [`check_moments`] for one float dtype; panics on the first failed assertion.
+pub fn check_moments_of<B: Backend>(dev: &B, dtype: DType) {
+    const N: usize = 200_000;
+    let uniform = Distribution::Uniform {
+        low: -1.0,
+        high: 3.0,
+    };
+    let u = Tensor::random([N], uniform, dtype, 11, 0, dev)
+        .and_then(|t| t.to_vec_f64())
+        .expect("uniform draw");
+    assert!(
+        u.iter().all(|&x| (-1.0..3.0).contains(&x)),
+        "{dtype}: uniform sample outside [-1, 3)"
+    );
+    let (m, v) = moments(&u);
+    assert!((m - 1.0).abs() < 0.03, "{dtype}: uniform mean {m}");
+    assert!(
+        (v - 4.0 / 3.0).abs() < 0.03,
+        "{dtype}: uniform variance {v}"
+    );
+
+    let normal = Distribution::Normal {
+        mean: 2.0,
+        std: 0.5,
+    };
+    let z = Tensor::random([N], normal, dtype, 12, 0, dev)
+        .and_then(|t| t.to_vec_f64())
+        .expect("normal draw");
+    let (m, v) = moments(&z);
+    assert!((m - 2.0).abs() < 0.01, "{dtype}: normal mean {m}");
+    assert!((v - 0.25).abs() < 0.01, "{dtype}: normal variance {v}");
+    let fourth = z.iter().map(|x| (x - m).powi(4)).sum::<f64>() / N as f64;
+    assert!(
+        (fourth / (v * v) - 3.0).abs() < 0.1,
+        "{dtype}: normal kurtosis {}",
+        fourth / (v * v)
+    );
+
+    let mut g = Generator::new(5);
+    let a = Tensor::random_from([7], uniform, dtype, &mut g, dev)
+        .and_then(|t| t.to_vec_f64())
+        .expect("draw");
+    let b = Tensor::random_from([3], uniform, dtype, &mut g, dev)
+        .and_then(|t| t.to_vec_f64())
+        .expect("draw");
+    let whole = Tensor::random([10], uniform, dtype, 5, 0, dev)
+        .and_then(|t| t.to_vec_f64())
+        .expect("draw");
+    assert_eq!(
+        [a, b].concat(),
+        whole,
+        "{dtype}: a generator must continue its stream"
+    );
 }

@@ -1,0 +1,26 @@
+//! # backend-checked
+//!
+//! [`Checked<B, R>`](Checked): a Tessera backend that runs every op on a backend under test `B`
+//! and on a reference `R` (normally `backend_cpu::Cpu`), compares the two results with the op's
+//! [`Tolerance`], and returns a typed [`tensor_core::Error::Divergence`] at the first
+//! disagreement. It turns "my loss curve looks wrong on the GPU" into "`matmul` on inputs
+//! `[64, 784], [784, 512]` is off by 3e-2 at element [3, 17]".
+//!
+//! The tolerances it applies are defined in [`tolerance`], shared with the conformance harness
+//! of the `tests` crate, which checks backends op by op on random inputs.
+//!
+//! This is its own crate, not a module of `tests`, because the `train` command (in `nn`) offers
+//! checked backends: `nn` depends on this crate and only on `tensor-core`, not on the test
+//! harness and its proptest dependency.
+
+#![warn(missing_docs)]
+
+mod backend;
+mod composites;
+mod divergence;
+pub mod storage;
+pub mod tolerance;
+
+pub use backend::Checked;
+pub use storage::CheckedStorage;
+pub use tolerance::Tolerance;

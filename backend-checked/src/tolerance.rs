@@ -1,0 +1,224 @@
+//! How far a float result may be from its reference: the tolerances of the conformance harness
+//! (`tests` crate) and of [`crate::Checked`], defined once here.
+
+use tensor_core::{BinaryOp, DType, UnaryOp};
+
+/// How far a float result may be from the reference: `|got - expected| <= abs + rel * scale`,
+/// where `scale` is `|expected|`, or for accumulating ops a per-element magnitude (e.g. the sum
+/// of `|a_ik * b_kj|` for matmul), which bounds rounding error even under cancellation.
+///
+/// NaN must match NaN, an infinity must match the same infinity, and a finite expected value
+/// needs a finite result. Integer and bool dtypes are always compared exactly.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Tolerance {
+    /// Absolute slack.
+    pub abs: f64,
+    /// Relative slack, multiplied by the scale of the element.
+    pub rel: f64,
+    /// When true, `+0` and `-0` are told apart (for ops documented to keep the sign of zero).
+    pub signed_zero: bool,
+}
+
+/// Unit roundoff of f32 (2^-24).
+pub const F32_EPS: f64 = 5.960_464_477_539_063e-8;
+/// Unit roundoff of f64 (2^-53).
+pub const F64_EPS: f64 = 1.110_223_024_625_156_5e-16;
+
+impl Tolerance {
+    /// Bit-exact (up to NaN payloads), with the sign of zero checked.
+    pub const EXACT: Tolerance = Tolerance {
+        abs: 0.0,
+        rel: 0.0,
+        signed_zero: true,
+    };
+
+    /// Equal values, either sign of zero: for results that are one of the inputs (max, min,
+    /// copies, selections) or exact by definition (comparisons, casts, indices).
+    pub const SAME_VALUE: Tolerance = Tolerance {
+        abs: 0.0,
+        rel: 0.0,
+        signed_zero: false,
+    };
+
+    /// Simple correctly-rounded maps and arithmetic (neg, add, div, sqrt, floor, ...):
+    /// f32 `abs 1e-5 + rel 1e-4`, f64 `abs 1e-12 + rel 1e-10`.
+    pub fn simple(dtype: DType) -> Tolerance {
+        match dtype {
+            DType::F32 => Tolerance::loose(1e-5, 1e-4),
+            DType::F64 => Tolerance::loose(1e-12, 1e-10),
+            DType::I64 | DType::Bool => Tolerance::EXACT,
+        }
+    }
+
+    /// Transcendental maps (exp, log, sin, tanh, sigmoid, gelu, erf, pow), whose device versions
+    /// are accurate to a few ulps but not correctly rounded: f32 `abs 1e-5 + rel 5e-4`,
+    /// f64 `abs 1e-12 + rel 1e-9`.
+    pub fn transcendental(dtype: DType) -> Tolerance {
+        match dtype {
+            DType::F32 => Tolerance::loose(1e-5, 5e-4),
+            DType::F64 => Tolerance::loose(1e-12, 1e-9),
+            DType::I64 | DType::Bool => Tolerance::EXACT,
+        }
+    }
+
+    /// Ops that accumulate `terms` products or sums (reductions, matmul, convolution, pooling):
+    /// the classic bound `terms * eps * sum|term|`, with a factor 4 of headroom, on top of the
+    /// simple tolerance. Use with a per-element magnitude (`sum|term|`) as the scale.
+    pub fn accumulation(dtype: DType, terms: usize) -> Tolerance {
+        let base = Tolerance::simple(dtype);
+        let eps = match dtype {
+            DType::F32 => F32_EPS,
+            DType::F64 => F64_EPS,
+            DType::I64 | DType::Bool => return Tolerance::EXACT,
+        };
+        Tolerance::loose(base.abs, base.rel + 4.0 * (terms.max(1) as f64) * eps)
+    }
+
+    /// The tolerance of a unary map between two backends: exact for maps whose result is
+    /// determined bit for bit (neg, abs, sign, relu, floor, ceil, not), simple for the
+    /// correctly rounded ones (square, recip, sqrt), transcendental for the rest.
+    pub fn of_unary(op: UnaryOp, dtype: DType) -> Tolerance {
+        match op {
+            UnaryOp::Neg
+            | UnaryOp::Abs
+            | UnaryOp::Sign
+            | UnaryOp::Relu
+            | UnaryOp::Floor
+            | UnaryOp::Ceil
+            | UnaryOp::Not => Tolerance::SAME_VALUE,
+            UnaryOp::Square | UnaryOp::Recip | UnaryOp::Sqrt => Tolerance::simple(dtype),
+            UnaryOp::Exp
+            | UnaryOp::Log
+            | UnaryOp::Sin
+            | UnaryOp::Cos
+            | UnaryOp::Tanh
+            | UnaryOp::Sigmoid
+            | UnaryOp::Gelu
+            | UnaryOp::Erf => Tolerance::transcendental(dtype),
+        }
+    }
+
+    /// The tolerance of a binary op between two backends: exact for maximum and minimum,
+    /// transcendental for pow, simple for arithmetic.
+    pub fn of_binary(op: BinaryOp, dtype: DType) -> Tolerance {
+        match op {
+            BinaryOp::Maximum | BinaryOp::Minimum => Tolerance::SAME_VALUE,
+            BinaryOp::Pow => Tolerance::transcendental(dtype),
+            BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => {
+                Tolerance::simple(dtype)
+            }
+        }
+    }
+
+    /// A float tolerance that does not check the sign of zero.
+    pub fn loose(abs: f64, rel: f64) -> Tolerance {
+        Tolerance {
+            abs,
+            rel,
+            signed_zero: false,
+        }
+    }
+
+    /// The same tolerance with the sign of zero checked.
+    pub fn with_signed_zero(self) -> Tolerance {
+        Tolerance {
+            signed_zero: true,
+            ..self
+        }
+    }
+
+    /// The same tolerance with both slacks multiplied by `factor` (for a device whose math
+    /// library is known to be less accurate).
+    pub fn scaled(self, factor: f64) -> Tolerance {
+        Tolerance {
+            abs: self.abs * factor,
+            rel: self.rel * factor,
+            ..self
+        }
+    }
+
+    /// The largest difference allowed for an element whose reference is `expected` and whose
+    /// magnitude is `scale`.
+    pub fn allowed(&self, expected: f64, scale: f64) -> f64 {
+        self.abs + self.rel * scale.abs().max(expected.abs())
+    }
+}
+
+/// Checks one element; `Err` holds a short reason.
+pub fn check_value(got: f64, expected: f64, scale: f64, tol: Tolerance) -> Result<(), String> {
+    if expected.is_nan() {
+        return if got.is_nan() {
+            Ok(())
+        } else {
+            Err("expected NaN".into())
+        };
+    }
+    if expected.is_infinite() {
+        return if got == expected {
+            Ok(())
+        } else {
+            Err("expected an infinity of that sign".into())
+        };
+    }
+    if !got.is_finite() {
+        return Err("expected a finite value".into());
+    }
+    if tol.signed_zero
+        && got == 0.0
+        && expected == 0.0
+        && got.is_sign_negative() != expected.is_sign_negative()
+    {
+        return Err("sign of zero differs".into());
+    }
+    let allowed = tol.allowed(expected, scale);
+    if (got - expected).abs() > allowed {
+        return Err(format!(
+            "difference {:e} exceeds {:e}",
+            (got - expected).abs(),
+            allowed
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn special_values_and_tolerances() {
+        let t = Tolerance::simple(DType::F32);
+        assert!(check_value(f64::NAN, f64::NAN, 0.0, t).is_ok());
+        assert!(check_value(1.0, f64::NAN, 0.0, t).is_err());
+        assert!(check_value(f64::INFINITY, f64::INFINITY, 0.0, t).is_ok());
+        assert!(check_value(f64::NEG_INFINITY, f64::INFINITY, 0.0, t).is_err());
+        assert!(check_value(f64::NAN, 1.0, 0.0, t).is_err());
+        assert!(check_value(1.00005, 1.0, 0.0, t).is_ok());
+        assert!(check_value(1.001, 1.0, 0.0, t).is_err());
+        assert!(check_value(-0.0, 0.0, 0.0, t).is_ok());
+        assert!(check_value(-0.0, 0.0, 0.0, Tolerance::EXACT).is_err());
+        assert!(check_value(-0.0, 0.0, 0.0, Tolerance::SAME_VALUE).is_ok());
+        // A magnitude widens the relative slack under cancellation.
+        assert!(check_value(1e-3, 0.0, 100.0, Tolerance::accumulation(DType::F32, 100)).is_ok());
+        assert!(check_value(1e-3, 0.0, 0.0, Tolerance::accumulation(DType::F32, 100)).is_err());
+        // Scaling loosens both slacks.
+        assert!(check_value(1.001, 1.0, 0.0, t.scaled(20.0)).is_ok());
+    }
+
+    #[test]
+    fn per_op_tolerances() {
+        assert_eq!(
+            Tolerance::of_unary(UnaryOp::Relu, DType::F32),
+            Tolerance::SAME_VALUE
+        );
+        assert_eq!(
+            Tolerance::of_unary(UnaryOp::Exp, DType::F64),
+            Tolerance::transcendental(DType::F64)
+        );
+        assert_eq!(
+            Tolerance::of_binary(BinaryOp::Add, DType::F32),
+            Tolerance::simple(DType::F32)
+        );
+        assert_eq!(Tolerance::simple(DType::I64), Tolerance::EXACT);
+    }
+}

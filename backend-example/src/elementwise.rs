@@ -1,0 +1,232 @@
+//! Element-wise kernels on contiguous data: unary maps, binary ops, comparisons, select, casts.
+//! The definitions follow the documentation of the op enums in `tensor_core::ops`.
+
+use crate::floats::{from_f64s, to_f64s};
+use tensor_core::{BinaryOp, CmpOp, DType, Error, HostData, Result, UnaryOp};
+
+fn unsupported(op: &'static str, dtype: DType) -> Error {
+    Error::UnsupportedDType { op, dtype }
+}
+
+fn dtype_mismatch(op: &'static str, lhs: &HostData, rhs: &HostData) -> Error {
+    Error::DTypeMismatch {
+        op,
+        lhs: lhs.dtype(),
+        rhs: rhs.dtype(),
+    }
+}
+
+/// `op(x)` on one float.
+fn unary_float(op: UnaryOp, x: f64) -> f64 {
+    match op {
+        UnaryOp::Neg => -x,
+        UnaryOp::Abs => x.abs(),
+        // 1 or -1 by sign; ±0 and NaN are returned unchanged.
+        UnaryOp::Sign if x > 0.0 => 1.0,
+        UnaryOp::Sign if x < 0.0 => -1.0,
+        UnaryOp::Sign => x,
+        UnaryOp::Square => x * x,
+        UnaryOp::Recip => 1.0 / x,
+        UnaryOp::Sqrt => x.sqrt(),
+        UnaryOp::Exp => x.exp(),
+        UnaryOp::Log => x.ln(),
+        UnaryOp::Sin => x.sin(),
+        UnaryOp::Cos => x.cos(),
+        UnaryOp::Tanh => x.tanh(),
+        // Both branches avoid overflowing exp for large |x|.
+        UnaryOp::Sigmoid if x >= 0.0 => 1.0 / (1.0 + (-x).exp()),
+        UnaryOp::Sigmoid => {
+            let e = x.exp();
+            e / (1.0 + e)
+        }
+        // NaN > 0 is false, so NaN is kept explicitly.
+        UnaryOp::Relu if x > 0.0 || x.is_nan() => x,
+        UnaryOp::Relu => 0.0,
+        UnaryOp::Gelu => 0.5 * x * (1.0 + libm::erf(x / std::f64::consts::SQRT_2)),
+        UnaryOp::Erf => libm::erf(x),
+        UnaryOp::Floor => x.floor(),
+        UnaryOp::Ceil => x.ceil(),
+        UnaryOp::Not => unreachable!("logical_not is rejected for floats before"),
+    }
+}
+
+/// `op` applied to every element.
+pub(crate) fn unary(op: UnaryOp, x: HostData) -> Result<HostData> {
+    let dtype = x.dtype();
+    if !op.supports(dtype) {
+        return Err(unsupported(op.name(), dtype));
+    }
+    Ok(match x {
+        HostData::I64(v) => HostData::I64(
+            v.into_iter()
+                .map(|x| match op {
+                    UnaryOp::Neg => x.wrapping_neg(),
+                    UnaryOp::Abs => x.wrapping_abs(),
+                    UnaryOp::Sign => x.signum(),
+                    _ => x.wrapping_mul(x), // Square, the last op defined for i64
+                })
+                .collect(),
+        ),
+        HostData::Bool(v) => HostData::Bool(v.into_iter().map(|b| u8::from(b == 0)).collect()),
+        floats => {
+            let v = to_f64s(&floats).expect("a float dtype");
+            from_f64s(dtype, v.into_iter().map(|x| unary_float(op, x)).collect())
+        }
+    })
+}
+
+/// `op(a, b)` on two floats; maximum and minimum propagate NaN.
+fn binary_float(op: BinaryOp, a: f64, b: f64) -> f64 {
+    match op {
+        BinaryOp::Add => a + b,
+        BinaryOp::Sub => a - b,
+        BinaryOp::Mul => a * b,
+        BinaryOp::Div => a / b,
+        BinaryOp::Pow => a.powf(b),
+        _ if a.is_nan() || b.is_nan() => f64::NAN,
+        BinaryOp::Maximum => {
+            if a >= b {
+                a
+            } else {
+                b
+            }
+        }
+        BinaryOp::Minimum => {
+            if a <= b {
+                a
+            } else {
+                b
+            }
+        }
+    }
+}
+
+/// `op(a, b)` on two i64 (wrapping arithmetic).
+fn binary_int(op: BinaryOp, a: i64, b: i64) -> i64 {
+    match op {
+        BinaryOp::Add => a.wrapping_add(b),
+        BinaryOp::Sub => a.wrapping_sub(b),
+        BinaryOp::Mul => a.wrapping_mul(b),
+        BinaryOp::Maximum => a.max(b),
+        _ => a.min(b), // Minimum; Div and Pow are rejected for i64 before
+    }
+}
+
+/// `op` on two operands of one shape and dtype, element by element.
+pub(crate) fn binary(op: BinaryOp, lhs: HostData, rhs: HostData) -> Result<HostData> {
+    let dtype = lhs.dtype();
+    if rhs.dtype() != dtype {
+        return Err(dtype_mismatch(op.name(), &lhs, &rhs));
+    }
+    if !op.supports(dtype) {
+        return Err(unsupported(op.name(), dtype));
+    }
+    Ok(match (lhs, rhs) {
+        (HostData::I64(a), HostData::I64(b)) => HostData::I64(
+            a.iter()
+                .zip(&b)
+                .map(|(&x, &y)| binary_int(op, x, y))
+                .collect(),
+        ),
+        // Bool: mul and minimum are `and`, maximum is `or`.
+        (HostData::Bool(a), HostData::Bool(b)) => HostData::Bool(
+            a.iter()
+                .zip(&b)
+                .map(|(&x, &y)| match op {
+                    BinaryOp::Maximum => u8::from(x != 0 || y != 0),
+                    _ => u8::from(x != 0 && y != 0),
+                })
+                .collect(),
+        ),
+        (a, b) => {
+            let (a, b) = (to_f64s(&a).expect("float"), to_f64s(&b).expect("float"));
+            let out = a.iter().zip(&b).map(|(&x, &y)| binary_float(op, x, y));
+            from_f64s(dtype, out.collect())
+        }
+    })
+}
+
+/// IEEE comparison: every comparison with NaN is false except `Ne`.
+fn holds<T: PartialOrd>(op: CmpOp, a: T, b: T) -> bool {
+    match op {
+        CmpOp::Eq => a == b,
+        CmpOp::Ne => a != b,
+        CmpOp::Lt => a < b,
+        CmpOp::Le => a <= b,
+        CmpOp::Gt => a > b,
+        CmpOp::Ge => a >= b,
+    }
+}
+
+/// `op(a, b)` element by element, as a bool vector.
+pub(crate) fn compare(op: CmpOp, lhs: HostData, rhs: HostData) -> Result<HostData> {
+    let out: Vec<u8> = match (&lhs, &rhs) {
+        (HostData::F32(a), HostData::F32(b)) => zip_cmp(op, a, b),
+        (HostData::F64(a), HostData::F64(b)) => zip_cmp(op, a, b),
+        (HostData::I64(a), HostData::I64(b)) => zip_cmp(op, a, b),
+        (HostData::Bool(a), HostData::Bool(b)) => zip_cmp(op, a, b),
+        _ => return Err(dtype_mismatch(op.name(), &lhs, &rhs)),
+    };
+    Ok(HostData::Bool(out))
+}
+
+fn zip_cmp<T: PartialOrd + Copy>(op: CmpOp, a: &[T], b: &[T]) -> Vec<u8> {
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| u8::from(holds(op, x, y)))
+        .collect()
+}
+
+/// `cond ? on_true : on_false` element by element.
+pub(crate) fn where_select(
+    cond: HostData,
+    on_true: HostData,
+    on_false: HostData,
+) -> Result<HostData> {
+    let HostData::Bool(cond) = cond else {
+        return Err(Error::DTypeMismatch {
+            op: "where",
+            lhs: cond.dtype(),
+            rhs: DType::Bool,
+        });
+    };
+    fn choose<T: Copy>(cond: &[u8], t: &[T], f: &[T]) -> Vec<T> {
+        cond.iter()
+            .zip(t.iter().zip(f))
+            .map(|(&c, (&t, &f))| if c != 0 { t } else { f })
+            .collect()
+    }
+    Ok(match (&on_true, &on_false) {
+        (HostData::F32(t), HostData::F32(f)) => HostData::F32(choose(&cond, t, f)),
+        (HostData::F64(t), HostData::F64(f)) => HostData::F64(choose(&cond, t, f)),
+        (HostData::I64(t), HostData::I64(f)) => HostData::I64(choose(&cond, t, f)),
+        (HostData::Bool(t), HostData::Bool(f)) => HostData::Bool(choose(&cond, t, f)),
+        _ => return Err(dtype_mismatch("where", &on_true, &on_false)),
+    })
+}
+
+/// Every element converted to `to`: floats to i64 truncate toward zero, saturating, NaN to 0
+/// (Rust's `as` does exactly that); anything to bool is `x != 0`.
+pub(crate) fn cast(x: HostData, to: DType) -> HostData {
+    match (x, to) {
+        (HostData::F32(v), DType::F64) => HostData::F64(v.iter().map(|&x| x as f64).collect()),
+        (HostData::F32(v), DType::I64) => HostData::I64(v.iter().map(|&x| x as i64).collect()),
+        (HostData::F32(v), DType::Bool) => {
+            HostData::Bool(v.iter().map(|&x| u8::from(x != 0.0)).collect())
+        }
+        (HostData::F64(v), DType::F32) => HostData::F32(v.iter().map(|&x| x as f32).collect()),
+        (HostData::F64(v), DType::I64) => HostData::I64(v.iter().map(|&x| x as i64).collect()),
+        (HostData::F64(v), DType::Bool) => {
+            HostData::Bool(v.iter().map(|&x| u8::from(x != 0.0)).collect())
+        }
+        (HostData::I64(v), DType::F32) => HostData::F32(v.iter().map(|&x| x as f32).collect()),
+        (HostData::I64(v), DType::F64) => HostData::F64(v.iter().map(|&x| x as f64).collect()),
+        (HostData::I64(v), DType::Bool) => {
+            HostData::Bool(v.iter().map(|&x| u8::from(x != 0)).collect())
+        }
+        (HostData::Bool(v), DType::F32) => HostData::F32(v.iter().map(|&x| f32::from(x)).collect()),
+        (HostData::Bool(v), DType::F64) => HostData::F64(v.iter().map(|&x| f64::from(x)).collect()),
+        (HostData::Bool(v), DType::I64) => HostData::I64(v.iter().map(|&x| i64::from(x)).collect()),
+        (same, _) => same, // to its own dtype: a copy
+    }
+}

@@ -1,0 +1,42 @@
+//! # backend-example
+//!
+//! A complete, deliberately simple [`tensor_core::Backend`]: single-threaded, naive loops, no
+//! fused kernels. It exists to be copied. `docs/BACKENDS.md` walks through it step by step, and
+//! it passes the whole conformance suite of the `tests` crate:
+//!
+//! ```ignore
+//! // tests/conformance_example.rs of the `tests` crate
+//! tests::conformance_suite!(backend_example::ExampleBackend, backend_example::ExampleBackend::new);
+//! ```
+//!
+//! How it is built (one concept per file):
+//!
+//! * [`storage`]: the device buffer. Here "device memory" is a host vector per dtype
+//!   ([`ExampleStorage`] wraps [`tensor_core::HostData`]); a GPU backend would hold a device
+//!   pointer and a length instead.
+//! * `strided`: reading a storage through a [`tensor_core::Layout`] (any strides, broadcast
+//!   zeros, an offset) into a contiguous vector, and the index arithmetic every kernel shares.
+//!   Every kernel first reads its inputs this way, so no kernel ever deals with strides: the
+//!   simplest correct way to honour the layout rules.
+//! * `floats`: float kernels compute in f64 and round once to the output dtype.
+//! * `elementwise`, `reduce`, `matmul`, `indexing`, `memory`: the primitives, each a plain
+//!   loop over contiguous data.
+//! * [`backend`]: the `Backend` impl, which only dispatches.
+//!
+//! The composites (softmax, convolution, pooling, concat) keep the default implementations of
+//! `tensor_core::composite`, which are written in terms of the primitives.
+
+#![warn(missing_docs)]
+
+pub mod backend;
+mod elementwise;
+mod floats;
+mod indexing;
+mod matmul;
+mod memory;
+mod reduce;
+pub mod storage;
+mod strided;
+
+pub use backend::ExampleBackend;
+pub use storage::ExampleStorage;

@@ -1,0 +1,41 @@
+//! Batched matrix product: the textbook triple loop, accumulating in f64.
+
+use crate::floats::{from_f64s, to_f64s};
+use tensor_core::{Error, HostData, Result};
+
+/// `lhs [..batch, m, k] @ rhs [..batch, k, n]` on contiguous data with identical batch
+/// dimensions (`tensor-core` broadcasts them before the call).
+pub(crate) fn matmul(
+    lhs: HostData,
+    lhs_dims: &[usize],
+    rhs: HostData,
+    rhs_dims: &[usize],
+) -> Result<HostData> {
+    let dtype = lhs.dtype();
+    let (Some(a), Some(b)) = (to_f64s(&lhs), to_f64s(&rhs)) else {
+        return Err(Error::UnsupportedDType {
+            op: "matmul",
+            dtype,
+        });
+    };
+    if rhs.dtype() != dtype {
+        return Err(Error::DTypeMismatch {
+            op: "matmul",
+            lhs: dtype,
+            rhs: rhs.dtype(),
+        });
+    }
+    let rank = lhs_dims.len();
+    let (m, k, n) = (lhs_dims[rank - 2], lhs_dims[rank - 1], rhs_dims[rank - 1]);
+    let batch: usize = lhs_dims[..rank - 2].iter().product();
+    let mut out = vec![0.0; batch * m * n];
+    for p in 0..batch {
+        let (a, b) = (&a[p * m * k..], &b[p * k * n..]);
+        for i in 0..m {
+            for j in 0..n {
+                out[p * m * n + i * n + j] = (0..k).map(|l| a[i * k + l] * b[l * n + j]).sum();
+            }
+        }
+    }
+    Ok(from_f64s(dtype, out))
+}

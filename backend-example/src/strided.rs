@@ -1,0 +1,108 @@
+//! Reading a storage through a layout, and the index arithmetic the kernels share.
+//!
+//! The example backend turns every input into a contiguous row-major vector first ([`read`]) and
+//! runs its kernels on those. That costs a copy per input but makes the layout rules (any
+//! non-negative strides, zero strides for broadcast dimensions, an offset) impossible to get
+//! wrong in the kernels themselves.
+
+use crate::ExampleStorage;
+use tensor_core::{BackendStorage, Error, HostData, Layout, Result};
+
+/// Errors unless every element `layout` addresses lies inside a storage of `len` elements.
+pub(crate) fn check_fits(op: &'static str, layout: &Layout, len: usize) -> Result<()> {
+    if layout.strides().len() != layout.rank() || layout.strides().iter().any(|&s| s < 0) {
+        return Err(Error::InvalidArgument {
+            op,
+            msg: format!("unsupported layout {layout:?}"),
+        });
+    }
+    if layout.numel() > 0 && layout.max_offset() >= len {
+        return Err(Error::InvalidArgument {
+            op,
+            msg: format!("layout {layout:?} reaches beyond a storage of {len} elements"),
+        });
+    }
+    Ok(())
+}
+
+/// The elements `layout` selects from `storage`, in row-major logical order.
+pub(crate) fn read(
+    op: &'static str,
+    storage: &ExampleStorage,
+    layout: &Layout,
+) -> Result<HostData> {
+    check_fits(op, layout, storage.len())?;
+    let positions: Vec<usize> = layout.offsets().collect();
+    Ok(pick(storage.data(), &positions))
+}
+
+/// The elements of `data` at `positions`, in that order.
+pub(crate) fn pick(data: &HostData, positions: &[usize]) -> HostData {
+    match data {
+        HostData::F32(v) => HostData::F32(positions.iter().map(|&p| v[p]).collect()),
+        HostData::F64(v) => HostData::F64(positions.iter().map(|&p| v[p]).collect()),
+        HostData::I64(v) => HostData::I64(positions.iter().map(|&p| v[p]).collect()),
+        HostData::Bool(v) => HostData::Bool(positions.iter().map(|&p| v[p]).collect()),
+    }
+}
+
+/// The multi-index of row-major position `flat` in an array of `dims`.
+pub(crate) fn unravel(mut flat: usize, dims: &[usize]) -> Vec<usize> {
+    let mut index = vec![0; dims.len()];
+    for (i, &d) in dims.iter().enumerate().rev() {
+        index[i] = flat % d;
+        flat /= d;
+    }
+    index
+}
+
+/// The row-major position of `index` in an array of `dims`.
+pub(crate) fn ravel(index: &[usize], dims: &[usize]) -> usize {
+    index
+        .iter()
+        .zip(dims)
+        .fold(0, |flat, (&i, &d)| flat * d + i)
+}
+
+/// Errors unless the two layouts have the same shape.
+pub(crate) fn check_same_shape(op: &'static str, a: &Layout, b: &Layout) -> Result<()> {
+    if a.shape() != b.shape() {
+        return Err(Error::ShapeMismatch {
+            op,
+            lhs: a.shape().clone(),
+            rhs: b.shape().clone(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ravel_inverts_unravel() {
+        let dims = [2, 3, 4];
+        for flat in 0..24 {
+            assert_eq!(ravel(&unravel(flat, &dims), &dims), flat);
+        }
+        assert_eq!(unravel(23, &dims), vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn read_follows_strides_and_offset() {
+        let storage = ExampleStorage::new(HostData::I64((0..6).collect()));
+        // The transpose of a contiguous [2, 3], starting at element 0.
+        let layout = Layout::strided([3, 2], vec![1, 3], 0, 6).unwrap();
+        assert_eq!(
+            read("test", &storage, &layout).unwrap(),
+            HostData::I64(vec![0, 3, 1, 4, 2, 5])
+        );
+        // A broadcast row.
+        let layout = Layout::strided([2, 2], vec![0, 1], 4, 6).unwrap();
+        assert_eq!(
+            read("test", &storage, &layout).unwrap(),
+            HostData::I64(vec![4, 5, 4, 5])
+        );
+    }
+}

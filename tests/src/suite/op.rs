@@ -1,0 +1,348 @@
+//! What the suite checks: op families (one generated test each) and the ops in them, with the
+//! dtypes each op is defined for (the columns of the coverage matrix).
+
+use crate::checks::concat::JoinOp;
+use crate::checks::conv::ConvOp;
+use crate::checks::gradients::GradOp;
+use crate::checks::indexing::IndexOp;
+use crate::checks::metamorphic::Law;
+use crate::checks::pool::PoolOp;
+use crate::checks::FLOAT_DTYPES;
+use std::fmt;
+use tensor_core::{ArgReduceOp, BinaryOp, CmpOp, DType, ReduceOp, UnaryOp};
+
+/// A family of ops: one test of the generated suite.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Family {
+    /// Element-wise maps.
+    Unary,
+    /// Broadcasting binary ops.
+    Binary,
+    /// Broadcasting comparisons.
+    Comparison,
+    /// `where` with three-way broadcasting.
+    WhereSelect,
+    /// Casts between dtypes.
+    Cast,
+    /// sum / prod / max / min over axis sets.
+    Reduce,
+    /// argmax / argmin.
+    ArgReduce,
+    /// mean and variance.
+    Statistics,
+    /// Matrix products.
+    Matmul,
+    /// index_select, gather, scatter_add.
+    Indexing,
+    /// cat and stack.
+    Concat,
+    /// Chains of views.
+    Views,
+    /// softmax, log_softmax, logsumexp.
+    Softmax,
+    /// conv2d and its gradients.
+    Conv,
+    /// Pooling and its gradients.
+    Pool,
+    /// Counter-based random numbers.
+    Random,
+    /// arange, linspace, eye, full.
+    Constructors,
+    /// Printing.
+    Display,
+    /// Autograd through the backend.
+    Gradients,
+    /// Metamorphic laws.
+    Metamorphic,
+}
+
+impl Family {
+    /// Every family, in the order the suite runs them.
+    pub const ALL: [Family; 20] = [
+        Family::Unary,
+        Family::Binary,
+        Family::Comparison,
+        Family::WhereSelect,
+        Family::Cast,
+        Family::Reduce,
+        Family::ArgReduce,
+        Family::Statistics,
+        Family::Matmul,
+        Family::Indexing,
+        Family::Concat,
+        Family::Views,
+        Family::Softmax,
+        Family::Conv,
+        Family::Pool,
+        Family::Random,
+        Family::Constructors,
+        Family::Display,
+        Family::Gradients,
+        Family::Metamorphic,
+    ];
+
+    /// Snake-case name (also the name of the generated test).
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Unary => "unary",
+            Family::Binary => "binary",
+            Family::Comparison => "comparison",
+            Family::WhereSelect => "where_select",
+            Family::Cast => "cast",
+            Family::Reduce => "reduce",
+            Family::ArgReduce => "arg_reduce",
+            Family::Statistics => "statistics",
+            Family::Matmul => "matmul",
+            Family::Indexing => "indexing",
+            Family::Concat => "concat",
+            Family::Views => "views",
+            Family::Softmax => "softmax",
+            Family::Conv => "conv",
+            Family::Pool => "pool",
+            Family::Random => "random",
+            Family::Constructors => "constructors",
+            Family::Display => "display",
+            Family::Gradients => "gradients",
+            Family::Metamorphic => "metamorphic",
+        }
+    }
+
+    /// The ops of the family: the rows of its coverage matrix.
+    pub fn ops(self) -> Vec<Op> {
+        match self {
+            Family::Unary => UnaryOp::ALL.into_iter().map(Op::Unary).collect(),
+            Family::Binary => BinaryOp::ALL.into_iter().map(Op::Binary).collect(),
+            Family::Comparison => CmpOp::ALL.into_iter().map(Op::Compare).collect(),
+            Family::WhereSelect => vec![Op::Where],
+            Family::Cast => DType::ALL.into_iter().map(Op::CastTo).collect(),
+            Family::Reduce => ReduceOp::ALL.into_iter().map(Op::Reduce).collect(),
+            Family::ArgReduce => vec![
+                Op::ArgReduce(ArgReduceOp::ArgMax),
+                Op::ArgReduce(ArgReduceOp::ArgMin),
+            ],
+            Family::Statistics => vec![Op::MeanVar],
+            Family::Matmul => vec![Op::Matmul],
+            Family::Indexing => vec![
+                Op::Index(IndexOp::IndexSelect),
+                Op::Index(IndexOp::Gather),
+                Op::Index(IndexOp::ScatterAdd),
+            ],
+            Family::Concat => vec![Op::Join(JoinOp::Cat), Op::Join(JoinOp::Stack)],
+            Family::Views => vec![Op::Views],
+            Family::Softmax => vec![Op::Softmax],
+            Family::Conv => vec![
+                Op::Conv(ConvOp::Forward),
+                Op::Conv(ConvOp::BackwardInput),
+                Op::Conv(ConvOp::BackwardWeight),
+            ],
+            Family::Pool => vec![
+                Op::Pool(PoolOp::Max),
+                Op::Pool(PoolOp::Avg),
+                Op::Pool(PoolOp::MaxBackward),
+                Op::Pool(PoolOp::AvgBackward),
+            ],
+            Family::Random => vec![Op::Random, Op::RandomMoments],
+            Family::Constructors => vec![Op::Constructors],
+            Family::Display => vec![Op::DisplaySmall, Op::DisplaySummary],
+            Family::Gradients => GradOp::all().into_iter().map(Op::Gradient).collect(),
+            Family::Metamorphic => Law::ALL.into_iter().map(Op::Law).collect(),
+        }
+    }
+}
+
+impl fmt::Display for Family {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One row of the coverage matrix: an op (or a property of several ops) checked per dtype.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// A unary map.
+    Unary(UnaryOp),
+    /// A binary op.
+    Binary(BinaryOp),
+    /// A comparison.
+    Compare(CmpOp),
+    /// `where` (the column is the dtype of the branches).
+    Where,
+    /// A cast to this dtype (the column is the source dtype).
+    CastTo(DType),
+    /// A reduction (bool inputs reduce as i64).
+    Reduce(ReduceOp),
+    /// An arg-reduction.
+    ArgReduce(ArgReduceOp),
+    /// mean and var.
+    MeanVar,
+    /// Matrix product.
+    Matmul,
+    /// An indexing op.
+    Index(IndexOp),
+    /// cat or stack.
+    Join(JoinOp),
+    /// Chains of views.
+    Views,
+    /// softmax, log_softmax and logsumexp.
+    Softmax,
+    /// conv2d or one of its gradients.
+    Conv(ConvOp),
+    /// A pooling op or its gradient.
+    Pool(PoolOp),
+    /// Counter-based draws, element by element.
+    Random,
+    /// Moments of large draws.
+    RandomMoments,
+    /// Constructors.
+    Constructors,
+    /// Printing small tensors in full.
+    DisplaySmall,
+    /// Printing big tensors summarised.
+    DisplaySummary,
+    /// The gradient of an op through autograd.
+    Gradient(GradOp),
+    /// A metamorphic law.
+    Law(Law),
+}
+
+/// Every dtype `keep` accepts.
+fn dtypes_where(keep: impl Fn(DType) -> bool) -> Vec<DType> {
+    DType::ALL.into_iter().filter(|&d| keep(d)).collect()
+}
+
+impl Op {
+    /// The family the op belongs to.
+    pub fn family(self) -> Family {
+        match self {
+            Op::Unary(_) => Family::Unary,
+            Op::Binary(_) => Family::Binary,
+            Op::Compare(_) => Family::Comparison,
+            Op::Where => Family::WhereSelect,
+            Op::CastTo(_) => Family::Cast,
+            Op::Reduce(_) => Family::Reduce,
+            Op::ArgReduce(_) => Family::ArgReduce,
+            Op::MeanVar => Family::Statistics,
+            Op::Matmul => Family::Matmul,
+            Op::Index(_) => Family::Indexing,
+            Op::Join(_) => Family::Concat,
+            Op::Views => Family::Views,
+            Op::Softmax => Family::Softmax,
+            Op::Conv(_) => Family::Conv,
+            Op::Pool(_) => Family::Pool,
+            Op::Random | Op::RandomMoments => Family::Random,
+            Op::Constructors => Family::Constructors,
+            Op::DisplaySmall | Op::DisplaySummary => Family::Display,
+            Op::Gradient(_) => Family::Gradients,
+            Op::Law(_) => Family::Metamorphic,
+        }
+    }
+
+    /// Short name within its family (`"exp"`, `"to f32"`, `"scatter_add"`, ...).
+    pub fn name(self) -> String {
+        match self {
+            Op::Unary(op) => op.name().into(),
+            Op::Binary(op) => op.name().into(),
+            Op::Compare(op) => op.name().into(),
+            Op::Where => "where".into(),
+            Op::CastTo(to) => format!("to {to}"),
+            Op::Reduce(op) => op.name().into(),
+            Op::ArgReduce(op) => op.name().into(),
+            Op::MeanVar => "mean/var".into(),
+            Op::Matmul => "matmul".into(),
+            Op::Index(IndexOp::IndexSelect) => "index_select".into(),
+            Op::Index(IndexOp::Gather) => "gather".into(),
+            Op::Index(IndexOp::ScatterAdd) => "scatter_add".into(),
+            Op::Join(JoinOp::Cat) => "cat".into(),
+            Op::Join(JoinOp::Stack) => "stack".into(),
+            Op::Views => "view chains".into(),
+            Op::Softmax => "softmax/log_softmax/logsumexp".into(),
+            Op::Conv(ConvOp::Forward) => "conv2d".into(),
+            Op::Conv(ConvOp::BackwardInput) => "conv2d_backward_input".into(),
+            Op::Conv(ConvOp::BackwardWeight) => "conv2d_backward_weight".into(),
+            Op::Pool(PoolOp::Max) => "max_pool2d".into(),
+            Op::Pool(PoolOp::Avg) => "avg_pool2d".into(),
+            Op::Pool(PoolOp::MaxBackward) => "max_pool2d_backward".into(),
+            Op::Pool(PoolOp::AvgBackward) => "avg_pool2d_backward".into(),
+            Op::Random => "draws".into(),
+            Op::RandomMoments => "moments".into(),
+            Op::Constructors => "arange/linspace/eye/full".into(),
+            Op::DisplaySmall => "small tensors".into(),
+            Op::DisplaySummary => "summarised".into(),
+            Op::Gradient(op) => op.name(),
+            Op::Law(law) => law.name().into(),
+        }
+    }
+
+    /// The dtypes the op is defined for (other columns of its row read "-").
+    pub fn defined_for(self) -> Vec<DType> {
+        match self {
+            Op::Unary(op) => dtypes_where(|d| op.supports(d)),
+            Op::Binary(op) => dtypes_where(|d| op.supports(d)),
+            Op::Index(IndexOp::ScatterAdd) => vec![DType::F32, DType::F64, DType::I64],
+            Op::Compare(_)
+            | Op::Where
+            | Op::CastTo(_)
+            | Op::Reduce(_)
+            | Op::ArgReduce(_)
+            | Op::Index(_)
+            | Op::Join(_)
+            | Op::Views
+            | Op::Constructors
+            | Op::DisplaySmall => DType::ALL.to_vec(),
+            Op::DisplaySummary => vec![DType::I64],
+            Op::MeanVar
+            | Op::Matmul
+            | Op::Softmax
+            | Op::Conv(_)
+            | Op::Pool(_)
+            | Op::Random
+            | Op::RandomMoments
+            | Op::Gradient(_) => FLOAT_DTYPES.to_vec(),
+            Op::Law(law) => law.dtypes(),
+        }
+    }
+
+    /// Other dtypes the check of `(self, dtype)` needs the backend to hold: the bool result of
+    /// a comparison, i64 indices, the target of a cast, ...
+    pub fn also_needs(self, dtype: DType) -> Vec<DType> {
+        match self {
+            Op::Compare(_) | Op::Where => vec![DType::Bool],
+            Op::CastTo(to) => vec![to],
+            Op::Reduce(_) if dtype == DType::Bool => vec![DType::I64],
+            Op::ArgReduce(_) | Op::Index(_) => vec![DType::I64],
+            Op::Pool(PoolOp::Max | PoolOp::MaxBackward) => vec![DType::I64],
+            Op::Gradient(GradOp::IndexSelect | GradOp::Gather | GradOp::MaxPool2d) => {
+                vec![DType::I64]
+            }
+            Op::Gradient(GradOp::Where) => vec![DType::Bool],
+            Op::Law(Law::ArgmaxPointsAtMax) => vec![DType::I64],
+            _ => vec![],
+        }
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.family(), self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_op_is_in_its_family_once() {
+        for family in Family::ALL {
+            let ops = family.ops();
+            assert!(!ops.is_empty(), "{family}");
+            for op in &ops {
+                assert_eq!(op.family(), family, "{op}");
+                assert!(!op.defined_for().is_empty(), "{op}");
+                assert_eq!(ops.iter().filter(|o| *o == op).count(), 1, "{op}");
+            }
+        }
+        assert_eq!(Op::Unary(UnaryOp::Not).defined_for(), vec![DType::Bool]);
+        assert_eq!(Op::CastTo(DType::F32).to_string(), "cast to f32");
+    }
+}

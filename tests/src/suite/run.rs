@@ -1,0 +1,105 @@
+//! Running the suite: every declared (op, dtype) cell of a family, the coverage matrix, and the
+//! assertion the generated tests make.
+
+use super::capabilities::Capabilities;
+use super::cell::check_cell;
+use super::coverage::{Coverage, Outcome};
+use super::op::Family;
+use crate::runner::RunConfig;
+use std::path::PathBuf;
+use tensor_core::{Backend, DType};
+
+/// The configuration of one backend's run: regressions go to a folder named after the backend,
+/// so that two backends checked by one crate keep separate files.
+fn for_backend<B: Backend>(dev: &B, config: &RunConfig) -> RunConfig {
+    RunConfig {
+        regressions: config.regressions.as_ref().map(|d| d.join(dev.name())),
+        ..config.clone()
+    }
+}
+
+/// Checks every declared cell of `family` on `dev`; returns the matrix (never panics on a
+/// wrong result: a panic inside the backend counts as a failure of its cell).
+pub fn run_family<B: Backend>(
+    dev: &B,
+    family: Family,
+    capabilities: &Capabilities,
+    config: &RunConfig,
+) -> Coverage {
+    let config = for_backend(dev, config);
+    let mut coverage = Coverage::new(dev.name());
+    for op in family.ops() {
+        for dtype in DType::ALL {
+            let outcome = if !op.defined_for().contains(&dtype) {
+                Outcome::Undefined
+            } else if !capabilities.declares(op, dtype) {
+                Outcome::Unsupported
+            } else {
+                match check_cell(dev, op, dtype, &config) {
+                    Ok(()) => Outcome::Pass,
+                    Err(counterexample) => {
+                        coverage.failures.push(counterexample);
+                        Outcome::Fail
+                    }
+                }
+            };
+            coverage.record(op, dtype, outcome);
+        }
+    }
+    coverage
+}
+
+/// Every family, one after the other: the whole matrix.
+pub fn run_all<B: Backend>(dev: &B, capabilities: &Capabilities, config: &RunConfig) -> Coverage {
+    let mut coverage = Coverage::new(dev.name());
+    for family in Family::ALL {
+        coverage.extend(run_family(dev, family, capabilities, config));
+    }
+    coverage
+}
+
+/// Where the matrix of a family is written:
+/// `<target>/<profile>/conformance/<test binary>/<backend>/<family>.txt`, next to the test
+/// executable (`None` when that folder cannot be found).
+pub fn report_path(backend: &str, family: Family) -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    // target/<profile>/deps/<test>-<hash>: the test's name and target/<profile>.
+    let stem = exe.file_stem()?.to_string_lossy().into_owned();
+    let test = stem
+        .rsplit_once('-')
+        .map_or(stem.as_str(), |(name, _)| name)
+        .to_string();
+    let profile_dir = exe.parent()?.parent()?;
+    Some(
+        profile_dir
+            .join("conformance")
+            .join(test)
+            .join(backend)
+            .join(format!("{}.txt", family.name())),
+    )
+}
+
+/// What a generated test does: runs `family`, prints the matrix (visible with
+/// `--nocapture`), writes it to [`report_path`], and panics with the matrix and every shrunk
+/// counterexample if a declared cell failed.
+pub fn assert_family<B: Backend>(
+    dev: &B,
+    family: Family,
+    capabilities: &Capabilities,
+    config: &RunConfig,
+) {
+    let coverage = run_family(dev, family, capabilities, config);
+    let text = coverage.to_string();
+    eprintln!("{text}");
+    if let Some(path) = report_path(dev.name(), family) {
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let _ = std::fs::write(&path, format!("{text}\n"));
+    }
+    assert!(
+        coverage.passed(),
+        "conformance family `{family}` failed on backend `{}`\n{text}",
+        dev.name()
+    );
+}

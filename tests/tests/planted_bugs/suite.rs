@@ -1,0 +1,152 @@
+//! Each planted bug fails its family in exactly the expected cells, with a small counterexample.
+
+use crate::planted;
+use crate::planted::Bug;
+use tensor_core::{BinaryOp, DType, ReduceOp};
+use tests::checks::{binary, matmul, reduce};
+use tests::runner::{falsify, RunConfig};
+use tests::strategies::TensorCase;
+use tests::suite::{run_family, Capabilities, Family, Op, Outcome};
+
+/// Runs `family` on the planted backend; returns the failed cells, after checking that every
+/// other declared cell passed.
+fn failed_cells(bug: Bug, family: Family) -> Vec<(Op, DType)> {
+    let coverage = run_family(
+        &planted(bug),
+        family,
+        &Capabilities::all(),
+        &RunConfig::from_env(),
+    );
+    assert_eq!(coverage.cells(Outcome::Unsupported), vec![], "{coverage}");
+    assert_eq!(
+        coverage.failures.len(),
+        coverage.cells(Outcome::Fail).len(),
+        "{coverage}"
+    );
+    for failure in &coverage.failures {
+        let text = failure.to_string();
+        assert!(
+            text.contains("minimal failing input:") && text.contains("PROPTEST_RNG_SEED="),
+            "{text}"
+        );
+    }
+    coverage.cells(Outcome::Fail)
+}
+
+/// Elements of a tensor case as the op sees it.
+fn numel(case: &TensorCase) -> usize {
+    case.shape().iter().product()
+}
+
+/// The counterexample of a planted bug must be small: no tensor over `MAX_ELEMENTS`.
+const MAX_ELEMENTS: usize = 16;
+
+#[test]
+fn the_healthy_wrapper_passes() {
+    for family in [Family::Binary, Family::Reduce, Family::Matmul] {
+        assert_eq!(failed_cells(Bug::None, family), vec![], "{family}");
+    }
+}
+
+#[test]
+fn a_wrong_broadcast_in_one_binary_op_is_caught() {
+    let bug = Bug::WrongBroadcast(BinaryOp::Mul);
+    let mul = Op::Binary(BinaryOp::Mul);
+    let expected: Vec<(Op, DType)> = DType::ALL.into_iter().map(|d| (mul, d)).collect();
+    assert_eq!(failed_cells(bug, Family::Binary), expected);
+
+    let dev = planted(bug);
+    let found = falsify(
+        "planted wrong broadcast",
+        binary::cases(BinaryOp::Mul, DType::F32),
+        &RunConfig::from_env(),
+        |c| binary::check(&dev, c),
+    )
+    .expect_err("the wrong broadcast must be caught");
+    let case = found.input.expect("a counterexample");
+    let (l, r) = (numel(&case.lhs), numel(&case.rhs));
+    assert!(
+        l <= MAX_ELEMENTS && r <= MAX_ELEMENTS,
+        "not shrunk: {case:#?}"
+    );
+    // The bug needs an operand broadcast along a non-leading axis, so both have 2+ elements
+    // or one of them is broadcast inside the other.
+    assert!(l.max(r) >= 2, "{case:#?}");
+}
+
+#[test]
+fn an_off_by_one_in_a_reduction_over_an_outer_axis_is_caught() {
+    let bug = Bug::SumOffByOneOnOuterAxis;
+    let sum = Op::Reduce(ReduceOp::Sum);
+    let expected: Vec<(Op, DType)> = DType::ALL.into_iter().map(|d| (sum, d)).collect();
+    assert_eq!(failed_cells(bug, Family::Reduce), expected);
+
+    let dev = planted(bug);
+    let found = falsify(
+        "planted off by one",
+        reduce::cases(ReduceOp::Sum, DType::F64),
+        &RunConfig::from_env(),
+        |c| reduce::check(&dev, c),
+    )
+    .expect_err("the off-by-one must be caught");
+    let case = found.input.expect("a counterexample");
+    assert!(numel(&case.input) <= MAX_ELEMENTS, "not shrunk: {case:#?}");
+    // Only a reduction over an axis that is not the last can show the bug.
+    let rank = case.input.shape().len();
+    assert!(
+        rank >= 2 && case.resolved_axes().iter().any(|&a| a + 1 < rank),
+        "{case:#?}"
+    );
+}
+
+#[test]
+fn a_transposed_operand_ignored_by_matmul_is_caught() {
+    let bug = Bug::MatmulIgnoresTranspose;
+    let expected = vec![(Op::Matmul, DType::F32), (Op::Matmul, DType::F64)];
+    assert_eq!(failed_cells(bug, Family::Matmul), expected);
+
+    let dev = planted(bug);
+    let found = falsify(
+        "planted transpose",
+        matmul::cases(DType::F32),
+        &RunConfig::from_env(),
+        |c| matmul::check(&dev, c),
+    )
+    .expect_err("the ignored transpose must be caught");
+    let case = found.input.expect("a counterexample");
+    let (l, r) = (numel(&case.lhs), numel(&case.rhs));
+    assert!(
+        l <= MAX_ELEMENTS && r <= MAX_ELEMENTS,
+        "not shrunk: {case:#?}"
+    );
+    // Some operand was built through a permutation.
+    let permuted = |c: &TensorCase| {
+        c.recipe
+            .steps
+            .iter()
+            .any(|s| matches!(s, tests::strategies::ViewStep::Permute { .. }))
+    };
+    assert!(permuted(&case.lhs) || permuted(&case.rhs), "{case:#?}");
+}
+
+#[test]
+fn nan_swallowed_by_max_is_caught() {
+    let bug = Bug::MaxSwallowsNan;
+    let max = Op::Reduce(ReduceOp::Max);
+    let expected = vec![(max, DType::F32), (max, DType::F64)];
+    assert_eq!(failed_cells(bug, Family::Reduce), expected);
+
+    let dev = planted(bug);
+    let found = falsify(
+        "planted nan",
+        reduce::cases(ReduceOp::Max, DType::F32),
+        &RunConfig::from_env(),
+        |c| reduce::check(&dev, c),
+    )
+    .expect_err("a swallowed NaN must be caught");
+    let case = found.input.expect("a counterexample");
+    assert!(numel(&case.input) <= 4, "not shrunk: {case:#?}");
+    let logical = case.input.reference().data;
+    assert!(logical.iter().any(|v| v.is_nan()), "{case:#?}");
+    assert!(found.reason.contains("expected NaN"), "{}", found.reason);
+}
