@@ -1,0 +1,50 @@
+//! [`DeviceBuffer`]: an owned `cl_mem` released on drop.
+
+use crate::error::cl_error;
+use opencl3::memory::{create_buffer, release_mem_object, CL_MEM_READ_WRITE};
+use opencl3::types::{cl_context, cl_mem};
+use std::ptr;
+use tensor_core::Result;
+
+/// A read-write device buffer of `bytes` bytes (at least 1), released when dropped.
+#[derive(Debug)]
+pub(crate) struct DeviceBuffer {
+    mem: cl_mem,
+    bytes: usize,
+}
+
+// SAFETY: a cl_mem is a reference-counted handle that OpenCL allows any thread to use; this type
+// only ever passes it to OpenCL calls and releases it once, on drop.
+unsafe impl Send for DeviceBuffer {}
+// SAFETY: as above; `&DeviceBuffer` only exposes the handle value.
+unsafe impl Sync for DeviceBuffer {}
+
+impl DeviceBuffer {
+    /// Allocates `bytes` (> 0) bytes in `context`.
+    pub(crate) fn new(context: cl_context, bytes: usize) -> Result<Self> {
+        // SAFETY: `context` is a live context (the runtime owns it for longer than any buffer);
+        // no host pointer is passed, so OpenCL allocates and owns the memory.
+        let mem = unsafe { create_buffer(context, CL_MEM_READ_WRITE, bytes, ptr::null_mut()) }
+            .map_err(|code| cl_error("allocate", code, Some(bytes)))?;
+        Ok(DeviceBuffer { mem, bytes })
+    }
+
+    /// The OpenCL handle.
+    pub(crate) fn mem(&self) -> cl_mem {
+        self.mem
+    }
+
+    /// Size in bytes.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        // SAFETY: `mem` was created by `new` and is released exactly once. OpenCL defers the
+        // actual free until queued commands that use the buffer have completed. A failure here
+        // cannot be reported from `drop` and leaves at worst a leaked buffer.
+        let _ = unsafe { release_mem_object(self.mem) };
+    }
+}
