@@ -1,0 +1,23 @@
+//! The conformance suite of the `tests` crate on the CUDA engine over OpenCL (tiled GEMM), plus
+//! the matrix-product checks through the emulated cuBLAS path.
+
+include!("../../tests/common/suite.rs");
+
+conformance_suite_or_skip!(
+    super::emulated(false),
+    Some(concat!(env!("CARGO_MANIFEST_DIR"), "/proptest-regressions"))
+);
+
+mod through_blas {
+    use tensor_core::DType;
+
+    #[test]
+    fn matmul_through_the_blas_mapping() {
+        let Some(dev) = super::super::emulated(true) else {
+            return;
+        };
+        for dtype in [DType::F32, DType::F64] {
+            tests::checks::matmul::run(&dev, dtype);
+        }
+    }
+}

@@ -1,0 +1,14 @@
+//! The primitives, one concept per module, written once over any [`crate::engine::Driver`].
+//! Each takes storages already checked by `crate::engine::checks` (same device, layouts inside
+//! their storages) and queues kernels; none waits for the device except `transfer::download`.
+//! They follow `backend-opencl`'s ops step for step, since both launch the same kernels.
+
+pub(crate) mod blas_layout;
+pub(crate) mod conv;
+pub(crate) mod elementwise;
+pub(crate) mod indexing;
+pub(crate) mod matmul;
+pub(crate) mod random;
+pub(crate) mod reduce;
+pub(crate) mod softmax;
+pub(crate) mod transfer;

@@ -1,0 +1,60 @@
+// The conformance suite of the `tests` crate (`tests::suite`: every op family, capability
+// matrix, shrunk counterexamples), one `#[test]` per family, for a device given as an
+// expression of type `Option<B>`: None makes the test print why and return (skip), which the
+// `tests::conformance_suite!` macro cannot do.
+//
+// Included (with `include!`) by the GPU conformance test (`tests/gpu_conformance.rs`, real
+// CUDA) and by the crate's OpenCL-driven unit tests (`src/emulation`), so both run exactly the
+// same checks. `$regressions` is the folder where failing seeds are kept and replayed (None:
+// nothing persisted, e.g. on a GPU machine that only has the bundle).
+
+macro_rules! conformance_suite_or_skip {
+    ($device:expr, $regressions:expr) => {
+        macro_rules! family {
+            ($name:ident, $family:ident) => {
+                #[test]
+                fn $name() {
+                    let Some(dev) = $device else { return };
+                    let capabilities = tests::suite::Capabilities::declared_by(&dev);
+                    let mut config = tests::runner::RunConfig::from_env();
+                    let regressions: Option<&str> = $regressions;
+                    if let Some(dir) = regressions {
+                        config = config.with_regressions(dir);
+                    }
+                    tests::suite::assert_family(
+                        &dev,
+                        tests::suite::Family::$family,
+                        &capabilities,
+                        &config,
+                    );
+                }
+            };
+        }
+
+        family!(unary, Unary);
+        family!(binary, Binary);
+        family!(comparison, Comparison);
+        family!(where_select, WhereSelect);
+        family!(cast, Cast);
+        family!(reduce, Reduce);
+        family!(arg_reduce, ArgReduce);
+        family!(statistics, Statistics);
+        family!(matmul, Matmul);
+        family!(indexing, Indexing);
+        family!(concat, Concat);
+        family!(views, Views);
+        family!(softmax, Softmax);
+        family!(conv, Conv);
+        family!(pool, Pool);
+        family!(random, Random);
+        family!(constructors, Constructors);
+        family!(display, Display);
+        family!(gradients, Gradients);
+        family!(metamorphic, Metamorphic);
+
+        #[test]
+        fn every_family_has_a_test() {
+            assert_eq!(tests::suite::Family::ALL.len(), 20);
+        }
+    };
+}
