@@ -11,7 +11,7 @@ The timing protocol mirrors xtask/src/bench/timing.rs: warm up for at least MIN_
 and MIN_WARMUP_S seconds, then time `--reps` repetitions (default: enough for TARGET_S seconds,
 clamped to [MIN_REPS, MAX_REPS]); report median, min and max. Keep the two in step.
 
-Usage: python3 gemm_numpy.py [--sizes 256,512,1024,2048] [--reps N]
+Usage: python3 gemm_numpy.py [--sizes 256,512,1024,2048,4096] [--reps N]
 """
 
 import argparse
@@ -92,7 +92,7 @@ def positive_int(text):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="256,512,1024,2048",
+    parser.add_argument("--sizes", default="256,512,1024,2048,4096",
                         help="comma-separated matrix sizes n")
     parser.add_argument("--reps", type=positive_int, default=None,
                         help="timed repetitions per size (default: about 1.5 s per size, >= 5)")

@@ -24,6 +24,15 @@ pub fn steps() -> Vec<Step> {
             command: cargo(["fmt", "--all", "--check"]),
         },
         Step {
+            name: "fmt-example",
+            command: cargo([
+                "fmt",
+                "--manifest-path",
+                "conformance-example/Cargo.toml",
+                "--check",
+            ]),
+        },
+        Step {
             name: "clippy",
             command: cargo([
                 "clippy",
@@ -35,8 +44,50 @@ pub fn steps() -> Vec<Step> {
             ]),
         },
         Step {
+            name: "clippy-example",
+            command: {
+                // Shares the workspace's target folder so that nothing is built twice.
+                let mut clippy = cargo([
+                    "clippy",
+                    "--manifest-path",
+                    "conformance-example/Cargo.toml",
+                    "--all-targets",
+                    "--",
+                    "-D",
+                    "warnings",
+                ]);
+                clippy.env("CARGO_TARGET_DIR", "target");
+                clippy
+            },
+        },
+        Step {
             name: "test",
-            command: cargo(["test", "--workspace"]),
+            command: {
+                // Every shared kernel must compile with NVRTC: a missing NVRTC fails, not skips.
+                let mut test = cargo(["test", "--workspace"]);
+                test.env("TESSERA_REQUIRE_NVRTC", "1");
+                test
+            },
+        },
+        Step {
+            name: "opencl-train",
+            command: cargo([
+                "run",
+                "-q",
+                "-p",
+                "nn",
+                "--bin",
+                "train",
+                "--",
+                "--backend",
+                "opencl",
+                "--epochs",
+                "1",
+                "--train-limit",
+                "4096",
+                "--test-limit",
+                "2000",
+            ]),
         },
     ]
 }
@@ -106,16 +157,23 @@ mod tests {
     }
 
     #[test]
-    fn ci_runs_fmt_then_clippy_then_the_tests() {
+    fn ci_runs_the_same_steps_as_the_ci_script() {
         let names: Vec<&str> = steps().iter().map(|s| s.name).collect();
-        assert_eq!(names, ["fmt", "clippy", "test"]);
+        let script = std::fs::read_to_string(crate::process::workspace_root().join(".ci/run"))
+            .expect(".ci/run is readable");
+        let script_steps: Vec<&str> = script
+            .lines()
+            .filter_map(|line| line.strip_prefix("step "))
+            .filter_map(|rest| rest.split_whitespace().next())
+            .collect();
+        assert_eq!(names, script_steps, "xtask ci and .ci/run disagree");
         let lines: Vec<String> = steps()
             .iter()
             .map(|s| display_command(&s.command))
             .collect();
         assert!(lines[0].ends_with("fmt --all --check"));
-        assert!(lines[1].ends_with("clippy --workspace --all-targets -- -D warnings"));
-        assert!(lines[2].ends_with("test --workspace"));
+        assert!(lines[2].ends_with("clippy --workspace --all-targets -- -D warnings"));
+        assert!(lines[4].ends_with("test --workspace"));
     }
 
     #[test]

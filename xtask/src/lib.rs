@@ -3,6 +3,7 @@
 //! Tessera's project tasks, run as `cargo xtask <task>` (an alias in `.cargo/config.toml`):
 //!
 //! - `cargo xtask ci`: the CI checks in order (format, clippy, tests), see [`ci`].
+//! - `cargo xtask gpu-check`: builds the CUDA checks for a GPU machine, see [`gpu_check`].
 //! - `cargo xtask bench gemm`: measures CPU sgemm and compares it with numpy, see [`bench`].
 //!
 //! The crate has two binaries. `xtask` (built in dev by the alias) only orchestrates; the
@@ -11,6 +12,7 @@
 
 pub mod bench;
 pub mod ci;
+pub mod gpu_check;
 pub mod process;
 
 /// The error type of every task: tasks only report failures, they never match on them.

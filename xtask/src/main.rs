@@ -22,6 +22,10 @@ enum Task {
     /// Measures Tessera (release build) beside numpy when available; prints a table and writes
     /// target/bench/<suite>.json.
     Bench(BenchArgs),
+    /// Builds, in release, the CUDA conformance tests, `train` and the benchmarks with CUDA,
+    /// gathers them with precompiled kernels in target/gpu-check/bundle and prints the command
+    /// that runs them on a GPU machine.
+    GpuCheck(xtask::gpu_check::GpuCheckArgs),
 }
 
 fn main() -> ExitCode {
@@ -29,6 +33,7 @@ fn main() -> ExitCode {
     let outcome = match &cli.task {
         Task::Ci => xtask::ci::run(),
         Task::Bench(args) => xtask::bench::run(args),
+        Task::GpuCheck(args) => xtask::gpu_check::run(args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,4 +1,4 @@
-//! Which Tessera backend a benchmark measures.
+//! Which Tessera backends a benchmark measures.
 
 use backend_cpu::Cpu;
 use clap::ValueEnum;
@@ -6,14 +6,20 @@ use clap::ValueEnum;
 use crate::bench::record::Record;
 use crate::bench::suites::SuiteCommand;
 use crate::bench::timing::Protocol;
+use crate::TaskResult;
 
-/// A Tessera backend the benchmarks can run on. Adding one: a variant here and its arm in
-/// [`BackendKind::measure`] (the suites are generic over `tensor_core::Backend`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+/// A Tessera backend the benchmarks can run on. Adding one (OpenCL, CUDA): a variant here, its
+/// arm in [`BackendKind::measure`] and in [`BackendKind::is_present`] (the suites are generic
+/// over `tensor_core::Backend`, and the lifecycle report gives every accelerator a speedup
+/// column over `cpu`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, ValueEnum)]
 pub enum BackendKind {
     /// The CPU backend (`backend-cpu`).
     #[default]
     Cpu,
+    /// CUDA device 0 (`backend-cuda`; only in builds with `--features cuda`).
+    #[cfg(feature = "cuda")]
+    Cuda,
 }
 
 impl BackendKind {
@@ -21,7 +27,31 @@ impl BackendKind {
     pub fn name(self) -> &'static str {
         match self {
             BackendKind::Cpu => "cpu",
+            #[cfg(feature = "cuda")]
+            BackendKind::Cuda => "cuda",
         }
+    }
+
+    /// Every backend this build knows, CPU first.
+    pub fn all() -> Vec<BackendKind> {
+        BackendKind::value_variants().to_vec()
+    }
+
+    /// Whether this machine has the device (the CPU always does).
+    pub fn is_present(self) -> bool {
+        match self {
+            BackendKind::Cpu => true,
+            #[cfg(feature = "cuda")]
+            BackendKind::Cuda => backend_cuda::Cuda::new(0).is_ok(),
+        }
+    }
+
+    /// The backends present on this machine: what `cargo xtask bench` measures by default.
+    pub fn present() -> Vec<BackendKind> {
+        BackendKind::all()
+            .into_iter()
+            .filter(|b| b.is_present())
+            .collect()
     }
 
     /// Creates this backend and runs `suite` on it, passing each record to `emit`.
@@ -30,9 +60,22 @@ impl BackendKind {
         suite: &SuiteCommand,
         protocol: &Protocol,
         emit: &mut dyn FnMut(Record),
-    ) -> tensor_core::Result<()> {
+    ) -> TaskResult<()> {
         match self {
             BackendKind::Cpu => suite.measure(&Cpu::new(), protocol, emit),
+            #[cfg(feature = "cuda")]
+            BackendKind::Cuda => suite.measure(&backend_cuda::Cuda::new(0)?, protocol, emit),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cpu_is_always_present_and_first() {
+        assert_eq!(BackendKind::present()[0], BackendKind::Cpu);
+        assert_eq!(BackendKind::Cpu.name(), "cpu");
     }
 }

@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use crate::bench::record::Output;
+use crate::bench::record::{Output, Record};
 use crate::process::display_command;
 use crate::TaskResult;
 
@@ -26,15 +26,7 @@ pub fn collect(cmd: &mut Command) -> TaskResult<Output> {
     for line in BufReader::new(stdout).lines() {
         let line = line.map_err(|e| format!("could not read the output of `{shown}`: {e}"))?;
         match output.push_line(&line) {
-            Ok(Some(r)) => println!(
-                "    {} {} n={}: median {:.3} ms over {} reps, {:.1} GFLOP/s",
-                r.framework,
-                r.backend,
-                r.n,
-                r.median_s * 1e3,
-                r.reps,
-                r.gflops
-            ),
+            Ok(Some(r)) => println!("    {}", progress_line(r)),
             Ok(None) => {}
             Err(e) => {
                 parse_error.get_or_insert(e);
@@ -51,4 +43,25 @@ pub fn collect(cmd: &mut Command) -> TaskResult<Output> {
         return Err(format!("`{shown}` printed an unexpected line: {e}").into());
     }
     Ok(output)
+}
+
+/// One line describing a record as it arrives: who, what, the median and the throughput.
+pub fn progress_line(r: &Record) -> String {
+    let what = match (&r.model, &r.phase) {
+        (Some(m), Some(p)) => format!("{m} {p} n={}", r.n),
+        (None, Some(p)) => format!("{p} n={}", r.n),
+        _ => format!("n={}", r.n),
+    };
+    let rate = match r.samples_per_s {
+        Some(s) => format!("{s:.0} samples/s"),
+        None => format!("{:.1} GFLOP/s", r.gflops),
+    };
+    format!(
+        "{} {} {what}: median {:.3} ms over {} reps (spread {:.0}%), {rate}",
+        r.framework,
+        r.backend,
+        r.median_s * 1e3,
+        r.reps,
+        100.0 * r.relative_spread()
+    )
 }

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::bench::timing::Timing;
 use crate::TaskResult;
 
 /// One measured configuration of one suite, e.g.
@@ -27,11 +28,89 @@ pub struct Record {
     pub min_s: f64,
     /// Slowest repetition, seconds.
     pub max_s: f64,
-    /// Throughput at the median time, 10⁹ floating-point operations per second.
+    /// Throughput at the median time, 10⁹ floating-point operations per second (for model
+    /// suites: the model's counted multiply-adds, see each suite; 0 where it means nothing).
+    #[serde(default)]
     pub gflops: f64,
+    /// Samples per second at the median time, for the suites that process samples (`n` is then
+    /// the samples of one repetition: the batch, or the whole data set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples_per_s: Option<f64>,
+    /// The model measured (`"mlp"`, `"cnn"`), for the suites that run one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The phase of a model's life the record measures (`"prep"`, `"train"`, `"eval"`,
+    /// `"infer-1"`, `"infer-batch"`), see [`crate::bench::lifecycle`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
 }
 
 impl Record {
+    /// A record of `suite` measured by `framework` on `backend` for size `n`, with the
+    /// statistics of `timing`; throughput fields start empty (set them with the builders).
+    pub fn new(suite: &str, framework: &str, backend: &str, n: usize, timing: &Timing) -> Self {
+        Record {
+            suite: suite.to_string(),
+            framework: framework.to_string(),
+            backend: backend.to_string(),
+            n,
+            reps: timing.reps,
+            median_s: timing.median_s,
+            min_s: timing.min_s,
+            max_s: timing.max_s,
+            gflops: 0.0,
+            samples_per_s: None,
+            model: None,
+            phase: None,
+        }
+    }
+
+    /// Sets [`Record::gflops`] from the floating-point operations of one repetition.
+    pub fn with_flops(mut self, flops_per_rep: f64) -> Self {
+        self.gflops = flops_per_rep / self.median_s / 1e9;
+        self
+    }
+
+    /// Sets [`Record::samples_per_s`] from `n` samples per repetition.
+    pub fn with_samples(mut self) -> Self {
+        self.samples_per_s = Some(self.n as f64 / self.median_s);
+        self
+    }
+
+    /// Sets [`Record::model`].
+    pub fn with_model(mut self, model: &str) -> Self {
+        self.model = Some(model.to_string());
+        self
+    }
+
+    /// Sets [`Record::phase`].
+    pub fn with_phase(mut self, phase: &str) -> Self {
+        self.phase = Some(phase.to_string());
+        self
+    }
+
+    /// What identifies the measured configuration across frameworks and runs: suite, backend,
+    /// model, phase and size (the framework is left out so that peers line up with Tessera).
+    pub fn case_key(&self) -> String {
+        format!(
+            "{}/{}/{}/{}/n={}",
+            self.suite,
+            self.backend,
+            self.model.as_deref().unwrap_or("-"),
+            self.phase.as_deref().unwrap_or("-"),
+            self.n
+        )
+    }
+
+    /// The relative spread `(max - min) / median` of the repetitions: the run's own noise.
+    pub fn relative_spread(&self) -> f64 {
+        if self.median_s > 0.0 {
+            (self.max_s - self.min_s) / self.median_s
+        } else {
+            0.0
+        }
+    }
+
     /// The record as one line of JSON (no trailing newline).
     pub fn to_json_line(&self) -> String {
         serde_json::to_string(self).expect("a record always serialises")
@@ -97,6 +176,9 @@ mod tests {
             min_s: 0.001,
             max_s: 0.003,
             gflops: 16.7,
+            samples_per_s: None,
+            model: None,
+            phase: None,
         }
     }
 
@@ -125,5 +207,23 @@ mod tests {
         assert!(Output::parse("warming up...").is_err());
         assert!(Output::parse("[1, 2]").is_err());
         assert!(Output::parse("{\"suite\":\"gemm\"}").is_err());
+    }
+
+    #[test]
+    fn model_records_carry_samples_model_and_phase_and_old_lines_still_parse() {
+        let timing = Timing::from_samples(&[0.5, 0.5, 0.5]).unwrap();
+        let r = Record::new("mlp", "tessera", "cpu", 128, &timing)
+            .with_samples()
+            .with_flops(1e9)
+            .with_model("mlp")
+            .with_phase("train");
+        assert_eq!(r.samples_per_s, Some(256.0));
+        assert_eq!(r.gflops, 2.0);
+        assert_eq!(r.case_key(), "mlp/cpu/mlp/train/n=128");
+        let back = Output::parse(&r.to_json_line()).unwrap();
+        assert_eq!(back.records, vec![r]);
+        // A gemm line without the optional fields (what older peers print) still parses.
+        let line = r#"{"suite":"gemm","framework":"numpy","backend":"cpu","n":8,"reps":1,"median_s":1.0,"min_s":1.0,"max_s":1.0,"gflops":1.0}"#;
+        assert_eq!(Output::parse(line).unwrap().records[0].model, None);
     }
 }

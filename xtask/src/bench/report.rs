@@ -8,6 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::{json, Value};
 
 use crate::bench::numpy::PeerRun;
+use crate::bench::peer::PeerKind;
 use crate::bench::record::Record;
 use crate::process::target_dir;
 use crate::TaskResult;
@@ -37,8 +38,162 @@ pub fn throughput_table(ours: &[Record], peer_name: &str, peer: &[Record]) -> St
     lines.join("\n")
 }
 
+/// A column of [`comparison_table`]: one framework on one backend.
+fn column_name(r: &Record) -> String {
+    format!("{} {}", r.framework, r.backend)
+}
+
+/// The throughput a table shows for a record: samples/s where the suite counts samples, else
+/// GFLOP/s.
+pub fn headline_rate(r: &Record) -> f64 {
+    r.samples_per_s.unwrap_or(r.gflops)
+}
+
+/// The unit of [`headline_rate`] for these records.
+fn headline_unit(records: &[Record]) -> &'static str {
+    if records.iter().any(|r| r.samples_per_s.is_some()) {
+        "samples/s"
+    } else {
+        "GFLOP/s"
+    }
+}
+
+/// The row label of a record: model, phase and size, whichever it has.
+fn row_label(r: &Record) -> String {
+    let mut parts = Vec::new();
+    if let Some(m) = &r.model {
+        parts.push(m.clone());
+    }
+    if let Some(p) = &r.phase {
+        parts.push(p.clone());
+    }
+    parts.push(format!("n={}", r.n));
+    parts.join(" ")
+}
+
+/// A table of every framework and backend side by side, one row per measured case (model,
+/// phase, size), with each Tessera column's ratio over each peer's CPU figure (above 1:
+/// Tessera is faster). Cases a column did not measure show `-`.
+pub fn comparison_table(records: &[Record]) -> String {
+    let unit = headline_unit(records);
+    let mut columns: Vec<String> = Vec::new();
+    let mut rows: Vec<String> = Vec::new();
+    let mut cells: BTreeMap<(String, String), f64> = BTreeMap::new();
+    for r in records {
+        let (col, row) = (column_name(r), row_label(r));
+        if !columns.contains(&col) {
+            columns.push(col.clone());
+        }
+        if !rows.contains(&row) {
+            rows.push(row.clone());
+        }
+        cells.insert((row, col), headline_rate(r));
+    }
+    let ours: Vec<&String> = columns
+        .iter()
+        .filter(|c| c.starts_with("tessera "))
+        .collect();
+    let peers: Vec<&String> = columns
+        .iter()
+        .filter(|c| !c.starts_with("tessera "))
+        .collect();
+    let ratios: Vec<(&String, &String)> = ours
+        .iter()
+        .flat_map(|o| peers.iter().map(move |p| (*o, *p)))
+        .collect();
+    let label_width = rows.iter().map(String::len).max().unwrap_or(4).max(4);
+    let mut head = format!("{:<label_width$}", "case");
+    for c in &columns {
+        head += &format!("  {:>16}", c);
+    }
+    for (o, p) in &ratios {
+        let name = format!(
+            "{}/{}",
+            o.replace("tessera ", "tessera-"),
+            p.split(' ').next().unwrap_or(p)
+        );
+        head += &format!("  {name:>18}");
+    }
+    let mut lines = vec![format!("({unit}, higher is better)"), head];
+    for row in &rows {
+        let mut line = format!("{row:<label_width$}");
+        for c in &columns {
+            match cells.get(&(row.clone(), c.clone())) {
+                Some(v) => line += &format!("  {:>16}", format_rate(*v)),
+                None => line += &format!("  {:>16}", "-"),
+            }
+        }
+        for (o, p) in &ratios {
+            let ratio = match (
+                cells.get(&(row.clone(), (*o).clone())),
+                cells.get(&(row.clone(), (*p).clone())),
+            ) {
+                (Some(a), Some(b)) if *b > 0.0 => format!("{:.2}", a / b),
+                _ => "-".to_string(),
+            };
+            line += &format!("  {ratio:>18}");
+        }
+        lines.push(line);
+    }
+    lines.join("\n")
+}
+
+/// A rate with precision that suits its size.
+pub fn format_rate(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+/// The whole result of one suite's run, every backend and every peer, as one JSON document.
+pub fn suite_results_json(
+    suite: &str,
+    args: &[String],
+    ours: &[Record],
+    peers: &[(PeerKind, PeerRun)],
+) -> Value {
+    let mut records: Vec<&Record> = ours.iter().collect();
+    let mut peer_status = serde_json::Map::new();
+    for (kind, run) in peers {
+        let status = match run {
+            PeerRun::Ran(out) => {
+                records.extend(&out.records);
+                json!({ "status": "ran", "info": out.info })
+            }
+            PeerRun::Skipped(reason) => json!({ "status": "skipped", "reason": reason }),
+        };
+        peer_status.insert(kind.name().to_string(), status);
+    }
+    json!({
+        "suite": suite,
+        "args": args,
+        "unix_time": unix_time(),
+        "host": host(),
+        "records": records,
+        "peers": peer_status,
+    })
+}
+
+/// Seconds since the Unix epoch (0 if the clock is before it).
+pub fn unix_time() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The CPU model as `/proc/cpuinfo` names it, if it does.
+pub fn cpu_model() -> Option<String> {
+    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    info.lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .map(|s| s.trim().to_string())
+}
+
 /// The facts about this machine that help read the numbers later.
-fn host() -> Value {
+pub fn host() -> Value {
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     let load_1m = std::fs::read_to_string("/proc/loadavg")
         .ok()
@@ -46,6 +201,7 @@ fn host() -> Value {
     json!({
         "os": std::env::consts::OS,
         "arch": std::env::consts::ARCH,
+        "cpu_model": cpu_model(),
         "cpus": cpus,
         "load_avg_1m_at_end": load_1m,
     })
@@ -101,7 +257,46 @@ mod tests {
             min_s: 1.0,
             max_s: 1.0,
             gflops,
+            samples_per_s: None,
+            model: None,
+            phase: None,
         }
+    }
+
+    #[test]
+    fn the_comparison_table_has_a_column_per_side_and_tessera_ratios() {
+        let mut ours = record("tessera", 128, 0.0);
+        ours.samples_per_s = Some(200.0);
+        ours.model = Some("mlp".into());
+        ours.phase = Some("train".into());
+        let mut theirs = ours.clone();
+        theirs.framework = "torch".into();
+        theirs.samples_per_s = Some(100.0);
+        let table = comparison_table(&[ours, theirs]);
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(lines[0].contains("samples/s"));
+        assert!(lines[1].contains("tessera cpu") && lines[1].contains("tessera-cpu/torch"));
+        let cells: Vec<&str> = lines[2].split_whitespace().collect();
+        assert_eq!(cells, ["mlp", "train", "n=128", "200", "100", "2.00"]);
+    }
+
+    #[test]
+    fn suite_results_list_every_peer() {
+        let ours = [record("tessera", 256, 10.0)];
+        let peers = [
+            (
+                PeerKind::Numpy,
+                PeerRun::Ran(Output {
+                    records: vec![record("numpy", 256, 40.0)],
+                    info: vec![],
+                }),
+            ),
+            (PeerKind::Torch, PeerRun::Skipped("no torch".into())),
+        ];
+        let v = suite_results_json("gemm", &[], &ours, &peers);
+        assert_eq!(v["records"].as_array().unwrap().len(), 2);
+        assert_eq!(v["peers"]["numpy"]["status"], "ran");
+        assert_eq!(v["peers"]["torch"]["reason"], "no torch");
     }
 
     #[test]

@@ -68,6 +68,18 @@ impl Timing {
 }
 
 impl Protocol {
+    /// The protocol of suites whose repetition is a whole pass over a data set (a second or
+    /// more): one warm-up run, about 3 s of repetitions, at least 3 of them.
+    pub fn whole_passes() -> Self {
+        Protocol {
+            min_warmup_runs: 1,
+            min_warmup_s: 0.0,
+            target_s: 3.0,
+            min_reps: 3,
+            max_reps: 1000,
+        }
+    }
+
     /// The repetition count when none is given: enough for [`Protocol::target_s`] at
     /// `seconds_per_run`, clamped to `[min_reps, max_reps]`.
     pub fn reps_for(&self, seconds_per_run: f64) -> usize {

@@ -1,20 +1,19 @@
 //! `tessera-bench`: runs one benchmark suite on one Tessera backend and prints one JSON record
 //! per line on stdout. `cargo xtask bench` builds it in release and runs it; running it by hand
-//! works too: `cargo run --release -p xtask --bin tessera-bench -- gemm --sizes 512`.
+//! works too: `cargo run --release -p xtask --bin tessera-bench -- mlp --reps 20`.
 
 use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
-use xtask::bench::timing::Protocol;
-use xtask::bench::BenchArgs;
+use xtask::bench::MeasureArgs;
 
 /// Measures one Tessera benchmark suite; prints JSON records, one per line.
 #[derive(Debug, Parser)]
 #[command(name = "tessera-bench", version)]
 struct Cli {
     #[command(flatten)]
-    bench: BenchArgs,
+    bench: MeasureArgs,
 }
 
 fn main() -> ExitCode {
@@ -24,17 +23,18 @@ fn main() -> ExitCode {
     }
     let mut stdout = std::io::stdout().lock();
     let mut write_error = None;
-    let outcome =
-        cli.bench
-            .backend
-            .measure(&cli.bench.suite, &Protocol::default(), &mut |record| {
-                // Flush each record at once so a long run shows progress to whoever reads the pipe.
-                let written =
-                    writeln!(stdout, "{}", record.to_json_line()).and_then(|()| stdout.flush());
-                if let Err(e) = written {
-                    write_error.get_or_insert(e);
-                }
-            });
+    let outcome = cli.bench.backend.measure(
+        &cli.bench.suite,
+        &cli.bench.suite.protocol(),
+        &mut |record| {
+            // Flush each record at once so a long run shows progress to whoever reads the pipe.
+            let written =
+                writeln!(stdout, "{}", record.to_json_line()).and_then(|()| stdout.flush());
+            if let Err(e) = written {
+                write_error.get_or_insert(e);
+            }
+        },
+    );
     if let Some(e) = write_error {
         eprintln!("tessera-bench: could not write a record: {e}");
         return ExitCode::FAILURE;

@@ -13,7 +13,7 @@ pub const NAME: &str = "gemm";
 #[derive(Debug, Clone, PartialEq, Args)]
 pub struct GemmArgs {
     /// Matrix sizes n (comma-separated): each run multiplies two n×n f32 matrices.
-    #[arg(long, value_delimiter = ',', num_args = 1.., default_values_t = [256, 512, 1024, 2048])]
+    #[arg(long, value_delimiter = ',', num_args = 1.., default_values_t = [256, 512, 1024, 2048, 4096])]
     pub sizes: Vec<usize>,
     /// Timed repetitions per size [default: enough for about 1.5 s per size, at least 5].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
@@ -55,17 +55,7 @@ pub fn measure<B: Backend>(
             dev.synchronize()?;
             Ok::<_, tensor_core::Error>(c)
         })?;
-        emit(Record {
-            suite: NAME.to_string(),
-            framework: "tessera".to_string(),
-            backend: dev.name().to_string(),
-            n,
-            reps: timing.reps,
-            median_s: timing.median_s,
-            min_s: timing.min_s,
-            max_s: timing.max_s,
-            gflops: flops(n) / timing.median_s / 1e9,
-        });
+        emit(Record::new(NAME, "tessera", dev.name(), n, &timing).with_flops(flops(n)));
     }
     Ok(())
 }
@@ -89,9 +79,11 @@ mod tests {
     }
 
     #[test]
-    fn defaults_are_the_four_standard_sizes_and_automatic_reps() {
-        let SuiteCommand::Gemm(args) = parse(&["gemm"]);
-        assert_eq!(args.sizes, vec![256, 512, 1024, 2048]);
+    fn defaults_are_the_five_standard_sizes_and_automatic_reps() {
+        let SuiteCommand::Gemm(args) = parse(&["gemm"]) else {
+            panic!("not the gemm suite");
+        };
+        assert_eq!(args.sizes, vec![256, 512, 1024, 2048, 4096]);
         assert_eq!(args.reps, None);
     }
 

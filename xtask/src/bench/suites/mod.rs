@@ -1,24 +1,51 @@
 //! The benchmark suites, one file each. A suite measures one workload on any [`Backend`] and
 //! emits [`Record`]s; `tessera-bench` runs it in release.
 //!
-//! Adding a suite (e.g. `mlp`, `cnn`, `infer`, `prep`, `eval`): a file here with its clap `Args`
-//! and a `measure` function generic over [`Backend`], a variant of [`SuiteCommand`] with its
-//! arms below, and optionally a numpy peer `xtask/peers/<suite>_numpy.py` plus its table in
-//! [`crate::bench::report`].
+//! | suite | workload | phase |
+//! | --- | --- | --- |
+//! | `gemm` | square f32 matrix products, GFLOP/s | - |
+//! | `mlp` | a training step of the 784-512-512-10 MLP, batch 128 | train |
+//! | `cnn` | a training step of the `train` CNN, batch 64 | train |
+//! | `infer` | forward passes, batch 1 (latency) and 256 (throughput) | infer-1, infer-batch |
+//! | `prep` | decode, normalise and batch one Fashion-MNIST epoch | prep |
+//! | `eval` | a test-set pass of `nn::training::evaluate` | eval |
+//!
+//! Adding a suite: a file here with its clap `Args` and a `measure` function generic over
+//! [`Backend`], a variant of [`SuiteCommand`] with its arms below, and optionally peers
+//! `xtask/peers/<suite>_<peer>.py` (see [`crate::bench::peer`]).
 
+pub mod cnn;
+pub mod data_source;
+pub mod eval;
 pub mod gemm;
+pub mod infer;
+pub mod mlp;
+pub mod models;
+pub mod prep;
+pub mod train_step;
 
 use clap::Subcommand;
 use tensor_core::Backend;
 
 use crate::bench::record::Record;
 use crate::bench::timing::Protocol;
+use crate::TaskResult;
 
 /// A suite and its arguments, as given on the command line (`gemm --sizes ... --reps ...`).
 #[derive(Debug, Clone, PartialEq, Subcommand)]
 pub enum SuiteCommand {
     /// Square n×n f32 matrix product C = A·B, in GFLOP/s.
     Gemm(gemm::GemmArgs),
+    /// A full training step (forward, loss, backward, Adam) of the 784-512-512-10 MLP.
+    Mlp(train_step::TrainArgs),
+    /// A full training step of the `train` command's CNN.
+    Cnn(train_step::TrainArgs),
+    /// Inference: batch-1 latency and batch-256 throughput of both models.
+    Infer(infer::InferArgs),
+    /// Data preparation: decode, normalise and batch one Fashion-MNIST epoch.
+    Prep(data_source::DataArgs),
+    /// Evaluation: one pass over the Fashion-MNIST test set.
+    Eval(eval::EvalArgs),
 }
 
 impl SuiteCommand {
@@ -26,7 +53,31 @@ impl SuiteCommand {
     pub fn name(&self) -> &'static str {
         match self {
             SuiteCommand::Gemm(_) => gemm::NAME,
+            SuiteCommand::Mlp(_) => mlp::NAME,
+            SuiteCommand::Cnn(_) => cnn::NAME,
+            SuiteCommand::Infer(_) => infer::NAME,
+            SuiteCommand::Prep(_) => prep::NAME,
+            SuiteCommand::Eval(_) => eval::NAME,
         }
+    }
+
+    /// Every suite with its default arguments, in the order `cargo xtask bench` runs them.
+    pub fn all_defaults() -> Vec<SuiteCommand> {
+        use clap::Parser;
+        /// Parses one suite's defaults from its name.
+        #[derive(Parser)]
+        struct One {
+            #[command(subcommand)]
+            suite: SuiteCommand,
+        }
+        ["gemm", "mlp", "cnn", "infer", "prep", "eval"]
+            .into_iter()
+            .map(|name| {
+                One::try_parse_from(["bench", name])
+                    .expect("every suite parses with its defaults")
+                    .suite
+            })
+            .collect()
     }
 
     /// The command-line words that parse back to `self` (the subcommand name first), used to
@@ -35,8 +86,30 @@ impl SuiteCommand {
         let mut args = vec![self.name().to_string()];
         match self {
             SuiteCommand::Gemm(a) => args.extend(a.to_cli_args()),
+            SuiteCommand::Mlp(a) | SuiteCommand::Cnn(a) => args.extend(a.to_cli_args()),
+            SuiteCommand::Infer(a) => args.extend(a.to_cli_args()),
+            SuiteCommand::Prep(a) => args.extend(a.to_cli_args()),
+            SuiteCommand::Eval(a) => args.extend(a.to_cli_args()),
         }
         args
+    }
+
+    /// The timing protocol: the default one, or for the suites whose repetition is a whole
+    /// pass over a data set (seconds each), a single warm-up and at least 3 repetitions.
+    pub fn protocol(&self) -> Protocol {
+        match self {
+            SuiteCommand::Prep(_) | SuiteCommand::Eval(_) => Protocol::whole_passes(),
+            _ => Protocol::default(),
+        }
+    }
+
+    /// Why the suite cannot run on this machine (its data set is missing), if it cannot.
+    pub fn unavailable_reason(&self) -> Option<String> {
+        match self {
+            SuiteCommand::Prep(a) => a.missing_reason(),
+            SuiteCommand::Eval(a) => a.data.missing_reason(),
+            _ => None,
+        }
     }
 
     /// Runs the suite on `dev` with `protocol`, passing each record to `emit` as it is measured.
@@ -45,9 +118,106 @@ impl SuiteCommand {
         dev: &B,
         protocol: &Protocol,
         emit: &mut dyn FnMut(Record),
-    ) -> tensor_core::Result<()> {
+    ) -> TaskResult<()> {
         match self {
-            SuiteCommand::Gemm(args) => gemm::measure(dev, args, protocol, emit),
+            SuiteCommand::Gemm(args) => Ok(gemm::measure(dev, args, protocol, emit)?),
+            SuiteCommand::Mlp(args) => mlp::measure(dev, args, protocol, emit),
+            SuiteCommand::Cnn(args) => cnn::measure(dev, args, protocol, emit),
+            SuiteCommand::Infer(args) => infer::measure(dev, args, protocol, emit),
+            SuiteCommand::Prep(args) => prep::measure(dev, args, protocol, emit),
+            SuiteCommand::Eval(args) => eval::measure(dev, args, protocol, emit),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        suite: SuiteCommand,
+    }
+
+    fn parse(words: &[&str]) -> SuiteCommand {
+        Cli::try_parse_from(std::iter::once("bench").chain(words.iter().copied()))
+            .unwrap()
+            .suite
+    }
+
+    #[test]
+    fn every_suite_round_trips_through_its_cli_words() {
+        for suite in SuiteCommand::all_defaults() {
+            let words = suite.to_cli_args();
+            let words: Vec<&str> = words.iter().map(String::as_str).collect();
+            assert_eq!(parse(&words), suite, "{words:?}");
+        }
+        let custom = parse(&[
+            "infer",
+            "--models",
+            "cnn",
+            "--batches",
+            "1,8",
+            "--reps",
+            "2",
+        ]);
+        let words = custom.to_cli_args();
+        let words: Vec<&str> = words.iter().map(String::as_str).collect();
+        assert_eq!(parse(&words), custom);
+        let custom = parse(&["mlp", "--batch", "32"]);
+        assert_eq!(custom.to_cli_args(), ["mlp", "--batch", "32"]);
+    }
+
+    #[test]
+    fn all_suites_run_in_lifecycle_order() {
+        let names: Vec<&str> = SuiteCommand::all_defaults()
+            .iter()
+            .map(SuiteCommand::name)
+            .collect();
+        assert_eq!(names, ["gemm", "mlp", "cnn", "infer", "prep", "eval"]);
+    }
+
+    #[test]
+    fn model_suites_measure_on_the_cpu_and_emit_their_phase() {
+        let dev = backend_cpu::Cpu::new();
+        let quick = Protocol {
+            min_warmup_runs: 1,
+            min_warmup_s: 0.0,
+            ..Protocol::default()
+        };
+        let mut records = Vec::new();
+        for words in [
+            &["mlp", "--batch", "4", "--reps", "1"][..],
+            &["cnn", "--batch", "2", "--reps", "1"][..],
+            &["infer", "--batches", "1,3", "--reps", "1"][..],
+        ] {
+            parse(words)
+                .measure(&dev, &quick, &mut |r| records.push(r))
+                .unwrap();
+        }
+        let phases: Vec<(&str, &str, usize)> = records
+            .iter()
+            .map(|r| {
+                (
+                    r.model.as_deref().unwrap(),
+                    r.phase.as_deref().unwrap(),
+                    r.n,
+                )
+            })
+            .collect();
+        assert_eq!(
+            phases,
+            [
+                ("mlp", "train", 4),
+                ("cnn", "train", 2),
+                ("mlp", "infer-1", 1),
+                ("mlp", "infer-batch", 3),
+                ("cnn", "infer-1", 1),
+                ("cnn", "infer-batch", 3),
+            ]
+        );
+        assert!(records.iter().all(|r| r.samples_per_s.unwrap() > 0.0));
     }
 }

@@ -1,0 +1,22 @@
+//! The `cnn` suite: one training step of the `train` command's CNN (batch 64), in samples/s.
+
+use tensor_core::Backend;
+
+use crate::bench::record::Record;
+use crate::bench::suites::models::ModelName;
+use crate::bench::suites::train_step::{self, TrainArgs};
+use crate::bench::timing::Protocol;
+use crate::TaskResult;
+
+/// The suite's name.
+pub const NAME: &str = "cnn";
+
+/// Measures the CNN's training step on `dev` (see [`train_step::measure`]).
+pub fn measure<B: Backend>(
+    dev: &B,
+    args: &TrainArgs,
+    protocol: &Protocol,
+    emit: &mut dyn FnMut(Record),
+) -> TaskResult<()> {
+    train_step::measure(NAME, ModelName::Cnn, dev, args, protocol, emit)
+}

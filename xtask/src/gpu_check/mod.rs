@@ -1,0 +1,214 @@
+//! `cargo xtask gpu-check`: builds here, in release, everything that checks the CUDA backend on
+//! a real GPU (the conformance test binary, `train` and `tessera-bench` with CUDA), gathers it
+//! with precompiled kernels and a slice of Fashion-MNIST in one git-ignored folder, and prints
+//! the single command that runs it all on a GPU machine.
+//!
+//! The binaries link against the `libcuda` stub that `backend-cuda` generates where no driver
+//! is installed; they carry no rpath, so on the GPU machine they load the real driver, whose
+//! folder `run.sh` puts on the loader path after running `nvidia-smi`. Kernels are compiled
+//! here with NVRTC (PyPI's `nvidia-cuda-nvrtc-cu12`) because the GPU machine may have no NVRTC.
+
+pub mod artifacts;
+pub mod data;
+pub mod script;
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+
+use crate::process::{cargo, run_checked, target_dir};
+use crate::TaskResult;
+
+/// The bundle must stay well under this size (the limit of what a GPU machine receives).
+const SIZE_LIMIT_BYTES: u64 = 48 << 20;
+
+/// Options of `cargo xtask gpu-check`.
+#[derive(Debug, Clone, Args)]
+pub struct GpuCheckArgs {
+    /// Folder to build the bundle in (default: target/gpu-check/bundle).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Folder with the Fashion-MNIST IDX files (.gz) to take a slice of.
+    #[arg(long, default_value = "/usr/share/datasets/fashion-mnist")]
+    pub data: PathBuf,
+    /// Training images copied into the bundle (and used by its `train` runs).
+    #[arg(long, default_value_t = 10_000)]
+    pub train_samples: usize,
+    /// Test images copied into the bundle.
+    #[arg(long, default_value_t = 2_000)]
+    pub test_samples: usize,
+    /// GPU architectures the kernels are precompiled for (sm_XY cubins, compute_XY PTX).
+    #[arg(long, default_value = "sm_80,sm_90,compute_80")]
+    pub archs: String,
+}
+
+/// The default bundle folder.
+pub fn default_bundle() -> PathBuf {
+    target_dir().join("gpu-check").join("bundle")
+}
+
+/// Builds the bundle and prints the command that runs it.
+pub fn run(args: &GpuCheckArgs) -> TaskResult<()> {
+    let bundle = args.out.clone().unwrap_or_else(default_bundle);
+    if bundle.exists() {
+        std::fs::remove_dir_all(&bundle)
+            .map_err(|e| format!("cannot clear {}: {e}", bundle.display()))?;
+    }
+    let bin = bundle.join("bin");
+    std::fs::create_dir_all(&bin).map_err(|e| format!("cannot create {}: {e}", bin.display()))?;
+
+    let builds: [(&[&str], &[&str]); 3] = [
+        (
+            &[
+                "test",
+                "--release",
+                "-p",
+                "backend-cuda",
+                "--test",
+                "gpu_conformance",
+                "--test",
+                "gpu_index_error",
+                "--no-run",
+            ],
+            &["gpu_conformance", "gpu_index_error"],
+        ),
+        (
+            &[
+                "build",
+                "--release",
+                "-p",
+                "nn",
+                "--features",
+                "cuda",
+                "--bin",
+                "train",
+            ],
+            &["train"],
+        ),
+        (
+            &[
+                "build",
+                "--release",
+                "-p",
+                "xtask",
+                "--features",
+                "cuda",
+                "--bin",
+                "tessera-bench",
+            ],
+            &["tessera-bench"],
+        ),
+    ];
+    for (cargo_args, names) in builds {
+        let built = artifacts::build_executables(cargo_args, names)?;
+        for (name, path) in names.iter().zip(&built) {
+            let size = artifacts::copy_stripped(path, &bin.join(name))?;
+            println!("==> gpu-check: bin/{name} ({:.1} MiB)", mib(size));
+        }
+    }
+
+    precompile_kernels(&bundle.join("kernels"), &args.archs);
+    let has_data = copy_data(args, &bundle.join("data"));
+
+    let steps = script::steps(has_data, args.train_samples, args.test_samples);
+    let run_sh = bundle.join("run.sh");
+    std::fs::write(&run_sh, script::run_script(&steps))
+        .map_err(|e| format!("cannot write {}: {e}", run_sh.display()))?;
+    make_executable(&run_sh)?;
+
+    let size = artifacts::folder_size(&bundle);
+    if size > SIZE_LIMIT_BYTES {
+        return Err(format!(
+            "the bundle is {:.1} MiB, above the {:.0} MiB budget",
+            mib(size),
+            mib(SIZE_LIMIT_BYTES)
+        )
+        .into());
+    }
+    print_command(&bundle, size);
+    Ok(())
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+/// Precompiles the kernels with NVRTC into `dir`; without NVRTC, warns that the GPU machine
+/// will need its own.
+fn precompile_kernels(dir: &Path, archs: &str) {
+    let mut cmd = cargo([
+        "run",
+        "--release",
+        "--quiet",
+        "-p",
+        "backend-cuda",
+        "--example",
+        "precompile_kernels",
+        "--",
+    ]);
+    cmd.arg(dir).arg(archs);
+    println!("==> gpu-check: precompiling kernels for {archs}");
+    if let Err(e) = run_checked(&mut cmd) {
+        eprintln!(
+            "gpu-check: warning: kernels not precompiled ({e}); the GPU machine will compile \
+             them with its own NVRTC (pip install nvidia-cuda-nvrtc-cu12 here to avoid that)"
+        );
+    }
+}
+
+/// Copies a slice of the data set into `dir`; false (after a warning) when it is missing.
+fn copy_data(args: &GpuCheckArgs, dir: &Path) -> bool {
+    let copy = || -> TaskResult<()> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        for file in data::IDX_FILES {
+            let items = if file.starts_with("train") {
+                args.train_samples
+            } else {
+                args.test_samples
+            };
+            let kept = data::truncate_gz(&args.data.join(file), &dir.join(file), items)?;
+            println!("==> gpu-check: data/{file} ({kept} items)");
+        }
+        Ok(())
+    };
+    match copy() {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!(
+                "gpu-check: warning: no Fashion-MNIST slice ({e}); the bundle skips `train` \
+                 (apt-get install dataset-fashion-mnist, or pass --data DIR)"
+            );
+            let _ = std::fs::remove_dir_all(dir);
+            false
+        }
+    }
+}
+
+fn make_executable(path: &Path) -> TaskResult<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+        .map_err(|e| format!("cannot make {} executable: {e}", path.display()).into())
+}
+
+/// Prints where the bundle is and the one command that runs it on a GPU machine.
+fn print_command(bundle: &Path, size: u64) {
+    let shown = bundle
+        .strip_prefix(crate::process::workspace_root())
+        .unwrap_or(bundle);
+    println!(
+        "\n==> gpu-check: bundle ready: {} ({:.1} MiB, git-ignored)",
+        shown.display(),
+        mib(size)
+    );
+    println!(
+        "Copy it to a machine with an NVIDIA GPU and driver (keeping its path under the \
+         workspace root, or anywhere) and run, from that root:\n"
+    );
+    println!("    bash {}/run.sh RESULTS_DIR\n", shown.display());
+    println!(
+        "It runs nvidia-smi, puts the driver's library folder on the loader path, then the \
+         conformance suite, train and the benchmarks, writing each one's output and a \
+         summary.txt into RESULTS_DIR."
+    );
+}
