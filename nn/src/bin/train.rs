@@ -5,6 +5,7 @@
 //! cargo run --release -p nn --bin train -- --model mlp --epochs 5
 //! ```
 
+use backend_checked::Checked;
 use backend_cpu::Cpu;
 use clap::{Parser, ValueEnum};
 use nn::data::FASHION_MNIST_DIR;
@@ -44,6 +45,18 @@ enum ScheduleArg {
 enum BackendArg {
     /// The multi-threaded CPU backend.
     Cpu,
+    /// The default OpenCL device (`TESSERA_OPENCL_DEVICE=platform:device` picks another).
+    Opencl,
+    /// CUDA device 0 (built with `--features cuda`; `TESSERA_CUDA_GEMM=cublas|tiled|auto`).
+    #[cfg(feature = "cuda")]
+    Cuda,
+    /// The CPU backend checked op by op against a second CPU backend (debugging the checker).
+    CheckedCpu,
+    /// OpenCL checked op by op against the CPU: stops at the first op that diverges.
+    CheckedOpencl,
+    /// CUDA checked op by op against the CPU: stops at the first op that diverges.
+    #[cfg(feature = "cuda")]
+    CheckedCuda,
 }
 
 /// Train a model on Fashion-MNIST with Tessera.
@@ -120,6 +133,36 @@ fn main() -> ExitCode {
     };
     let (backend_name, result) = match args.backend {
         BackendArg::Cpu => ("cpu", run_training(&config, &Cpu::new())),
+        BackendArg::Opencl => (
+            "opencl",
+            backend_opencl::OpenCl::new()
+                .map_err(Into::into)
+                .and_then(|dev| run_training(&config, &dev)),
+        ),
+        #[cfg(feature = "cuda")]
+        BackendArg::Cuda => (
+            "cuda",
+            backend_cuda::Cuda::new(0)
+                .map_err(Into::into)
+                .and_then(|dev| run_training(&config, &dev)),
+        ),
+        BackendArg::CheckedCpu => (
+            "checked-cpu",
+            run_training(&config, &Checked::new(Cpu::new(), Cpu::new())),
+        ),
+        BackendArg::CheckedOpencl => (
+            "checked-opencl",
+            backend_opencl::OpenCl::new()
+                .map_err(Into::into)
+                .and_then(|dev| run_training(&config, &Checked::new(dev, Cpu::new()))),
+        ),
+        #[cfg(feature = "cuda")]
+        BackendArg::CheckedCuda => (
+            "checked-cuda",
+            backend_cuda::Cuda::new(0)
+                .map_err(Into::into)
+                .and_then(|dev| run_training(&config, &Checked::new(dev, Cpu::new()))),
+        ),
     };
     match result {
         Ok(report) => {
