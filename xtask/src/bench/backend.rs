@@ -8,7 +8,7 @@ use crate::bench::suites::SuiteCommand;
 use crate::bench::timing::Protocol;
 use crate::TaskResult;
 
-/// A Tessera backend the benchmarks can run on. Adding one (OpenCL, CUDA): a variant here, its
+/// A Tessera backend the benchmarks can run on. Adding one: a variant here, its
 /// arm in [`BackendKind::measure`] and in [`BackendKind::is_present`] (the suites are generic
 /// over `tensor_core::Backend`, and the lifecycle report gives every accelerator a speedup
 /// column over `cpu`).
@@ -17,6 +17,9 @@ pub enum BackendKind {
     /// The CPU backend (`backend-cpu`).
     #[default]
     Cpu,
+    /// The default OpenCL device (`backend-opencl`: `TESSERA_OPENCL_DEVICE`, else the first GPU,
+    /// else the first device; PoCL runs it on the CPU).
+    Opencl,
     /// CUDA device 0 (`backend-cuda`; only in builds with `--features cuda`).
     #[cfg(feature = "cuda")]
     Cuda,
@@ -27,6 +30,7 @@ impl BackendKind {
     pub fn name(self) -> &'static str {
         match self {
             BackendKind::Cpu => "cpu",
+            BackendKind::Opencl => "opencl",
             #[cfg(feature = "cuda")]
             BackendKind::Cuda => "cuda",
         }
@@ -41,6 +45,7 @@ impl BackendKind {
     pub fn is_present(self) -> bool {
         match self {
             BackendKind::Cpu => true,
+            BackendKind::Opencl => backend_opencl::OpenCl::new().is_ok(),
             #[cfg(feature = "cuda")]
             BackendKind::Cuda => backend_cuda::Cuda::new(0).is_ok(),
         }
@@ -63,6 +68,7 @@ impl BackendKind {
     ) -> TaskResult<()> {
         match self {
             BackendKind::Cpu => suite.measure(&Cpu::new(), protocol, emit),
+            BackendKind::Opencl => suite.measure(&backend_opencl::OpenCl::new()?, protocol, emit),
             #[cfg(feature = "cuda")]
             BackendKind::Cuda => suite.measure(&backend_cuda::Cuda::new(0)?, protocol, emit),
         }
