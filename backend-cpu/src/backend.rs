@@ -17,12 +17,22 @@ use tensor_core::{
 
 /// The CPU device: computes eagerly on the host with `rayon` threads and `matrixmultiply` GEMM.
 /// It is the reference the other backends are tested against.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Cpu;
+
+impl Default for Cpu {
+    fn default() -> Self {
+        Cpu::new()
+    }
+}
 
 impl Cpu {
     /// The CPU backend (a unit value; every `Cpu` is the same device).
+    ///
+    /// The first call tunes the C allocator to keep freed tensor memory for reuse (see
+    /// [`crate::MALLOC_TUNING_ENV_VAR`] to opt out).
     pub fn new() -> Self {
+        crate::malloc_tuning::tune_once();
         Cpu
     }
 }

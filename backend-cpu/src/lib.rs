@@ -12,6 +12,8 @@
 //! * **Matrix products** call `matrixmultiply`'s strided sgemm/dgemm once per batch element.
 //! * **Parallelism**: outputs above 32768 elements are split across `rayon`'s pool; below that
 //!   everything runs on the calling thread.
+//! * **Memory**: freed tensor memory stays in the process for the next tensor of that size
+//!   (glibc `mallopt` tuning, applied by [`Cpu::new`]; [`MALLOC_TUNING_ENV_VAR`] opts out).
 //!
 //! ```
 //! use backend_cpu::{Cpu, CpuTensor};
@@ -28,12 +30,14 @@ mod backend;
 mod checks;
 mod fused_ops;
 mod kernels;
+mod malloc_tuning;
 mod nn_ops;
 mod parallel;
 mod storage;
 mod strided;
 
 pub use backend::Cpu;
+pub use malloc_tuning::MALLOC_TUNING_ENV_VAR;
 pub use storage::{CpuElement, CpuStorage};
 
 /// A tensor on the CPU backend.
