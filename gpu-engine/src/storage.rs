@@ -1,14 +1,15 @@
 //! [`GpuStorage`]: a device buffer holding elements of one dtype, given back to its device's
 //! allocator when dropped.
 
-use crate::engine::driver::Driver;
-use crate::engine::runtime::Runtime;
+use crate::driver::Driver;
+use crate::runtime::Runtime;
 use std::fmt;
 use std::sync::Arc;
 use tensor_core::{BackendStorage, DType};
 
-/// Device memory for `len` elements of one dtype (booleans as bytes).
-pub(crate) struct GpuStorage<D: Driver> {
+/// Device memory for `len` elements of one dtype (booleans as bytes), given back to the
+/// driver ([`Driver::release`]) when dropped.
+pub struct GpuStorage<D: Driver> {
     buffer: Option<D::Buffer>,
     dtype: DType,
     len: usize,
@@ -32,17 +33,17 @@ impl<D: Driver> GpuStorage<D> {
     }
 
     /// The device buffer, or None when the storage is empty.
-    pub(crate) fn buffer(&self) -> Option<&D::Buffer> {
+    pub fn buffer(&self) -> Option<&D::Buffer> {
         self.buffer.as_ref()
     }
 
     /// The device the buffer belongs to.
-    pub(crate) fn runtime(&self) -> &Arc<Runtime<D>> {
+    pub fn runtime(&self) -> &Arc<Runtime<D>> {
         &self.runtime
     }
 
     /// Bytes of the elements.
-    pub(crate) fn bytes(&self) -> usize {
+    pub fn bytes(&self) -> usize {
         self.len * self.dtype.size_in_bytes()
     }
 }

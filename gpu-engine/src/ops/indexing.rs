@@ -7,9 +7,10 @@
 //! CUDA's asynchronous errors; the offending output holds zeros where indices were bad.
 
 use crate::checks::{check_axis, check_dtype, check_same_dtype, check_same_shape};
+use crate::driver::{Driver, ModuleKey};
 use crate::ops::elementwise::copy_strided;
-use crate::runtime::{Arg, ProgramKey, Runtime};
-use crate::storage::OpenClStorage;
+use crate::runtime::{Arg, Runtime};
+use crate::storage::GpuStorage;
 use crate::view::{MapPlan, View};
 use std::sync::Arc;
 use tensor_core::kernels::MAX_RANK;
@@ -45,14 +46,14 @@ fn strides_without_axis(layout: &Layout, axis: usize) -> Vec<isize> {
 }
 
 /// Output `[.., i, ..]` is input `[.., indices[i], ..]` along `axis`.
-pub(crate) fn index_select(
-    rt: &Arc<Runtime>,
-    x: &OpenClStorage,
+pub(crate) fn index_select<D: Driver>(
+    rt: &Arc<Runtime<D>>,
+    x: &GpuStorage<D>,
     layout: &Layout,
     axis: usize,
-    indices: &OpenClStorage,
+    indices: &GpuStorage<D>,
     il: &Layout,
-) -> Result<OpenClStorage> {
+) -> Result<GpuStorage<D>> {
     const OP: &str = "index_select";
     check_axis(OP, layout, axis)?;
     check_dtype(OP, indices, DType::I64)?;
@@ -97,19 +98,19 @@ pub(crate) fn index_select(
         Arg::Buffer(&out),
         Arg::ErrorFlag,
     ];
-    rt.launch_1d(&ProgramKey::tensor(x.dtype()), "index_select", &args, n)?;
+    rt.launch_1d(&ModuleKey::tensor(x.dtype()), "index_select", &args, n)?;
     Ok(out)
 }
 
 /// `out[p] = x[p with p[axis] = indices[p]]`; the output has the shape of `indices`.
-pub(crate) fn gather(
-    rt: &Arc<Runtime>,
-    x: &OpenClStorage,
+pub(crate) fn gather<D: Driver>(
+    rt: &Arc<Runtime<D>>,
+    x: &GpuStorage<D>,
     layout: &Layout,
     axis: usize,
-    indices: &OpenClStorage,
+    indices: &GpuStorage<D>,
     il: &Layout,
-) -> Result<OpenClStorage> {
+) -> Result<GpuStorage<D>> {
     const OP: &str = "gather";
     check_axis(OP, layout, axis)?;
     check_dtype(OP, indices, DType::I64)?;
@@ -121,7 +122,7 @@ pub(crate) fn gather(
         [layout.offset(), il.offset()],
     );
     let out = rt.alloc(x.dtype(), il.numel())?;
-    let key = ProgramKey::tensor(x.dtype());
+    let module = ModuleKey::tensor(x.dtype());
     for chunk in plan.chunks() {
         let args = [
             Arg::I64(chunk.len as i64),
@@ -135,23 +136,23 @@ pub(crate) fn gather(
             Arg::I64(chunk.first as i64),
             Arg::ErrorFlag,
         ];
-        rt.launch_1d(&key, "gather", &args, chunk.len)?;
+        rt.launch_1d(&module, "gather", &args, chunk.len)?;
     }
     Ok(out)
 }
 
 /// A contiguous copy of `base` with `src[p]` added at `p with p[axis] = indices[p]`.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn scatter_add(
-    rt: &Arc<Runtime>,
-    base: &OpenClStorage,
+pub(crate) fn scatter_add<D: Driver>(
+    rt: &Arc<Runtime<D>>,
+    base: &GpuStorage<D>,
     bl: &Layout,
     axis: usize,
-    indices: &OpenClStorage,
+    indices: &GpuStorage<D>,
     il: &Layout,
-    src: &OpenClStorage,
+    src: &GpuStorage<D>,
     sl: &Layout,
-) -> Result<OpenClStorage> {
+) -> Result<GpuStorage<D>> {
     const OP: &str = "scatter_add";
     check_axis(OP, bl, axis)?;
     check_dtype(OP, indices, DType::I64)?;
@@ -177,7 +178,7 @@ pub(crate) fn scatter_add(
         [il.strides(), sl.strides(), out_layout.strides()],
         [il.offset(), sl.offset(), 0],
     );
-    let key = ProgramKey::tensor(base.dtype());
+    let module = ModuleKey::tensor(base.dtype());
     for chunk in plan.chunks() {
         let args = [
             Arg::I64(chunk.len as i64),
@@ -194,7 +195,7 @@ pub(crate) fn scatter_add(
             Arg::I64(bl.dims()[axis] as i64),
             Arg::ErrorFlag,
         ];
-        rt.launch_1d(&key, "scatter_add", &args, chunk.len)?;
+        rt.launch_1d(&module, "scatter_add", &args, chunk.len)?;
     }
     Ok(out)
 }

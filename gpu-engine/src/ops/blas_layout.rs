@@ -6,7 +6,7 @@
 //! unit row stride gives itself as stored (`T`, `ld` = column stride). Anything else (both
 //! strides above 1, or rows overlapping) is not expressible and the tiled kernel runs instead.
 
-use crate::engine::driver::{BlasOperand, BlasTranspose};
+use crate::driver::{BlasOperand, BlasTranspose};
 
 /// One GEMM problem: `batch` products of `m x k` by `k x n` matrices, in elements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

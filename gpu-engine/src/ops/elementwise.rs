@@ -2,50 +2,51 @@
 //! where. Each is one kernel per [`MapPlan`] chunk (one chunk unless the simplified rank exceeds
 //! `MAX_RANK`), reading operand `k` through its view and writing a fresh contiguous output.
 
-use crate::checks::{check_same_dtype, check_same_shape};
-use crate::runtime::{Arg, ProgramKey, Runtime};
-use crate::storage::OpenClStorage;
+use crate::checks::{check_dtype, check_same_dtype, check_same_shape};
+use crate::driver::{Driver, ModuleKey};
+use crate::runtime::{Arg, Runtime};
+use crate::storage::GpuStorage;
 use crate::view::MapPlan;
 use std::sync::Arc;
 use tensor_core::{
     AssignMode, BackendStorage, BinaryOp, CmpOp, DType, Error, Layout, Result, UnaryOp,
 };
 
-/// Runs the map kernel `kernel` of `key` with the signature
+/// Runs the map kernel `kernel` of `module` with the signature
 /// `(n, in_0, view_0, ..., in_{N-1}, view_{N-1}, out, out_offset)` over `inputs`, which share
 /// one shape, into a fresh contiguous storage of `out_dtype`.
-pub(crate) fn map<const N: usize>(
-    rt: &Arc<Runtime>,
-    key: &ProgramKey,
+pub(crate) fn map<D: Driver, const N: usize>(
+    rt: &Arc<Runtime<D>>,
+    module: &ModuleKey,
     kernel: &'static str,
-    inputs: [(&OpenClStorage, &Layout); N],
+    inputs: [(&GpuStorage<D>, &Layout); N],
     out_dtype: DType,
-) -> Result<OpenClStorage> {
+) -> Result<GpuStorage<D>> {
     let plan = MapPlan::from_layouts(inputs.map(|(_, l)| l));
     let out = rt.alloc(out_dtype, inputs[0].1.numel())?;
     for chunk in plan.chunks() {
         let mut args = Vec::with_capacity(2 * N + 3);
         args.push(Arg::I64(chunk.len as i64));
         for (k, (storage, _)) in inputs.iter().enumerate() {
-            args.push(Arg::Buffer(storage));
+            args.push(Arg::Buffer(*storage));
             args.push(Arg::View(chunk.views[k]));
         }
         args.push(Arg::Buffer(&out));
         args.push(Arg::I64(chunk.first as i64));
-        rt.launch_1d(key, kernel, &args, chunk.len)?;
+        rt.launch_1d(module, kernel, &args, chunk.len)?;
     }
     Ok(out)
 }
 
 /// A contiguous copy of the elements of `layout`.
-pub(crate) fn copy_strided(
-    rt: &Arc<Runtime>,
-    x: &OpenClStorage,
+pub(crate) fn copy_strided<D: Driver>(
+    rt: &Arc<Runtime<D>>,
+    x: &GpuStorage<D>,
     layout: &Layout,
-) -> Result<OpenClStorage> {
+) -> Result<GpuStorage<D>> {
     map(
         rt,
-        &ProgramKey::tensor(x.dtype()),
+        &ModuleKey::tensor(x.dtype()),
         "copy",
         [(x, layout)],
         x.dtype(),
@@ -53,11 +54,11 @@ pub(crate) fn copy_strided(
 }
 
 /// `dst[dst_layout] = src[src_layout]` (or `+=`).
-pub(crate) fn assign(
-    rt: &Arc<Runtime>,
-    dst: &OpenClStorage,
+pub(crate) fn assign<D: Driver>(
+    rt: &Arc<Runtime<D>>,
+    dst: &GpuStorage<D>,
     dst_layout: &Layout,
-    src: &OpenClStorage,
+    src: &GpuStorage<D>,
     src_layout: &Layout,
     mode: AssignMode,
 ) -> Result<()> {
@@ -67,7 +68,7 @@ pub(crate) fn assign(
         AssignMode::Overwrite => "assign_set",
         AssignMode::Accumulate => "assign_add",
     };
-    let key = ProgramKey::tensor(dst.dtype());
+    let module = ModuleKey::tensor(dst.dtype());
     let plan = MapPlan::from_layouts([dst_layout, src_layout]);
     for chunk in plan.chunks() {
         let args = [
@@ -77,23 +78,20 @@ pub(crate) fn assign(
             Arg::Buffer(src),
             Arg::View(chunk.views[1]),
         ];
-        rt.launch_1d(&key, kernel, &args, chunk.len)?;
+        rt.launch_1d(&module, kernel, &args, chunk.len)?;
     }
     Ok(())
 }
 
 /// Converts every element to `dtype`.
-pub(crate) fn cast(
-    rt: &Arc<Runtime>,
-    x: &OpenClStorage,
+pub(crate) fn cast<D: Driver>(
+    rt: &Arc<Runtime<D>>,
+    x: &GpuStorage<D>,
     layout: &Layout,
     dtype: DType,
-) -> Result<OpenClStorage> {
+) -> Result<GpuStorage<D>> {
     if dtype == x.dtype() {
         return copy_strided(rt, x, layout);
-    }
-    if dtype == DType::F64 && !rt.info.has_fp64 {
-        return Err(Error::UnsupportedDType { op: "cast", dtype });
     }
     let kernel = match dtype {
         DType::F32 => "cast_to_f32",
@@ -103,7 +101,7 @@ pub(crate) fn cast(
     };
     map(
         rt,
-        &ProgramKey::tensor(x.dtype()),
+        &ModuleKey::tensor(x.dtype()),
         kernel,
         [(x, layout)],
         dtype,
@@ -135,12 +133,12 @@ fn unary_kernel(op: UnaryOp) -> &'static str {
 }
 
 /// Applies `op` to every element.
-pub(crate) fn unary(
-    rt: &Arc<Runtime>,
+pub(crate) fn unary<D: Driver>(
+    rt: &Arc<Runtime<D>>,
     op: UnaryOp,
-    x: &OpenClStorage,
+    x: &GpuStorage<D>,
     layout: &Layout,
-) -> Result<OpenClStorage> {
+) -> Result<GpuStorage<D>> {
     if !op.supports(x.dtype()) {
         return Err(Error::UnsupportedDType {
             op: op.name(),
@@ -149,7 +147,7 @@ pub(crate) fn unary(
     }
     map(
         rt,
-        &ProgramKey::tensor(x.dtype()),
+        &ModuleKey::tensor(x.dtype()),
         unary_kernel(op),
         [(x, layout)],
         x.dtype(),
@@ -157,14 +155,14 @@ pub(crate) fn unary(
 }
 
 /// Applies `op` element by element.
-pub(crate) fn binary(
-    rt: &Arc<Runtime>,
+pub(crate) fn binary<D: Driver>(
+    rt: &Arc<Runtime<D>>,
     op: BinaryOp,
-    a: &OpenClStorage,
+    a: &GpuStorage<D>,
     la: &Layout,
-    b: &OpenClStorage,
+    b: &GpuStorage<D>,
     lb: &Layout,
-) -> Result<OpenClStorage> {
+) -> Result<GpuStorage<D>> {
     check_same_shape(op.name(), la, lb)?;
     check_same_dtype(op.name(), a, b)?;
     if !op.supports(a.dtype()) {
@@ -184,7 +182,7 @@ pub(crate) fn binary(
     };
     map(
         rt,
-        &ProgramKey::tensor(a.dtype()),
+        &ModuleKey::tensor(a.dtype()),
         kernel,
         [(a, la), (b, lb)],
         a.dtype(),
@@ -192,14 +190,14 @@ pub(crate) fn binary(
 }
 
 /// Compares element by element into a bool storage.
-pub(crate) fn compare(
-    rt: &Arc<Runtime>,
+pub(crate) fn compare<D: Driver>(
+    rt: &Arc<Runtime<D>>,
     op: CmpOp,
-    a: &OpenClStorage,
+    a: &GpuStorage<D>,
     la: &Layout,
-    b: &OpenClStorage,
+    b: &GpuStorage<D>,
     lb: &Layout,
-) -> Result<OpenClStorage> {
+) -> Result<GpuStorage<D>> {
     check_same_shape(op.name(), la, lb)?;
     check_same_dtype(op.name(), a, b)?;
     let kernel = match op {
@@ -212,7 +210,7 @@ pub(crate) fn compare(
     };
     map(
         rt,
-        &ProgramKey::tensor(a.dtype()),
+        &ModuleKey::tensor(a.dtype()),
         kernel,
         [(a, la), (b, lb)],
         DType::Bool,
@@ -220,20 +218,20 @@ pub(crate) fn compare(
 }
 
 /// `cond ? on_true : on_false` element by element.
-pub(crate) fn where_select(
-    rt: &Arc<Runtime>,
-    cond: (&OpenClStorage, &Layout),
-    on_true: (&OpenClStorage, &Layout),
-    on_false: (&OpenClStorage, &Layout),
-) -> Result<OpenClStorage> {
-    crate::checks::check_dtype("where", cond.0, DType::Bool)?;
+pub(crate) fn where_select<D: Driver>(
+    rt: &Arc<Runtime<D>>,
+    cond: (&GpuStorage<D>, &Layout),
+    on_true: (&GpuStorage<D>, &Layout),
+    on_false: (&GpuStorage<D>, &Layout),
+) -> Result<GpuStorage<D>> {
+    check_dtype("where", cond.0, DType::Bool)?;
     check_same_dtype("where", on_true.0, on_false.0)?;
     check_same_shape("where", cond.1, on_true.1)?;
     check_same_shape("where", cond.1, on_false.1)?;
     let dtype = on_true.0.dtype();
     map(
         rt,
-        &ProgramKey::tensor(dtype),
+        &ModuleKey::tensor(dtype),
         "where_select",
         [cond, on_true, on_false],
         dtype,

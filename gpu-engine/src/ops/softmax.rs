@@ -2,19 +2,22 @@
 //! instead of the composite's seven to ten. Other axes, empty rows, non-float dtypes and inputs
 //! whose outer dimensions do not simplify to `MAX_RANK` fall back to the composite.
 
-use crate::engine::driver::{Driver, ModuleKey, REDUCE_GROUP};
-use crate::engine::runtime::{Arg, Runtime};
-use crate::engine::storage::GpuStorage;
-use crate::engine::view::MapPlan;
+use crate::driver::{Driver, ModuleKey};
+use crate::runtime::{Arg, Runtime};
+use crate::storage::GpuStorage;
+use crate::view::MapPlan;
 use std::sync::Arc;
 use tensor_core::kernels::MAX_RANK;
 use tensor_core::{BackendStorage, Layout, Result};
 
 /// Which function of the row (the kernel's `mode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum RowOp {
+pub enum RowOp {
+    /// `softmax`.
     Softmax = 0,
+    /// `log_softmax`.
     LogSoftmax = 1,
+    /// `logsumexp`.
     LogSumExp = 2,
 }
 
@@ -66,7 +69,7 @@ pub(crate) fn last_axis<D: Driver>(
         "softmax_rows",
         &args,
         [rows, 1, 1],
-        [REDUCE_GROUP as usize, 1, 1],
+        [rt.info().reduce_group as usize, 1, 1],
     )?;
     Ok(Some((out, Layout::contiguous(out_dims))))
 }

@@ -1,19 +1,20 @@
 //! Counter-based random draws: element `i` is `sample_f32/f64(dist, seed, offset + i)`.
 
-use crate::runtime::{Arg, ProgramKey, Runtime};
-use crate::storage::OpenClStorage;
+use crate::driver::{Driver, ModuleKey};
+use crate::runtime::{Arg, Runtime};
+use crate::storage::GpuStorage;
 use std::sync::Arc;
 use tensor_core::{DType, Distribution, Error, Result};
 
 /// `numel` samples of `dist` as `dtype` (f32 or f64).
-pub(crate) fn random(
-    rt: &Arc<Runtime>,
+pub(crate) fn random<D: Driver>(
+    rt: &Arc<Runtime<D>>,
     dist: Distribution,
     numel: usize,
     dtype: DType,
     seed: u64,
     offset: u64,
-) -> Result<OpenClStorage> {
+) -> Result<GpuStorage<D>> {
     if !dtype.is_float() {
         return Err(Error::UnsupportedDType {
             op: "random",
@@ -40,6 +41,6 @@ pub(crate) fn random(
         b,
         Arg::Buffer(&out),
     ];
-    rt.launch_1d(&ProgramKey::tensor(dtype), kernel, &args, numel)?;
+    rt.launch_1d(&ModuleKey::tensor(dtype), kernel, &args, numel)?;
     Ok(out)
 }

@@ -2,9 +2,9 @@
 //! the layout stays inside it (a kernel reading outside a buffer would be undefined behaviour).
 //! The same checks as `backend-opencl`'s.
 
-use crate::engine::driver::Driver;
-use crate::engine::runtime::Runtime;
-use crate::engine::storage::GpuStorage;
+use crate::driver::Driver;
+use crate::runtime::Runtime;
+use crate::storage::GpuStorage;
 use std::sync::Arc;
 use tensor_core::{BackendStorage, DType, Error, Layout, Result};
 

@@ -1,49 +1,45 @@
-//! Batched matrix products: cuBLAS (`{S,D}gemmStridedBatched`) when the handle asks for it and
-//! the library is present, the shared tiled GEMM kernel (`gemm.cl.c`) otherwise.
+//! Batched matrix products: the driver's BLAS (e.g. cuBLAS `{S,D}gemmStridedBatched`) when the
+//! handle asks for it and the driver has one, a GEMM kernel of `gemm.cl.c` otherwise (`gemm` or
+//! `gemm_direct`, with the tiles [`Driver::gemm_config`] chooses).
 //!
 //! Operands are used in place whatever their strides (transposed or broadcast batches need no
 //! copy). The batch dimensions of A, B and the contiguous C are simplified together; if more
 //! than one batch dimension remains, each index of the outer ones gets its own call. An operand
-//! cuBLAS cannot read in place (no unit stride) goes to the tiled kernel.
+//! BLAS cannot read in place (no unit stride) goes to the kernel.
 
-use crate::engine::checks::check_same_dtype;
-use crate::engine::driver::{BlasGemm, Driver, ModuleKey};
-use crate::engine::ops::blas_layout::{blas_operands, operand, GemmProblem};
-use crate::engine::ops::transfer::full;
-use crate::engine::runtime::{Arg, Runtime};
-use crate::engine::storage::GpuStorage;
-use crate::engine::view::MapPlan;
-use crate::options::GemmEngine;
+use crate::checks::check_same_dtype;
+use crate::driver::{BlasGemm, Driver, ModuleKey};
+use crate::gemm::{GemmConfig, GemmEngine, GemmKernel, GemmOptions};
+use crate::ops::blas_layout::{blas_operands, operand, GemmProblem};
+use crate::ops::elementwise::copy_strided;
+use crate::ops::transfer::full;
+use crate::runtime::{Arg, Runtime};
+use crate::storage::GpuStorage;
+use crate::view::MapPlan;
 use std::sync::Arc;
-use tensor_core::kernels::{GemmTiles, Program};
-use tensor_core::{BackendStorage, DType, Error, Layout, Result};
 
-/// Largest grid z (batches per tiled launch) every CUDA device accepts.
-const MAX_GRID_Z: usize = 65_535;
+use tensor_core::{BackendStorage, Error, Layout, Result};
 
-/// The module of the GEMM kernel for `dtype` and `tiles`.
-pub(crate) fn gemm_module(dtype: DType, tiles: &GemmTiles) -> ModuleKey {
-    ModuleKey {
-        program: Program::Gemm,
-        dtype,
-        extra_defines: tiles.defines(),
-    }
-}
+/// Rows of A from which a B with non-unit column stride is packed for the direct kernel.
+const PACK_MIN_ROWS: usize = 8;
 
-/// Queues `problem` on the tiled kernel, in launches of at most [`MAX_GRID_Z`] batches.
-fn launch_tiled<D: Driver>(
+/// Queues `problem` on the kernel of `config`, in launches of at most
+/// [`crate::DriverInfo::max_grid_z`] batches.
+pub(crate) fn launch_kernel<D: Driver>(
     rt: &Runtime<D>,
-    tiles: &GemmTiles,
+    config: &GemmConfig,
     a: &GpuStorage<D>,
     b: &GpuStorage<D>,
     c: &GpuStorage<D>,
     p: &GemmProblem,
 ) -> Result<()> {
+    let tiles = &config.tiles;
     let (wx, wy) = tiles.work_group();
-    let module = gemm_module(a.dtype(), tiles);
+    let module = ModuleKey::gemm(a.dtype(), tiles);
+    let max_batch = rt.info().max_grid_z.max(1);
     let mut done = 0;
     while done < p.batch {
-        let batch = (p.batch - done).min(MAX_GRID_Z);
+        let batch = (p.batch - done).min(max_batch);
         let i = |v: usize| Arg::I64(v as i64);
         let args = [
             i(p.m),
@@ -63,7 +59,7 @@ fn launch_tiled<D: Driver>(
             i(p.c_offset + done * p.m * p.n),
         ];
         let grid = [p.n.div_ceil(tiles.bn), p.m.div_ceil(tiles.bm), batch];
-        rt.launch(&module, "gemm", &args, grid, [wx, wy, 1])?;
+        rt.launch(&module, config.kernel.name(), &args, grid, [wx, wy, 1])?;
         done += batch;
     }
     Ok(())
@@ -98,8 +94,7 @@ fn launch_blas<D: Driver>(
 /// `[..batch, m, k] x [..batch, k, n] -> [..batch, m, n]`, f32 or f64.
 pub(crate) fn matmul<D: Driver>(
     rt: &Arc<Runtime<D>>,
-    engine: GemmEngine,
-    tiles: &GemmTiles,
+    options: &GemmOptions,
     a: &GpuStorage<D>,
     la: &Layout,
     b: &GpuStorage<D>,
@@ -127,14 +122,28 @@ pub(crate) fn matmul<D: Driver>(
     if batch * m * n == 0 || k == 0 {
         return full(rt, batch * m * n, dtype, 0.0);
     }
-    if engine == GemmEngine::Cublas {
+    let engine = options.engine;
+    if engine == GemmEngine::Blas {
         if let Some(reason) = rt.driver().blas_unavailable() {
             return Err(Error::Backend {
                 backend: rt.backend(),
                 op: "matmul",
-                msg: format!("cuBLAS was requested but is unavailable: {reason}"),
+                msg: format!("BLAS was requested but is unavailable: {reason}"),
             });
         }
+    }
+    let config = D::gemm_config(rt, dtype, options.config)?;
+    // The direct kernel vectorises over B's columns only when they are contiguous: a B with
+    // another column stride (a transposed weight in a backward pass) is packed first, which
+    // costs k * n copies against m * k * n multiply-adds.
+    if config.kernel == GemmKernel::Direct
+        && lb.strides()[r - 1] != 1
+        && n > 1
+        && m >= PACK_MIN_ROWS
+    {
+        let packed = copy_strided(rt, b, lb)?;
+        let packed_layout = Layout::contiguous(lb.shape().clone());
+        return matmul(rt, options, a, la, &packed, &packed_layout);
     }
     let out = rt.alloc(dtype, batch * m * n)?;
     let mut c_strides = vec![0isize; batch_dims.len()];
@@ -172,11 +181,11 @@ pub(crate) fn matmul<D: Driver>(
         };
         let blas = match engine {
             GemmEngine::Tiled => None,
-            GemmEngine::Auto | GemmEngine::Cublas => launch_blas(rt, a, b, &out, &problem),
+            GemmEngine::Auto | GemmEngine::Blas => launch_blas(rt, a, b, &out, &problem),
         };
         match blas {
             Some(outcome) => outcome?,
-            None => launch_tiled(rt, tiles, a, b, &out, &problem)?,
+            None => launch_kernel(rt, &config, a, b, &out, &problem)?,
         }
     }
     Ok(out)

@@ -6,23 +6,25 @@
 //! has more than `MAX_RANK` dimensions, the input is first copied contiguous in
 //! `[kept..., reduced...]` order, which makes both groups one-dimensional.
 //!
-//! Kernel choice (see `reduce.cl.c`): one work-item per output (`*_seq`) for short rows or for
-//! many outputs that sit next to each other in memory; otherwise work-groups with a tree in local
-//! memory (`*_tree`), split into several chunks per output plus a combining pass when there are
-//! too few outputs to occupy the device.
+//! Kernel choice (see `reduce.cl.c`): one thread per output (`*_seq`) for short rows or for many
+//! outputs that sit next to each other in memory; otherwise blocks with a tree in shared memory
+//! (`*_tree`), split into several chunks per output plus a combining pass when there are too few
+//! outputs to occupy every multiprocessor.
 
+use crate::checks::check_axis;
+use crate::driver::{Driver, ModuleKey};
 use crate::ops::elementwise::copy_strided;
 use crate::ops::transfer::full;
-use crate::runtime::{Arg, ProgramKey, Runtime};
-use crate::storage::OpenClStorage;
+use crate::runtime::{Arg, Runtime};
+use crate::storage::GpuStorage;
 use crate::view::{MapPlan, View};
 use std::sync::Arc;
 use tensor_core::kernels::MAX_RANK;
 use tensor_core::{ArgReduceOp, BackendStorage, DType, Error, Layout, ReduceOp, Result};
 
-/// Rows at most this long are reduced by one work-item each.
+/// Rows at most this long are reduced by one thread each.
 const SHORT_ROW: usize = 16;
-/// From this many outputs, contiguous outputs get one work-item each whatever the row length.
+/// From this many outputs, contiguous outputs get one thread each whatever the row length.
 const MANY_OUTPUTS: usize = 1024;
 
 /// The kept and reduced views of one reduction.
@@ -38,7 +40,7 @@ struct RowPlan {
 }
 
 impl RowPlan {
-    /// The plan, or None when a group has more than `MAX_RANK` dimensions.
+    /// The plan (for `m, k > 0`), or None when a group has more than `MAX_RANK` dimensions.
     fn new(layout: &Layout, reduced_axes: &[usize]) -> Option<RowPlan> {
         let (dims, strides) = (layout.dims(), layout.strides());
         let is_reduced = |a: usize| reduced_axes.contains(&a);
@@ -55,10 +57,8 @@ impl RowPlan {
         if kept.rank() > MAX_RANK || reduced.rank() > MAX_RANK {
             return None;
         }
-        let kept_chunks = kept.chunks();
-        let reduced_chunks = reduced.chunks();
-        let kept_view = kept_chunks.first()?.views[0];
-        let reduced_view = reduced_chunks.first()?.views[0];
+        let kept_view = kept.chunks().first()?.views[0];
+        let reduced_view = reduced.chunks().first()?.views[0];
         Some(RowPlan {
             m: kept.numel(),
             k: reduced.numel(),
@@ -68,37 +68,27 @@ impl RowPlan {
         })
     }
 
-    /// Whether one work-item per output is the better kernel shape.
+    /// Whether one thread per output is the better kernel shape.
     fn sequential(&self, short_row: usize) -> bool {
         self.k <= short_row || (self.m >= MANY_OUTPUTS && self.kept_inner_stride == Some(1))
     }
 }
 
-/// The layout of `layout`'s elements permuted to `[kept..., reduced...]` and copied contiguous,
-/// as a 2-d `[m, k]` problem.
-fn packed_rows(
-    rt: &Arc<Runtime>,
-    x: &OpenClStorage,
+/// `layout`'s elements permuted to `[kept..., reduced...]` and copied contiguous, as a 2-d
+/// `[m, k]` problem.
+fn packed_rows<D: Driver>(
+    rt: &Arc<Runtime<D>>,
+    x: &GpuStorage<D>,
     layout: &Layout,
     axes: &[usize],
-) -> Result<(OpenClStorage, Layout)> {
+) -> Result<(GpuStorage<D>, Layout)> {
     let mut perm: Vec<usize> = (0..layout.rank()).filter(|a| !axes.contains(a)).collect();
     perm.extend_from_slice(axes);
     let permuted = layout.permute(&perm)?;
     let packed = copy_strided(rt, x, &permuted)?;
-    let (m, k) = split_sizes(layout, axes);
+    let k: usize = axes.iter().map(|&a| layout.dims()[a]).product();
+    let m = layout.numel() / k.max(1);
     Ok((packed, Layout::contiguous([m, k])))
-}
-
-/// `(outputs, elements per output)`: the products of the kept and of the reduced dimensions.
-fn split_sizes(layout: &Layout, axes: &[usize]) -> (usize, usize) {
-    let dims = layout.dims();
-    let kept = (0..dims.len())
-        .filter(|a| !axes.contains(a))
-        .map(|a| dims[a])
-        .product();
-    let reduced = axes.iter().map(|&a| dims[a]).product();
-    (kept, reduced)
 }
 
 /// Checks that `axes` are distinct axes of `layout`.
@@ -116,14 +106,39 @@ fn check_axes(op: &'static str, layout: &Layout, axes: &[usize]) -> Result<()> {
     Ok(())
 }
 
+/// Number of outputs: the product of the kept dimensions.
+fn kept_count(layout: &Layout, axes: &[usize]) -> usize {
+    layout
+        .dims()
+        .iter()
+        .enumerate()
+        .filter(|(a, _)| !axes.contains(a))
+        .map(|(_, &d)| d)
+        .product()
+}
+
+/// The reduce kernel of `op` in shape `seq` or `tree`.
+fn reduce_kernel(op: ReduceOp, sequential: bool) -> &'static str {
+    match (op, sequential) {
+        (ReduceOp::Sum, true) => "reduce_sum_seq",
+        (ReduceOp::Sum, false) => "reduce_sum_tree",
+        (ReduceOp::Prod, true) => "reduce_prod_seq",
+        (ReduceOp::Prod, false) => "reduce_prod_tree",
+        (ReduceOp::Max, true) => "reduce_max_seq",
+        (ReduceOp::Max, false) => "reduce_max_tree",
+        (ReduceOp::Min, true) => "reduce_min_seq",
+        (ReduceOp::Min, false) => "reduce_min_tree",
+    }
+}
+
 /// Reduces `x` over `axes`; the output has the input's shape with those axes set to 1.
-pub(crate) fn reduce(
-    rt: &Arc<Runtime>,
+pub(crate) fn reduce<D: Driver>(
+    rt: &Arc<Runtime<D>>,
     op: ReduceOp,
-    x: &OpenClStorage,
+    x: &GpuStorage<D>,
     layout: &Layout,
     axes: &[usize],
-) -> Result<OpenClStorage> {
+) -> Result<GpuStorage<D>> {
     check_axes(op.name(), layout, axes)?;
     let dtype = x.dtype();
     if dtype == DType::Bool {
@@ -132,7 +147,8 @@ pub(crate) fn reduce(
             dtype,
         });
     }
-    let (m, k) = split_sizes(layout, axes);
+    let k: usize = axes.iter().map(|&a| layout.dims()[a]).product();
+    let m = kept_count(layout, axes);
     if m == 0 || k == 0 {
         let identity = match op {
             ReduceOp::Sum => 0.0,
@@ -146,20 +162,7 @@ pub(crate) fn reduce(
         let (packed, rows) = packed_rows(rt, x, layout, axes)?;
         return reduce(rt, op, &packed, &rows, &[1]);
     };
-    let name = op.name();
-    let key = ProgramKey::tensor(dtype);
-    let kernel = |shape: &str| -> &'static str {
-        match (name, shape) {
-            ("sum", "seq") => "reduce_sum_seq",
-            ("sum", _) => "reduce_sum_tree",
-            ("prod", "seq") => "reduce_prod_seq",
-            ("prod", _) => "reduce_prod_tree",
-            ("max", "seq") => "reduce_max_seq",
-            ("max", _) => "reduce_max_tree",
-            ("min", "seq") => "reduce_min_seq",
-            _ => "reduce_min_tree",
-        }
-    };
+    let module = ModuleKey::tensor(dtype);
     let out = rt.alloc(dtype, m)?;
     if plan.sequential(SHORT_ROW) {
         let args = [
@@ -170,23 +173,23 @@ pub(crate) fn reduce(
             Arg::View(plan.reduced),
             Arg::Buffer(&out),
         ];
-        rt.launch_1d(&key, kernel("seq"), &args, m)?;
+        rt.launch_1d(&module, reduce_kernel(op, true), &args, m)?;
         return Ok(out);
     }
-    let group = rt.reduce_group;
-    // Enough work-groups to occupy every compute unit a few times over.
-    let wanted_groups = 4 * rt.info.compute_units.max(1) as usize;
+    let group = rt.info().reduce_group as usize;
+    // Enough blocks to occupy every multiprocessor a few times over.
+    let wanted_groups = 4 * rt.info().compute_units.max(1);
     let chunks = if m >= wanted_groups {
         1
     } else {
         wanted_groups.div_ceil(m).min(k.div_ceil(4 * group)).max(1)
     };
-    let target = if chunks == 1 {
+    let partials = if chunks == 1 {
         None
     } else {
         Some(rt.alloc(dtype, m * chunks)?)
     };
-    let tree_out = target.as_ref().unwrap_or(&out);
+    let tree_out = partials.as_ref().unwrap_or(&out);
     let args = [
         Arg::I64(m as i64),
         Arg::I64(k as i64),
@@ -196,8 +199,14 @@ pub(crate) fn reduce(
         Arg::Buffer(tree_out),
         Arg::I64(chunks as i64),
     ];
-    rt.launch(&key, kernel("tree"), &args, &[m * chunks * group], &[group])?;
-    if let Some(partials) = &target {
+    rt.launch(
+        &module,
+        reduce_kernel(op, false),
+        &args,
+        [m * chunks, 1, 1],
+        [group, 1, 1],
+    )?;
+    if let Some(partials) = &partials {
         let args = [
             Arg::I64(m as i64),
             Arg::I64(chunks as i64),
@@ -206,20 +215,20 @@ pub(crate) fn reduce(
             Arg::View(View::contiguous(chunks, 0)),
             Arg::Buffer(&out),
         ];
-        rt.launch_1d(&key, kernel("seq"), &args, m)?;
+        rt.launch_1d(&module, reduce_kernel(op, true), &args, m)?;
     }
     Ok(out)
 }
 
 /// Index of the extremum along `axis`, as i64.
-pub(crate) fn arg_reduce(
-    rt: &Arc<Runtime>,
+pub(crate) fn arg_reduce<D: Driver>(
+    rt: &Arc<Runtime<D>>,
     op: ArgReduceOp,
-    x: &OpenClStorage,
+    x: &GpuStorage<D>,
     layout: &Layout,
     axis: usize,
-) -> Result<OpenClStorage> {
-    crate::checks::check_axis(op.name(), layout, axis)?;
+) -> Result<GpuStorage<D>> {
+    check_axis(op.name(), layout, axis)?;
     let dtype = x.dtype();
     if dtype == DType::Bool {
         return Err(Error::UnsupportedDType {
@@ -227,7 +236,8 @@ pub(crate) fn arg_reduce(
             dtype,
         });
     }
-    let (m, k) = split_sizes(layout, &[axis]);
+    let k = layout.dims()[axis];
+    let m = kept_count(layout, &[axis]);
     if m == 0 || k == 0 {
         return full(rt, m, DType::I64, 0.0);
     }
@@ -251,13 +261,12 @@ pub(crate) fn arg_reduce(
         Arg::View(plan.reduced),
         Arg::Buffer(&out),
     ];
-    let key = ProgramKey::tensor(dtype);
+    let module = ModuleKey::tensor(dtype);
     if sequential {
-        rt.launch_1d(&key, kernel, &args, m)?;
+        rt.launch_1d(&module, kernel, &args, m)?;
     } else {
-        let group = rt.reduce_group;
-        rt.launch(&key, kernel, &args, &[m * group], &[group])?;
+        let group = rt.info().reduce_group as usize;
+        rt.launch(&module, kernel, &args, [m, 1, 1], [group, 1, 1])?;
     }
-    debug_assert_eq!(out.len(), m);
     Ok(out)
 }

@@ -1,7 +1,6 @@
-//! The primitives, one concept per module, written once over any [`crate::engine::Driver`].
-//! Each takes storages already checked by `crate::engine::checks` (same device, layouts inside
+//! The primitives, one concept per module, written once over any [`crate::Driver`].
+//! Each takes storages already checked by `crate::checks` (same device, layouts inside
 //! their storages) and queues kernels; none waits for the device except `transfer::download`.
-//! They follow `backend-opencl`'s ops step for step, since both launch the same kernels.
 
 pub(crate) mod blas_layout;
 pub(crate) mod conv;

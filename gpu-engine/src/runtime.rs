@@ -9,14 +9,12 @@
 //! flag is read after every kernel that may have written it; storages are given back to the
 //! driver without taking it.
 
-use crate::engine::counters::{Counters, RuntimeStats};
-use crate::engine::driver::{
-    BlasGemm, Driver, DriverArg, DriverInfo, Launch, ModuleKey, LAUNCH_GROUP,
-};
-use crate::engine::error_flag::{self, FLAG_WORDS};
-use crate::engine::launch_log::{LaunchLog, LAUNCH_BLOCKING_ENV_VAR};
-use crate::engine::storage::GpuStorage;
-use crate::engine::view::View;
+use crate::counters::{Counters, RuntimeStats};
+use crate::driver::{BlasGemm, Driver, DriverArg, DriverInfo, Launch, ModuleKey};
+use crate::error_flag::{self, FLAG_WORDS};
+use crate::launch_log::{LaunchLog, LAUNCH_BLOCKING_ENV_VAR};
+use crate::storage::GpuStorage;
+use crate::view::View;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tensor_core::{BackendStorage, DType, Error, HostData, Result};
 
@@ -44,8 +42,10 @@ struct Flow {
     flag_dirty: bool,
 }
 
-/// The device runtime. See the module documentation.
-pub(crate) struct Runtime<D: Driver> {
+/// What every handle and storage on one device shares: the driver, the error flag, the log of
+/// queued kernels and the counters. Nothing waits for the device except reading back and
+/// [`Runtime::finish`].
+pub struct Runtime<D: Driver> {
     driver: D,
     counters: Counters,
     flow: Mutex<Flow>,
@@ -55,7 +55,7 @@ pub(crate) struct Runtime<D: Driver> {
 
 impl<D: Driver> Runtime<D> {
     /// The runtime over `driver`, with a cleared error flag.
-    pub(crate) fn new(driver: D) -> Result<Arc<Self>> {
+    pub fn new(driver: D) -> Result<Arc<Self>> {
         let (error_flag, _) = driver.alloc(FLAG_WORDS * 4)?;
         driver.fill(&error_flag, &[0; 4], FLAG_WORDS * 4)?;
         let launch_blocking = std::env::var(LAUNCH_BLOCKING_ENV_VAR).is_ok_and(|v| v == "1");
@@ -69,22 +69,22 @@ impl<D: Driver> Runtime<D> {
     }
 
     /// The driver.
-    pub(crate) fn driver(&self) -> &D {
+    pub fn driver(&self) -> &D {
         &self.driver
     }
 
     /// The device's description.
-    pub(crate) fn info(&self) -> &DriverInfo {
+    pub fn info(&self) -> &DriverInfo {
         self.driver.info()
     }
 
-    /// The backend name for errors (`"cuda"`).
-    pub(crate) fn backend(&self) -> &'static str {
+    /// The backend name for errors ([`DriverInfo::backend`]).
+    pub fn backend(&self) -> &'static str {
         self.driver.info().backend
     }
 
     /// A snapshot of the counters.
-    pub(crate) fn stats(&self, modules_built: u64) -> RuntimeStats {
+    pub fn stats(&self, modules_built: u64) -> RuntimeStats {
         self.counters.snapshot(modules_built)
     }
 
@@ -99,7 +99,7 @@ impl<D: Driver> Runtime<D> {
     // ----- memory -----
 
     /// A storage of `len` elements of `dtype` with undefined contents.
-    pub(crate) fn alloc(self: &Arc<Self>, dtype: DType, len: usize) -> Result<GpuStorage<D>> {
+    pub fn alloc(self: &Arc<Self>, dtype: DType, len: usize) -> Result<GpuStorage<D>> {
         if len == 0 {
             return Ok(GpuStorage::new(self.clone(), None, dtype, 0));
         }
@@ -168,7 +168,7 @@ impl<D: Driver> Runtime<D> {
 
     /// Waits for every queued command; reports an error raised by queued work or recorded in
     /// the error flag.
-    pub(crate) fn finish(&self) -> Result<()> {
+    pub fn finish(&self) -> Result<()> {
         let mut flow = self.flow("synchronize")?;
         self.counters.host_sync();
         if let Err(e) = self.driver.synchronize() {
@@ -258,7 +258,7 @@ impl<D: Driver> Runtime<D> {
     }
 
     /// Launches a one-dimensional `kernel` with at least `n` work-items in blocks of
-    /// [`LAUNCH_GROUP`]; kernels ignore work-items past `n`.
+    /// [`DriverInfo::launch_group`]; kernels ignore work-items past `n`.
     pub(crate) fn launch_1d(
         &self,
         module: &ModuleKey,
@@ -269,7 +269,7 @@ impl<D: Driver> Runtime<D> {
         if n == 0 {
             return Ok(());
         }
-        let group = LAUNCH_GROUP as usize;
+        let group = self.info().launch_group as usize;
         self.launch(
             module,
             kernel,
@@ -288,7 +288,7 @@ impl<D: Driver> Runtime<D> {
         let outcome = self.driver.blas_gemm(call)?;
         if outcome.is_ok() {
             self.counters.blas_called();
-            flow.log.record("cublas_gemm", call.dtype);
+            flow.log.record("blas_gemm", call.dtype);
         }
         Some(outcome)
     }

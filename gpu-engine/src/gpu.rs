@@ -1,24 +1,25 @@
 //! [`Gpu`]: every primitive of the [`tensor_core::Backend`] contract at the storage level, over
-//! any [`Driver`]: operand checks, then the op. [`crate::Cuda`] is a `Gpu<CudaDriver>`; this
-//! crate's tests also run a `Gpu` over an OpenCL driver.
+//! any [`Driver`]: operand checks, then the op. `backend_cuda::Cuda` holds a `Gpu<CudaDriver>`,
+//! `backend_opencl::OpenCl` a `Gpu<OpenClDriver>`.
 
-use crate::engine::checks::check_operand;
-use crate::engine::driver::Driver;
-use crate::engine::ops::softmax::RowOp;
-use crate::engine::ops::{conv, elementwise, indexing, matmul, random, reduce, softmax, transfer};
-use crate::engine::runtime::Runtime;
-use crate::engine::storage::GpuStorage;
-use crate::options::CudaOptions;
+use crate::checks::check_operand;
+use crate::driver::Driver;
+use crate::gemm::GemmOptions;
+use crate::ops::softmax::RowOp;
+use crate::ops::{conv, elementwise, indexing, matmul, random, reduce, softmax, transfer};
+use crate::runtime::Runtime;
+use crate::storage::GpuStorage;
 use std::sync::Arc;
 use tensor_core::{
     ArgReduceOp, AssignMode, BackendStorage, BinaryOp, CmpOp, Conv2dParams, DType, Device,
-    Distribution, HostData, Layout, ReduceOp, Result, UnaryOp,
+    Distribution, Error, HostData, Layout, ReduceOp, Result, UnaryOp,
 };
 
-/// A handle on one device: its shared runtime and this handle's options.
-pub(crate) struct Gpu<D: Driver> {
+/// A handle on one device: its shared runtime and this handle's GEMM options. Cheap to clone;
+/// handles with different options on one device share everything else.
+pub struct Gpu<D: Driver> {
     rt: Arc<Runtime<D>>,
-    options: CudaOptions,
+    options: GemmOptions,
 }
 
 impl<D: Driver> Clone for Gpu<D> {
@@ -40,18 +41,18 @@ impl<D: Driver> std::fmt::Debug for Gpu<D> {
 }
 
 impl<D: Driver> Gpu<D> {
-    /// A handle on `rt` with `options`.
-    pub(crate) fn new(rt: Arc<Runtime<D>>, options: CudaOptions) -> Self {
+    /// A handle on `rt` whose matrix products follow `options`.
+    pub fn new(rt: Arc<Runtime<D>>, options: GemmOptions) -> Self {
         Gpu { rt, options }
     }
 
     /// The shared runtime.
-    pub(crate) fn runtime(&self) -> &Arc<Runtime<D>> {
+    pub fn runtime(&self) -> &Arc<Runtime<D>> {
         &self.rt
     }
 
     /// This handle's options.
-    pub(crate) fn options(&self) -> &CudaOptions {
+    pub fn options(&self) -> &GemmOptions {
         &self.options
     }
 
@@ -60,37 +61,58 @@ impl<D: Driver> Gpu<D> {
     }
 
     /// The backend name.
-    pub(crate) fn name(&self) -> &'static str {
+    pub fn name(&self) -> &'static str {
         self.rt.backend()
     }
 
     /// The device.
-    pub(crate) fn device(&self) -> Device {
+    pub fn device(&self) -> Device {
         Device {
             kind: self.rt.backend(),
             ordinal: self.rt.info().ordinal,
         }
     }
 
-    pub(crate) fn upload(&self, data: HostData) -> Result<GpuStorage<D>> {
+    /// Whether the device computes in `dtype` (f64 needs [`crate::DriverInfo::supports_f64`]).
+    pub fn supports_dtype(&self, dtype: DType) -> bool {
+        dtype != DType::F64 || self.rt.info().supports_f64
+    }
+
+    /// Errors unless the device computes in `dtype`.
+    fn check_dtype(&self, op: &'static str, dtype: DType) -> Result<()> {
+        if self.supports_dtype(dtype) {
+            Ok(())
+        } else {
+            Err(Error::UnsupportedDType { op, dtype })
+        }
+    }
+
+    /// [`tensor_core::Backend::upload`] at the storage level (operands checked first).
+    pub fn upload(&self, data: HostData) -> Result<GpuStorage<D>> {
+        self.check_dtype("upload", data.dtype())?;
         self.rt.upload(&data)
     }
 
-    pub(crate) fn download(&self, s: &GpuStorage<D>, l: &Layout) -> Result<HostData> {
+    /// [`tensor_core::Backend::download`] at the storage level (operands checked first).
+    pub fn download(&self, s: &GpuStorage<D>, l: &Layout) -> Result<HostData> {
         self.check("download", s, l)?;
         transfer::download(&self.rt, s, l)
     }
 
-    pub(crate) fn full(&self, numel: usize, dtype: DType, value: f64) -> Result<GpuStorage<D>> {
+    /// [`tensor_core::Backend::full`] at the storage level (operands checked first).
+    pub fn full(&self, numel: usize, dtype: DType, value: f64) -> Result<GpuStorage<D>> {
+        self.check_dtype("full", dtype)?;
         transfer::full(&self.rt, numel, dtype, value)
     }
 
-    pub(crate) fn copy_strided(&self, s: &GpuStorage<D>, l: &Layout) -> Result<GpuStorage<D>> {
+    /// [`tensor_core::Backend::copy_strided`] at the storage level (operands checked first).
+    pub fn copy_strided(&self, s: &GpuStorage<D>, l: &Layout) -> Result<GpuStorage<D>> {
         self.check("copy_strided", s, l)?;
         elementwise::copy_strided(&self.rt, s, l)
     }
 
-    pub(crate) fn assign(
+    /// [`tensor_core::Backend::assign`] at the storage level (operands checked first).
+    pub fn assign(
         &self,
         dst: &GpuStorage<D>,
         dst_layout: &Layout,
@@ -103,27 +125,21 @@ impl<D: Driver> Gpu<D> {
         elementwise::assign(&self.rt, dst, dst_layout, src, src_layout, mode)
     }
 
-    pub(crate) fn cast(
-        &self,
-        s: &GpuStorage<D>,
-        l: &Layout,
-        dtype: DType,
-    ) -> Result<GpuStorage<D>> {
+    /// [`tensor_core::Backend::cast`] at the storage level (operands checked first).
+    pub fn cast(&self, s: &GpuStorage<D>, l: &Layout, dtype: DType) -> Result<GpuStorage<D>> {
         self.check("cast", s, l)?;
+        self.check_dtype("cast", dtype)?;
         elementwise::cast(&self.rt, s, l, dtype)
     }
 
-    pub(crate) fn unary(
-        &self,
-        op: UnaryOp,
-        x: &GpuStorage<D>,
-        l: &Layout,
-    ) -> Result<GpuStorage<D>> {
+    /// [`tensor_core::Backend::unary`] at the storage level (operands checked first).
+    pub fn unary(&self, op: UnaryOp, x: &GpuStorage<D>, l: &Layout) -> Result<GpuStorage<D>> {
         self.check(op.name(), x, l)?;
         elementwise::unary(&self.rt, op, x, l)
     }
 
-    pub(crate) fn binary(
+    /// [`tensor_core::Backend::binary`] at the storage level (operands checked first).
+    pub fn binary(
         &self,
         op: BinaryOp,
         a: &GpuStorage<D>,
@@ -136,7 +152,8 @@ impl<D: Driver> Gpu<D> {
         elementwise::binary(&self.rt, op, a, la, b, lb)
     }
 
-    pub(crate) fn compare(
+    /// [`tensor_core::Backend::compare`] at the storage level (operands checked first).
+    pub fn compare(
         &self,
         op: CmpOp,
         a: &GpuStorage<D>,
@@ -149,7 +166,8 @@ impl<D: Driver> Gpu<D> {
         elementwise::compare(&self.rt, op, a, la, b, lb)
     }
 
-    pub(crate) fn where_select(
+    /// [`tensor_core::Backend::where_select`] at the storage level (operands checked first).
+    pub fn where_select(
         &self,
         cond: (&GpuStorage<D>, &Layout),
         on_true: (&GpuStorage<D>, &Layout),
@@ -161,7 +179,8 @@ impl<D: Driver> Gpu<D> {
         elementwise::where_select(&self.rt, cond, on_true, on_false)
     }
 
-    pub(crate) fn reduce(
+    /// [`tensor_core::Backend::reduce`] at the storage level (operands checked first).
+    pub fn reduce(
         &self,
         op: ReduceOp,
         x: &GpuStorage<D>,
@@ -172,7 +191,8 @@ impl<D: Driver> Gpu<D> {
         reduce::reduce(&self.rt, op, x, l, axes)
     }
 
-    pub(crate) fn arg_reduce(
+    /// [`tensor_core::Backend::arg_reduce`] at the storage level (operands checked first).
+    pub fn arg_reduce(
         &self,
         op: ArgReduceOp,
         x: &GpuStorage<D>,
@@ -183,7 +203,8 @@ impl<D: Driver> Gpu<D> {
         reduce::arg_reduce(&self.rt, op, x, l, axis)
     }
 
-    pub(crate) fn matmul(
+    /// [`tensor_core::Backend::matmul`] at the storage level (operands checked first).
+    pub fn matmul(
         &self,
         a: &GpuStorage<D>,
         la: &Layout,
@@ -192,11 +213,11 @@ impl<D: Driver> Gpu<D> {
     ) -> Result<GpuStorage<D>> {
         self.check("matmul", a, la)?;
         self.check("matmul", b, lb)?;
-        let o = &self.options;
-        matmul::matmul(&self.rt, o.gemm, &o.tiles, a, la, b, lb)
+        matmul::matmul(&self.rt, &self.options, a, la, b, lb)
     }
 
-    pub(crate) fn index_select(
+    /// [`tensor_core::Backend::index_select`] at the storage level (operands checked first).
+    pub fn index_select(
         &self,
         x: &GpuStorage<D>,
         l: &Layout,
@@ -209,7 +230,8 @@ impl<D: Driver> Gpu<D> {
         indexing::index_select(&self.rt, x, l, axis, indices, il)
     }
 
-    pub(crate) fn gather(
+    /// [`tensor_core::Backend::gather`] at the storage level (operands checked first).
+    pub fn gather(
         &self,
         x: &GpuStorage<D>,
         l: &Layout,
@@ -222,7 +244,8 @@ impl<D: Driver> Gpu<D> {
         indexing::gather(&self.rt, x, l, axis, indices, il)
     }
 
-    pub(crate) fn scatter_add(
+    /// [`tensor_core::Backend::scatter_add`] at the storage level (operands checked first).
+    pub fn scatter_add(
         &self,
         base: (&GpuStorage<D>, &Layout),
         axis: usize,
@@ -237,7 +260,8 @@ impl<D: Driver> Gpu<D> {
         )
     }
 
-    pub(crate) fn random(
+    /// [`tensor_core::Backend::random`] at the storage level (operands checked first).
+    pub fn random(
         &self,
         dist: Distribution,
         numel: usize,
@@ -245,15 +269,17 @@ impl<D: Driver> Gpu<D> {
         seed: u64,
         offset: u64,
     ) -> Result<GpuStorage<D>> {
+        self.check_dtype("random", dtype)?;
         random::random(&self.rt, dist, numel, dtype, seed, offset)
     }
 
-    pub(crate) fn synchronize(&self) -> Result<()> {
+    /// [`tensor_core::Backend::synchronize`] at the storage level (operands checked first).
+    pub fn synchronize(&self) -> Result<()> {
         self.rt.finish()
     }
 
     /// The im2col columns of `x` for a kernel and output size (see `ops::conv`).
-    pub(crate) fn im2col(
+    pub fn im2col(
         &self,
         x: &GpuStorage<D>,
         l: &Layout,
@@ -266,7 +292,7 @@ impl<D: Driver> Gpu<D> {
     }
 
     /// The fused row kernel for `op`, or None when the composite default must run instead.
-    pub(crate) fn fused_rows(
+    pub fn fused_rows(
         &self,
         op: RowOp,
         x: &GpuStorage<D>,
@@ -278,9 +304,9 @@ impl<D: Driver> Gpu<D> {
     }
 }
 
-/// A backend's storage type seen as a [`GpuStorage`]: the bridge the Backend implementation
-/// macro goes through (identity for `GpuStorage` itself, a newtype for `CudaStorage`).
-pub(crate) trait StorageOf<D: Driver>: BackendStorage + Sized {
+/// A backend's storage type seen as a [`GpuStorage`]: the bridge [`crate::impl_gpu_backend!`]
+/// goes through (identity for `GpuStorage` itself, or a newtype such as `CudaStorage`).
+pub trait StorageOf<D: Driver>: BackendStorage + Sized {
     /// The device storage.
     fn gpu(&self) -> &GpuStorage<D>;
     /// Wraps a device storage.

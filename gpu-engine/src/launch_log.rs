@@ -8,7 +8,7 @@ const REMEMBERED: usize = 8;
 
 /// Environment variable: `1` makes every launch wait for the device, so that an asynchronous
 /// error names exactly the kernel that raised it (like `CUDA_LAUNCH_BLOCKING`).
-pub const LAUNCH_BLOCKING_ENV_VAR: &str = "TESSERA_CUDA_LAUNCH_BLOCKING";
+pub const LAUNCH_BLOCKING_ENV_VAR: &str = "TESSERA_LAUNCH_BLOCKING";
 
 /// Kernels queued since the last synchronisation, oldest first.
 #[derive(Debug, Default)]

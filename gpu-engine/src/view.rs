@@ -1,8 +1,5 @@
 //! Strided operands as kernels see them: the [`View`] argument, and [`MapPlan`], which
 //! simplifies the layouts of operands walked together and splits ranks above [`MAX_RANK`].
-//!
-//! Same structure as `backend-opencl`'s `view.rs`: both backends launch the same kernels of
-//! `tensor_core::kernels`, so the host-side description of an operand is identical.
 
 use tensor_core::kernels::MAX_RANK;
 use tensor_core::Layout;
@@ -12,7 +9,7 @@ use tensor_core::Layout;
 /// CUDA receives by value (`repr(C)`, 144 bytes, 8-byte aligned).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct View {
+pub struct View {
     pub(crate) offset: i64,
     pub(crate) rank: i64,
     pub(crate) dims: [i64; MAX_RANK],
