@@ -185,7 +185,7 @@ fn write_cache(key: &str, config: &GemmConfig) {
     let old = std::fs::read_to_string(&path).unwrap_or_default();
     let mut text: String = old
         .lines()
-        .filter(|line| line.split_once('\t').map_or(true, |(k, _)| k != key))
+        .filter(|line| line.split_once('\t').is_none_or(|(k, _)| k != key))
         .map(|line| format!("{line}\n"))
         .collect();
     text.push_str(&format!("{key}\t{config}\n"));

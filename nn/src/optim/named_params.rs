@@ -38,7 +38,7 @@ pub(crate) fn check_hyper(
     min: f64,
     max_exclusive: Option<f64>,
 ) -> Result<()> {
-    let in_range = value.is_finite() && value >= min && max_exclusive.map_or(true, |m| value < m);
+    let in_range = value.is_finite() && value >= min && max_exclusive.is_none_or(|m| value < m);
     if !in_range {
         let upper = max_exclusive.map_or(String::new(), |m| format!(" and below {m}"));
         return Err(Error::InvalidArgument {

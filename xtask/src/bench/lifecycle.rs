@@ -173,7 +173,7 @@ impl Lifecycle {
         for row in &self.rows {
             for acc in self.accelerators() {
                 if let Some(s) = row.speedup(acc) {
-                    if best.map_or(true, |(_, _, b)| s > b) {
+                    if best.is_none_or(|(_, _, b)| s > b) {
                         best = Some((row, acc, s));
                     }
                 }
