@@ -1,6 +1,7 @@
 //! [`RuntimeStats`]: what an OpenCL device did (host synchronisations, buffer creations and
-//! reuses, kernel launches, counted by the engine, and program builds). Tests read them to prove that a chain of ops never waits for the
-//! device and that steady-state work allocates nothing.
+//! reuses and kernel launches, counted by the engine, and program builds). Tests read them to
+//! prove that a chain of ops never waits for the device and that steady-state work allocates
+//! nothing.
 
 /// A snapshot of a device's counters (cumulative since the device was first opened in this
 /// process; every [`crate::OpenCl`] handle on one device shares them).

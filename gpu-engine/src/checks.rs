@@ -1,6 +1,5 @@
 //! Defensive checks run at the entry of every primitive: the storage belongs to this device and
 //! the layout stays inside it (a kernel reading outside a buffer would be undefined behaviour).
-//! The same checks as `backend-opencl`'s.
 
 use crate::driver::Driver;
 use crate::runtime::Runtime;

@@ -10,15 +10,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct RuntimeStats {
     /// Times the host waited for the device: read-backs and synchronisations.
     pub host_syncs: u64,
-    /// Device allocations made (`cuMemAlloc`).
+    /// Device allocations made ([`crate::Driver::alloc`] not served from a cache).
     pub buffers_created: u64,
     /// Allocations served from the cache without a device allocation.
     pub buffers_reused: u64,
     /// Kernels launched.
     pub kernel_launches: u64,
-    /// cuBLAS GEMM calls.
+    /// Vendor BLAS GEMM calls ([`crate::Driver::blas_gemm`]).
     pub blas_calls: u64,
-    /// Kernel modules compiled or loaded.
+    /// Kernel modules compiled or loaded (as the driver counts them).
     pub modules_built: u64,
 }
 
