@@ -2,12 +2,11 @@
 
 use crate::cuda::driver::CudaDriver;
 use crate::cuda::registry;
-use crate::engine::backend_impl::impl_gpu_backend;
-use crate::engine::counters::RuntimeStats;
-use crate::engine::gpu::{Gpu, StorageOf};
-use crate::engine::ops::softmax::RowOp;
-use crate::options::{CudaOptions, GemmEngine};
+use crate::options::CudaOptions;
 use crate::storage::CudaStorage;
+use gpu_engine::GemmEngine;
+use gpu_engine::Gpu;
+use gpu_engine::RuntimeStats;
 use std::fmt;
 use std::path::PathBuf;
 use tensor_core::Result;
@@ -23,6 +22,7 @@ use tensor_core::Result;
 #[derive(Clone)]
 pub struct Cuda {
     gpu: Gpu<CudaDriver>,
+    options: CudaOptions,
 }
 
 /// Device memory held by the caching allocator.
@@ -48,7 +48,8 @@ impl Cuda {
     pub fn with_options(ordinal: usize, options: CudaOptions) -> Result<Self> {
         options.check()?;
         Ok(Cuda {
-            gpu: Gpu::new(registry::open(ordinal)?, options),
+            gpu: Gpu::new(registry::open(ordinal)?, options.into()),
+            options,
         })
     }
 
@@ -56,16 +57,17 @@ impl Cuda {
     pub fn with_gemm(&self, gemm: GemmEngine) -> Self {
         let options = CudaOptions {
             gemm,
-            ..*self.gpu.options()
+            ..self.options
         };
         Cuda {
-            gpu: Gpu::new(self.gpu.runtime().clone(), options),
+            gpu: Gpu::new(self.gpu.runtime().clone(), options.into()),
+            options,
         }
     }
 
     /// This handle's options.
     pub fn options(&self) -> CudaOptions {
-        *self.gpu.options()
+        self.options
     }
 
     /// The device's name, e.g. `NVIDIA H200`.
@@ -114,9 +116,9 @@ impl fmt::Debug for Cuda {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Cuda")
             .field("device", &self.gpu.runtime().info().to_string())
-            .field("options", self.gpu.options())
+            .field("options", &self.options)
             .finish()
     }
 }
 
-impl_gpu_backend!(Cuda, CudaStorage);
+gpu_engine::impl_gpu_backend!(Cuda, CudaStorage);

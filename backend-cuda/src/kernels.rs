@@ -11,8 +11,8 @@
 
 use crate::cuda::library_search::find_executable;
 use crate::cuda::nvrtc::{Nvrtc, NvrtcOutput};
-use crate::engine::driver::ModuleKey;
 use crate::options::DEFAULT_TILES;
+use gpu_engine::ModuleKey;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use tensor_core::kernels::{program_source, Dialect, GemmTiles, Program};
@@ -86,7 +86,7 @@ impl KernelModule {
 
     /// The `NAME=VALUE` defines.
     pub fn defines(&self) -> Vec<String> {
-        self.key.defines()
+        self.key.defines(crate::cuda::driver::BLOCK)
     }
 
     /// NVRTC's options for `arch`: the architecture, `--fmad=false` (random numbers are

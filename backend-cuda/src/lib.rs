@@ -13,8 +13,8 @@
 //!   architecture and cached per context, or taken from a folder of precompiled images
 //!   ([`kernels::KERNELS_DIR_ENV_VAR`]); a compile error carries NVRTC's log. [`kernels`] also
 //!   checks every kernel with NVRTC and `ptxas` without a GPU.
-//! * **GEMM**: cuBLAS strided-batched (loaded at run time when present) or the shared tiled
-//!   kernel, chosen per handle ([`GemmEngine`], [`CudaOptions`]).
+//! * **GEMM**: cuBLAS strided-batched (loaded at run time when present; [`GemmEngine::Blas`])
+//!   or the shared tiled kernel, chosen per handle ([`GemmEngine`], [`CudaOptions`]).
 //! * **Memory and streams**: a caching allocator with size classes per device (on
 //!   out-of-memory it frees its cache and retries once, then returns
 //!   [`tensor_core::Error::OutOfMemory`]); one stream per device and no host synchronisation
@@ -22,9 +22,10 @@
 //!   synchronisation, naming the kernels queued since the previous one
 //!   ([`LAUNCH_BLOCKING_ENV_VAR`] names it exactly).
 //!
-//! The host-side logic of every op is written once over a small driver interface
-//! (`engine`); this crate's tests run it, with the same kernels, on an OpenCL device (PoCL on
-//! the CPU) so that it is checked on machines without an NVIDIA GPU.
+//! The host-side logic of every op is `gpu-engine`'s, written once over its `Driver` trait and
+//! shared with `backend-opencl`; this crate is the CUDA driver under it. Its tests run the
+//! engine with CUDA's options and launch geometry on `backend-opencl`'s driver (PoCL on the CPU)
+//! so that the CUDA path is checked on machines without an NVIDIA GPU.
 //!
 //! ```no_run
 //! use backend_cuda::{Cuda, CudaTensor};
@@ -42,7 +43,6 @@ mod backend;
 mod cuda;
 #[cfg(test)]
 mod emulation;
-mod engine;
 pub mod kernels;
 mod options;
 mod storage;
@@ -55,9 +55,8 @@ mod stub_source;
 pub use backend::{Cuda, MemoryUsage};
 pub use cuda::driver_error::INSTALL_HINT;
 pub use cuda::registry::device_count;
-pub use engine::counters::RuntimeStats;
-pub use engine::launch_log::LAUNCH_BLOCKING_ENV_VAR;
-pub use options::{CudaOptions, GemmEngine, DEFAULT_TILES, GEMM_ENV_VAR, TILES_ENV_VAR};
+pub use gpu_engine::{GemmEngine, RuntimeStats, LAUNCH_BLOCKING_ENV_VAR};
+pub use options::{CudaOptions, DEFAULT_TILES, GEMM_ENV_VAR, TILES_ENV_VAR};
 pub use storage::CudaStorage;
 
 /// A tensor on an NVIDIA GPU.

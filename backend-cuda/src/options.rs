@@ -1,9 +1,11 @@
 //! [`CudaOptions`]: how a [`crate::Cuda`] handle computes matrix products.
 
+use gpu_engine::{GemmConfig, GemmEngine, GemmOptions};
 use tensor_core::kernels::GemmTiles;
 use tensor_core::{Error, Result};
 
-/// Environment variable read by [`CudaOptions::from_env`]: `auto`, `cublas` or `tiled`.
+/// Environment variable read by [`CudaOptions::from_env`]: `auto`, `cublas` (or `blas`) or
+/// `tiled`.
 pub const GEMM_ENV_VAR: &str = "TESSERA_CUDA_GEMM";
 
 /// Environment variable read by [`CudaOptions::from_env`]: the tiled kernel's tile sizes as
@@ -14,39 +16,11 @@ pub const TILES_ENV_VAR: &str = "TESSERA_CUDA_GEMM_TILES";
 /// 16 x 16 threads, 16-deep shared tiles (16 KiB of shared memory in f64).
 pub const DEFAULT_TILES: GemmTiles = GemmTiles::new(64, 64, 16, 4, 4);
 
-/// Which GEMM implementation matrix products use.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum GemmEngine {
-    /// cuBLAS when `libcublas` can be loaded, the tiled kernel otherwise.
-    #[default]
-    Auto,
-    /// cuBLAS; a matrix product fails with a typed error when `libcublas` is missing. Operands
-    /// cuBLAS cannot read in place (no unit stride) still go to the tiled kernel.
-    Cublas,
-    /// The shared tiled kernel (`tensor_core::kernels::Program::Gemm`) only.
-    Tiled,
-}
-
-impl GemmEngine {
-    /// Parses `auto`, `cublas` or `tiled`.
-    pub fn parse(text: &str) -> Result<Self> {
-        match text.trim().to_ascii_lowercase().as_str() {
-            "auto" | "" => Ok(GemmEngine::Auto),
-            "cublas" => Ok(GemmEngine::Cublas),
-            "tiled" => Ok(GemmEngine::Tiled),
-            other => Err(Error::InvalidArgument {
-                op: "cuda gemm engine",
-                msg: format!("`{other}` is not auto, cublas or tiled"),
-            }),
-        }
-    }
-}
-
 /// Options of a [`crate::Cuda`] handle. Handles with different options on one device share
 /// its memory, stream and kernels; their tensors can meet in one op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct CudaOptions {
-    /// The GEMM implementation.
+    /// The GEMM implementation ([`GemmEngine::Blas`] is cuBLAS).
     pub gemm: GemmEngine,
     /// The tiled kernel's configuration (must satisfy [`GemmTiles::is_valid`] and use at most
     /// 1024 threads and 48 KiB of shared memory per block).
@@ -67,7 +41,7 @@ impl CudaOptions {
     pub fn from_env() -> Result<Self> {
         let mut options = CudaOptions::default();
         if let Ok(text) = std::env::var(GEMM_ENV_VAR) {
-            options.gemm = GemmEngine::parse(&text)?;
+            options.gemm = parse_engine(&text)?;
         }
         if let Ok(text) = std::env::var(TILES_ENV_VAR) {
             options.tiles = parse_tiles(&text)?;
@@ -90,6 +64,23 @@ impl CudaOptions {
             });
         }
         Ok(())
+    }
+}
+
+/// Parses `auto`, `cublas`, `blas` or `tiled`.
+fn parse_engine(text: &str) -> Result<GemmEngine> {
+    if text.trim().eq_ignore_ascii_case("cublas") {
+        return Ok(GemmEngine::Blas);
+    }
+    GemmEngine::parse(text)
+}
+
+impl From<CudaOptions> for GemmOptions {
+    fn from(options: CudaOptions) -> Self {
+        GemmOptions {
+            engine: options.gemm,
+            config: GemmConfig::tiled(options.tiles),
+        }
     }
 }
 
@@ -118,9 +109,9 @@ mod tests {
 
     #[test]
     fn engines_and_tiles_parse() {
-        assert_eq!(GemmEngine::parse("CUBLAS").unwrap(), GemmEngine::Cublas);
-        assert_eq!(GemmEngine::parse("tiled").unwrap(), GemmEngine::Tiled);
-        assert!(GemmEngine::parse("fast").is_err());
+        assert_eq!(parse_engine("CUBLAS").unwrap(), GemmEngine::Blas);
+        assert_eq!(parse_engine("tiled").unwrap(), GemmEngine::Tiled);
+        assert!(parse_engine("fast").is_err());
         assert_eq!(
             parse_tiles("32, 32, 16, 4, 4").unwrap(),
             GemmTiles::CANDIDATES[0]

@@ -1,8 +1,8 @@
 //! [`CudaStorage`]: device memory holding elements of one dtype on an NVIDIA GPU.
 
 use crate::cuda::driver::CudaDriver;
-use crate::engine::gpu::StorageOf;
-use crate::engine::storage::GpuStorage;
+use gpu_engine::GpuStorage;
+use gpu_engine::StorageOf;
 use std::fmt;
 use tensor_core::{BackendStorage, DType};
 

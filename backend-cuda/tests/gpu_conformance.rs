@@ -46,7 +46,7 @@ fn matmul_with_cublas() {
         eprintln!("skipped: cuBLAS is not available on this machine ({reason})");
         return;
     }
-    let blas = dev.with_gemm(GemmEngine::Cublas);
+    let blas = dev.with_gemm(GemmEngine::Blas);
     let before = blas.stats().blas_calls;
     for dtype in [DType::F32, DType::F64] {
         tests::checks::matmul::run(&blas, dtype);

@@ -15,12 +15,13 @@
 //! Timing waits for the device, so the first matrix product on a new machine performs a few
 //! host synchronisations; later ones perform none.
 
-use crate::ops::matmul::{launch_gemm, GemmProblem};
-use crate::ops::transfer::full;
-use crate::runtime::Runtime;
+use crate::device::DeviceInfo;
+use crate::driver::{lock, OpenClDriver};
+use gpu_engine::tuning::time_gemm;
+use gpu_engine::Runtime;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tensor_core::kernels::{program_source, Dialect, GemmTiles, Program};
 use tensor_core::{DType, Error, Result};
 
@@ -43,44 +44,7 @@ pub const DIRECT_CANDIDATES: [GemmTiles; 4] = [
     GemmTiles::new(64, 128, 1, 8, 8),
 ];
 
-/// Which GEMM kernel of `gemm.cl.c`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum GemmKernel {
-    /// `gemm`: local-memory tiles and register blocking.
-    Tiled,
-    /// `gemm_direct`: register blocks over contiguous columns, no local memory.
-    Direct,
-}
-
-impl GemmKernel {
-    /// The kernel's name in the program.
-    pub fn name(self) -> &'static str {
-        match self {
-            GemmKernel::Tiled => "gemm",
-            GemmKernel::Direct => "gemm_direct",
-        }
-    }
-}
-
-/// A GEMM kernel with its tile configuration.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct GemmConfig {
-    /// The kernel.
-    pub kernel: GemmKernel,
-    /// Its tiles.
-    pub tiles: GemmTiles,
-}
-
-impl std::fmt::Display for GemmConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let t = &self.tiles;
-        write!(f, "{},{},{},{},{}", t.bm, t.bn, t.bk, t.tm, t.tn)?;
-        if self.kernel == GemmKernel::Direct {
-            f.write_str(",direct")?;
-        }
-        Ok(())
-    }
-}
+pub use gpu_engine::{GemmConfig, GemmKernel};
 
 /// The folder of Tessera's caches: `$TESSERA_CACHE_DIR`, else `$XDG_CACHE_HOME/tessera`, else
 /// `$HOME/.cache/tessera`; None when none of them is set.
@@ -96,11 +60,8 @@ pub fn cache_dir() -> Option<PathBuf> {
 }
 
 /// The GEMM configuration for `dtype` on `rt`'s device (tuned on first use).
-pub(crate) fn gemm_config(rt: &Arc<Runtime>, dtype: DType) -> Result<GemmConfig> {
-    let mut chosen = rt
-        .gemm_configs
-        .lock()
-        .map_err(|_| crate::error::backend_error("matmul", "tile cache poisoned"))?;
+pub(crate) fn gemm_config(rt: &Arc<Runtime<OpenClDriver>>, dtype: DType) -> Result<GemmConfig> {
+    let mut chosen = lock(rt.driver().gemm_configs(), "matmul")?;
     if let Some(config) = chosen.get(&dtype) {
         return Ok(*config);
     }
@@ -110,18 +71,18 @@ pub(crate) fn gemm_config(rt: &Arc<Runtime>, dtype: DType) -> Result<GemmConfig>
 }
 
 /// Whether `config` fits the device's work-group and local-memory limits.
-fn fits(rt: &Runtime, dtype: DType, config: &GemmConfig) -> bool {
+fn fits(info: &DeviceInfo, dtype: DType, config: &GemmConfig) -> bool {
     let tiles = &config.tiles;
     let (wx, wy) = tiles.work_group();
     tiles.is_valid()
-        && wx * wy <= rt.info.max_work_group_size
-        && tiles.local_bytes(dtype.size_in_bytes()) as u64 <= rt.info.local_mem_bytes
+        && wx * wy <= info.max_work_group_size
+        && tiles.local_bytes(dtype.size_in_bytes()) as u64 <= info.local_mem_bytes
 }
 
 /// A configuration small enough for any device.
-fn fallback(rt: &Runtime) -> GemmConfig {
+fn fallback(info: &DeviceInfo) -> GemmConfig {
     let mut side = 1;
-    while (2 * side) * (2 * side) <= rt.info.max_work_group_size && side < 16 {
+    while (2 * side) * (2 * side) <= info.max_work_group_size && side < 16 {
         side *= 2;
     }
     GemmConfig {
@@ -130,16 +91,17 @@ fn fallback(rt: &Runtime) -> GemmConfig {
     }
 }
 
-fn choose(rt: &Arc<Runtime>, dtype: DType) -> Result<GemmConfig> {
+fn choose(rt: &Arc<Runtime<OpenClDriver>>, dtype: DType) -> Result<GemmConfig> {
+    let info = rt.driver().device_info();
     if let Ok(text) = std::env::var(TILES_ENV_VAR) {
-        let config = parse_config(&text).ok_or_else(|| Error::InvalidArgument {
+        let config = GemmConfig::parse(&text).ok_or_else(|| Error::InvalidArgument {
             op: "matmul",
             msg: format!("{TILES_ENV_VAR}=`{text}` is not bm,bn,bk,tm,tn[,direct]"),
         })?;
-        if !fits(rt, dtype, &config) {
+        if !fits(info, dtype, &config) {
             return Err(Error::InvalidArgument {
                 op: "matmul",
-                msg: format!("{TILES_ENV_VAR}: {config} does not fit {}", rt.info.name),
+                msg: format!("{TILES_ENV_VAR}: {config} does not fit {}", info.name),
             });
         }
         return Ok(config);
@@ -152,25 +114,28 @@ fn choose(rt: &Arc<Runtime>, dtype: DType) -> Result<GemmConfig> {
         kernel: GemmKernel::Direct,
         tiles,
     });
-    let candidates: Vec<GemmConfig> = tiled.chain(direct).filter(|c| fits(rt, dtype, c)).collect();
+    let candidates: Vec<GemmConfig> = tiled
+        .chain(direct)
+        .filter(|c| fits(info, dtype, c))
+        .collect();
     let Some(&first) = candidates.first() else {
-        return Ok(fallback(rt));
+        return Ok(fallback(info));
     };
-    debug_assert!(fits(rt, dtype, &first));
+    debug_assert!(fits(info, dtype, &first));
     let tuning_off = std::env::var(AUTOTUNE_ENV_VAR)
         .is_ok_and(|v| matches!(v.trim(), "0" | "off" | "false" | "no"));
     if tuning_off {
         return Ok(first);
     }
-    let key = cache_key(rt, dtype);
-    if let Some(config) = read_cache(&key).filter(|c| fits(rt, dtype, c)) {
+    let key = cache_key(info, dtype);
+    if let Some(config) = read_cache(&key).filter(|c| fits(info, dtype, c)) {
         return Ok(config);
     }
     // A candidate the device rejects (e.g. a work-group too large for the kernel's registers)
     // is skipped; if every one fails, the minimal fallback is used.
-    let mut best = (fallback(rt), Duration::MAX);
+    let mut best = (fallback(info), Duration::MAX);
     for config in candidates {
-        if let Ok(time) = time_config(rt, dtype, &config) {
+        if let Ok(time) = time_gemm(rt, dtype, &config, TUNE_SIZE) {
             if time < best.1 {
                 best = (config, time);
             }
@@ -178,60 +143,6 @@ fn choose(rt: &Arc<Runtime>, dtype: DType) -> Result<GemmConfig> {
     }
     write_cache(&key, &best.0);
     Ok(best.0)
-}
-
-/// The best of three timed runs of a `TUNE_SIZE`-cube product (after a warm-up run that also
-/// compiles the kernel).
-pub(crate) fn time_config(
-    rt: &Arc<Runtime>,
-    dtype: DType,
-    config: &GemmConfig,
-) -> Result<Duration> {
-    let s = TUNE_SIZE;
-    let a = full(rt, s * s, dtype, 0.5)?;
-    let b = full(rt, s * s, dtype, 0.25)?;
-    let c = rt.alloc(dtype, s * s)?;
-    let problem = GemmProblem {
-        m: s,
-        n: s,
-        k: s,
-        a: [0, s, 1, 0],
-        b: [0, s, 1, 0],
-        c_offset: 0,
-        batch: 1,
-    };
-    launch_gemm(rt, config, &a, &b, &c, &problem)?;
-    rt.finish()?;
-    let mut best = Duration::MAX;
-    for _ in 0..3 {
-        let start = Instant::now();
-        launch_gemm(rt, config, &a, &b, &c, &problem)?;
-        rt.finish()?;
-        best = best.min(start.elapsed());
-    }
-    Ok(best)
-}
-
-/// Parses `bm,bn,bk,tm,tn` with an optional `,direct` (or `,tiled`).
-pub(crate) fn parse_config(text: &str) -> Option<GemmConfig> {
-    let mut parts: Vec<&str> = text.split(',').map(str::trim).collect();
-    let kernel = match parts.last() {
-        Some(&"direct") => GemmKernel::Direct,
-        Some(&"tiled") => GemmKernel::Tiled,
-        _ => GemmKernel::Tiled,
-    };
-    if matches!(parts.last(), Some(&"direct" | &"tiled")) {
-        parts.pop();
-    }
-    let v: Vec<usize> = parts
-        .iter()
-        .map(|p| p.parse().ok())
-        .collect::<Option<_>>()?;
-    let [bm, bn, bk, tm, tn] = v[..] else {
-        return None;
-    };
-    let tiles = GemmTiles::new(bm, bn, bk, tm, tn);
-    tiles.is_valid().then_some(GemmConfig { kernel, tiles })
 }
 
 /// FNV-1a: a stable hash of the kernel source (so that kernel changes retune).
@@ -242,13 +153,13 @@ fn fnv1a(text: &str) -> u64 {
 }
 
 /// The cache key of `rt`'s device for `dtype`.
-fn cache_key(rt: &Runtime, dtype: DType) -> String {
+fn cache_key(info: &DeviceInfo, dtype: DType) -> String {
     let clean = |s: &str| s.replace(['\t', '\n', '|'], " ");
     format!(
         "{}|{}|{}|{}|{:016x}",
-        clean(&rt.info.platform_name),
-        clean(&rt.info.name),
-        clean(&rt.info.driver_version),
+        clean(&info.platform_name),
+        clean(&info.name),
+        clean(&info.driver_version),
         dtype,
         fnv1a(&program_source(Dialect::OpenCl, Program::Gemm))
     )
@@ -259,7 +170,7 @@ fn read_cache(key: &str) -> Option<GemmConfig> {
     text.lines()
         .filter_map(|line| line.split_once('\t'))
         .find(|(k, _)| *k == key)
-        .and_then(|(_, v)| parse_config(v))
+        .and_then(|(_, v)| GemmConfig::parse(v))
 }
 
 /// Records `config` under `key` (best effort: a read-only cache folder only loses the record).
@@ -287,26 +198,6 @@ fn write_cache(key: &str, config: &GemmConfig) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn configs_parse_from_five_numbers_and_a_kernel() {
-        let tiles = GemmTiles::new(64, 64, 16, 4, 4);
-        assert_eq!(
-            parse_config("64, 64,16,4,4"),
-            Some(GemmConfig {
-                kernel: GemmKernel::Tiled,
-                tiles
-            })
-        );
-        let direct = GemmConfig {
-            kernel: GemmKernel::Direct,
-            tiles,
-        };
-        assert_eq!(parse_config("64,64,16,4,4,direct"), Some(direct));
-        assert_eq!(parse_config(&direct.to_string()), Some(direct));
-        assert_eq!(parse_config("64,64,16,4"), None);
-        assert_eq!(parse_config("64,64,16,3,4"), None);
-    }
 
     #[test]
     fn the_source_hash_is_stable() {

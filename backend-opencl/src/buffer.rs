@@ -6,9 +6,10 @@ use opencl3::types::{cl_context, cl_mem};
 use std::ptr;
 use tensor_core::Result;
 
-/// A read-write device buffer of `bytes` bytes (at least 1), released when dropped.
+/// A read-write device buffer of `bytes` bytes (at least 1), released when dropped: the
+/// buffer type of [`crate::driver::OpenClDriver`].
 #[derive(Debug)]
-pub(crate) struct DeviceBuffer {
+pub struct DeviceBuffer {
     mem: cl_mem,
     bytes: usize,
 }

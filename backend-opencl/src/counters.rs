@@ -1,8 +1,7 @@
-//! Counters of what the runtime did: host synchronisations, buffer creations and reuses, kernel
-//! launches and program builds. Tests read them to prove that a chain of ops never waits for the
-//! device and that steady-state work allocates nothing.
-
-use std::sync::atomic::{AtomicU64, Ordering};
+//! [`RuntimeStats`]: what an OpenCL device did (host synchronisations, buffer creations and
+//! reuses and kernel launches, counted by the engine, and program builds). Tests read them to
+//! prove that a chain of ops never waits for the device and that steady-state work allocates
+//! nothing.
 
 /// A snapshot of a device's counters (cumulative since the device was first opened in this
 /// process; every [`crate::OpenCl`] handle on one device shares them).
@@ -20,45 +19,15 @@ pub struct RuntimeStats {
     pub program_builds: u64,
 }
 
-/// The live counters behind [`RuntimeStats`].
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    host_syncs: AtomicU64,
-    buffers_created: AtomicU64,
-    buffers_reused: AtomicU64,
-    kernel_launches: AtomicU64,
-    program_builds: AtomicU64,
-}
-
-impl Counters {
-    pub(crate) fn host_sync(&self) {
-        self.host_syncs.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub(crate) fn buffer_created(&self) {
-        self.buffers_created.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub(crate) fn buffer_reused(&self) {
-        self.buffers_reused.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub(crate) fn kernel_launched(&self) {
-        self.kernel_launches.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub(crate) fn program_built(&self) {
-        self.program_builds.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// The current values.
-    pub(crate) fn snapshot(&self) -> RuntimeStats {
+impl RuntimeStats {
+    /// The engine's counters of an OpenCL device and its program builds.
+    pub(crate) fn from_engine(stats: gpu_engine::RuntimeStats, program_builds: u64) -> Self {
         RuntimeStats {
-            host_syncs: self.host_syncs.load(Ordering::Relaxed),
-            buffers_created: self.buffers_created.load(Ordering::Relaxed),
-            buffers_reused: self.buffers_reused.load(Ordering::Relaxed),
-            kernel_launches: self.kernel_launches.load(Ordering::Relaxed),
-            program_builds: self.program_builds.load(Ordering::Relaxed),
+            host_syncs: stats.host_syncs,
+            buffers_created: stats.buffers_created,
+            buffers_reused: stats.buffers_reused,
+            kernel_launches: stats.kernel_launches,
+            program_builds,
         }
     }
 }

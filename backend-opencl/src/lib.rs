@@ -21,6 +21,10 @@
 //!   `scatter_add`, are recorded on the device and reported by the next read-back or
 //!   [`tensor_core::Backend::synchronize`] as [`tensor_core::Error::IndexOutOfRange`].
 //!
+//! Every op's host-side logic is `gpu-engine`'s, shared with `backend-cuda`; this crate is the
+//! OpenCL driver under it (device selection, context, queue, program cache, buffer pool,
+//! autotuned GEMM tiles).
+//!
 //! ```no_run
 //! use backend_opencl::{OpenCl, OpenClTensor};
 //! # fn main() -> tensor_core::Result<()> {
@@ -36,15 +40,14 @@
 pub mod autotune;
 mod backend;
 mod buffer;
-mod checks;
 mod counters;
 mod device;
+mod driver;
 mod error;
-mod ops;
 mod pool;
-mod runtime;
 mod storage;
-mod view;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use backend::OpenCl;
 pub use counters::RuntimeStats;

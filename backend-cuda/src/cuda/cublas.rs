@@ -6,7 +6,7 @@
 //! not use TF32 for single precision, so results match the tiled kernel's precision.
 
 use crate::cuda::library_search::{load_library, LibrarySpec};
-use crate::engine::driver::BlasTranspose;
+use gpu_engine::BlasTranspose;
 use std::ffi::{c_int, c_longlong, c_void};
 use std::fmt;
 use std::path::PathBuf;

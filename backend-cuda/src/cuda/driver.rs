@@ -8,22 +8,27 @@
 use crate::cuda::allocator::{AllocFailure, Block, CachingAllocator, DeviceMemory};
 use crate::cuda::cublas::{Cublas, GemmCall, GemmOperand};
 use crate::cuda::driver_error::{backend_error, check, BACKEND};
-use crate::engine::driver::{
-    BlasGemm, BlasOperand, Driver, DriverArg, DriverInfo, Launch, ModuleKey,
-};
-use crate::engine::view::View;
 use crate::kernels::{self, Arch, KernelModule, KERNELS_DIR_ENV_VAR};
 use cust::context::Context;
 use cust::device::{Device as CuDevice, DeviceAttribute};
 use cust::module::Module;
 use cust::stream::{Stream, StreamFlags};
 use cust::sys as cu;
+use gpu_engine::View;
+use gpu_engine::{BlasGemm, BlasOperand, Driver, DriverArg, DriverInfo, Launch, ModuleKey};
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use tensor_core::{DType, Error, Result};
+
+/// Threads per block of one-dimensional launches, tree reductions and fused softmax
+/// (`TS_REDUCE_WG`): a power of two every CUDA GPU accepts.
+pub(crate) const BLOCK: u32 = 256;
+
+/// Largest grid z (batches per GEMM launch) every CUDA device accepts.
+const MAX_GRID_Z: usize = 65_535;
 
 /// A raw kernel handle, valid while its module is loaded.
 #[derive(Clone, Copy, Debug)]
@@ -139,6 +144,10 @@ impl CudaDriver {
                 name,
                 compute_units: compute_units.max(1) as usize,
                 memory_bytes,
+                supports_f64: true,
+                launch_group: BLOCK,
+                reduce_group: BLOCK,
+                max_grid_z: MAX_GRID_Z,
             },
             compute_capability: (major * 10 + minor) as u32,
             allocator: Mutex::new(CachingAllocator::default()),

@@ -3,9 +3,9 @@
 
 use crate::cuda::driver::CudaDriver;
 use crate::cuda::driver_error::{backend_error, no_device};
-use crate::engine::runtime::Runtime;
 use cust::device::Device as CuDevice;
 use cust::CudaFlags;
+use gpu_engine::Runtime;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use tensor_core::Result;

@@ -1,0 +1,201 @@
+//! index_select, gather and scatter_add.
+//!
+//! Out-of-range indices are detected on the device, without waiting for it: the kernel records
+//! the first one in the device's error flag and skips the element; the next read-back
+//! (`download`) or `synchronize` reports it as [`tensor_core::Error::IndexOutOfRange`] and clears
+//! the flag. The op itself therefore returns `Ok` and the error surfaces at the read-back, like
+//! CUDA's asynchronous errors; the offending output holds zeros where indices were bad.
+
+use crate::checks::{check_axis, check_dtype, check_same_dtype, check_same_shape};
+use crate::driver::{Driver, ModuleKey};
+use crate::ops::elementwise::copy_strided;
+use crate::runtime::{Arg, Runtime};
+use crate::storage::GpuStorage;
+use crate::view::{MapPlan, View};
+use std::sync::Arc;
+use tensor_core::kernels::MAX_RANK;
+use tensor_core::{BackendStorage, DType, Error, Layout, Result};
+
+/// Errors unless `indices` has the rank of `x` and is no larger on every axis but `axis`.
+fn check_fits(op: &'static str, x: &Layout, axis: usize, indices: &Layout) -> Result<()> {
+    let fits = indices.rank() == x.rank()
+        && indices
+            .dims()
+            .iter()
+            .zip(x.dims())
+            .enumerate()
+            .all(|(d, (&i, &s))| d == axis || i <= s);
+    if !fits {
+        return Err(Error::InvalidArgument {
+            op,
+            msg: format!(
+                "indices of shape {} do not fit a tensor of shape {} off axis {axis}",
+                indices.shape(),
+                x.shape()
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// `layout`'s strides with `axis` set to 0.
+fn strides_without_axis(layout: &Layout, axis: usize) -> Vec<isize> {
+    let mut strides = layout.strides().to_vec();
+    strides[axis] = 0;
+    strides
+}
+
+/// Output `[.., i, ..]` is input `[.., indices[i], ..]` along `axis`.
+pub(crate) fn index_select<D: Driver>(
+    rt: &Arc<Runtime<D>>,
+    x: &GpuStorage<D>,
+    layout: &Layout,
+    axis: usize,
+    indices: &GpuStorage<D>,
+    il: &Layout,
+) -> Result<GpuStorage<D>> {
+    const OP: &str = "index_select";
+    check_axis(OP, layout, axis)?;
+    check_dtype(OP, indices, DType::I64)?;
+    if il.rank() != 1 {
+        return Err(Error::InvalidArgument {
+            op: OP,
+            msg: format!("indices must have rank 1, got shape {}", il.shape()),
+        });
+    }
+    let (dims, strides) = (layout.dims(), layout.strides());
+    let n_idx = il.numel();
+    let inner_n: usize = dims[axis + 1..].iter().product();
+    let outer_n: usize = dims[..axis].iter().product();
+    let n = outer_n * n_idx * inner_n;
+    let out = rt.alloc(x.dtype(), n)?;
+    if n == 0 {
+        return Ok(out);
+    }
+    let outer = MapPlan::new(&dims[..axis], [&strides[..axis]], [layout.offset()]);
+    let inner = MapPlan::new(&dims[axis + 1..], [&strides[axis + 1..]], [0]);
+    if outer.rank() > MAX_RANK || inner.rank() > MAX_RANK {
+        let packed = copy_strided(rt, x, layout)?;
+        return index_select(rt, &packed, &Layout::contiguous(dims), axis, indices, il);
+    }
+    let (Some(outer), Some(inner)) = (
+        outer.chunks().first().copied(),
+        inner.chunks().first().copied(),
+    ) else {
+        return Ok(out);
+    };
+    let args = [
+        Arg::I64(n as i64),
+        Arg::Buffer(x),
+        Arg::View(outer.views[0]),
+        Arg::View(inner.views[0]),
+        Arg::I64(inner_n as i64),
+        Arg::I64(strides[axis] as i64),
+        Arg::I64(dims[axis] as i64),
+        Arg::Buffer(indices),
+        Arg::View(View::new(il.dims(), il.strides(), il.offset())),
+        Arg::I64(n_idx as i64),
+        Arg::Buffer(&out),
+        Arg::ErrorFlag,
+    ];
+    rt.launch_1d(&ModuleKey::tensor(x.dtype()), "index_select", &args, n)?;
+    Ok(out)
+}
+
+/// `out[p] = x[p with p[axis] = indices[p]]`; the output has the shape of `indices`.
+pub(crate) fn gather<D: Driver>(
+    rt: &Arc<Runtime<D>>,
+    x: &GpuStorage<D>,
+    layout: &Layout,
+    axis: usize,
+    indices: &GpuStorage<D>,
+    il: &Layout,
+) -> Result<GpuStorage<D>> {
+    const OP: &str = "gather";
+    check_axis(OP, layout, axis)?;
+    check_dtype(OP, indices, DType::I64)?;
+    check_fits(OP, layout, axis, il)?;
+    let x_strides = strides_without_axis(layout, axis);
+    let plan = MapPlan::new(
+        il.dims(),
+        [&x_strides, il.strides()],
+        [layout.offset(), il.offset()],
+    );
+    let out = rt.alloc(x.dtype(), il.numel())?;
+    let module = ModuleKey::tensor(x.dtype());
+    for chunk in plan.chunks() {
+        let args = [
+            Arg::I64(chunk.len as i64),
+            Arg::Buffer(x),
+            Arg::View(chunk.views[0]),
+            Arg::I64(layout.strides()[axis] as i64),
+            Arg::I64(layout.dims()[axis] as i64),
+            Arg::Buffer(indices),
+            Arg::View(chunk.views[1]),
+            Arg::Buffer(&out),
+            Arg::I64(chunk.first as i64),
+            Arg::ErrorFlag,
+        ];
+        rt.launch_1d(&module, "gather", &args, chunk.len)?;
+    }
+    Ok(out)
+}
+
+/// A contiguous copy of `base` with `src[p]` added at `p with p[axis] = indices[p]`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn scatter_add<D: Driver>(
+    rt: &Arc<Runtime<D>>,
+    base: &GpuStorage<D>,
+    bl: &Layout,
+    axis: usize,
+    indices: &GpuStorage<D>,
+    il: &Layout,
+    src: &GpuStorage<D>,
+    sl: &Layout,
+) -> Result<GpuStorage<D>> {
+    const OP: &str = "scatter_add";
+    check_axis(OP, bl, axis)?;
+    check_dtype(OP, indices, DType::I64)?;
+    check_same_dtype(OP, base, src)?;
+    check_same_shape(OP, il, sl)?;
+    check_fits(OP, bl, axis, il)?;
+    if base.dtype() == DType::Bool {
+        return Err(Error::UnsupportedDType {
+            op: OP,
+            dtype: DType::Bool,
+        });
+    }
+    let out = copy_strided(rt, base, bl)?;
+    if il.numel() == 0 {
+        return Ok(out);
+    }
+    let out_layout = Layout::contiguous(bl.shape().clone());
+    // Columns: the indices' shape with the axis collapsed to one position.
+    let mut col_dims = il.dims().to_vec();
+    col_dims[axis] = 1;
+    let plan = MapPlan::new(
+        &col_dims,
+        [il.strides(), sl.strides(), out_layout.strides()],
+        [il.offset(), sl.offset(), 0],
+    );
+    let module = ModuleKey::tensor(base.dtype());
+    for chunk in plan.chunks() {
+        let args = [
+            Arg::I64(chunk.len as i64),
+            Arg::I64(il.dims()[axis] as i64),
+            Arg::Buffer(indices),
+            Arg::View(chunk.views[0]),
+            Arg::I64(il.strides()[axis] as i64),
+            Arg::Buffer(src),
+            Arg::View(chunk.views[1]),
+            Arg::I64(sl.strides()[axis] as i64),
+            Arg::Buffer(&out),
+            Arg::View(chunk.views[2]),
+            Arg::I64(out_layout.strides()[axis] as i64),
+            Arg::I64(bl.dims()[axis] as i64),
+            Arg::ErrorFlag,
+        ];
+        rt.launch_1d(&module, "scatter_add", &args, chunk.len)?;
+    }
+    Ok(out)
+}

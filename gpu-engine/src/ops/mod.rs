@@ -1,0 +1,13 @@
+//! The primitives, one concept per module, written once over any [`crate::Driver`].
+//! Each takes storages already checked by `crate::checks` (same device, layouts inside
+//! their storages) and queues kernels; none waits for the device except `transfer::download`.
+
+pub(crate) mod blas_layout;
+pub(crate) mod conv;
+pub(crate) mod elementwise;
+pub(crate) mod indexing;
+pub(crate) mod matmul;
+pub(crate) mod random;
+pub(crate) mod reduce;
+pub(crate) mod softmax;
+pub(crate) mod transfer;
