@@ -87,7 +87,9 @@ pub(crate) fn max_pool2d<T: Num>(x: &[T], g: &PoolGeometry) -> (Vec<T>, Vec<i64>
     }
     let plane = |p: usize, vals: &mut [T], idx: &mut [i64]| {
         let src = &x[p * g.plane_in()..(p + 1) * g.plane_in()];
-        if g.p.padding == (0, 0) {
+        if g.p.padding == (0, 0) && g.p.kernel == (2, 2) && g.p.stride == (2, 2) {
+            max_plane_2x2(src, g, vals, idx);
+        } else if g.p.padding == (0, 0) {
             max_plane_unpadded(src, g, vals, idx);
         } else {
             max_plane_padded(src, g, vals, idx);
@@ -147,6 +149,37 @@ fn max_plane_unpadded<T: Num>(src: &[T], g: &PoolGeometry, vals: &mut [T], idx: 
                     }
                 }
             }
+        }
+    }
+}
+
+/// One plane of the most common pooling, 2x2 windows with stride 2 and no padding, in a single
+/// pass per output row (the general loops pass over the row once per window tap). Same rules
+/// as the general case: taps in row-major order, strictly greater or first NaN wins.
+fn max_plane_2x2<T: Num>(src: &[T], g: &PoolGeometry, vals: &mut [T], idx: &mut [i64]) {
+    let width = 2 * g.ow;
+    for (y, (vrow, irow)) in vals
+        .chunks_exact_mut(g.ow)
+        .zip(idx.chunks_exact_mut(g.ow))
+        .enumerate()
+    {
+        let top = &src[2 * y * g.w..][..width];
+        let bottom = &src[(2 * y + 1) * g.w..][..width];
+        for (((v, a), t), b) in vrow
+            .iter_mut()
+            .zip(irow.iter_mut())
+            .zip(top.chunks_exact(2))
+            .zip(bottom.chunks_exact(2))
+        {
+            let (mut best, mut arg) = (t[0], 0);
+            for (tap, candidate) in [(1, t[1]), (2, b[0]), (3, b[1])] {
+                if beats(candidate, best) {
+                    best = candidate;
+                    arg = tap;
+                }
+            }
+            *v = best;
+            *a = arg;
         }
     }
 }
