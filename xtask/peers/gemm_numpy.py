@@ -7,26 +7,18 @@ importable), then one record per size with the same fields as tessera-bench's:
 `{"suite":"gemm","framework":"numpy","backend":"cpu","n":...,"reps":...,"median_s":...,
 "min_s":...,"max_s":...,"gflops":...}`.
 
-The timing protocol mirrors xtask/src/bench/timing.rs: warm up for at least MIN_WARMUP_RUNS runs
-and MIN_WARMUP_S seconds, then time `--reps` repetitions (default: enough for TARGET_S seconds,
-clamped to [MIN_REPS, MAX_REPS]); report median, min and max. Keep the two in step.
+The timing protocol and the record lines are peer_protocol.py's (which mirrors
+xtask/src/bench/timing.rs).
 
 Usage: python3 gemm_numpy.py [--sizes 256,512,1024,2048,4096] [--reps N]
 """
 
 import argparse
-import json
-import math
 import sys
-import time
 
 import numpy as np
 
-MIN_WARMUP_RUNS = 2
-MIN_WARMUP_S = 0.2
-TARGET_S = 1.5
-MIN_REPS = 5
-MAX_REPS = 1000
+import peer_protocol as p
 
 
 def blas_info():
@@ -52,72 +44,20 @@ def blas_info():
     return info
 
 
-def reps_for(seconds_per_run):
-    wanted = math.ceil(TARGET_S / max(seconds_per_run, 1e-9))
-    return max(MIN_REPS, min(MAX_REPS, wanted))
-
-
-def measure(run, reps):
-    """Warm-up, then `reps` timed calls of `run` (None: automatic); returns the sorted times."""
-
-    def timed():
-        start = time.perf_counter()
-        out = run()
-        seconds = time.perf_counter() - start
-        del out
-        return seconds
-
-    warmup_start = time.perf_counter()
-    fastest, runs = math.inf, 0
-    while runs < MIN_WARMUP_RUNS or time.perf_counter() - warmup_start < MIN_WARMUP_S:
-        fastest = min(fastest, timed())
-        runs += 1
-    reps = reps if reps is not None else reps_for(fastest)
-    return sorted(timed() for _ in range(max(1, reps)))
-
-
-def median(sorted_samples):
-    mid = len(sorted_samples) // 2
-    if len(sorted_samples) % 2:
-        return sorted_samples[mid]
-    return (sorted_samples[mid - 1] + sorted_samples[mid]) / 2
-
-
-def positive_int(text):
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="256,512,1024,2048,4096",
+    parser.add_argument("--sizes", type=p.int_list, default=[256, 512, 1024, 2048, 4096],
                         help="comma-separated matrix sizes n")
-    parser.add_argument("--reps", type=positive_int, default=None,
+    parser.add_argument("--reps", type=p.positive_int, default=None,
                         help="timed repetitions per size (default: about 1.5 s per size, >= 5)")
     args = parser.parse_args()
-    sizes = [positive_int(s) for s in args.sizes.split(",") if s.strip()]
-
-    print(json.dumps({"peer_info": blas_info()}), flush=True)
+    p.info(blas_info())
     rng = np.random.default_rng(0)
-    for n in sizes:
+    for n in args.sizes:
         a = rng.standard_normal((n, n), dtype=np.float32)
         b = rng.standard_normal((n, n), dtype=np.float32)
-        samples = measure(lambda: a @ b, args.reps)
-        med = median(samples)
-        record = {
-            "suite": "gemm",
-            "framework": "numpy",
-            "backend": "cpu",
-            "n": n,
-            "reps": len(samples),
-            "median_s": med,
-            "min_s": samples[0],
-            "max_s": samples[-1],
-            "gflops": 2.0 * n**3 / med / 1e9,
-        }
-        print(json.dumps(record), flush=True)
+        samples = p.measure(lambda: a @ b, args.reps)
+        p.emit("gemm", "numpy", n, samples, flops=2.0 * n**3)
     return 0
 
 
