@@ -1,6 +1,6 @@
 //! The [`Cpu`] backend: the [`Backend`] implementation that dispatches to the kernels.
 
-use crate::checks::{check_same_shape, check_storage};
+use crate::checks::check_storage;
 use crate::kernels::softmax::{self, RowOp};
 use crate::kernels::{
     arg_reduce, binary, cast, compare, copy, fill, gather, index_select, matmul, random, reduce,
@@ -88,7 +88,7 @@ impl Backend for Cpu {
     ) -> Result<()> {
         check_storage("assign", dst, dst_layout)?;
         check_storage("assign", src, src_layout)?;
-        check_same_shape("assign", dst_layout, src_layout)?;
+        dst_layout.check_same_shape("assign", src_layout)?;
         copy::assign_storage(dst, dst_layout, src, src_layout, mode)
     }
 
@@ -112,7 +112,7 @@ impl Backend for Cpu {
     ) -> Result<CpuStorage> {
         check_storage(op.name(), lhs, lhs_layout)?;
         check_storage(op.name(), rhs, rhs_layout)?;
-        check_same_shape(op.name(), lhs_layout, rhs_layout)?;
+        lhs_layout.check_same_shape(op.name(), rhs_layout)?;
         binary::binary(op, lhs, lhs_layout, rhs, rhs_layout)
     }
 
@@ -126,7 +126,7 @@ impl Backend for Cpu {
     ) -> Result<CpuStorage> {
         check_storage(op.name(), lhs, lhs_layout)?;
         check_storage(op.name(), rhs, rhs_layout)?;
-        check_same_shape(op.name(), lhs_layout, rhs_layout)?;
+        lhs_layout.check_same_shape(op.name(), rhs_layout)?;
         compare::compare(op, lhs, lhs_layout, rhs, rhs_layout)
     }
 
@@ -142,8 +142,8 @@ impl Backend for Cpu {
         check_storage("where", cond, cond_layout)?;
         check_storage("where", on_true, true_layout)?;
         check_storage("where", on_false, false_layout)?;
-        check_same_shape("where", cond_layout, true_layout)?;
-        check_same_shape("where", cond_layout, false_layout)?;
+        cond_layout.check_same_shape("where", true_layout)?;
+        cond_layout.check_same_shape("where", false_layout)?;
         select::where_select(
             cond,
             cond_layout,

@@ -2,7 +2,7 @@
 //! the inputs through their layouts into contiguous vectors, run the kernel, wrap the result as
 //! a fresh contiguous storage.
 
-use crate::strided::{check_fits, check_same_shape, read};
+use crate::strided::read;
 use crate::{elementwise, indexing, matmul, memory, reduce, ExampleStorage};
 use tensor_core::{
     ArgReduceOp, AssignMode, Backend, BackendStorage, BinaryOp, CmpOp, DType, Device, Distribution,
@@ -69,8 +69,8 @@ impl Backend for ExampleBackend {
         src_layout: &Layout,
         mode: AssignMode,
     ) -> Result<()> {
-        check_same_shape("assign", dst_layout, src_layout)?;
-        check_fits("assign", dst_layout, dst.len())?;
+        dst_layout.check_same_shape("assign", src_layout)?;
+        dst_layout.check_fits("assign", dst.len())?;
         let src = read("assign", src, src_layout)?;
         memory::assign(dst.data_mut(), dst_layout, src, mode)
     }
@@ -98,7 +98,7 @@ impl Backend for ExampleBackend {
         rhs: &ExampleStorage,
         rhs_layout: &Layout,
     ) -> Result<ExampleStorage> {
-        check_same_shape(op.name(), lhs_layout, rhs_layout)?;
+        lhs_layout.check_same_shape(op.name(), rhs_layout)?;
         let a = read(op.name(), lhs, lhs_layout)?;
         let b = read(op.name(), rhs, rhs_layout)?;
         wrap(elementwise::binary(op, a, b)?)
@@ -112,7 +112,7 @@ impl Backend for ExampleBackend {
         rhs: &ExampleStorage,
         rhs_layout: &Layout,
     ) -> Result<ExampleStorage> {
-        check_same_shape(op.name(), lhs_layout, rhs_layout)?;
+        lhs_layout.check_same_shape(op.name(), rhs_layout)?;
         let a = read(op.name(), lhs, lhs_layout)?;
         let b = read(op.name(), rhs, rhs_layout)?;
         wrap(elementwise::compare(op, a, b)?)
@@ -127,8 +127,8 @@ impl Backend for ExampleBackend {
         on_false: &ExampleStorage,
         false_layout: &Layout,
     ) -> Result<ExampleStorage> {
-        check_same_shape("where", cond_layout, true_layout)?;
-        check_same_shape("where", cond_layout, false_layout)?;
+        cond_layout.check_same_shape("where", true_layout)?;
+        cond_layout.check_same_shape("where", false_layout)?;
         let c = read("where", cond, cond_layout)?;
         let t = read("where", on_true, true_layout)?;
         let f = read("where", on_false, false_layout)?;
@@ -245,7 +245,7 @@ impl Backend for ExampleBackend {
         src: &ExampleStorage,
         src_layout: &Layout,
     ) -> Result<ExampleStorage> {
-        check_same_shape("scatter_add", indices_layout, src_layout)?;
+        indices_layout.check_same_shape("scatter_add", src_layout)?;
         let data = read("scatter_add", base, base_layout)?;
         let idx = read("scatter_add", indices, indices_layout)?;
         let src = read("scatter_add", src, src_layout)?;

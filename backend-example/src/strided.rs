@@ -6,24 +6,7 @@
 //! wrong in the kernels themselves.
 
 use crate::ExampleStorage;
-use tensor_core::{BackendStorage, Error, HostData, Layout, Result};
-
-/// Errors unless every element `layout` addresses lies inside a storage of `len` elements.
-pub(crate) fn check_fits(op: &'static str, layout: &Layout, len: usize) -> Result<()> {
-    if layout.strides().len() != layout.rank() || layout.strides().iter().any(|&s| s < 0) {
-        return Err(Error::InvalidArgument {
-            op,
-            msg: format!("unsupported layout {layout:?}"),
-        });
-    }
-    if layout.numel() > 0 && layout.max_offset() >= len {
-        return Err(Error::InvalidArgument {
-            op,
-            msg: format!("layout {layout:?} reaches beyond a storage of {len} elements"),
-        });
-    }
-    Ok(())
-}
+use tensor_core::{BackendStorage, HostData, Layout, Result};
 
 /// The elements `layout` selects from `storage`, in row-major logical order.
 pub(crate) fn read(
@@ -31,7 +14,7 @@ pub(crate) fn read(
     storage: &ExampleStorage,
     layout: &Layout,
 ) -> Result<HostData> {
-    check_fits(op, layout, storage.len())?;
+    layout.check_fits(op, storage.len())?;
     let positions: Vec<usize> = layout.offsets().collect();
     Ok(pick(storage.data(), &positions))
 }
@@ -62,18 +45,6 @@ pub(crate) fn ravel(index: &[usize], dims: &[usize]) -> usize {
         .iter()
         .zip(dims)
         .fold(0, |flat, (&i, &d)| flat * d + i)
-}
-
-/// Errors unless the two layouts have the same shape.
-pub(crate) fn check_same_shape(op: &'static str, a: &Layout, b: &Layout) -> Result<()> {
-    if a.shape() != b.shape() {
-        return Err(Error::ShapeMismatch {
-            op,
-            lhs: a.shape().clone(),
-            rhs: b.shape().clone(),
-        });
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -36,6 +36,7 @@ pub mod dtype;
 pub mod error;
 pub mod kernels;
 pub mod layout;
+mod layout_checks;
 pub mod ops;
 pub mod random;
 pub mod shape;

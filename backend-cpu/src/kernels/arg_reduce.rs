@@ -4,7 +4,7 @@
 
 use super::num::Num;
 use super::reduce::ReducePlan;
-use crate::checks::{check_axis, unsupported};
+use crate::checks::unsupported;
 use crate::parallel::split_reduction;
 use crate::CpuStorage;
 use std::ops::Range;
@@ -21,7 +21,7 @@ pub(crate) fn arg_reduce(
     layout: &Layout,
     axis: usize,
 ) -> Result<CpuStorage> {
-    check_axis(op.name(), layout, axis)?;
+    layout.check_axis(op.name(), axis)?;
     let plan = ReducePlan::new(layout, &[axis], op.name())?;
     Ok(CpuStorage::I64(match x {
         CpuStorage::F32(v) => arg_typed(op, v, &plan),

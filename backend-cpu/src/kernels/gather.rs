@@ -1,7 +1,6 @@
 //! `gather`: PyTorch's per-element pick along one axis.
 
-use super::index_check::{check_fits, checked_index, index_values, strides_without_axis};
-use crate::checks::check_axis;
+use super::index_check::{checked_index, index_values, strides_without_axis};
 use crate::parallel::try_fill_chunks;
 use crate::storage::map_storage;
 use crate::strided::StridedPlan;
@@ -18,8 +17,8 @@ pub(crate) fn gather(
     indices: &CpuStorage,
     indices_layout: &Layout,
 ) -> Result<CpuStorage> {
-    check_axis(OP, layout, axis)?;
-    check_fits(OP, layout, axis, indices_layout)?;
+    layout.check_axis(OP, axis)?;
+    layout.check_indices_fit(OP, axis, indices_layout)?;
     let idx = index_values(OP, indices)?;
     // Walk the indices together with `x` restricted to their shape, its `axis` pinned at 0.
     let x_strides = strides_without_axis(layout, axis);

@@ -21,33 +21,6 @@ pub(crate) fn checked_index(op: &'static str, index: i64, size: usize) -> Result
     }
 }
 
-/// Errors unless `indices` has the rank of `x` and is no larger on every axis but `axis`.
-pub(crate) fn check_fits(
-    op: &'static str,
-    x: &Layout,
-    axis: usize,
-    indices: &Layout,
-) -> Result<()> {
-    let fits = indices.rank() == x.rank()
-        && indices
-            .dims()
-            .iter()
-            .zip(x.dims())
-            .enumerate()
-            .all(|(d, (&i, &s))| d == axis || i <= s);
-    if !fits {
-        return Err(Error::InvalidArgument {
-            op,
-            msg: format!(
-                "indices of shape {} do not fit a tensor of shape {} off axis {axis}",
-                indices.shape(),
-                x.shape()
-            ),
-        });
-    }
-    Ok(())
-}
-
 /// The strides of `layout` with `axis` set to 0: the positions of `[.., 0, ..]` along `axis`.
 pub(crate) fn strides_without_axis(layout: &Layout, axis: usize) -> Vec<isize> {
     let mut strides = layout.strides().to_vec();

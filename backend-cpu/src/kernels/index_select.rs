@@ -2,7 +2,6 @@
 
 use super::copy::copy_strided;
 use super::index_check::{checked_index, index_values};
-use crate::checks::check_axis;
 use crate::parallel::fill_rows;
 use crate::storage::map_storage;
 use crate::strided::StridedPlan;
@@ -19,7 +18,7 @@ pub(crate) fn index_select(
     indices: &CpuStorage,
     indices_layout: &Layout,
 ) -> Result<CpuStorage> {
-    check_axis(OP, layout, axis)?;
+    layout.check_axis(OP, axis)?;
     if indices_layout.rank() != 1 {
         return Err(Error::InvalidArgument {
             op: OP,

@@ -4,9 +4,9 @@
 //! additions happen in the row-major order of `indices`, which keeps results deterministic.
 
 use super::copy::copy_strided;
-use super::index_check::{check_fits, checked_index, index_values, strides_without_axis};
+use super::index_check::{checked_index, index_values, strides_without_axis};
 use super::num::Num;
-use crate::checks::{check_axis, check_same_shape, dtype_mismatch, unsupported};
+use crate::checks::{dtype_mismatch, unsupported};
 use crate::strided::StridedPlan;
 use crate::CpuStorage;
 use tensor_core::{DType, Layout, Result};
@@ -24,9 +24,9 @@ pub(crate) fn scatter_add(
     src: &CpuStorage,
     src_layout: &Layout,
 ) -> Result<CpuStorage> {
-    check_axis(OP, base_layout, axis)?;
-    check_same_shape(OP, indices_layout, src_layout)?;
-    check_fits(OP, base_layout, axis, indices_layout)?;
+    base_layout.check_axis(OP, axis)?;
+    indices_layout.check_same_shape(OP, src_layout)?;
+    base_layout.check_indices_fit(OP, axis, indices_layout)?;
     let idx = index_values(OP, indices)?;
     let target = Target::new(base_layout, axis, indices_layout, src_layout);
     Ok(match (base, src) {

@@ -2,7 +2,7 @@
 //! where. Each is one kernel per [`MapPlan`] chunk (one chunk unless the simplified rank exceeds
 //! `MAX_RANK`), reading operand `k` through its view and writing a fresh contiguous output.
 
-use crate::checks::{check_dtype, check_same_dtype, check_same_shape};
+use crate::checks::{check_dtype, check_same_dtype};
 use crate::driver::{Driver, ModuleKey};
 use crate::runtime::{Arg, Runtime};
 use crate::storage::GpuStorage;
@@ -62,7 +62,7 @@ pub(crate) fn assign<D: Driver>(
     src_layout: &Layout,
     mode: AssignMode,
 ) -> Result<()> {
-    check_same_shape("assign", dst_layout, src_layout)?;
+    dst_layout.check_same_shape("assign", src_layout)?;
     check_same_dtype("assign", dst, src)?;
     let kernel = match mode {
         AssignMode::Overwrite => "assign_set",
@@ -163,7 +163,7 @@ pub(crate) fn binary<D: Driver>(
     b: &GpuStorage<D>,
     lb: &Layout,
 ) -> Result<GpuStorage<D>> {
-    check_same_shape(op.name(), la, lb)?;
+    la.check_same_shape(op.name(), lb)?;
     check_same_dtype(op.name(), a, b)?;
     if !op.supports(a.dtype()) {
         return Err(Error::UnsupportedDType {
@@ -198,7 +198,7 @@ pub(crate) fn compare<D: Driver>(
     b: &GpuStorage<D>,
     lb: &Layout,
 ) -> Result<GpuStorage<D>> {
-    check_same_shape(op.name(), la, lb)?;
+    la.check_same_shape(op.name(), lb)?;
     check_same_dtype(op.name(), a, b)?;
     let kernel = match op {
         CmpOp::Eq => "cmp_eq",
@@ -226,8 +226,8 @@ pub(crate) fn where_select<D: Driver>(
 ) -> Result<GpuStorage<D>> {
     check_dtype("where", cond.0, DType::Bool)?;
     check_same_dtype("where", on_true.0, on_false.0)?;
-    check_same_shape("where", cond.1, on_true.1)?;
-    check_same_shape("where", cond.1, on_false.1)?;
+    cond.1.check_same_shape("where", on_true.1)?;
+    cond.1.check_same_shape("where", on_false.1)?;
     let dtype = on_true.0.dtype();
     map(
         rt,

@@ -6,7 +6,7 @@
 //! the flag. The op itself therefore returns `Ok` and the error surfaces at the read-back, like
 //! CUDA's asynchronous errors; the offending output holds zeros where indices were bad.
 
-use crate::checks::{check_axis, check_dtype, check_same_dtype, check_same_shape};
+use crate::checks::{check_dtype, check_same_dtype};
 use crate::driver::{Driver, ModuleKey};
 use crate::ops::elementwise::copy_strided;
 use crate::runtime::{Arg, Runtime};
@@ -15,28 +15,6 @@ use crate::view::{MapPlan, View};
 use std::sync::Arc;
 use tensor_core::kernels::MAX_RANK;
 use tensor_core::{BackendStorage, DType, Error, Layout, Result};
-
-/// Errors unless `indices` has the rank of `x` and is no larger on every axis but `axis`.
-fn check_fits(op: &'static str, x: &Layout, axis: usize, indices: &Layout) -> Result<()> {
-    let fits = indices.rank() == x.rank()
-        && indices
-            .dims()
-            .iter()
-            .zip(x.dims())
-            .enumerate()
-            .all(|(d, (&i, &s))| d == axis || i <= s);
-    if !fits {
-        return Err(Error::InvalidArgument {
-            op,
-            msg: format!(
-                "indices of shape {} do not fit a tensor of shape {} off axis {axis}",
-                indices.shape(),
-                x.shape()
-            ),
-        });
-    }
-    Ok(())
-}
 
 /// `layout`'s strides with `axis` set to 0.
 fn strides_without_axis(layout: &Layout, axis: usize) -> Vec<isize> {
@@ -55,7 +33,7 @@ pub(crate) fn index_select<D: Driver>(
     il: &Layout,
 ) -> Result<GpuStorage<D>> {
     const OP: &str = "index_select";
-    check_axis(OP, layout, axis)?;
+    layout.check_axis(OP, axis)?;
     check_dtype(OP, indices, DType::I64)?;
     if il.rank() != 1 {
         return Err(Error::InvalidArgument {
@@ -112,9 +90,9 @@ pub(crate) fn gather<D: Driver>(
     il: &Layout,
 ) -> Result<GpuStorage<D>> {
     const OP: &str = "gather";
-    check_axis(OP, layout, axis)?;
+    layout.check_axis(OP, axis)?;
     check_dtype(OP, indices, DType::I64)?;
-    check_fits(OP, layout, axis, il)?;
+    layout.check_indices_fit(OP, axis, il)?;
     let x_strides = strides_without_axis(layout, axis);
     let plan = MapPlan::new(
         il.dims(),
@@ -154,11 +132,11 @@ pub(crate) fn scatter_add<D: Driver>(
     sl: &Layout,
 ) -> Result<GpuStorage<D>> {
     const OP: &str = "scatter_add";
-    check_axis(OP, bl, axis)?;
+    bl.check_axis(OP, axis)?;
     check_dtype(OP, indices, DType::I64)?;
     check_same_dtype(OP, base, src)?;
-    check_same_shape(OP, il, sl)?;
-    check_fits(OP, bl, axis, il)?;
+    il.check_same_shape(OP, sl)?;
+    bl.check_indices_fit(OP, axis, il)?;
     if base.dtype() == DType::Bool {
         return Err(Error::UnsupportedDType {
             op: OP,

@@ -11,7 +11,6 @@
 //! (`*_tree`), split into several chunks per output plus a combining pass when there are too few
 //! outputs to occupy every multiprocessor.
 
-use crate::checks::check_axis;
 use crate::driver::{Driver, ModuleKey};
 use crate::ops::elementwise::copy_strided;
 use crate::ops::transfer::full;
@@ -228,7 +227,7 @@ pub(crate) fn arg_reduce<D: Driver>(
     layout: &Layout,
     axis: usize,
 ) -> Result<GpuStorage<D>> {
-    check_axis(op.name(), layout, axis)?;
+    layout.check_axis(op.name(), axis)?;
     let dtype = x.dtype();
     if dtype == DType::Bool {
         return Err(Error::UnsupportedDType {
