@@ -1,12 +1,18 @@
-//! The one error type of Tessera: every fallible operation returns [`Result`].
+//! The one error type of Tessera: every fallible operation of every Tessera crate returns
+//! [`Result`], so `?` works across tensors, layers, checkpoints and data loading alike.
 
 use crate::{DType, Shape};
+use std::path::PathBuf;
+use std::sync::Arc;
 
-/// Everything that can go wrong in a tensor operation.
+/// Everything that can go wrong in Tessera: tensor operations, backends, files, checkpoints and
+/// data sets.
 ///
-/// Each message starts with the operation's name and names the offending shapes, dtypes, axes
-/// or devices, e.g. `matmul: inner dimensions differ: lhs [2, 3] vs rhs [4, 5]`.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+/// Each message starts with the operation's name (or the file's path) and names the offending
+/// shapes, dtypes, axes, devices or tensors, e.g.
+/// `matmul: inner dimensions differ: lhs [2, 3] vs rhs [4, 5]`. The enum is `#[non_exhaustive]`:
+/// match the variants you handle and keep a catch-all arm.
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// Two shapes that must be equal are not.
@@ -128,6 +134,98 @@ pub enum Error {
         op: &'static str,
         msg: String,
     },
+    /// Reading or writing a file failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or folder being accessed.
+        path: PathBuf,
+        /// The underlying I/O error (shared, so that the error stays `Clone`).
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    /// A file exists but its content is not what its format requires (truncated, corrupt,
+    /// unsupported variant).
+    #[error("{}: {msg}", path.display())]
+    Format {
+        /// The offending file.
+        path: PathBuf,
+        /// What is wrong with it.
+        msg: String,
+    },
+    /// A checkpoint or state dict does not match what was expected (a missing, extra,
+    /// mis-shaped or mis-typed tensor, an invalid name); `msg` names the tensor.
+    #[error("checkpoint: {msg}")]
+    Checkpoint {
+        /// What is wrong, naming the tensor.
+        msg: String,
+    },
+    /// A data set is not where it was looked for; `hint` says how to get it.
+    #[error("data not found at {}: {hint}", path.display())]
+    MissingData {
+        /// The folder or file that was looked for.
+        path: PathBuf,
+        /// How to install the data or where to point the program instead.
+        hint: String,
+    },
+    /// A background worker (e.g. the data loader's prefetch thread) stopped unexpectedly.
+    #[error("worker thread: {msg}")]
+    Worker {
+        /// What happened to the worker.
+        msg: String,
+    },
+    /// An error from outside Tessera (a user's code, a communication library, ...), carried
+    /// with its context.
+    #[error("{context}: {source}")]
+    Wrapped {
+        /// What was being done.
+        context: String,
+        /// The original error.
+        #[source]
+        source: Arc<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+/// Two errors are equal when they are the same variant with the same message (an I/O or a
+/// wrapped source error compares by its message), so tests can `assert_eq!` on errors.
+impl PartialEq for Error {
+    fn eq(&self, other: &Self) -> bool {
+        std::mem::discriminant(self) == std::mem::discriminant(other)
+            && self.to_string() == other.to_string()
+    }
+}
+
+impl Error {
+    /// An [`Error::Io`] for `path`.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source: Arc::new(source),
+        }
+    }
+
+    /// An [`Error::Format`] for `path`.
+    pub fn format(path: impl Into<PathBuf>, msg: impl Into<String>) -> Self {
+        Error::Format {
+            path: path.into(),
+            msg: msg.into(),
+        }
+    }
+
+    /// An [`Error::Checkpoint`] with `msg`.
+    pub fn checkpoint(msg: impl Into<String>) -> Self {
+        Error::Checkpoint { msg: msg.into() }
+    }
+
+    /// An [`Error::Wrapped`]: `source` from outside Tessera, with what was being done.
+    pub fn wrap(
+        context: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Error::Wrapped {
+            context: context.into(),
+            source: Arc::new(source),
+        }
+    }
 }
 
 /// `[2, 3], [3]`: the shapes of an op's inputs, for messages.
