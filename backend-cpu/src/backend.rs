@@ -27,12 +27,10 @@ impl Default for Cpu {
 }
 
 impl Cpu {
-    /// The CPU backend (a unit value; every `Cpu` is the same device).
-    ///
-    /// The first call tunes the C allocator to keep freed tensor memory for reuse (see
-    /// [`crate::MALLOC_TUNING_ENV_VAR`] to opt out).
+    /// The CPU backend (a unit value; every `Cpu` is the same device). Creating one has no
+    /// process-wide effect; see [`crate::tune_allocator`] for the opt-in allocator tuning that
+    /// training programs want.
     pub fn new() -> Self {
-        crate::malloc_tuning::tune_once();
         Cpu
     }
 }

@@ -13,7 +13,7 @@
 //! * **Parallelism**: outputs above 32768 elements are split across `rayon`'s pool; below that
 //!   everything runs on the calling thread.
 //! * **Memory**: freed tensor memory stays in the process for the next tensor of that size
-//!   (glibc `mallopt` tuning, applied by [`Cpu::new`]; [`MALLOC_TUNING_ENV_VAR`] opts out).
+//!   (glibc `mallopt` tuning, an explicit opt-in: [`tune_allocator`]).
 //!
 //! ```
 //! use tessera_cpu::{Cpu, CpuTensor};
@@ -37,7 +37,7 @@ mod storage;
 mod strided;
 
 pub use backend::Cpu;
-pub use malloc_tuning::MALLOC_TUNING_ENV_VAR;
+pub use malloc_tuning::{tune_allocator, MALLOC_TUNING_ENV_VAR};
 pub use storage::{CpuElement, CpuStorage};
 
 /// A tensor on the CPU backend.

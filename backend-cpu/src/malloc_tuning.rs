@@ -8,9 +8,10 @@
 //! profile; page faults per run dropped 13x with this tuning). This does for the host what the
 //! GPU backends' caching allocators do for device memory.
 //!
-//! The tuning is process-wide (`mallopt`) and applied once, when the first [`crate::Cpu`] is
-//! created through [`crate::Cpu::new`]. Set [`MALLOC_TUNING_ENV_VAR`] to `0` to keep the
-//! allocator's defaults. Only glibc on Linux is tuned; elsewhere this does nothing.
+//! The tuning is process-wide (`mallopt`), so it is an explicit opt-in: a program calls
+//! [`tune_allocator`] once at start (the `train` command and the benchmarks do); a library never
+//! should. Set [`MALLOC_TUNING_ENV_VAR`] to `0` to make that call do nothing. Only glibc on
+//! Linux is tuned; elsewhere it does nothing.
 
 use std::sync::Once;
 
@@ -28,8 +29,10 @@ const TRIM_THRESHOLD: libc::c_int = 512 << 20;
 
 static TUNE: Once = Once::new();
 
-/// Applies the tuning once per process, unless [`MALLOC_TUNING_ENV_VAR`] is `0`.
-pub(crate) fn tune_once() {
+/// Tunes the C allocator to keep freed tensor memory in the process (a larger `mmap` threshold
+/// and trim threshold), once per process, unless [`MALLOC_TUNING_ENV_VAR`] is `0`. Call it at
+/// the start of a training program: it changes the allocator for the whole process.
+pub fn tune_allocator() {
     TUNE.call_once(|| {
         if std::env::var(MALLOC_TUNING_ENV_VAR).is_ok_and(|v| v.trim() == "0") {
             return;

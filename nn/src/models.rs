@@ -1,6 +1,12 @@
-//! The two reference models of the `train` command and the benchmarks.
+//! The two reference models of the `train` command and the benchmarks, as [`Sequential`]s whose
+//! parameter names match the PyTorch peers' (`0.weight`, `0.bias`, `2.weight`, ...).
 
-use crate::layers::{Conv2d, Conv2dConfig, Flatten, Linear, MaxPool2d, ReLU, Sequential};
+use crate::layers::{
+    Conv2d, Conv2dConfig, Flatten, Linear, LinearConfig, MaxPool2d, Pool2dConfig, ReLU, Sequential,
+};
+use crate::module::{Forward, ModuleVisitor, ToBackend};
+use crate::Module;
+use tessera_autograd::Var;
 use tessera_core::{Backend, DType, Generator, Result};
 
 /// Which reference model to build.
@@ -13,6 +19,19 @@ pub enum ModelKind {
 }
 
 impl ModelKind {
+    /// Builds the model for 28x28 grey images and 10 classes, initialised from `seed`.
+    pub fn build<B: Backend>(
+        self,
+        dtype: DType,
+        seed: u64,
+        backend: &B,
+    ) -> Result<ReferenceModel<B>> {
+        Ok(match self {
+            ModelKind::Mlp => ReferenceModel::Mlp(mlp(dtype, seed, backend)?),
+            ModelKind::Cnn => ReferenceModel::Cnn(cnn(dtype, seed, backend)?),
+        })
+    }
+
     /// Input dims of one sample (without the batch axis): `[784]` or `[1, 28, 28]`.
     pub fn sample_dims(self) -> Vec<usize> {
         match self {
@@ -20,48 +39,109 @@ impl ModelKind {
             ModelKind::Cnn => vec![1, 28, 28],
         }
     }
+}
 
-    /// Builds the model for 28x28 grey images and 10 classes.
-    pub fn build<B: Backend>(self, dtype: DType, seed: u64, backend: &B) -> Result<Sequential<B>> {
+/// The MLP's type: `784 → 512 → 512 → 10` with ReLU.
+pub type Mlp<B> = Sequential<(Linear<B>, ReLU, Linear<B>, ReLU, Linear<B>)>;
+
+/// The CNN's type: conv 3x3 (32) → ReLU → max-pool 2 → conv 3x3 (64) → ReLU → max-pool 2 →
+/// flatten → linear 3136 → 128 → ReLU → linear 128 → 10.
+pub type Cnn<B> = Sequential<(
+    Conv2d<B>,
+    ReLU,
+    MaxPool2d,
+    Conv2d<B>,
+    ReLU,
+    MaxPool2d,
+    Flatten,
+    Linear<B>,
+    ReLU,
+    Linear<B>,
+)>;
+
+/// A multi-layer perceptron `784 → 512 → 512 → 10` with ReLU, initialised from `seed`.
+pub fn mlp<B: Backend>(dtype: DType, seed: u64, backend: &B) -> Result<Mlp<B>> {
+    let mut g = Generator::new(seed);
+    let linear = |i, o, g: &mut Generator| LinearConfig::new(i, o).dtype(dtype).init(backend, g);
+    Ok(Sequential::new((
+        linear(784, 512, &mut g)?,
+        ReLU::new(),
+        linear(512, 512, &mut g)?,
+        ReLU::new(),
+        linear(512, 10, &mut g)?,
+    )))
+}
+
+/// A small CNN for `[n, 1, 28, 28]` inputs (see [`Cnn`]), initialised from `seed`.
+pub fn cnn<B: Backend>(dtype: DType, seed: u64, backend: &B) -> Result<Cnn<B>> {
+    let mut g = Generator::new(seed);
+    let conv = |c_in, c_out, g: &mut Generator| {
+        Conv2dConfig::new(c_in, c_out, (3, 3))
+            .padding((1, 1))
+            .dtype(dtype)
+            .init(backend, g)
+    };
+    let linear = |i, o, g: &mut Generator| LinearConfig::new(i, o).dtype(dtype).init(backend, g);
+    let pool = || Pool2dConfig::new((2, 2)).init_max();
+    Ok(Sequential::new((
+        conv(1, 32, &mut g)?,
+        ReLU::new(),
+        pool()?,
+        conv(32, 64, &mut g)?,
+        ReLU::new(),
+        pool()?,
+        Flatten::new(),
+        linear(64 * 7 * 7, 128, &mut g)?,
+        ReLU::new(),
+        linear(128, 10, &mut g)?,
+    )))
+}
+
+/// Either reference model, for code that picks one at run time (the benchmarks, the `train`
+/// command). Names, training mode and transfer are those of the model inside.
+pub enum ReferenceModel<B: Backend> {
+    /// The [`Mlp`].
+    Mlp(Mlp<B>),
+    /// The [`Cnn`].
+    Cnn(Cnn<B>),
+}
+
+impl<B: Backend> Module<B> for ReferenceModel<B> {
+    fn visit(&self, prefix: &str, visitor: &mut dyn ModuleVisitor<B>) {
         match self {
-            ModelKind::Mlp => mlp(dtype, seed, backend),
-            ModelKind::Cnn => cnn(dtype, seed, backend),
+            ReferenceModel::Mlp(m) => m.visit(prefix, visitor),
+            ReferenceModel::Cnn(m) => m.visit(prefix, visitor),
+        }
+    }
+    fn set_training(&self, training: bool) {
+        match self {
+            ReferenceModel::Mlp(m) => m.set_training(training),
+            ReferenceModel::Cnn(m) => m.set_training(training),
+        }
+    }
+    fn training_mode(&self) -> Option<bool> {
+        match self {
+            ReferenceModel::Mlp(m) => m.training_mode(),
+            ReferenceModel::Cnn(m) => m.training_mode(),
         }
     }
 }
 
-/// A multi-layer perceptron `784 → 512 → 512 → 10` with ReLU, initialised from `seed`.
-pub fn mlp<B: Backend>(dtype: DType, seed: u64, backend: &B) -> Result<Sequential<B>> {
-    let mut g = Generator::new(seed);
-    Ok(Sequential::new()
-        .with(Linear::new(784, 512, true, dtype, &mut g, backend)?)
-        .with(ReLU::new())
-        .with(Linear::new(512, 512, true, dtype, &mut g, backend)?)
-        .with(ReLU::new())
-        .with(Linear::new(512, 10, true, dtype, &mut g, backend)?))
+impl<B: Backend> ToBackend<B> for ReferenceModel<B> {
+    type On<B2: Backend> = ReferenceModel<B2>;
+    fn to_backend<B2: Backend>(&self, backend: &B2) -> Result<ReferenceModel<B2>> {
+        Ok(match self {
+            ReferenceModel::Mlp(m) => ReferenceModel::Mlp(m.to_backend(backend)?),
+            ReferenceModel::Cnn(m) => ReferenceModel::Cnn(m.to_backend(backend)?),
+        })
+    }
 }
 
-/// A small CNN for `[n, 1, 28, 28]` inputs: conv 3x3 (32) → ReLU → max-pool 2 → conv 3x3 (64)
-/// → ReLU → max-pool 2 → flatten → linear 3136 → 128 → ReLU → linear 128 → 10.
-pub fn cnn<B: Backend>(dtype: DType, seed: u64, backend: &B) -> Result<Sequential<B>> {
-    let mut g = Generator::new(seed);
-    let conv = |c_in, c_out, g: &mut Generator| {
-        Conv2d::new(
-            Conv2dConfig::new(c_in, c_out, (3, 3)).padding((1, 1)),
-            dtype,
-            g,
-            backend,
-        )
-    };
-    Ok(Sequential::new()
-        .with(conv(1, 32, &mut g)?)
-        .with(ReLU::new())
-        .with(MaxPool2d::square(2)?)
-        .with(conv(32, 64, &mut g)?)
-        .with(ReLU::new())
-        .with(MaxPool2d::square(2)?)
-        .with(Flatten::new())
-        .with(Linear::new(64 * 7 * 7, 128, true, dtype, &mut g, backend)?)
-        .with(ReLU::new())
-        .with(Linear::new(128, 10, true, dtype, &mut g, backend)?))
+impl<B: Backend> Forward<B> for ReferenceModel<B> {
+    fn forward(&self, x: &Var<B>) -> Result<Var<B>> {
+        match self {
+            ReferenceModel::Mlp(m) => m.forward(x),
+            ReferenceModel::Cnn(m) => m.forward(x),
+        }
+    }
 }

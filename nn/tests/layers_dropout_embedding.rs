@@ -4,15 +4,15 @@
 use tessera_autograd::Var;
 use tessera_core::{DType, Generator, Tensor};
 use tessera_cpu::Cpu;
-use tessera_nn::layers::{Dropout, Embedding};
-use tessera_nn::module::Module;
+use tessera_nn::layers::{Dropout, Embedding, EmbeddingConfig};
+use tessera_nn::{Forward, Module};
 
 fn dev() -> Cpu {
     Cpu::new()
 }
 
 fn forward_values(layer: &Dropout, x: &Tensor<Cpu>) -> Vec<f64> {
-    Module::<Cpu>::forward(layer, &Var::constant(x.clone()))
+    Forward::<Cpu>::forward(layer, &Var::constant(x.clone()))
         .unwrap()
         .value()
         .to_vec_f64()
@@ -97,7 +97,7 @@ fn dropout_is_the_identity_in_eval_mode_and_for_p_zero() {
 fn dropout_gradient_is_the_scaled_mask() {
     let layer = Dropout::new(0.25, 4).unwrap();
     let x = Var::param(Tensor::ones([200], DType::F64, &dev()).unwrap());
-    let y = Module::<Cpu>::forward(&layer, &x).unwrap();
+    let y = Forward::<Cpu>::forward(&layer, &x).unwrap();
     y.sum_all().unwrap().backward().unwrap();
     assert_eq!(
         x.grad().unwrap().to_vec_f64().unwrap(),
@@ -121,7 +121,10 @@ fn embedding_looks_up_rows_for_any_index_shape() {
 
 #[test]
 fn embedding_gradient_accumulates_repeated_indices() {
-    let emb = Embedding::new(4, 2, DType::F64, &mut Generator::new(0), &dev()).unwrap();
+    let emb = EmbeddingConfig::new(4, 2)
+        .dtype(DType::F64)
+        .init(&dev(), &mut Generator::new(0))
+        .unwrap();
     let idx = Tensor::from_vec(vec![1i64, 3, 1, 1], [4], &dev()).unwrap();
     emb.lookup(&idx)
         .unwrap()
@@ -135,7 +138,9 @@ fn embedding_gradient_accumulates_repeated_indices() {
 
 #[test]
 fn embedding_init_is_standard_normal() {
-    let emb = Embedding::new(200, 100, DType::F32, &mut Generator::new(5), &dev()).unwrap();
+    let emb = EmbeddingConfig::new(200, 100)
+        .init(&dev(), &mut Generator::new(5))
+        .unwrap();
     let w = emb.weight().value().to_vec_f64().unwrap();
     let n = w.len() as f64;
     let mean = w.iter().sum::<f64>() / n;
@@ -148,7 +153,10 @@ fn embedding_init_is_standard_normal() {
 
 #[test]
 fn embedding_rejects_bad_indices() {
-    let emb = Embedding::new(3, 2, DType::F64, &mut Generator::new(0), &dev()).unwrap();
+    let emb = EmbeddingConfig::new(3, 2)
+        .dtype(DType::F64)
+        .init(&dev(), &mut Generator::new(0))
+        .unwrap();
     let out_of_range = Tensor::from_vec(vec![0i64, 3], [2], &dev()).unwrap();
     assert!(emb.lookup(&out_of_range).is_err());
     let negative = Tensor::from_vec(vec![-1i64], [1], &dev()).unwrap();

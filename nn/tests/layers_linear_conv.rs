@@ -4,8 +4,8 @@
 use tessera_autograd::Var;
 use tessera_core::{Conv2dParams, DType, Generator, Tensor};
 use tessera_cpu::Cpu;
-use tessera_nn::layers::{Conv2d, Conv2dConfig, Linear};
-use tessera_nn::module::Module;
+use tessera_nn::layers::{Conv2d, Conv2dConfig, Linear, LinearConfig};
+use tessera_nn::{Forward, Module};
 
 fn dev() -> Cpu {
     Cpu::new()
@@ -57,7 +57,11 @@ fn linear_forward_matches_naive_loops_for_any_leading_dims() {
 #[test]
 fn linear_without_bias_is_a_plain_product_and_names_only_the_weight() {
     let mut g = Generator::new(0);
-    let layer = Linear::new(3, 2, false, DType::F64, &mut g, &dev()).unwrap();
+    let layer = LinearConfig::new(3, 2)
+        .bias(false)
+        .dtype(DType::F64)
+        .init(&dev(), &mut g)
+        .unwrap();
     let names: Vec<String> = layer.parameters().into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, vec!["weight"]);
     let x = Tensor::from_vec(vec![1.0f64, 0.0, 0.0], [1, 3], &dev()).unwrap();
@@ -71,7 +75,7 @@ fn linear_without_bias_is_a_plain_product_and_names_only_the_weight() {
 fn linear_default_init_is_uniform_within_one_over_sqrt_fan_in() {
     let mut g = Generator::new(7);
     let (n_in, n_out) = (64, 128);
-    let layer = Linear::new(n_in, n_out, true, DType::F32, &mut g, &dev()).unwrap();
+    let layer = LinearConfig::new(n_in, n_out).init(&dev(), &mut g).unwrap();
     let bound = 1.0 / (n_in as f64).sqrt();
     let w = layer.weight().value().to_vec_f64().unwrap();
     let b = layer.bias().unwrap().value().to_vec_f64().unwrap();
@@ -90,17 +94,11 @@ fn linear_default_init_is_uniform_within_one_over_sqrt_fan_in() {
     let max = w.iter().fold(0.0f64, |m, v| m.max(v.abs()));
     assert!(max > 0.99 * bound);
     // A second layer drawn from the same generator differs; the same seed reproduces.
-    let other = Linear::new(n_in, n_out, true, DType::F32, &mut g, &dev()).unwrap();
+    let other = LinearConfig::new(n_in, n_out).init(&dev(), &mut g).unwrap();
     assert_ne!(other.weight().value().to_vec_f64().unwrap(), w);
-    let again = Linear::new(
-        n_in,
-        n_out,
-        true,
-        DType::F32,
-        &mut Generator::new(7),
-        &dev(),
-    )
-    .unwrap();
+    let again = LinearConfig::new(n_in, n_out)
+        .init(&dev(), &mut Generator::new(7))
+        .unwrap();
     assert_eq!(again.weight().value().to_vec_f64().unwrap(), w);
 }
 
@@ -224,7 +222,7 @@ fn conv2d_default_init_uses_fan_in_of_channels_times_kernel() {
     let config = Conv2dConfig::new(8, 16, (3, 5))
         .stride((2, 2))
         .padding((1, 1));
-    let layer = Conv2d::new(config, DType::F64, &mut g, &dev()).unwrap();
+    let layer = config.dtype(DType::F64).init(&dev(), &mut g).unwrap();
     assert_eq!(layer.weight().dims(), &[16, 8, 3, 5]);
     assert_eq!(layer.params().stride, (2, 2));
     let bound = 1.0 / ((8 * 3 * 5) as f64).sqrt();
@@ -235,7 +233,11 @@ fn conv2d_default_init_uses_fan_in_of_channels_times_kernel() {
     assert!(b.iter().all(|v| v.abs() <= bound));
     let names: Vec<String> = layer.parameters().into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, vec!["weight", "bias"]);
-    let no_bias = Conv2d::new(config.bias(false), DType::F64, &mut g, &dev()).unwrap();
+    let no_bias = config
+        .bias(false)
+        .dtype(DType::F64)
+        .init(&dev(), &mut g)
+        .unwrap();
     assert!(no_bias.bias().is_none());
 }
 

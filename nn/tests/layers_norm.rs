@@ -4,8 +4,8 @@
 use tessera_autograd::Var;
 use tessera_core::{DType, Tensor};
 use tessera_cpu::Cpu;
-use tessera_nn::layers::{BatchNorm1d, BatchNorm2d, BatchNormConfig, LayerNorm};
-use tessera_nn::module::Module;
+use tessera_nn::layers::{BatchNormConfig, LayerNormConfig};
+use tessera_nn::{Forward, Module};
 
 fn dev() -> Cpu {
     Cpu::new()
@@ -67,7 +67,10 @@ fn normalise(
 #[test]
 fn batch_norm_2d_training_uses_batch_statistics_and_updates_running_stats() {
     let (n, c, h, w) = (4, 3, 5, 2);
-    let bn = BatchNorm2d::new(c, DType::F64, &dev()).unwrap();
+    let bn = BatchNormConfig::new(c)
+        .dtype(DType::F64)
+        .init_2d(&dev())
+        .unwrap();
     let weight = vec![0.5, -1.0, 2.0];
     let bias = vec![0.1, 0.2, -0.3];
     bn.weight()
@@ -134,7 +137,10 @@ fn batch_norm_2d_training_uses_batch_statistics_and_updates_running_stats() {
 #[test]
 fn batch_norm_1d_handles_2d_and_3d_inputs() {
     let c = 3;
-    let bn = BatchNorm1d::new(c, DType::F64, &dev()).unwrap();
+    let bn = BatchNormConfig::new(c)
+        .dtype(DType::F64)
+        .init_1d(&dev())
+        .unwrap();
     let ones = vec![1.0; c];
     let zeros = vec![0.0; c];
     // [n, c]
@@ -173,12 +179,12 @@ fn batch_norm_1d_handles_2d_and_3d_inputs() {
 
 #[test]
 fn batch_norm_without_momentum_keeps_a_cumulative_average() {
-    let config = BatchNormConfig {
-        momentum: None,
-        affine: false,
-        ..BatchNormConfig::default()
-    };
-    let bn = BatchNorm1d::with_config(2, config, DType::F64, &dev()).unwrap();
+    let bn = BatchNormConfig::new(2)
+        .momentum(None)
+        .affine(false)
+        .dtype(DType::F64)
+        .init_1d(&dev())
+        .unwrap();
     assert!(bn.parameters().is_empty());
     let batches = [randn(&[5, 2], 1), randn(&[5, 2], 2), randn(&[5, 2], 3)];
     let mut means = Vec::new();
@@ -195,7 +201,7 @@ fn batch_norm_without_momentum_keeps_a_cumulative_average() {
 
 #[test]
 fn batch_norm_names_parameters_and_buffers_like_pytorch() {
-    let bn = BatchNorm2d::<Cpu>::new(4, DType::F32, &dev()).unwrap();
+    let bn = BatchNormConfig::new(4).init_2d(&dev()).unwrap();
     let params: Vec<String> = bn.parameters().into_iter().map(|(n, _)| n).collect();
     assert_eq!(params, vec!["weight", "bias"]);
     let buffers: Vec<String> = bn.buffers().into_iter().map(|(n, _)| n).collect();
@@ -204,19 +210,21 @@ fn batch_norm_names_parameters_and_buffers_like_pytorch() {
         vec!["running_mean", "running_var", "num_batches_tracked"]
     );
     assert_eq!(vec_of(bn.running_var()), vec![1.0; 4]);
-    assert!(BatchNorm2d::<Cpu>::new(4, DType::I64, &dev()).is_err());
-    let bad = BatchNormConfig {
-        eps: 0.0,
-        ..BatchNormConfig::default()
-    };
-    assert!(BatchNorm2d::<Cpu>::with_config(4, bad, DType::F32, &dev()).is_err());
+    assert!(BatchNormConfig::new(4)
+        .dtype(DType::I64)
+        .init_2d(&dev())
+        .is_err());
+    assert!(BatchNormConfig::new(4).eps(0.0).init_2d(&dev()).is_err());
 }
 
 #[test]
 fn batch_norm_training_gradient_matches_the_closed_form() {
     // For y = BN(x) with unit affine, d sum(y * r) / dx = (r - mean(r) - x̂ mean(r x̂)) / σ.
     let (n, c) = (5, 2);
-    let bn = BatchNorm1d::new(c, DType::F64, &dev()).unwrap();
+    let bn = BatchNormConfig::new(c)
+        .dtype(DType::F64)
+        .init_1d(&dev())
+        .unwrap();
     let x = Var::param(randn(&[n, c], 8));
     let r = randn(&[n, c], 9);
     let loss = bn
@@ -247,7 +255,10 @@ fn batch_norm_training_gradient_matches_the_closed_form() {
 
 #[test]
 fn layer_norm_normalises_the_trailing_dimensions() {
-    let ln = LayerNorm::new([3, 4], DType::F64, &dev()).unwrap();
+    let ln = LayerNormConfig::new(vec![3, 4])
+        .dtype(DType::F64)
+        .init(&dev())
+        .unwrap();
     let w = randn(&[3, 4], 1);
     let b = randn(&[3, 4], 2);
     ln.weight().unwrap().set_value(w.clone()).unwrap();
@@ -276,7 +287,11 @@ fn layer_norm_normalises_the_trailing_dimensions() {
 
 #[test]
 fn layer_norm_without_affine_has_zero_mean_unit_variance_rows() {
-    let ln = LayerNorm::with_options([8], 1e-5, false, DType::F64, &dev()).unwrap();
+    let ln = LayerNormConfig::new(vec![8])
+        .elementwise_affine(false)
+        .dtype(DType::F64)
+        .init(&dev())
+        .unwrap();
     assert!(ln.parameters().is_empty());
     let x = randn(&[3, 8], 5)
         .mul_scalar(10.0)
@@ -290,6 +305,6 @@ fn layer_norm_without_affine_has_zero_mean_unit_variance_rows() {
         assert!(mean.abs() < 1e-12);
         assert!((var - 1.0).abs() < 1e-5);
     }
-    assert!(LayerNorm::<Cpu>::new(Vec::<usize>::new(), DType::F64, &dev()).is_err());
-    assert!(LayerNorm::<Cpu>::with_options([4], -1.0, true, DType::F64, &dev()).is_err());
+    assert!(LayerNormConfig::new(vec![]).init(&dev()).is_err());
+    assert!(LayerNormConfig::new(vec![4]).eps(-1.0).init(&dev()).is_err());
 }

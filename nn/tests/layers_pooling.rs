@@ -4,7 +4,7 @@ use tessera_autograd::Var;
 use tessera_core::{DType, Pool2dParams, Tensor};
 use tessera_cpu::Cpu;
 use tessera_nn::layers::{AvgPool2d, MaxPool2d};
-use tessera_nn::module::Module;
+use tessera_nn::{Forward, Module};
 
 fn dev() -> Cpu {
     Cpu::new()
@@ -101,13 +101,13 @@ fn square_pools_halve_the_spatial_size_and_have_no_parameters() {
     )
     .unwrap();
     let pool = MaxPool2d::square(2).unwrap();
-    let y = Module::<Cpu>::forward(&pool, &Var::constant(x.clone())).unwrap();
+    let y = Forward::<Cpu>::forward(&pool, &Var::constant(x.clone())).unwrap();
     assert_eq!(
         y.value().to_vec::<f64>().unwrap(),
         vec![5.0, 7.0, 13.0, 15.0]
     );
     let avg = AvgPool2d::square(2).unwrap();
-    let y = Module::<Cpu>::forward(&avg, &Var::constant(x)).unwrap();
+    let y = Forward::<Cpu>::forward(&avg, &Var::constant(x)).unwrap();
     assert_eq!(
         y.value().to_vec::<f64>().unwrap(),
         vec![2.5, 4.5, 10.5, 12.5]

@@ -1,14 +1,14 @@
-//! Sequential composition and parameter naming (also of nested and hand-written modules),
-//! training-mode propagation, Flatten, and the activation modules against f64 formulas.
+//! Sequential composition and parameter naming (also nested), training-mode propagation,
+//! Flatten, and the activation modules against f64 formulas.
 
 use tessera_autograd::Var;
-use tessera_core::{DType, Generator, Result, Tensor};
+use tessera_core::{DType, Generator, Tensor};
 use tessera_cpu::Cpu;
 use tessera_nn::layers::{
-    BatchNorm1d, Dropout, Flatten, LeakyReLU, Linear, ReLU, Sequential, Sigmoid, Softmax, Tanh,
-    GELU,
+    BatchNorm1d, BatchNormConfig, Dropout, Flatten, LeakyReLU, Linear, LinearConfig, ReLU,
+    Sequential, Sigmoid, Softmax, Tanh, GELU,
 };
-use tessera_nn::module::{child_name, Module};
+use tessera_nn::{Forward, Module};
 
 type B = Cpu;
 
@@ -16,7 +16,7 @@ fn dev() -> B {
     Cpu::new()
 }
 
-fn apply(layer: &dyn Module<B>, x: &[f64]) -> Vec<f64> {
+fn apply(layer: &dyn Forward<B>, x: &[f64]) -> Vec<f64> {
     let t = Tensor::from_vec(x.to_vec(), [x.len()], &dev()).unwrap();
     layer
         .forward(&Var::constant(t))
@@ -98,16 +98,29 @@ fn flatten_merges_all_but_the_batch_axis_by_default() {
     assert_eq!(y.dims(), &[2, 12, 5]);
 }
 
-fn mlp(g: &mut Generator) -> Sequential<B> {
-    Sequential::new()
-        .with(Linear::new(3, 4, true, DType::F64, g, &dev()).unwrap())
-        .with(ReLU::new())
-        .with(
-            Sequential::new()
-                .with(Linear::new(4, 2, false, DType::F64, g, &dev()).unwrap())
-                .with(BatchNorm1d::new(2, DType::F64, &dev()).unwrap())
-                .with(Dropout::new(0.5, 0).unwrap()),
-        )
+type Inner = Sequential<(Linear<B>, BatchNorm1d<B>, Dropout)>;
+type Mlp = Sequential<(Linear<B>, ReLU, Inner)>;
+
+fn mlp(g: &mut Generator) -> Mlp {
+    let linear = |i, o, bias, g: &mut Generator| {
+        LinearConfig::new(i, o)
+            .bias(bias)
+            .dtype(DType::F64)
+            .init(&dev(), g)
+            .unwrap()
+    };
+    Sequential::new((
+        linear(3, 4, true, g),
+        ReLU::new(),
+        Sequential::new((
+            linear(4, 2, false, g),
+            BatchNormConfig::new(2)
+                .dtype(DType::F64)
+                .init_1d(&dev())
+                .unwrap(),
+            Dropout::new(0.5, 0).unwrap(),
+        )),
+    ))
 }
 
 #[test]
@@ -128,7 +141,6 @@ fn nested_sequential_names_children_by_position() {
         ]
     );
     assert_eq!(model.num_parameters(), 3 * 4 + 4 + 4 * 2 + 2 + 2);
-    assert_eq!(model.len(), 3);
     // Visiting with a prefix puts it in front of every name.
     let mut prefixed = Vec::new();
     model.visit_parameters("encoder", &mut |n, _| prefixed.push(n.to_string()));
@@ -141,8 +153,9 @@ fn set_training_reaches_every_nested_module() {
     let model = mlp(&mut Generator::new(0));
     assert!(model.is_training());
     model.eval();
-    let inner = model.get(2).unwrap();
+    let inner = &model.layers().2;
     assert!(!model.is_training() && !inner.is_training());
+    assert!(!Module::<B>::is_training(&inner.layers().2), "the dropout inside");
     // In eval mode dropout is the identity and batch norm uses its running stats, so the
     // output is deterministic.
     let x = Var::constant(Tensor::randn([5, 3], DType::F64, 1, &dev()).unwrap());
@@ -150,19 +163,20 @@ fn set_training_reaches_every_nested_module() {
     let b = model.forward(&x).unwrap().value().to_vec_f64().unwrap();
     assert_eq!(a, b);
     model.train();
-    assert!(inner.is_training());
-    // A layer pushed later takes the chain's mode.
-    let mut chain = Sequential::<B>::new();
-    chain.eval();
-    chain.push(Dropout::new(0.5, 0).unwrap());
-    assert!(!chain.get(0).unwrap().is_training());
+    assert!(inner.is_training() && Module::<B>::is_training(&inner.layers().2));
 }
 
 #[test]
-fn sequential_forward_is_the_composition_and_empty_is_identity() {
+fn sequential_forward_is_the_composition_and_a_vec_chains_too() {
     let mut g = Generator::new(3);
-    let l1 = Linear::new(3, 4, true, DType::F64, &mut g, &dev()).unwrap();
-    let l2 = Linear::new(4, 2, true, DType::F64, &mut g, &dev()).unwrap();
+    let l1 = LinearConfig::new(3, 4)
+        .dtype(DType::F64)
+        .init(&dev(), &mut g)
+        .unwrap();
+    let l2 = LinearConfig::new(4, 2)
+        .dtype(DType::F64)
+        .init(&dev(), &mut g)
+        .unwrap();
     let x = Var::constant(Tensor::randn([5, 3], DType::F64, 2, &dev()).unwrap());
     let manual = l2
         .forward(&l1.forward(&x).unwrap().tanh().unwrap())
@@ -170,81 +184,19 @@ fn sequential_forward_is_the_composition_and_empty_is_identity() {
         .value()
         .to_vec_f64()
         .unwrap();
-    let model = Sequential::new().with(l1).with(Tanh::new()).with(l2);
+    let model = Sequential::new((l1, Tanh::new(), l2));
     let chained = model.forward(&x).unwrap().value().to_vec_f64().unwrap();
     assert_eq!(manual, chained);
-    let empty = Sequential::<B>::new();
-    assert!(empty.is_empty());
+    // A Vec of one layer type chains its elements, and an empty one is the identity.
+    let tanhs = vec![Tanh::new(), Tanh::new()];
+    let twice = x.tanh().unwrap().tanh().unwrap();
     assert_eq!(
-        empty.forward(&x).unwrap().value().to_vec_f64().unwrap(),
+        Forward::<B>::forward(&tanhs, &x).unwrap().value().to_vec_f64().unwrap(),
+        twice.value().to_vec_f64().unwrap()
+    );
+    let empty: Vec<Tanh> = Vec::new();
+    assert_eq!(
+        Forward::<B>::forward(&empty, &x).unwrap().value().to_vec_f64().unwrap(),
         x.value().to_vec_f64().unwrap()
     );
-}
-
-/// A hand-written model: fields named like PyTorch attributes.
-struct TwoLayer {
-    fc1: Linear<B>,
-    fc2: Linear<B>,
-    norm: BatchNorm1d<B>,
-}
-
-impl Module<B> for TwoLayer {
-    fn forward(&self, x: &Var<B>) -> Result<Var<B>> {
-        self.fc2
-            .forward(&self.norm.forward(&self.fc1.forward(x)?)?.relu()?)
-    }
-
-    fn visit_parameters(&self, prefix: &str, f: &mut dyn FnMut(&str, &Var<B>)) {
-        self.fc1.visit_parameters(&child_name(prefix, "fc1"), f);
-        self.norm.visit_parameters(&child_name(prefix, "norm"), f);
-        self.fc2.visit_parameters(&child_name(prefix, "fc2"), f);
-    }
-
-    fn visit_buffers(&self, prefix: &str, f: &mut dyn FnMut(&str, &Var<B>)) {
-        self.norm.visit_buffers(&child_name(prefix, "norm"), f);
-    }
-
-    fn set_training(&self, training: bool) {
-        self.fc1.set_training(training);
-        self.norm.set_training(training);
-        self.fc2.set_training(training);
-    }
-
-    fn is_training(&self) -> bool {
-        self.norm.is_training()
-    }
-}
-
-#[test]
-fn hand_written_modules_compose_names_and_zero_grads() {
-    let mut g = Generator::new(1);
-    let model = TwoLayer {
-        fc1: Linear::new(2, 3, true, DType::F64, &mut g, &dev()).unwrap(),
-        fc2: Linear::new(3, 1, true, DType::F64, &mut g, &dev()).unwrap(),
-        norm: BatchNorm1d::new(3, DType::F64, &dev()).unwrap(),
-    };
-    let names: Vec<String> = model.parameters().into_iter().map(|(n, _)| n).collect();
-    assert_eq!(
-        names,
-        vec![
-            "fc1.weight",
-            "fc1.bias",
-            "norm.weight",
-            "norm.bias",
-            "fc2.weight",
-            "fc2.bias"
-        ]
-    );
-    assert_eq!(model.buffers()[0].0, "norm.running_mean");
-    let x = Var::constant(Tensor::randn([4, 2], DType::F64, 0, &dev()).unwrap());
-    model
-        .forward(&x)
-        .unwrap()
-        .sum_all()
-        .unwrap()
-        .backward()
-        .unwrap();
-    assert!(model.parameters().iter().all(|(_, p)| p.grad().is_some()));
-    model.zero_grad();
-    assert!(model.parameters().iter().all(|(_, p)| p.grad().is_none()));
 }

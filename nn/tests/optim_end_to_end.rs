@@ -4,9 +4,9 @@
 use tessera_autograd::{no_grad, Var};
 use tessera_core::{DType, Generator, Tensor};
 use tessera_cpu::Cpu;
-use tessera_nn::layers::{Linear, ReLU, Sequential};
+use tessera_nn::layers::{LinearConfig, ReLU, Sequential};
 use tessera_nn::loss::cross_entropy;
-use tessera_nn::module::Module;
+use tessera_nn::{Forward, Module};
 use tessera_nn::optim::{Adam, AdamConfig, Optimizer};
 
 type B = Cpu;
@@ -37,10 +37,11 @@ fn mlp_with_adam_fits_a_separable_problem() {
     let dev = Cpu::new();
     let (x, y) = blobs(&dev);
     let mut g = Generator::new(0);
-    let model = Sequential::new()
-        .with(Linear::new(2, 16, true, DType::F32, &mut g, &dev).unwrap())
-        .with(ReLU::new())
-        .with(Linear::new(16, 3, true, DType::F32, &mut g, &dev).unwrap());
+    let model = Sequential::new((
+        LinearConfig::new(2, 16).init(&dev, &mut g).unwrap(),
+        ReLU::new(),
+        LinearConfig::new(16, 3).init(&dev, &mut g).unwrap(),
+    ));
     let mut opt = Adam::new(model.parameters(), AdamConfig::new(0.02)).unwrap();
     let input = Var::constant(x);
     let mut first_loss = None;

@@ -5,20 +5,23 @@ use std::collections::BTreeMap;
 use tessera_autograd::{no_grad, Var};
 use tessera_core::{DType, Generator, Tensor};
 use tessera_cpu::Cpu;
-use tessera_nn::layers::{BatchNorm1d, Linear, ReLU, Sequential};
-use tessera_nn::module::Module;
+use tessera_nn::layers::{BatchNorm1d, BatchNormConfig, Linear, LinearConfig, ReLU, Sequential};
+
+type Model = Sequential<(Linear<B>, BatchNorm1d<B>, ReLU, Linear<B>)>;
+use tessera_nn::{Forward, Module};
 use tessera_nn::optim::{Adam, AdamConfig};
 use tessera_nn::training::{load_training_state, save_training_state, train_step};
 
 type B = Cpu;
 
-fn model(seed: u64, dev: &B) -> Sequential<B> {
+fn model(seed: u64, dev: &B) -> Model {
     let mut g = Generator::new(seed);
-    Sequential::new()
-        .with(Linear::new(6, 8, true, DType::F32, &mut g, dev).unwrap())
-        .with(BatchNorm1d::new(8, DType::F32, dev).unwrap())
-        .with(ReLU::new())
-        .with(Linear::new(8, 3, true, DType::F32, &mut g, dev).unwrap())
+    Sequential::new((
+        LinearConfig::new(6, 8).init(dev, &mut g).unwrap(),
+        BatchNormConfig::new(8).init_1d(dev).unwrap(),
+        ReLU::new(),
+        LinearConfig::new(8, 3).init(dev, &mut g).unwrap(),
+    ))
 }
 
 fn data(seed: u64, dev: &B) -> (Tensor<B>, Tensor<B>) {
@@ -27,7 +30,7 @@ fn data(seed: u64, dev: &B) -> (Tensor<B>, Tensor<B>) {
     (x, Tensor::from_vec(labels, [16], dev).unwrap())
 }
 
-fn predictions(m: &Sequential<B>, x: &Tensor<B>) -> Vec<f32> {
+fn predictions<M: Forward<B>>(m: &M, x: &Tensor<B>) -> Vec<f32> {
     m.eval();
     let out = no_grad(|| m.forward(&Var::constant(x.clone())).unwrap().value());
     m.train();
@@ -95,11 +98,12 @@ fn loading_into_a_different_architecture_names_the_offending_tensor() {
 
     // Mis-shaped: the last layer has 4 outputs instead of 3.
     let mut g = Generator::new(0);
-    let wider = Sequential::new()
-        .with(Linear::new(6, 8, true, DType::F32, &mut g, &dev).unwrap())
-        .with(BatchNorm1d::new(8, DType::F32, &dev).unwrap())
-        .with(ReLU::new())
-        .with(Linear::new(8, 4, true, DType::F32, &mut g, &dev).unwrap());
+    let wider = Sequential::new((
+        LinearConfig::new(6, 8).init(&dev, &mut g).unwrap(),
+        BatchNormConfig::new(8).init_1d(&dev).unwrap(),
+        ReLU::new(),
+        LinearConfig::new(8, 4).init(&dev, &mut g).unwrap(),
+    ));
     let mut opt = Adam::new(wider.parameters(), AdamConfig::new(0.01)).unwrap();
     let before = predictions(&wider, &data(0, &dev).0);
     let err = load_training_state(&path, &wider, &mut opt, &dev)
@@ -113,9 +117,15 @@ fn loading_into_a_different_architecture_names_the_offending_tensor() {
     );
 
     // Missing in the file: an extra layer in the model.
-    let deeper = model(1, &dev)
-        .with(ReLU::new())
-        .with(Linear::new(3, 3, true, DType::F32, &mut g, &dev).unwrap());
+    let (l0, b1, r2, l3) = model(1, &dev).into_layers();
+    let deeper = Sequential::new((
+        l0,
+        b1,
+        r2,
+        l3,
+        ReLU::new(),
+        LinearConfig::new(3, 3).init(&dev, &mut g).unwrap(),
+    ));
     let mut opt = Adam::new(deeper.parameters(), AdamConfig::new(0.01)).unwrap();
     let err = load_training_state(&path, &deeper, &mut opt, &dev)
         .unwrap_err()
@@ -123,10 +133,11 @@ fn loading_into_a_different_architecture_names_the_offending_tensor() {
     assert!(err.contains("5.weight"), "{err}");
 
     // Extra in the file: a model without the batch-norm layer.
-    let shallower = Sequential::new()
-        .with(Linear::new(6, 8, true, DType::F32, &mut g, &dev).unwrap())
-        .with(ReLU::new())
-        .with(Linear::new(8, 3, true, DType::F32, &mut g, &dev).unwrap());
+    let shallower = Sequential::new((
+        LinearConfig::new(6, 8).init(&dev, &mut g).unwrap(),
+        ReLU::new(),
+        LinearConfig::new(8, 3).init(&dev, &mut g).unwrap(),
+    ));
     let mut opt = Adam::new(shallower.parameters(), AdamConfig::new(0.01)).unwrap();
     let err = load_training_state(&path, &shallower, &mut opt, &dev)
         .unwrap_err()

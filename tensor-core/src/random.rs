@@ -100,8 +100,24 @@ impl Generator {
     /// Returns `(seed, offset)` for a draw of `n` elements and moves past them.
     pub fn advance(&mut self, n: usize) -> (u64, u64) {
         let at = (self.seed, self.offset);
-        self.offset += n as u64;
+        self.offset = self.offset.wrapping_add(n as u64);
         at
+    }
+
+    /// A generator on a new stream whose seed is the next draw of this one (which moves past
+    /// it): independent streams for layers that draw on their own (dropout), reproducible from
+    /// one seed.
+    ///
+    /// ```
+    /// use tessera_core::Generator;
+    /// let (mut a, mut b) = (Generator::new(7), Generator::new(7));
+    /// assert_eq!(a.fork(), b.fork());
+    /// assert_ne!(a.fork(), Generator::new(7));
+    /// ```
+    pub fn fork(&mut self) -> Generator {
+        let (seed, offset) = self.advance(1);
+        let w = words(seed, offset);
+        Generator::new((u64::from(w[0]) << 32) | u64::from(w[1]))
     }
 }
 

@@ -1,34 +1,25 @@
 //! Parameter-free element-wise activations as modules: [`ReLU`], [`LeakyReLU`], [`GELU`],
 //! [`Sigmoid`], [`Tanh`] and [`Softmax`].
 
-use crate::module::{Module, TrainingMode};
+use crate::module::{Forward, TrainingMode};
+use crate::Module;
 use tessera_autograd::Var;
 use tessera_core::{Backend, Error, Result};
 
-/// Implements `Module` for a parameter-free activation whose forward is `$forward(self, x)`.
+/// Implements `Forward` for a parameter-free activation whose forward is `$forward(self, x)`.
 macro_rules! activation_module {
     ($name:ident, |$this:ident, $x:ident| $forward:expr) => {
-        impl<B: Backend> Module<B> for $name {
+        impl<B: Backend> Forward<B> for $name {
             fn forward(&self, $x: &Var<B>) -> Result<Var<B>> {
                 let $this = self;
                 $forward
-            }
-
-            fn visit_parameters(&self, _prefix: &str, _f: &mut dyn FnMut(&str, &Var<B>)) {}
-
-            fn set_training(&self, training: bool) {
-                self.mode.set(training);
-            }
-
-            fn is_training(&self) -> bool {
-                self.mode.get()
             }
         }
     };
 }
 
 /// `max(x, 0)` (PyTorch's `nn.ReLU`).
-#[derive(Debug, Default)]
+#[derive(Module, Clone, Debug, Default)]
 pub struct ReLU {
     mode: TrainingMode,
 }
@@ -43,8 +34,9 @@ impl ReLU {
 activation_module!(ReLU, |_this, x| x.relu());
 
 /// `x` where positive, `negative_slope · x` elsewhere (PyTorch's `nn.LeakyReLU`).
-#[derive(Debug)]
+#[derive(Module, Clone, Debug)]
 pub struct LeakyReLU {
+    #[module(skip)]
     negative_slope: f64,
     mode: TrainingMode,
 }
@@ -85,7 +77,7 @@ impl Default for LeakyReLU {
 activation_module!(LeakyReLU, |this, x| x.leaky_relu(this.negative_slope));
 
 /// Exact GELU, `0.5 · x · (1 + erf(x / √2))` (PyTorch's `nn.GELU()`).
-#[derive(Debug, Default)]
+#[derive(Module, Clone, Debug, Default)]
 pub struct GELU {
     mode: TrainingMode,
 }
@@ -100,7 +92,7 @@ impl GELU {
 activation_module!(GELU, |_this, x| x.gelu());
 
 /// `1 / (1 + e^-x)` (PyTorch's `nn.Sigmoid`).
-#[derive(Debug, Default)]
+#[derive(Module, Clone, Debug, Default)]
 pub struct Sigmoid {
     mode: TrainingMode,
 }
@@ -115,7 +107,7 @@ impl Sigmoid {
 activation_module!(Sigmoid, |_this, x| x.sigmoid());
 
 /// Hyperbolic tangent (PyTorch's `nn.Tanh`).
-#[derive(Debug, Default)]
+#[derive(Module, Clone, Debug, Default)]
 pub struct Tanh {
     mode: TrainingMode,
 }
@@ -130,8 +122,9 @@ impl Tanh {
 activation_module!(Tanh, |_this, x| x.tanh());
 
 /// Softmax along one axis (PyTorch's `nn.Softmax(dim)`); negative axes count from the end.
-#[derive(Debug)]
+#[derive(Module, Clone, Debug)]
 pub struct Softmax {
+    #[module(skip)]
     axis: isize,
     mode: TrainingMode,
 }

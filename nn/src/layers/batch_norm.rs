@@ -1,30 +1,53 @@
 //! Batch normalisation: [`BatchNorm1d`] over `[n, c]` / `[n, c, l]` and [`BatchNorm2d`] over
 //! `[n, c, h, w]`, sharing one implementation.
 
-use crate::module::{child_name, Module, TrainingMode};
+use crate::module::{Forward, TrainingMode};
+use crate::{Config, Module};
 use tessera_autograd::{no_grad, Var};
 use tessera_core::{Backend, DType, Error, Result, Tensor};
 
-/// The hyper-parameters of a batch-norm layer; [`Default`] gives PyTorch's.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// The hyper-parameters of a batch-norm layer (PyTorch's `nn.BatchNorm1d` / `nn.BatchNorm2d`
+/// arguments and defaults).
+///
+/// ```
+/// # fn main() -> tessera_core::Result<()> {
+/// use tessera_nn::layers::BatchNormConfig;
+/// let bn = BatchNormConfig::new(32).momentum(None).init_2d(&tessera_cpu::Cpu::new())?;
+/// assert_eq!(bn.running_mean().dims(), &[32]);
+/// # Ok(()) }
+/// ```
+#[derive(Config, Clone, Copy, Debug, PartialEq)]
 pub struct BatchNormConfig {
-    /// Added to the variance before the square root (default `1e-5`).
+    /// The number of channels `c` (axis 1 of the input).
+    pub num_features: usize,
+    /// Added to the variance before the square root.
+    #[config(default = 1e-5)]
     pub eps: f64,
-    /// Weight of the new batch statistic in the running averages (default `Some(0.1)`);
-    /// `None` makes them cumulative averages over all batches seen, like PyTorch.
+    /// Weight of the new batch statistic in the running averages; `None` makes them
+    /// cumulative averages over all batches seen, like PyTorch.
+    #[config(default = Some(0.1))]
     pub momentum: Option<f64>,
-    /// Whether the layer has a learned per-channel scale `weight` and shift `bias`
-    /// (default `true`).
+    /// Whether the layer has a learned per-channel scale `weight` and shift `bias`.
+    #[config(default = true)]
     pub affine: bool,
+    /// The dtype of the parameters and running statistics.
+    #[config(default = DType::F32)]
+    pub dtype: DType,
 }
 
-impl Default for BatchNormConfig {
-    fn default() -> Self {
-        BatchNormConfig {
-            eps: 1e-5,
-            momentum: Some(0.1),
-            affine: true,
-        }
+impl BatchNormConfig {
+    /// A [`BatchNorm1d`] on `backend`.
+    pub fn init_1d<B: Backend>(&self, backend: &B) -> Result<BatchNorm1d<B>> {
+        Ok(BatchNorm1d {
+            core: BatchNormCore::new("BatchNorm1d", *self, backend)?,
+        })
+    }
+
+    /// A [`BatchNorm2d`] on `backend`.
+    pub fn init_2d<B: Backend>(&self, backend: &B) -> Result<BatchNorm2d<B>> {
+        Ok(BatchNorm2d {
+            core: BatchNormCore::new("BatchNorm2d", *self, backend)?,
+        })
     }
 }
 
@@ -34,26 +57,28 @@ impl Default for BatchNormConfig {
 /// the channel axis 1, then update `running_mean` and `running_var` (the latter with the
 /// *unbiased* batch variance) as `(1 - m) · running + m · batch`. Evaluation: normalise with
 /// the running statistics. Then `y = x̂ · weight + bias` per channel.
+#[derive(Module)]
 struct BatchNormCore<B: Backend> {
+    #[module(skip)]
     op: &'static str,
+    #[module(skip)]
     num_features: usize,
+    #[module(skip)]
     config: BatchNormConfig,
     weight: Option<Var<B>>,
     bias: Option<Var<B>>,
+    #[module(buffer)]
     running_mean: Var<B>,
+    #[module(buffer)]
     running_var: Var<B>,
+    #[module(buffer)]
     num_batches_tracked: Var<B>,
     mode: TrainingMode,
 }
 
 impl<B: Backend> BatchNormCore<B> {
-    fn new(
-        op: &'static str,
-        num_features: usize,
-        config: BatchNormConfig,
-        dtype: DType,
-        backend: &B,
-    ) -> Result<Self> {
+    fn new(op: &'static str, config: BatchNormConfig, backend: &B) -> Result<Self> {
+        let (num_features, dtype) = (config.num_features, config.dtype);
         if !(config.eps.is_finite() && config.eps > 0.0) {
             return Err(Error::InvalidArgument {
                 op,
@@ -181,52 +206,19 @@ impl<B: Backend> BatchNormCore<B> {
             self.num_batches_tracked.set_value(tracked)
         })
     }
-
-    fn visit_parameters(&self, prefix: &str, f: &mut dyn FnMut(&str, &Var<B>)) {
-        if let Some(w) = &self.weight {
-            f(&child_name(prefix, "weight"), w);
-        }
-        if let Some(b) = &self.bias {
-            f(&child_name(prefix, "bias"), b);
-        }
-    }
-
-    fn visit_buffers(&self, prefix: &str, f: &mut dyn FnMut(&str, &Var<B>)) {
-        f(&child_name(prefix, "running_mean"), &self.running_mean);
-        f(&child_name(prefix, "running_var"), &self.running_var);
-        f(
-            &child_name(prefix, "num_batches_tracked"),
-            &self.num_batches_tracked,
-        );
-    }
 }
 
 /// Defines a public batch-norm layer over `BatchNormCore` accepting inputs of `$ranks`.
 macro_rules! batch_norm_layer {
     ($(#[$doc:meta])* $name:ident, $op:literal, $ranks:expr) => {
         $(#[$doc])*
+        #[derive(Module)]
         pub struct $name<B: Backend> {
+            #[module(flatten)]
             core: BatchNormCore<B>,
         }
 
         impl<B: Backend> $name<B> {
-            /// A layer over `num_features` channels with PyTorch's defaults.
-            pub fn new(num_features: usize, dtype: DType, backend: &B) -> Result<Self> {
-                Self::with_config(num_features, BatchNormConfig::default(), dtype, backend)
-            }
-
-            /// A layer over `num_features` channels with explicit hyper-parameters.
-            pub fn with_config(
-                num_features: usize,
-                config: BatchNormConfig,
-                dtype: DType,
-                backend: &B,
-            ) -> Result<Self> {
-                Ok($name {
-                    core: BatchNormCore::new($op, num_features, config, dtype, backend)?,
-                })
-            }
-
             /// The per-channel scale, if affine.
             pub fn weight(&self) -> Option<&Var<B>> {
                 self.core.weight.as_ref()
@@ -258,25 +250,9 @@ macro_rules! batch_norm_layer {
             }
         }
 
-        impl<B: Backend> Module<B> for $name<B> {
+        impl<B: Backend> Forward<B> for $name<B> {
             fn forward(&self, x: &Var<B>) -> Result<Var<B>> {
                 self.core.forward(x, &$ranks)
-            }
-
-            fn visit_parameters(&self, prefix: &str, f: &mut dyn FnMut(&str, &Var<B>)) {
-                self.core.visit_parameters(prefix, f);
-            }
-
-            fn visit_buffers(&self, prefix: &str, f: &mut dyn FnMut(&str, &Var<B>)) {
-                self.core.visit_buffers(prefix, f);
-            }
-
-            fn set_training(&self, training: bool) {
-                self.core.mode.set(training);
-            }
-
-            fn is_training(&self) -> bool {
-                self.core.mode.get()
             }
         }
     };

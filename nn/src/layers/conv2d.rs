@@ -1,13 +1,23 @@
 //! [`Conv2d`]: 2-D convolution over `[n, c, h, w]` inputs.
 
 use crate::init;
-use crate::module::{child_name, Module, TrainingMode};
+use crate::module::{Forward, TrainingMode};
+use crate::{Config, Module};
 use tessera_autograd::Var;
 use tessera_core::{Backend, Conv2dParams, DType, Error, Generator, Result, Tensor};
 
-/// The hyper-parameters of a [`Conv2d`]; [`Conv2dConfig::new`] gives PyTorch's defaults
-/// (stride 1, no padding, no dilation, with bias).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The hyper-parameters of a [`Conv2d`] (PyTorch's `nn.Conv2d` arguments and defaults:
+/// stride 1, no padding, no dilation, with bias; `groups = 1`). Pairs are `(height, width)`.
+///
+/// ```
+/// # fn main() -> tessera_core::Result<()> {
+/// use tessera_nn::layers::Conv2dConfig;
+/// let (dev, mut g) = (tessera_cpu::Cpu::new(), tessera_core::Generator::new(0));
+/// let conv = Conv2dConfig::new(1, 32, (3, 3)).padding((1, 1)).init(&dev, &mut g)?;
+/// assert_eq!(conv.weight().dims(), &[32, 1, 3, 3]);
+/// # Ok(()) }
+/// ```
+#[derive(Config, Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Conv2dConfig {
     /// Input channels `c`.
     pub in_channels: usize,
@@ -15,46 +25,52 @@ pub struct Conv2dConfig {
     pub out_channels: usize,
     /// Kernel `(kh, kw)`.
     pub kernel_size: (usize, usize),
-    /// Stride, padding and dilation.
-    pub params: Conv2dParams,
-    /// Whether the layer adds a bias.
+    /// Step between output positions.
+    #[config(default = (1, 1))]
+    pub stride: (usize, usize),
+    /// Zero padding added on each side.
+    #[config(default = (0, 0))]
+    pub padding: (usize, usize),
+    /// Spacing between kernel taps.
+    #[config(default = (1, 1))]
+    pub dilation: (usize, usize),
+    /// Whether the layer adds a learned bias.
+    #[config(default = true)]
     pub bias: bool,
+    /// The dtype of the parameters.
+    #[config(default = DType::F32)]
+    pub dtype: DType,
 }
 
 impl Conv2dConfig {
-    /// `in_channels → out_channels` with a `kernel_size` kernel and PyTorch's defaults.
-    pub fn new(in_channels: usize, out_channels: usize, kernel_size: (usize, usize)) -> Self {
-        Conv2dConfig {
-            in_channels,
-            out_channels,
-            kernel_size,
-            params: Conv2dParams::default(),
-            bias: true,
+    /// Stride, padding and dilation as the op takes them.
+    pub fn params(&self) -> Conv2dParams {
+        Conv2dParams {
+            stride: self.stride,
+            padding: self.padding,
+            dilation: self.dilation,
         }
     }
 
-    /// The same configuration with another stride.
-    pub fn stride(mut self, stride: (usize, usize)) -> Self {
-        self.params.stride = stride;
-        self
-    }
-
-    /// The same configuration with another zero padding.
-    pub fn padding(mut self, padding: (usize, usize)) -> Self {
-        self.params.padding = padding;
-        self
-    }
-
-    /// The same configuration with another dilation.
-    pub fn dilation(mut self, dilation: (usize, usize)) -> Self {
-        self.params.dilation = dilation;
-        self
-    }
-
-    /// The same configuration with or without a bias.
-    pub fn bias(mut self, bias: bool) -> Self {
-        self.bias = bias;
-        self
+    /// A layer with PyTorch's default initialisation, `W, b ~ U(-1/√fan_in, 1/√fan_in)` with
+    /// `fan_in = c · kh · kw`, drawn from `generator`.
+    pub fn init<B: Backend>(&self, backend: &B, generator: &mut Generator) -> Result<Conv2d<B>> {
+        let (kh, kw) = self.kernel_size;
+        let weight_dims = [self.out_channels, self.in_channels, kh, kw];
+        let weight = init::default_weight(weight_dims, self.dtype, generator, backend)?;
+        let bias = if self.bias {
+            let fan_in = init::fan_in_and_fan_out(&weight_dims)?.0;
+            Some(init::default_bias(
+                self.out_channels,
+                fan_in,
+                self.dtype,
+                generator,
+                backend,
+            )?)
+        } else {
+            None
+        };
+        Conv2d::from_tensors(weight, bias, self.params())
     }
 }
 
@@ -63,39 +79,16 @@ impl Conv2dConfig {
 ///
 /// Default initialisation (PyTorch's): `W, b ~ U(-1/√fan_in, 1/√fan_in)` with
 /// `fan_in = c · kh · kw`. Parameters: `weight`, `bias`.
+#[derive(Module)]
 pub struct Conv2d<B: Backend> {
     weight: Var<B>,
     bias: Option<Var<B>>,
+    #[module(skip)]
     params: Conv2dParams,
     mode: TrainingMode,
 }
 
 impl<B: Backend> Conv2d<B> {
-    /// A layer for `config` with PyTorch's default initialisation drawn from `generator`.
-    pub fn new(
-        config: Conv2dConfig,
-        dtype: DType,
-        generator: &mut Generator,
-        backend: &B,
-    ) -> Result<Self> {
-        let (kh, kw) = config.kernel_size;
-        let weight_dims = [config.out_channels, config.in_channels, kh, kw];
-        let weight = init::default_weight(weight_dims, dtype, generator, backend)?;
-        let bias = if config.bias {
-            let fan_in = config.in_channels * kh * kw;
-            Some(init::default_bias(
-                config.out_channels,
-                fan_in,
-                dtype,
-                generator,
-                backend,
-            )?)
-        } else {
-            None
-        };
-        Self::from_tensors(weight, bias, config.params)
-    }
-
     /// A layer with the given `weight: [o, c, kh, kw]`, optional `bias: [o]` and parameters.
     pub fn from_tensors(
         weight: Tensor<B>,
@@ -156,23 +149,8 @@ impl<B: Backend> Conv2d<B> {
     }
 }
 
-impl<B: Backend> Module<B> for Conv2d<B> {
+impl<B: Backend> Forward<B> for Conv2d<B> {
     fn forward(&self, x: &Var<B>) -> Result<Var<B>> {
         x.conv2d(&self.weight, self.bias.as_ref(), self.params)
-    }
-
-    fn visit_parameters(&self, prefix: &str, f: &mut dyn FnMut(&str, &Var<B>)) {
-        f(&child_name(prefix, "weight"), &self.weight);
-        if let Some(b) = &self.bias {
-            f(&child_name(prefix, "bias"), b);
-        }
-    }
-
-    fn set_training(&self, training: bool) {
-        self.mode.set(training);
-    }
-
-    fn is_training(&self) -> bool {
-        self.mode.get()
     }
 }

@@ -1,6 +1,7 @@
 //! [`Dropout`]: random zeroing with inverted scaling during training.
 
-use crate::module::{Module, TrainingMode};
+use crate::module::{Forward, TrainingMode};
+use crate::{Config, Module};
 use std::sync::Mutex;
 use tessera_autograd::Var;
 use tessera_core::{Backend, Distribution, Error, Generator, Result, Tensor};
@@ -13,11 +14,48 @@ use tessera_core::{Backend, Distribution, Error, Generator, Result, Tensor};
 /// when uniform sample `offset + i` of the seed's stream is `>= p`, and every forward pass moves
 /// the offset past the samples it used. The same seed thus gives the same masks, on every
 /// backend.
-#[derive(Debug)]
+#[derive(Module, Debug)]
 pub struct Dropout {
+    #[module(skip)]
     p: f64,
-    generator: Mutex<Generator>,
+    #[module(skip)]
+    generator: MaskGenerator,
     mode: TrainingMode,
+}
+
+/// The hyper-parameters of a [`Dropout`] layer (PyTorch's `nn.Dropout(p=0.5)`).
+#[derive(Config, Clone, Copy, Debug, PartialEq)]
+pub struct DropoutConfig {
+    /// The probability of zeroing an element.
+    #[config(default = 0.5)]
+    pub p: f64,
+}
+
+impl DropoutConfig {
+    /// A layer drawing its masks from a stream forked from `generator` (see
+    /// [`Generator::fork`]), so the layers of a model built from one seed draw independent,
+    /// reproducible masks.
+    pub fn init(&self, generator: &mut Generator) -> Result<Dropout> {
+        Dropout::with_generator(self.p, generator.fork())
+    }
+}
+
+/// The mask stream, behind a lock so that `forward(&self)` can advance it; a clone (when the
+/// layer moves to another backend) continues from the same point.
+#[derive(Debug)]
+struct MaskGenerator(Mutex<Generator>);
+
+impl MaskGenerator {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Generator> {
+        // A poisoned lock only means another forward panicked; the counter is still valid.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Clone for MaskGenerator {
+    fn clone(&self) -> Self {
+        MaskGenerator(Mutex::new(self.lock().clone()))
+    }
 }
 
 impl Dropout {
@@ -36,7 +74,7 @@ impl Dropout {
         }
         Ok(Dropout {
             p,
-            generator: Mutex::new(generator),
+            generator: MaskGenerator(Mutex::new(generator)),
             mode: TrainingMode::new(),
         })
     }
@@ -49,8 +87,7 @@ impl Dropout {
     /// The scaled keep mask for `like`: `1 / (1 - p)` where kept, 0 where dropped.
     fn mask<B: Backend>(&self, like: &Tensor<B>) -> Result<Tensor<B>> {
         let uniform = {
-            // A poisoned lock only means another forward panicked; the counter is still valid.
-            let mut generator = self.generator.lock().unwrap_or_else(|e| e.into_inner());
+            let mut generator = self.generator.lock();
             Tensor::random_from(
                 like.shape(),
                 Distribution::Uniform {
@@ -72,22 +109,12 @@ impl Dropout {
     }
 }
 
-impl<B: Backend> Module<B> for Dropout {
+impl<B: Backend> Forward<B> for Dropout {
     fn forward(&self, x: &Var<B>) -> Result<Var<B>> {
         if !self.mode.get() || self.p == 0.0 {
             return Ok(x.clone());
         }
         let mask = self.mask(&x.value())?;
         x.mul(&Var::constant(mask))
-    }
-
-    fn visit_parameters(&self, _prefix: &str, _f: &mut dyn FnMut(&str, &Var<B>)) {}
-
-    fn set_training(&self, training: bool) {
-        self.mode.set(training);
-    }
-
-    fn is_training(&self) -> bool {
-        self.mode.get()
     }
 }

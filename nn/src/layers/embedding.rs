@@ -1,40 +1,50 @@
 //! [`Embedding`]: a lookup table of learned vectors.
 
 use crate::init;
-use crate::module::{child_name, Module, TrainingMode};
+use crate::module::{Forward, TrainingMode};
+use crate::{Config, Module};
 use tessera_autograd::Var;
 use tessera_core::{Backend, DType, Error, Generator, Result, Tensor};
+
+/// The hyper-parameters of an [`Embedding`] (PyTorch's `nn.Embedding` arguments).
+#[derive(Config, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EmbeddingConfig {
+    /// The number of vectors in the table (the vocabulary size).
+    pub num_embeddings: usize,
+    /// The length of each vector.
+    pub embedding_dim: usize,
+    /// The dtype of the table.
+    #[config(default = DType::F32)]
+    pub dtype: DType,
+}
+
+impl EmbeddingConfig {
+    /// A table with PyTorch's default initialisation, `W ~ N(0, 1)`, drawn from `generator`.
+    pub fn init<B: Backend>(&self, backend: &B, generator: &mut Generator) -> Result<Embedding<B>> {
+        let weight = init::normal(
+            [self.num_embeddings, self.embedding_dim],
+            0.0,
+            1.0,
+            self.dtype,
+            generator,
+            backend,
+        )?;
+        Embedding::from_tensor(weight)
+    }
+}
 
 /// A table of `num_embeddings` vectors of length `embedding_dim` (PyTorch's `nn.Embedding`):
 /// the input is an `i64` tensor of indices of any shape, the output has that shape followed by
 /// `embedding_dim`. An index outside `0..num_embeddings` is an error.
 ///
 /// Default initialisation (PyTorch's): `W ~ N(0, 1)`. Parameter: `weight`.
+#[derive(Module)]
 pub struct Embedding<B: Backend> {
     weight: Var<B>,
     mode: TrainingMode,
 }
 
 impl<B: Backend> Embedding<B> {
-    /// A table with weights drawn from `N(0, 1)` with `generator`.
-    pub fn new(
-        num_embeddings: usize,
-        embedding_dim: usize,
-        dtype: DType,
-        generator: &mut Generator,
-        backend: &B,
-    ) -> Result<Self> {
-        let weight = init::normal(
-            [num_embeddings, embedding_dim],
-            0.0,
-            1.0,
-            dtype,
-            generator,
-            backend,
-        )?;
-        Self::from_tensor(weight)
-    }
-
     /// A table with the given `weight: [num_embeddings, embedding_dim]`.
     pub fn from_tensor(weight: Tensor<B>) -> Result<Self> {
         if weight.rank() != 2 {
@@ -74,21 +84,9 @@ impl<B: Backend> Embedding<B> {
     }
 }
 
-impl<B: Backend> Module<B> for Embedding<B> {
+impl<B: Backend> Forward<B> for Embedding<B> {
     /// `x` holds `i64` indices; it is not differentiated.
     fn forward(&self, x: &Var<B>) -> Result<Var<B>> {
         self.lookup(&x.value())
-    }
-
-    fn visit_parameters(&self, prefix: &str, f: &mut dyn FnMut(&str, &Var<B>)) {
-        f(&child_name(prefix, "weight"), &self.weight);
-    }
-
-    fn set_training(&self, training: bool) {
-        self.mode.set(training);
-    }
-
-    fn is_training(&self) -> bool {
-        self.mode.get()
     }
 }

@@ -1,14 +1,17 @@
 //! [`Flatten`]: merges a range of axes into one.
 
-use crate::module::{Module, TrainingMode};
+use crate::module::{Forward, TrainingMode};
+use crate::Module;
 use tessera_autograd::Var;
 use tessera_core::{Backend, Result};
 
 /// Merges axes `start..=end` into one (PyTorch's `nn.Flatten`, default `start = 1`,
 /// `end = -1`: `[n, c, h, w] → [n, c·h·w]`). No parameters.
-#[derive(Debug)]
+#[derive(Module, Debug)]
 pub struct Flatten {
+    #[module(skip)]
     start: isize,
+    #[module(skip)]
     end: isize,
     mode: TrainingMode,
 }
@@ -35,18 +38,8 @@ impl Default for Flatten {
     }
 }
 
-impl<B: Backend> Module<B> for Flatten {
+impl<B: Backend> Forward<B> for Flatten {
     fn forward(&self, x: &Var<B>) -> Result<Var<B>> {
         x.flatten(self.start, self.end)
-    }
-
-    fn visit_parameters(&self, _prefix: &str, _f: &mut dyn FnMut(&str, &Var<B>)) {}
-
-    fn set_training(&self, training: bool) {
-        self.mode.set(training);
-    }
-
-    fn is_training(&self) -> bool {
-        self.mode.get()
     }
 }

@@ -1,6 +1,7 @@
 //! [`LayerNorm`]: normalisation over the trailing dimensions of each sample.
 
-use crate::module::{child_name, Module, TrainingMode};
+use crate::module::{Forward, TrainingMode};
+use crate::{Config, Module};
 use tessera_autograd::Var;
 use tessera_core::{Backend, DType, Error, Result, Shape, Tensor};
 
@@ -10,56 +11,70 @@ use tessera_core::{Backend, DType, Error, Result, Shape, Tensor};
 ///
 /// Defaults: `eps = 1e-5`, affine with `weight = 1`, `bias = 0` of shape `normalized_shape`.
 /// Parameters: `weight`, `bias`.
+#[derive(Module)]
 pub struct LayerNorm<B: Backend> {
+    #[module(skip)]
     normalized_shape: Shape,
+    #[module(skip)]
     eps: f64,
     weight: Option<Var<B>>,
     bias: Option<Var<B>>,
     mode: TrainingMode,
 }
 
-impl<B: Backend> LayerNorm<B> {
-    /// PyTorch's default epsilon.
-    pub const DEFAULT_EPS: f64 = 1e-5;
+/// The hyper-parameters of a [`LayerNorm`] (PyTorch's `nn.LayerNorm` arguments and
+/// defaults: `eps = 1e-5`, `elementwise_affine = true`, `bias = true`).
+///
+/// ```
+/// # fn main() -> tessera_core::Result<()> {
+/// use tessera_nn::layers::LayerNormConfig;
+/// let norm = LayerNormConfig::new(vec![64]).bias(false).init(&tessera_cpu::Cpu::new())?;
+/// assert!(norm.weight().is_some() && norm.bias().is_none());
+/// # Ok(()) }
+/// ```
+#[derive(Config, Clone, Debug, PartialEq)]
+pub struct LayerNormConfig {
+    /// The trailing dimensions normalised over.
+    pub normalized_shape: Vec<usize>,
+    /// Added to the variance before the square root.
+    #[config(default = 1e-5)]
+    pub eps: f64,
+    /// Whether the layer learns a per-element scale (`weight`, initialised to 1) and, with
+    /// `bias`, a shift (initialised to 0).
+    #[config(default = true)]
+    pub elementwise_affine: bool,
+    /// Whether an affine layer also learns the shift `bias`.
+    #[config(default = true)]
+    pub bias: bool,
+    /// The dtype of the parameters.
+    #[config(default = DType::F32)]
+    pub dtype: DType,
+}
 
-    /// Layer norm over trailing dimensions `normalized_shape`, `eps = 1e-5`, affine.
-    pub fn new(normalized_shape: impl Into<Shape>, dtype: DType, backend: &B) -> Result<Self> {
-        Self::with_options(normalized_shape, Self::DEFAULT_EPS, true, dtype, backend)
-    }
-
-    /// Layer norm with an explicit `eps` (> 0) and with or without the affine parameters.
-    pub fn with_options(
-        normalized_shape: impl Into<Shape>,
-        eps: f64,
-        elementwise_affine: bool,
-        dtype: DType,
-        backend: &B,
-    ) -> Result<Self> {
-        let normalized_shape = normalized_shape.into();
+impl LayerNormConfig {
+    /// The layer on `backend`.
+    pub fn init<B: Backend>(&self, backend: &B) -> Result<LayerNorm<B>> {
+        let normalized_shape = Shape::new(self.normalized_shape.clone());
         if normalized_shape.rank() == 0 || normalized_shape.numel() == 0 {
             return Err(Error::InvalidArgument {
                 op: "LayerNorm",
                 msg: format!("normalized shape must be non-empty, got {normalized_shape}"),
             });
         }
+        let eps = self.eps;
         if !(eps.is_finite() && eps > 0.0) {
             return Err(Error::InvalidArgument {
                 op: "LayerNorm",
                 msg: format!("eps must be positive, got {eps}"),
             });
         }
-        let (weight, bias) = if elementwise_affine {
-            (
-                Some(Var::param(Tensor::ones(&normalized_shape, dtype, backend)?)),
-                Some(Var::param(Tensor::zeros(
-                    &normalized_shape,
-                    dtype,
-                    backend,
-                )?)),
-            )
-        } else {
-            (None, None)
-        };
+        let (dtype, affine) = (self.dtype, self.elementwise_affine);
+        let weight = affine
+            .then(|| Tensor::ones(&normalized_shape, dtype, backend).map(Var::param))
+            .transpose()?;
+        let bias = (affine && self.bias)
+            .then(|| Tensor::zeros(&normalized_shape, dtype, backend).map(Var::param))
+            .transpose()?;
         Ok(LayerNorm {
             normalized_shape,
             eps,
@@ -68,7 +83,9 @@ impl<B: Backend> LayerNorm<B> {
             mode: TrainingMode::new(),
         })
     }
+}
 
+impl<B: Backend> LayerNorm<B> {
     /// The scale, if affine.
     pub fn weight(&self) -> Option<&Var<B>> {
         self.weight.as_ref()
@@ -80,7 +97,7 @@ impl<B: Backend> LayerNorm<B> {
     }
 }
 
-impl<B: Backend> Module<B> for LayerNorm<B> {
+impl<B: Backend> Forward<B> for LayerNorm<B> {
     fn forward(&self, x: &Var<B>) -> Result<Var<B>> {
         let dims = x.dims().to_vec();
         let k = self.normalized_shape.rank();
@@ -105,22 +122,5 @@ impl<B: Backend> Module<B> for LayerNorm<B> {
             y = y.add(b)?;
         }
         Ok(y)
-    }
-
-    fn visit_parameters(&self, prefix: &str, f: &mut dyn FnMut(&str, &Var<B>)) {
-        if let Some(w) = &self.weight {
-            f(&child_name(prefix, "weight"), w);
-        }
-        if let Some(b) = &self.bias {
-            f(&child_name(prefix, "bias"), b);
-        }
-    }
-
-    fn set_training(&self, training: bool) {
-        self.mode.set(training);
-    }
-
-    fn is_training(&self) -> bool {
-        self.mode.get()
     }
 }

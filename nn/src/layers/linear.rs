@@ -1,9 +1,50 @@
-//! [`Linear`]: `y = x · Wᵀ + b`.
+//! [`Linear`]: `y = x · Wᵀ + b`, and its [`LinearConfig`].
 
 use crate::init;
-use crate::module::{child_name, Module, TrainingMode};
+use crate::module::{Forward, TrainingMode};
+use crate::{Config, Module};
 use tessera_autograd::Var;
 use tessera_core::{Backend, DType, Error, Generator, Result, Tensor};
+
+/// The hyper-parameters of a [`Linear`] layer (PyTorch's `nn.Linear` arguments and defaults).
+///
+/// ```
+/// # fn main() -> tessera_core::Result<()> {
+/// use tessera_nn::layers::LinearConfig;
+/// let (dev, mut g) = (tessera_cpu::Cpu::new(), tessera_core::Generator::new(0));
+/// let fc = LinearConfig::new(784, 512).bias(false).init(&dev, &mut g)?;
+/// assert_eq!((fc.in_features(), fc.out_features()), (784, 512));
+/// assert!(fc.bias().is_none());
+/// # Ok(()) }
+/// ```
+#[derive(Config, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinearConfig {
+    /// Size of each input sample.
+    pub in_features: usize,
+    /// Size of each output sample.
+    pub out_features: usize,
+    /// Whether the layer learns an additive bias.
+    #[config(default = true)]
+    pub bias: bool,
+    /// The dtype of the parameters.
+    #[config(default = DType::F32)]
+    pub dtype: DType,
+}
+
+impl LinearConfig {
+    /// A layer with PyTorch's default initialisation, `W, b ~ U(-1/√in_features,
+    /// 1/√in_features)`, drawn from `generator`.
+    pub fn init<B: Backend>(&self, backend: &B, generator: &mut Generator) -> Result<Linear<B>> {
+        let (i, o) = (self.in_features, self.out_features);
+        let weight = init::default_weight([o, i], self.dtype, generator, backend)?;
+        let bias = if self.bias {
+            Some(init::default_bias(o, i, self.dtype, generator, backend)?)
+        } else {
+            None
+        };
+        Linear::from_tensors(weight, bias)
+    }
+}
 
 /// A fully connected layer: `y = x · Wᵀ + b` with `W: [out_features, in_features]` and
 /// `b: [out_features]` (PyTorch's `nn.Linear`). The input is `[.., in_features]` (any number of
@@ -11,6 +52,7 @@ use tessera_core::{Backend, DType, Error, Generator, Result, Tensor};
 ///
 /// Default initialisation (PyTorch's): `W, b ~ U(-1/√in_features, 1/√in_features)`.
 /// Parameters: `weight`, `bias`.
+#[derive(Module)]
 pub struct Linear<B: Backend> {
     weight: Var<B>,
     bias: Option<Var<B>>,
@@ -18,31 +60,6 @@ pub struct Linear<B: Backend> {
 }
 
 impl<B: Backend> Linear<B> {
-    /// A layer with PyTorch's default initialisation drawn from `generator`; `bias` chooses
-    /// whether it has a bias.
-    pub fn new(
-        in_features: usize,
-        out_features: usize,
-        bias: bool,
-        dtype: DType,
-        generator: &mut Generator,
-        backend: &B,
-    ) -> Result<Self> {
-        let weight = init::default_weight([out_features, in_features], dtype, generator, backend)?;
-        let bias = if bias {
-            Some(init::default_bias(
-                out_features,
-                in_features,
-                dtype,
-                generator,
-                backend,
-            )?)
-        } else {
-            None
-        };
-        Self::from_tensors(weight, bias)
-    }
-
     /// A layer with the given `weight: [out, in]` and optional `bias: [out]`.
     pub fn from_tensors(weight: Tensor<B>, bias: Option<Tensor<B>>) -> Result<Self> {
         if weight.rank() != 2 {
@@ -93,7 +110,7 @@ impl<B: Backend> Linear<B> {
     }
 }
 
-impl<B: Backend> Module<B> for Linear<B> {
+impl<B: Backend> Forward<B> for Linear<B> {
     fn forward(&self, x: &Var<B>) -> Result<Var<B>> {
         let (in_f, out_f) = (self.in_features(), self.out_features());
         let dims = x.dims().to_vec();
@@ -115,20 +132,5 @@ impl<B: Backend> Module<B> for Linear<B> {
         let mut out_dims = dims;
         *out_dims.last_mut().expect("checked non-empty above") = out_f;
         y.reshape(out_dims)
-    }
-
-    fn visit_parameters(&self, prefix: &str, f: &mut dyn FnMut(&str, &Var<B>)) {
-        f(&child_name(prefix, "weight"), &self.weight);
-        if let Some(b) = &self.bias {
-            f(&child_name(prefix, "bias"), b);
-        }
-    }
-
-    fn set_training(&self, training: bool) {
-        self.mode.set(training);
-    }
-
-    fn is_training(&self) -> bool {
-        self.mode.get()
     }
 }

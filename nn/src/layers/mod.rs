@@ -1,6 +1,6 @@
-//! Layers: the building blocks models are assembled from. Each implements
-//! [`crate::module::Module`] with PyTorch's semantics, default hyper-parameters, default
-//! initialisation and parameter names.
+//! Layers: the building blocks models are assembled from. Each is a derived
+//! [`crate::Module`] with PyTorch's semantics, parameter names, default hyper-parameters and
+//! default initialisation, built from a config (`LinearConfig::new(784, 512).init(&dev, &mut g)?`).
 
 mod activation;
 mod batch_norm;
@@ -16,10 +16,10 @@ mod sequential;
 pub use activation::{LeakyReLU, ReLU, Sigmoid, Softmax, Tanh, GELU};
 pub use batch_norm::{BatchNorm1d, BatchNorm2d, BatchNormConfig};
 pub use conv2d::{Conv2d, Conv2dConfig};
-pub use dropout::Dropout;
-pub use embedding::Embedding;
+pub use dropout::{Dropout, DropoutConfig};
+pub use embedding::{Embedding, EmbeddingConfig};
 pub use flatten::Flatten;
-pub use layer_norm::LayerNorm;
-pub use linear::Linear;
-pub use pooling::{AvgPool2d, MaxPool2d};
+pub use layer_norm::{LayerNorm, LayerNormConfig};
+pub use linear::{Linear, LinearConfig};
+pub use pooling::{AvgPool2d, MaxPool2d, Pool2dConfig};
 pub use sequential::Sequential;

@@ -2,7 +2,7 @@
 
 use crate::data::{DataLoader, Dataset};
 use crate::loss::cross_entropy;
-use crate::module::Module;
+use crate::module::Forward;
 use tessera_autograd::{no_grad, Var};
 use tessera_core::{Backend, DType, Tensor};
 
@@ -26,7 +26,7 @@ pub fn evaluate<B, M, D>(
 ) -> crate::Result<Evaluation>
 where
     B: Backend,
-    M: Module<B> + ?Sized,
+    M: Forward<B> + ?Sized,
     D: Dataset + 'static,
 {
     let was_training = model.is_training();

@@ -2,11 +2,9 @@
 //! with its optimizer.
 
 mod evaluate;
-mod run;
 mod state;
 mod step;
 
 pub use evaluate::{evaluate, Evaluation};
-pub use run::{run_training, EpochReport, OptimizerKind, ScheduleKind, TrainConfig, TrainReport};
 pub use state::{load_training_state, save_training_state, TrainingStateInfo};
 pub use step::train_step;

@@ -1,7 +1,7 @@
 //! One supervised optimisation step with cross-entropy.
 
 use crate::loss::cross_entropy;
-use crate::module::Module;
+use crate::module::Forward;
 use crate::optim::Optimizer;
 use tessera_autograd::Var;
 use tessera_core::{Backend, Result, Tensor};
@@ -17,7 +17,7 @@ pub fn train_step<B, M, O>(
 ) -> Result<Tensor<B>>
 where
     B: Backend,
-    M: Module<B> + ?Sized,
+    M: Forward<B> + ?Sized,
     O: Optimizer<B> + ?Sized,
 {
     let logits = model.forward(&Var::constant(features))?;

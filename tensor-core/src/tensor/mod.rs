@@ -393,6 +393,22 @@ impl<B: Backend> Tensor<B> {
         Ok(data)
     }
 
+    /// A copy of this tensor on another backend (any backend type, or another device of the
+    /// same one): same shape, dtype and values, contiguous. The data goes through the host: one
+    /// download, one upload.
+    ///
+    /// ```
+    /// # fn demo<A: tessera_core::Backend, B: tessera_core::Backend>(a: &A, b: &B) -> tessera_core::Result<()> {
+    /// use tessera_core::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], [3], a)?;
+    /// let y = x.to_backend(b)?;
+    /// assert_eq!(y.to_vec::<f32>()?, vec![1.0, 2.0, 3.0]);
+    /// # Ok(()) }
+    /// ```
+    pub fn to_backend<B2: Backend>(&self, backend: &B2) -> Result<Tensor<B2>> {
+        Tensor::from_host(self.to_host()?, self.shape().clone(), backend)
+    }
+
     /// The single element of a one-element tensor, as f64.
     pub fn to_scalar_f64(&self) -> Result<f64> {
         if self.numel() != 1 {

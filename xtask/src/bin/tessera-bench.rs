@@ -17,6 +17,8 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
+    // Keep freed tensor memory for reuse: a training program's choice (see tessera_cpu::tune_allocator).
+    tessera_cpu::tune_allocator();
     let cli = Cli::parse();
     if cfg!(debug_assertions) {
         eprintln!("tessera-bench: warning: this is a debug build; its numbers mean little");

@@ -4,7 +4,7 @@
 use clap::Args;
 use tessera_autograd::{no_grad, Var};
 use tessera_core::{Backend, DType};
-use tessera_nn::Module;
+use tessera_nn::{Forward, Module};
 
 use crate::bench::record::Record;
 use crate::bench::suites::models::{model_list_words, ModelName};

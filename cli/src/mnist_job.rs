@@ -1,19 +1,18 @@
-//! The whole training job behind the `train` command: data, model, optimizer, epochs,
+//! The training job behind `train --model mlp|cnn`: data, model, optimizer, epochs,
 //! evaluation, checkpoints and a summary.
 
-use super::{evaluate, save_training_state, train_step};
-use crate::data::{DataLoader, LoaderConfig, MnistDataset, MnistLike, Normalization, Split};
-use crate::models::ModelKind;
-use crate::module::Module;
-use crate::optim::{Adam, AdamConfig, AdamW, AdamWConfig, Optimizer, Sgd, SgdConfig};
-use crate::schedule::{CosineAnnealing, LrSchedule};
-use crate::{Error, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
-use tessera_core::{Backend, DType};
+use tessera_core::{Backend, DType, Error, Result};
+use tessera_nn::data::{DataLoader, LoaderConfig, MnistDataset, MnistLike, Normalization, Split};
+use tessera_nn::models::ModelKind;
+use tessera_nn::optim::{Adam, AdamConfig, AdamW, AdamWConfig, Optimizer, Sgd, SgdConfig};
+use tessera_nn::schedule::{CosineAnnealing, LrSchedule};
+use tessera_nn::training::{evaluate, save_training_state, train_step};
+use tessera_nn::{Forward, Module};
 
 /// Which optimizer the job uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,6 +133,16 @@ const LOSS_READ_INTERVAL: usize = 25;
 /// Trains `config.model` on `backend`, printing a progress bar per epoch (when `progress` and a
 /// terminal) and a line per epoch on stderr; returns the per-epoch figures.
 pub fn run_training<B: Backend>(config: &TrainConfig, backend: &B) -> Result<TrainReport> {
+    let model = config.model.build(DType::F32, config.seed, backend)?;
+    train_model(config, model, backend)
+}
+
+/// [`run_training`] of a built model.
+fn train_model<B: Backend, M: Forward<B>>(
+    config: &TrainConfig,
+    model: M,
+    backend: &B,
+) -> Result<TrainReport> {
     let start = Instant::now();
     if config.batch_size == 0 || config.epochs == 0 {
         return Err(Error::InvalidArgument {
@@ -151,7 +160,6 @@ pub fn run_training<B: Backend>(config: &TrainConfig, backend: &B) -> Result<Tra
     )?;
     let test_loader = DataLoader::new(test_set, LoaderConfig::new(1000).sequential().prefetch(2))?;
 
-    let model = config.model.build(DType::F32, config.seed, backend)?;
     let mut optimizer = make_optimizer(config, &model)?;
     let total_steps = config.epochs * train_loader.batches_per_epoch();
     let schedule = CosineAnnealing::new(config.lr, total_steps.max(1), 0.0)?;

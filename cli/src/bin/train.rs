@@ -10,10 +10,10 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use tessera_checked::Checked;
+use tessera_cli::mnist_job::{run_training, OptimizerKind, ScheduleKind, TrainConfig};
 use tessera_cpu::Cpu;
 use tessera_nn::data::FASHION_MNIST_DIR;
 use tessera_nn::models::ModelKind;
-use tessera_nn::training::{run_training, OptimizerKind, ScheduleKind, TrainConfig};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum ModelArg {
@@ -102,6 +102,8 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    // Keep freed tensor memory for reuse: a training program's choice (see tessera_cpu::tune_allocator).
+    tessera_cpu::tune_allocator();
     let args = Args::parse();
     let model = match args.model {
         ModelArg::Mlp => ModelKind::Mlp,

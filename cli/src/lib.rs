@@ -1,0 +1,6 @@
+//! The jobs behind Tessera's command-line programs, kept out of the libraries so that a user of
+//! `tessera-nn` compiles no CLI parser, progress bars or GPU loaders:
+//!
+//! * [`mnist_job`]: `train --model mlp|cnn` on Fashion-MNIST.
+
+pub mod mnist_job;
