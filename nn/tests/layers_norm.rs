@@ -306,5 +306,8 @@ fn layer_norm_without_affine_has_zero_mean_unit_variance_rows() {
         assert!((var - 1.0).abs() < 1e-5);
     }
     assert!(LayerNormConfig::new(vec![]).init(&dev()).is_err());
-    assert!(LayerNormConfig::new(vec![4]).eps(-1.0).init(&dev()).is_err());
+    assert!(LayerNormConfig::new(vec![4])
+        .eps(-1.0)
+        .init(&dev())
+        .is_err());
 }

@@ -155,7 +155,10 @@ fn set_training_reaches_every_nested_module() {
     model.eval();
     let inner = &model.layers().2;
     assert!(!model.is_training() && !inner.is_training());
-    assert!(!Module::<B>::is_training(&inner.layers().2), "the dropout inside");
+    assert!(
+        !Module::<B>::is_training(&inner.layers().2),
+        "the dropout inside"
+    );
     // In eval mode dropout is the identity and batch norm uses its running stats, so the
     // output is deterministic.
     let x = Var::constant(Tensor::randn([5, 3], DType::F64, 1, &dev()).unwrap());
@@ -191,12 +194,20 @@ fn sequential_forward_is_the_composition_and_a_vec_chains_too() {
     let tanhs = vec![Tanh::new(), Tanh::new()];
     let twice = x.tanh().unwrap().tanh().unwrap();
     assert_eq!(
-        Forward::<B>::forward(&tanhs, &x).unwrap().value().to_vec_f64().unwrap(),
+        Forward::<B>::forward(&tanhs, &x)
+            .unwrap()
+            .value()
+            .to_vec_f64()
+            .unwrap(),
         twice.value().to_vec_f64().unwrap()
     );
     let empty: Vec<Tanh> = Vec::new();
     assert_eq!(
-        Forward::<B>::forward(&empty, &x).unwrap().value().to_vec_f64().unwrap(),
+        Forward::<B>::forward(&empty, &x)
+            .unwrap()
+            .value()
+            .to_vec_f64()
+            .unwrap(),
         x.value().to_vec_f64().unwrap()
     );
 }

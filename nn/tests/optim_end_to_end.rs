@@ -6,8 +6,8 @@ use tessera_core::{DType, Generator, Tensor};
 use tessera_cpu::Cpu;
 use tessera_nn::layers::{LinearConfig, ReLU, Sequential};
 use tessera_nn::loss::cross_entropy;
-use tessera_nn::{Forward, Module};
 use tessera_nn::optim::{Adam, AdamConfig, Optimizer};
+use tessera_nn::{Forward, Module};
 
 type B = Cpu;
 

@@ -8,9 +8,9 @@ use tessera_cpu::Cpu;
 use tessera_nn::layers::{BatchNorm1d, BatchNormConfig, Linear, LinearConfig, ReLU, Sequential};
 
 type Model = Sequential<(Linear<B>, BatchNorm1d<B>, ReLU, Linear<B>)>;
-use tessera_nn::{Forward, Module};
 use tessera_nn::optim::{Adam, AdamConfig};
 use tessera_nn::training::{load_training_state, save_training_state, train_step};
+use tessera_nn::{Forward, Module};
 
 type B = Cpu;
 

@@ -77,10 +77,10 @@ pub fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
         quote!(#ident: #ty)
     });
     let inits = fields.iter().map(|f| {
-        let ident = &f.ident;
+        let (ident, ty) = (&f.ident, &f.ty);
         match &f.default {
             None => quote!(#ident),
-            Some(expr) => quote!(#ident: ::core::convert::Into::into(#expr)),
+            Some(expr) => quote!(#ident: { let default: #ty = #expr; default }),
         }
     });
     let required_names: Vec<String> = required.iter().map(|f| format!("`{}`", f.ident)).collect();

@@ -91,6 +91,11 @@ pub trait ModuleVisitor<B: Backend> {
 /// [`Var::constant`]s, so checkpoints read both with [`Var::value`] and restore both with
 /// [`Var::set_value`]. Mode changes take `&self` (interior mutability) so that a model shared
 /// with an optimizer can still be switched.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a Tessera module",
+    label = "not a module, a `Var<B>` parameter or a container of those",
+    note = "a hyper-parameter or cache field of a #[derive(Module)] struct needs #[module(skip)]"
+)]
 pub trait Module<B: Backend>: Send + Sync {
     /// Calls `visitor` with every parameter and buffer and its dotted name, in a stable order,
     /// each name starting with `prefix` (an empty prefix adds no leading dot).
@@ -206,6 +211,11 @@ pub trait Module<B: Backend>: Send + Sync {
 /// Every parameter and buffer is copied to the target backend (through the host; see
 /// [`tessera_core::Tensor::to_backend`]), keeping names, values, dtypes, whether it requires a
 /// gradient, and the training mode. Gradients are not copied.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be moved to another backend as a module",
+    label = "not a module, a `Var<B>` parameter or a container of those",
+    note = "a hyper-parameter or cache field of a #[derive(Module)] struct needs #[module(skip)]"
+)]
 pub trait ToBackend<B: Backend>: Module<B> {
     /// This module's type on backend `B2`.
     type On<B2: Backend>: ToBackend<B2>;

@@ -1,0 +1,8 @@
+use tessera_nn::Module;
+
+#[derive(Module)]
+enum NotAStruct {
+    A,
+}
+
+fn main() {}
