@@ -37,8 +37,3 @@ extern crate self as tessera_nn;
 pub mod derive_support {
     pub use tessera_core::{Backend, Result};
 }
-
-/// The README's Rust examples, compiled and run as doc tests so they cannot go stale.
-#[doc = include_str!("../../README.md")]
-#[cfg(doctest)]
-pub struct ReadmeDoctests;

@@ -100,3 +100,8 @@ pub mod prelude {
     #[cfg(feature = "opencl")]
     pub use tessera_opencl::OpenCl;
 }
+
+/// The README's Rust examples, compiled and run as doc tests so they cannot go stale.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
