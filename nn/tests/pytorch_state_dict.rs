@@ -27,7 +27,9 @@ impl<B: Backend> Net<B> {
     fn new(dev: &B) -> Result<Self> {
         let g = &mut Generator::new(42);
         Ok(Net {
-            conv: Conv2dConfig::new(1, 4, (3, 3)).padding((1, 1)).init(dev, g)?,
+            conv: Conv2dConfig::new(1, 4, (3, 3))
+                .padding((1, 1))
+                .init(dev, g)?,
             bn: BatchNormConfig::new(4).init_2d(dev)?,
             body: Sequential::new((
                 LinearConfig::new(64, 16).init(dev, g)?,
@@ -41,8 +43,11 @@ impl<B: Backend> Net<B> {
 
     fn forward(&self, x: &Var<B>) -> Result<Var<B>> {
         let h = self.bn.forward(&self.conv.forward(x)?)?.relu()?;
-        let h = h.max_pool2d(Pool2dConfig::new((2, 2)).params())?.flatten(1, -1)?;
-        self.head.forward(&self.norm.forward(&self.body.forward(&h)?)?)
+        let h = h
+            .max_pool2d(Pool2dConfig::new((2, 2)).params())?
+            .flatten(1, -1)?;
+        self.head
+            .forward(&self.norm.forward(&self.body.forward(&h)?)?)
     }
 }
 
@@ -66,11 +71,18 @@ fn a_pytorch_state_dict_loads_and_predicts_like_pytorch() {
     assert_eq!(got.dims(), y.dims());
     let (got, want) = (got.to_vec::<f32>().unwrap(), y.to_vec::<f32>().unwrap());
     for (g, w) in got.iter().zip(&want) {
-        assert!((g - w).abs() <= 1e-5 + 1e-5 * w.abs(), "{got:?}\nvs PyTorch\n{want:?}");
+        assert!(
+            (g - w).abs() <= 1e-5 + 1e-5 * w.abs(),
+            "{got:?}\nvs PyTorch\n{want:?}"
+        );
     }
     // The batch-norm statistics came from PyTorch's training steps, not the initial values.
     assert_eq!(
-        net.bn.num_batches_tracked().value().to_vec::<i64>().unwrap(),
+        net.bn
+            .num_batches_tracked()
+            .value()
+            .to_vec::<i64>()
+            .unwrap(),
         vec![3]
     );
 }
@@ -92,6 +104,12 @@ fn a_pytorch_state_dict_for_another_architecture_is_refused_by_name() {
         .load(fixture("torch_net.safetensors"))
         .unwrap_err()
         .to_string();
-    assert!(msg.contains("'head.weight'") && msg.contains("[3, 8]"), "{msg}");
-    assert!(msg.contains("unexpected tensors") && msg.contains("'bn.running_mean'"), "{msg}");
+    assert!(
+        msg.contains("'head.weight'") && msg.contains("[3, 8]"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("unexpected tensors") && msg.contains("'bn.running_mean'"),
+        "{msg}"
+    );
 }
