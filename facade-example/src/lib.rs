@@ -47,6 +47,8 @@ pub struct Report {
     pub moved_to: String,
     /// The largest difference between the predictions on the CPU and on that backend.
     pub max_difference: f64,
+    /// Whether moving the model back to the CPU gave back exactly the trained parameters.
+    pub round_trip_exact: bool,
 }
 
 fn loss_of<B: Backend>(model: &TinyNet<B>, x: &Tensor<B>, y: &Tensor<B>) -> Result<Var<B>> {
@@ -60,7 +62,8 @@ fn predictions<B: Backend>(model: &TinyNet<B>, x: &Tensor<B>) -> Result<Vec<f32>
 }
 
 /// Trains on the CPU, saves to `path`, loads into a fresh model, moves it to OpenCL (or to a
-/// second CPU backend when no OpenCL device is present) and compares predictions.
+/// second CPU backend when no OpenCL device is present), compares predictions, and moves it
+/// back.
 pub fn run(path: &std::path::Path) -> Result<Report> {
     let cpu = Cpu::new();
     let model = TinyNet::new(&cpu, 0)?;
@@ -82,17 +85,24 @@ pub fn run(path: &std::path::Path) -> Result<Report> {
     restored.eval();
     let on_cpu = predictions(&restored, &x)?;
 
-    let (moved_to, on_other) = match OpenCl::new() {
+    let (moved_to, on_other, back) = match OpenCl::new() {
         Ok(gpu) => {
             let moved = restored.to_backend(&gpu)?;
-            ("opencl".to_string(), predictions(&moved, &x.to_backend(&gpu)?)?)
+            let on_gpu = predictions(&moved, &x.to_backend(&gpu)?)?;
+            ("opencl".to_string(), on_gpu, moved.to_backend(&cpu)?)
         }
         Err(e) => {
             eprintln!("no OpenCL device ({e}); moving to a second CPU backend instead");
             let moved = restored.to_backend(&Cpu::new())?;
-            ("cpu".to_string(), predictions(&moved, &x)?)
+            let on_other = predictions(&moved, &x)?;
+            ("cpu".to_string(), on_other, moved.to_backend(&cpu)?)
         }
     };
+    let round_trip_exact = back
+        .state_dict()
+        .iter()
+        .zip(model.state_dict().iter())
+        .all(|((na, a), (nb, b))| na == nb && a.to_vec_f64().ok() == b.to_vec_f64().ok());
     let max_difference = on_cpu
         .iter()
         .zip(&on_other)
@@ -102,5 +112,6 @@ pub fn run(path: &std::path::Path) -> Result<Report> {
         loss: (first, last),
         moved_to,
         max_difference,
+        round_trip_exact,
     })
 }

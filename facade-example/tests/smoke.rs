@@ -9,6 +9,7 @@ fn trains_saves_loads_and_moves_to_another_backend() {
     println!("{report:?}");
     assert!(report.loss.1 < 0.5 * report.loss.0, "{report:?}");
     assert!(report.max_difference < 1e-4, "{report:?}");
+    assert!(report.round_trip_exact, "{report:?}");
     if std::env::var_os("CI").is_some() {
         // CI installs PoCL: the move must have gone to OpenCL there.
         assert_eq!(report.moved_to, "opencl", "{report:?}");

@@ -16,7 +16,7 @@
 //! * [`checks`]: one module per op family with its case strategy and a `check`/`run` pair that
 //!   is generic over the backend (including [`checks::gradients`] and
 //!   [`checks::metamorphic`]);
-//! * [`reference`]: a tiny n-d array ([`reference::RefArray`]) and every op of `tensor-core`
+//! * [`mod@reference`]: a tiny n-d array ([`reference::RefArray`]) and every op of `tensor-core`
 //!   written from its definition with nested index loops;
 //! * [`strategies`]: proptest strategies for shapes (zero-size dimensions included), values
 //!   (NaN, infinities and `-0.0` at a controlled rate) and layout recipes that build transposed,

@@ -4,7 +4,7 @@
 //!
 //! - `cargo xtask ci`: the CI checks in order (format, clippy, tests), see [`ci`].
 //! - `cargo xtask gpu-check`: builds the CUDA checks for a GPU machine, see [`gpu_check`].
-//! - `cargo xtask bench gemm`: measures CPU sgemm and compares it with numpy, see [`bench`].
+//! - `cargo xtask bench gemm`: measures CPU sgemm and compares it with numpy, see [`mod@bench`].
 //!
 //! The crate has two binaries. `xtask` (built in dev by the alias) only orchestrates; the
 //! measurements run in `tessera-bench`, which `xtask` always builds and runs in release so that

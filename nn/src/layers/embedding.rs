@@ -67,7 +67,7 @@ impl<B: Backend> Embedding<B> {
         &self.weight
     }
 
-    /// Looks up a tensor of `i64` indices (convenience for [`Module::forward`]).
+    /// Looks up a tensor of `i64` indices (what [`Forward::forward`] does with the indices of its input).
     pub fn lookup(&self, indices: &Tensor<B>) -> Result<Var<B>> {
         if indices.dtype() != DType::I64 {
             return Err(Error::DTypeMismatch {
