@@ -28,7 +28,7 @@ impl ModelKind {
     ) -> Result<ReferenceModel<B>> {
         Ok(match self {
             ModelKind::Mlp => ReferenceModel::Mlp(mlp(dtype, seed, backend)?),
-            ModelKind::Cnn => ReferenceModel::Cnn(cnn(dtype, seed, backend)?),
+            ModelKind::Cnn => ReferenceModel::Cnn(Box::new(cnn(dtype, seed, backend)?)),
         })
     }
 
@@ -102,8 +102,8 @@ pub fn cnn<B: Backend>(dtype: DType, seed: u64, backend: &B) -> Result<Cnn<B>> {
 pub enum ReferenceModel<B: Backend> {
     /// The [`Mlp`].
     Mlp(Mlp<B>),
-    /// The [`Cnn`].
-    Cnn(Cnn<B>),
+    /// The [`Cnn`] (boxed: it is much larger than the MLP's handles).
+    Cnn(Box<Cnn<B>>),
 }
 
 impl<B: Backend> Module<B> for ReferenceModel<B> {

@@ -137,16 +137,12 @@ fn main() -> ExitCode {
         BackendArg::Cpu => ("cpu", run_training(&config, &Cpu::new())),
         BackendArg::Opencl => (
             "opencl",
-            tessera_opencl::OpenCl::new()
-                .map_err(Into::into)
-                .and_then(|dev| run_training(&config, &dev)),
+            tessera_opencl::OpenCl::new().and_then(|dev| run_training(&config, &dev)),
         ),
         #[cfg(feature = "cuda")]
         BackendArg::Cuda => (
             "cuda",
-            tessera_cuda::Cuda::new(0)
-                .map_err(Into::into)
-                .and_then(|dev| run_training(&config, &dev)),
+            tessera_cuda::Cuda::new(0).and_then(|dev| run_training(&config, &dev)),
         ),
         BackendArg::CheckedCpu => (
             "checked-cpu",
@@ -155,14 +151,12 @@ fn main() -> ExitCode {
         BackendArg::CheckedOpencl => (
             "checked-opencl",
             tessera_opencl::OpenCl::new()
-                .map_err(Into::into)
                 .and_then(|dev| run_training(&config, &Checked::new(dev, Cpu::new()))),
         ),
         #[cfg(feature = "cuda")]
         BackendArg::CheckedCuda => (
             "checked-cuda",
             tessera_cuda::Cuda::new(0)
-                .map_err(Into::into)
                 .and_then(|dev| run_training(&config, &Checked::new(dev, Cpu::new()))),
         ),
     };
