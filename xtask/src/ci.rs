@@ -16,80 +16,117 @@ pub struct Step {
     pub command: Command,
 }
 
+/// The crates outside the workspace that CI checks on their own (formatting, clippy); their
+/// tests run from the workspace's (`tests/tests/out_of_tree.rs`, `tessera/tests/out_of_tree.rs`).
+pub const EXAMPLE_CRATES: [&str; 2] = ["conformance-example", "facade-example"];
+
+/// The packages meant for crates.io: `cargo package --list` must succeed for each.
+pub const PUBLISHED: [&str; 10] = [
+    "tessera-core",
+    "tessera-cpu",
+    "tessera-checked",
+    "tessera-autograd",
+    "tessera-derive",
+    "tessera-nn",
+    "tessera-conformance",
+    "tessera",
+    "tessera-gpu",
+    "tessera-opencl",
+];
+
+fn example_manifest(name: &str) -> String {
+    format!("{name}/Cargo.toml")
+}
+
 /// The CI checks in the order they run.
 pub fn steps() -> Vec<Step> {
-    vec![
-        Step {
-            name: "fmt",
-            command: cargo(["fmt", "--all", "--check"]),
+    let mut steps = vec![Step {
+        name: "fmt",
+        command: cargo(["fmt", "--all", "--check"]),
+    }];
+    for (name, example) in ["fmt-conformance-example", "fmt-facade-example"]
+        .into_iter()
+        .zip(EXAMPLE_CRATES)
+    {
+        let manifest = example_manifest(example);
+        steps.push(Step {
+            name,
+            command: cargo(["fmt", "--manifest-path", manifest.as_str(), "--check"]),
+        });
+    }
+    steps.push(Step {
+        name: "clippy",
+        command: cargo([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    });
+    for (name, example) in ["clippy-conformance-example", "clippy-facade-example"]
+        .into_iter()
+        .zip(EXAMPLE_CRATES)
+    {
+        let manifest = example_manifest(example);
+        // Shares the workspace's target folder so that nothing is built twice.
+        let mut clippy = cargo([
+            "clippy",
+            "--manifest-path",
+            manifest.as_str(),
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]);
+        clippy.env("CARGO_TARGET_DIR", "target");
+        steps.push(Step {
+            name,
+            command: clippy,
+        });
+    }
+    steps.push(Step {
+        name: "package",
+        command: {
+            let mut package = cargo(["package", "--list", "--allow-dirty"]);
+            for p in PUBLISHED {
+                package.args(["-p", p]);
+            }
+            package.stdout(std::process::Stdio::null());
+            package
         },
-        Step {
-            name: "fmt-example",
-            command: cargo([
-                "fmt",
-                "--manifest-path",
-                "conformance-example/Cargo.toml",
-                "--check",
-            ]),
+    });
+    steps.push(Step {
+        name: "test",
+        command: {
+            // Every shared kernel must compile with NVRTC: a missing NVRTC fails, not skips.
+            let mut test = cargo(["test", "--workspace"]);
+            test.env("TESSERA_REQUIRE_NVRTC", "1");
+            test
         },
-        Step {
-            name: "clippy",
-            command: cargo([
-                "clippy",
-                "--workspace",
-                "--all-targets",
-                "--",
-                "-D",
-                "warnings",
-            ]),
-        },
-        Step {
-            name: "clippy-example",
-            command: {
-                // Shares the workspace's target folder so that nothing is built twice.
-                let mut clippy = cargo([
-                    "clippy",
-                    "--manifest-path",
-                    "conformance-example/Cargo.toml",
-                    "--all-targets",
-                    "--",
-                    "-D",
-                    "warnings",
-                ]);
-                clippy.env("CARGO_TARGET_DIR", "target");
-                clippy
-            },
-        },
-        Step {
-            name: "test",
-            command: {
-                // Every shared kernel must compile with NVRTC: a missing NVRTC fails, not skips.
-                let mut test = cargo(["test", "--workspace"]);
-                test.env("TESSERA_REQUIRE_NVRTC", "1");
-                test
-            },
-        },
-        Step {
-            name: "opencl-train",
-            command: cargo([
-                "run",
-                "-q",
-                "-p",
-                "tessera-nn",
-                "--bin",
-                "train",
-                "--",
-                "--backend",
-                "opencl",
-                "--epochs",
-                "1",
-                "--train-limit",
-                "4096",
-                "--test-limit",
-                "2000",
-            ]),
-        },
-    ]
+    });
+    steps.push(Step {
+        name: "opencl-train",
+        command: cargo([
+            "run",
+            "-q",
+            "-p",
+            "tessera-cli",
+            "--bin",
+            "train",
+            "--",
+            "--backend",
+            "opencl",
+            "--epochs",
+            "1",
+            "--train-limit",
+            "4096",
+            "--test-limit",
+            "2000",
+        ]),
+    });
+    steps
 }
 
 /// Runs CI's [`steps`]; see [`run_steps`].
@@ -171,9 +208,14 @@ mod tests {
             .iter()
             .map(|s| display_command(&s.command))
             .collect();
-        assert!(lines[0].ends_with("fmt --all --check"));
-        assert!(lines[2].ends_with("clippy --workspace --all-targets -- -D warnings"));
-        assert!(lines[4].ends_with("test --workspace"));
+        let line = |name: &str| &lines[names.iter().position(|n| *n == name).unwrap()];
+        assert!(line("fmt").ends_with("fmt --all --check"));
+        assert!(line("clippy").ends_with("clippy --workspace --all-targets -- -D warnings"));
+        assert!(line("test").ends_with("test --workspace"));
+        // The same published packages in both.
+        for p in PUBLISHED {
+            assert!(script.contains(p), ".ci/run does not package {p}");
+        }
     }
 
     #[test]
