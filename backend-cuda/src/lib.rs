@@ -8,7 +8,7 @@
 //!   function answering `CUDA_ERROR_NO_DEVICE`) so that the crate builds and its tests start and
 //!   skip. A binary built against the stub loads the real driver where one is installed.
 //!   Without a driver or device, [`Cuda::new`] returns [`tensor_core::Error::NoDevice`].
-//! * **Kernels** are the shared sources of [`tensor_core::kernels`] (the same as the OpenCL
+//! * **Kernels** are the shared sources of [`gpu_engine::kernels`] (the same as the OpenCL
 //!   backend's), compiled at run time by NVRTC (loaded with `libloading`) for the device's
 //!   architecture and cached per context, or taken from a folder of precompiled images
 //!   ([`kernels::KERNELS_DIR_ENV_VAR`]); a compile error carries NVRTC's log. [`kernels`] also

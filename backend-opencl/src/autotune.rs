@@ -22,7 +22,7 @@ use gpu_engine::Runtime;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tensor_core::kernels::{program_source, Dialect, GemmTiles, Program};
+use gpu_engine::kernels::{program_source, Dialect, GemmTiles, Program};
 use tensor_core::{DType, Error, Result};
 
 /// Forces a tile configuration: `bm,bn,bk,tm,tn`.

@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use tensor_core::kernels::{program_source, Dialect};
+use gpu_engine::kernels::{program_source, Dialect};
 use tensor_core::{DType, Error, Result};
 
 /// Commands enqueued between two `clFlush` calls.

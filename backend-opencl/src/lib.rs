@@ -8,7 +8,7 @@
 //!   GPU, else the first device. Without an OpenCL runtime every constructor returns
 //!   [`tensor_core::Error::NoDevice`] saying what to install; the crate links nothing at build
 //!   time (`libOpenCL.so.1` is loaded at run time through `opencl3`'s `dynamic` feature).
-//! * **Kernels** are the shared sources of [`tensor_core::kernels`], written once for OpenCL C
+//! * **Kernels** are the shared sources of [`gpu_engine::kernels`], written once for OpenCL C
 //!   and CUDA C; each program is built at run time once per dtype and cached per device.
 //!   f32, i64 and bool everywhere, f64 where the device has `cl_khr_fp64`.
 //! * **Speed**: buffers come from a size-class pool (no buffer creation per op in steady state);

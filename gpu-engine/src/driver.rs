@@ -7,7 +7,7 @@ use crate::runtime::Runtime;
 use crate::view::View;
 use std::fmt;
 use std::sync::Arc;
-use tensor_core::kernels::{GemmTiles, Program};
+use crate::kernels::{GemmTiles, Program};
 use tensor_core::{DType, Result};
 
 /// A compiled program: one of the shared kernel programs for one dtype, plus extra defines
@@ -185,7 +185,7 @@ impl fmt::Display for DriverInfo {
 /// The raw device operations: what a vendor implements to run every Tessera op on a GPU-like
 /// device (see the crate documentation). Every command goes to one in-order stream (queue);
 /// only [`Driver::read`] and [`Driver::synchronize`] wait for the device. Kernels are the shared
-/// sources of [`tensor_core::kernels`], built by the driver for each [`ModuleKey`].
+/// sources of [`crate::kernels`], built by the driver for each [`ModuleKey`].
 pub trait Driver: Send + Sync + Sized + 'static {
     /// One device allocation.
     type Buffer: Send + Sync + fmt::Debug;

@@ -3,7 +3,7 @@
 //! [`GemmOptions`].
 
 use std::fmt;
-use tensor_core::kernels::GemmTiles;
+use crate::kernels::GemmTiles;
 use tensor_core::{Error, Result};
 
 /// Which GEMM implementation matrix products use.

@@ -7,7 +7,7 @@
 //! [`Driver`]: a dozen raw device operations (allocate, release, write, read, fill, launch a
 //! kernel, synchronise, an optional BLAS GEMM, a description of the device).
 //!
-//! The kernels are the shared sources of [`tensor_core::kernels`] (OpenCL C, and CUDA C through
+//! The kernels are the shared sources of [`kernels`] (OpenCL C, and CUDA C through
 //! a dialect prelude); a driver builds each [`ModuleKey`] it is asked to launch from them.
 //! `backend-cuda` and `backend-opencl` are both drivers over this crate.
 //!
@@ -34,12 +34,16 @@ mod driver;
 mod error_flag;
 mod gemm;
 mod gpu;
+pub mod kernels;
 mod launch_log;
 mod ops;
 mod runtime;
 mod storage;
 pub mod tuning;
 mod view;
+
+// `kernels/mod.rs` names the dtype as `crate::DType` (it moved here from tensor-core).
+use tensor_core::DType;
 
 pub use counters::RuntimeStats;
 pub use driver::{

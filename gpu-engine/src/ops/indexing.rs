@@ -13,7 +13,7 @@ use crate::runtime::{Arg, Runtime};
 use crate::storage::GpuStorage;
 use crate::view::{MapPlan, View};
 use std::sync::Arc;
-use tensor_core::kernels::MAX_RANK;
+use crate::kernels::MAX_RANK;
 use tensor_core::{BackendStorage, DType, Error, Layout, Result};
 
 /// `layout`'s strides with `axis` set to 0.

@@ -7,7 +7,7 @@ use crate::runtime::{Arg, Runtime};
 use crate::storage::GpuStorage;
 use crate::view::MapPlan;
 use std::sync::Arc;
-use tensor_core::kernels::MAX_RANK;
+use crate::kernels::MAX_RANK;
 use tensor_core::{BackendStorage, Layout, Result};
 
 /// Which function of the row (the kernel's `mode`).
