@@ -12,10 +12,10 @@
 use crate::cuda::library_search::find_executable;
 use crate::cuda::nvrtc::{Nvrtc, NvrtcOutput};
 use crate::options::DEFAULT_TILES;
+use gpu_engine::kernels::{program_source, Dialect, GemmTiles, Program};
 use gpu_engine::ModuleKey;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use gpu_engine::kernels::{program_source, Dialect, GemmTiles, Program};
 use tensor_core::{DType, Error, Result};
 
 pub use crate::cuda::nvrtc::NvrtcError;

@@ -1,7 +1,7 @@
 //! [`CudaOptions`]: how a [`crate::Cuda`] handle computes matrix products.
 
-use gpu_engine::{GemmConfig, GemmEngine, GemmOptions};
 use gpu_engine::kernels::GemmTiles;
+use gpu_engine::{GemmConfig, GemmEngine, GemmOptions};
 use tensor_core::{Error, Result};
 
 /// Environment variable read by [`CudaOptions::from_env`]: `auto`, `cublas` (or `blas`) or

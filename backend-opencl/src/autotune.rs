@@ -17,12 +17,12 @@
 
 use crate::device::DeviceInfo;
 use crate::driver::{lock, OpenClDriver};
+use gpu_engine::kernels::{program_source, Dialect, GemmTiles, Program};
 use gpu_engine::tuning::time_gemm;
 use gpu_engine::Runtime;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use gpu_engine::kernels::{program_source, Dialect, GemmTiles, Program};
 use tensor_core::{DType, Error, Result};
 
 /// Forces a tile configuration: `bm,bn,bk,tm,tn`.

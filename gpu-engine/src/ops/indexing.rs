@@ -8,12 +8,12 @@
 
 use crate::checks::{check_dtype, check_same_dtype};
 use crate::driver::{Driver, ModuleKey};
+use crate::kernels::MAX_RANK;
 use crate::ops::elementwise::copy_strided;
 use crate::runtime::{Arg, Runtime};
 use crate::storage::GpuStorage;
 use crate::view::{MapPlan, View};
 use std::sync::Arc;
-use crate::kernels::MAX_RANK;
 use tensor_core::{BackendStorage, DType, Error, Layout, Result};
 
 /// `layout`'s strides with `axis` set to 0.

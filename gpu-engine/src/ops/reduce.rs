@@ -12,13 +12,13 @@
 //! outputs to occupy every multiprocessor.
 
 use crate::driver::{Driver, ModuleKey};
+use crate::kernels::MAX_RANK;
 use crate::ops::elementwise::copy_strided;
 use crate::ops::transfer::full;
 use crate::runtime::{Arg, Runtime};
 use crate::storage::GpuStorage;
 use crate::view::{MapPlan, View};
 use std::sync::Arc;
-use crate::kernels::MAX_RANK;
 use tensor_core::{ArgReduceOp, BackendStorage, DType, Error, Layout, ReduceOp, Result};
 
 /// Rows at most this long are reduced by one thread each.

@@ -3,11 +3,11 @@
 //! whose outer dimensions do not simplify to `MAX_RANK` fall back to the composite.
 
 use crate::driver::{Driver, ModuleKey};
+use crate::kernels::MAX_RANK;
 use crate::runtime::{Arg, Runtime};
 use crate::storage::GpuStorage;
 use crate::view::MapPlan;
 use std::sync::Arc;
-use crate::kernels::MAX_RANK;
 use tensor_core::{BackendStorage, Layout, Result};
 
 /// Which function of the row (the kernel's `mode`).
