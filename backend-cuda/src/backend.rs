@@ -4,15 +4,15 @@ use crate::cuda::driver::CudaDriver;
 use crate::cuda::registry;
 use crate::options::CudaOptions;
 use crate::storage::CudaStorage;
-use gpu_engine::GemmEngine;
 use gpu_engine::Gpu;
 use gpu_engine::RuntimeStats;
+use gpu_engine::{GemmEngine, MemoryUsage};
 use std::fmt;
 use std::path::PathBuf;
 use tensor_core::Result;
 
 /// An NVIDIA GPU. Cheap to clone; every handle on one device shares its context, stream,
-/// caching allocator, kernel modules and cuBLAS handle.
+/// caching buffer pool, kernel modules and cuBLAS handle.
 ///
 /// Ops queue work on the device's one stream and return at once; only reading data back
 /// ([`tensor_core::Tensor::to_vec`] and friends, i.e. [`tensor_core::Backend::download`]) and
@@ -23,15 +23,6 @@ use tensor_core::Result;
 pub struct Cuda {
     gpu: Gpu<CudaDriver>,
     options: CudaOptions,
-}
-
-/// Device memory held by the caching allocator.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MemoryUsage {
-    /// Bytes of free blocks kept for reuse.
-    pub cached_bytes: usize,
-    /// Bytes obtained from the driver and not given back (in use or cached).
-    pub allocated_bytes: usize,
 }
 
 impl Cuda {
@@ -88,18 +79,14 @@ impl Cuda {
         rt.stats(rt.driver().modules_built())
     }
 
-    /// What the caching allocator holds.
+    /// What the caching buffer pool holds.
     pub fn memory_usage(&self) -> MemoryUsage {
-        let (cached_bytes, allocated_bytes) = self.gpu.runtime().driver().memory_usage();
-        MemoryUsage {
-            cached_bytes,
-            allocated_bytes,
-        }
+        self.gpu.runtime().memory_usage()
     }
 
     /// Waits for the device and frees every cached block.
     pub fn empty_cache(&self) -> Result<()> {
-        self.gpu.runtime().driver().empty_cache()
+        self.gpu.runtime().empty_cache()
     }
 
     /// The cuBLAS library in use, or why there is none (loaded on first call).

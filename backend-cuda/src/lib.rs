@@ -15,8 +15,8 @@
 //!   checks every kernel with NVRTC and `ptxas` without a GPU.
 //! * **GEMM**: cuBLAS strided-batched (loaded at run time when present; [`GemmEngine::Blas`])
 //!   or the shared tiled kernel, chosen per handle ([`GemmEngine`], [`CudaOptions`]).
-//! * **Memory and streams**: a caching allocator with size classes per device (on
-//!   out-of-memory it frees its cache and retries once, then returns
+//! * **Memory and streams**: the engine's caching buffer pool with size classes per device
+//!   (on out-of-memory it frees its cache and retries once, then returns
 //!   [`tensor_core::Error::OutOfMemory`]); one stream per device and no host synchronisation
 //!   between ops, only on read-back. An error raised by queued work surfaces at the next
 //!   synchronisation, naming the kernels queued since the previous one
@@ -52,10 +52,10 @@ mod storage;
 #[allow(dead_code)]
 mod stub_source;
 
-pub use backend::{Cuda, MemoryUsage};
+pub use backend::Cuda;
 pub use cuda::driver_error::INSTALL_HINT;
 pub use cuda::registry::device_count;
-pub use gpu_engine::{GemmEngine, RuntimeStats, LAUNCH_BLOCKING_ENV_VAR};
+pub use gpu_engine::{GemmEngine, MemoryUsage, RuntimeStats, LAUNCH_BLOCKING_ENV_VAR};
 pub use options::{CudaOptions, DEFAULT_TILES, GEMM_ENV_VAR, TILES_ENV_VAR};
 pub use storage::CudaStorage;
 

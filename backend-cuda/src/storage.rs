@@ -7,7 +7,7 @@ use std::fmt;
 use tensor_core::{BackendStorage, DType};
 
 /// Device memory for `len()` elements of one dtype (booleans as bytes). Dropping it gives the
-/// memory back to its device's caching allocator.
+/// memory back to its device's caching buffer pool.
 pub struct CudaStorage(GpuStorage<CudaDriver>);
 
 impl BackendStorage for CudaStorage {

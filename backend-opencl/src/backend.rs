@@ -96,7 +96,7 @@ impl OpenCl {
 
     /// Bytes of free buffers the pool keeps for reuse.
     pub fn pooled_bytes(&self) -> usize {
-        self.gpu.runtime().driver().cached_bytes()
+        self.gpu.runtime().memory_usage().cached_bytes
     }
 
     /// The GEMM kernel and tiles used for `dtype` (tuned on first use, see

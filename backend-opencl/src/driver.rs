@@ -1,17 +1,17 @@
 //! [`OpenClDriver`]: the [`gpu_engine::Driver`] of one OpenCL device. The engine writes every op
 //! once; this file is what is OpenCL about them: the context, the single in-order queue
 //! (flushed every few commands so the device starts while the host keeps enqueueing), the
-//! program cache, the buffer pool, non-blocking uploads, and launch geometry as OpenCL sizes.
+//! program cache, non-blocking uploads, and launch geometry as OpenCL sizes. Buffers are pooled
+//! by the engine.
 //!
 //! Locking: `state` guards the queue's users (kernel objects are not thread-safe while their
-//! arguments are set), the program cache and pending uploads; `pool` guards the free buffers
-//! and is never held while `state` is taken, so dropping a storage anywhere is safe.
+//! arguments are set), the program cache and pending uploads.
 
 use crate::autotune::{self, GemmConfig};
 use crate::buffer::DeviceBuffer;
 use crate::device::{DeviceInfo, DeviceKind};
 use crate::error::{backend_error, cl, cl_error, BACKEND};
-use crate::pool::{size_class, BufferPool};
+use gpu_engine::kernels::{program_source, Dialect};
 use gpu_engine::{BlasGemm, Driver, DriverArg, DriverInfo, Launch, ModuleKey, Runtime};
 use opencl3::command_queue::{
     enqueue_fill_buffer, enqueue_read_buffer, enqueue_write_buffer, CommandQueue,
@@ -26,7 +26,6 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use gpu_engine::kernels::{program_source, Dialect};
 use tensor_core::{DType, Error, Result};
 
 /// Commands enqueued between two `clFlush` calls.
@@ -54,7 +53,6 @@ pub struct OpenClDriver {
     context: Context,
     queue: CommandQueue,
     state: Mutex<QueueState>,
-    pool: Mutex<BufferPool>,
     /// Passed for the buffer of an empty storage (kernels never read it).
     dummy: DeviceBuffer,
     program_builds: AtomicU64,
@@ -91,6 +89,7 @@ impl OpenClDriver {
             DeviceKind::Gpu => 256,
             _ => 64,
         };
+        // The pool keeps at most a quarter of the device memory (host memory, on PoCL).
         let pool_limit = (device_info.global_mem_bytes / 4).min(usize::MAX as u64) as usize;
         let info = DriverInfo {
             backend,
@@ -98,6 +97,8 @@ impl OpenClDriver {
             name: device_info.name.clone(),
             compute_units: device_info.compute_units.max(1) as usize,
             memory_bytes: device_info.global_mem_bytes,
+            max_buffer_bytes: device_info.max_alloc_bytes,
+            pool_limit_bytes: pool_limit,
             supports_f64: device_info.has_fp64,
             launch_group: floor_pow2(group.min(max_group)),
             reduce_group: floor_pow2(group.min(max_group)),
@@ -113,7 +114,6 @@ impl OpenClDriver {
                 pending_uploads: Vec::new(),
                 unflushed: 0,
             }),
-            pool: Mutex::new(BufferPool::new(pool_limit)),
             dummy,
             program_builds: AtomicU64::new(0),
             gemm_configs: Mutex::new(HashMap::new()),
@@ -134,11 +134,6 @@ impl OpenClDriver {
     /// Programs compiled so far.
     pub(crate) fn program_builds(&self) -> u64 {
         self.program_builds.load(Ordering::Relaxed)
-    }
-
-    /// Bytes of free buffers held by the pool.
-    pub(crate) fn cached_bytes(&self) -> usize {
-        self.pool.lock().map_or(0, |p| p.cached_bytes())
     }
 
     /// The GEMM configurations chosen so far, by dtype.
@@ -247,34 +242,12 @@ impl Driver for OpenClDriver {
         &self.info
     }
 
-    fn alloc(&self, bytes: usize) -> Result<(DeviceBuffer, bool)> {
-        let class = size_class(bytes);
-        if let Some(buffer) = lock(&self.pool, "allocate")?.take(class) {
-            return Ok((buffer, true));
-        }
-        let out_of_memory = || Error::OutOfMemory {
-            device: self.info.to_string(),
-            requested_bytes: bytes,
-        };
-        if class as u64 > self.device.max_alloc_bytes {
-            return Err(out_of_memory());
-        }
-        match DeviceBuffer::new(self.context.get(), class) {
-            Ok(buffer) => Ok((buffer, false)),
-            Err(_) => {
-                // Free the cached buffers and try once more.
-                lock(&self.pool, "allocate")?.clear();
-                let buffer =
-                    DeviceBuffer::new(self.context.get(), class).map_err(|_| out_of_memory())?;
-                Ok((buffer, false))
-            }
-        }
+    fn allocate(&self, bytes: usize) -> Result<DeviceBuffer> {
+        DeviceBuffer::new(self.context.get(), bytes).map_err(|e| self.rename(e))
     }
 
-    fn release(&self, buffer: DeviceBuffer) {
-        if let Ok(mut pool) = self.pool.lock() {
-            pool.give_back(buffer);
-        }
+    fn free(&self, buffer: DeviceBuffer) {
+        drop(buffer);
     }
 
     fn write(&self, dst: &DeviceBuffer, src: &[u8]) -> Result<()> {

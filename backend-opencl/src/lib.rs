@@ -11,7 +11,8 @@
 //! * **Kernels** are the shared sources of [`gpu_engine::kernels`], written once for OpenCL C
 //!   and CUDA C; each program is built at run time once per dtype and cached per device.
 //!   f32, i64 and bool everywhere, f64 where the device has `cl_khr_fp64`.
-//! * **Speed**: buffers come from a size-class pool (no buffer creation per op in steady state);
+//! * **Speed**: buffers come from the engine's caching pool (no buffer creation per op in
+//!   steady state);
 //!   one in-order queue per device, and no host synchronisation between ops: only reading back
 //!   waits ([`OpenCl::stats`] counts the waits). Matrix products use a tiled GEMM with local
 //!   memory and register blocking whose tile sizes are timed once per device and cached on disk
@@ -44,7 +45,6 @@ mod counters;
 mod device;
 mod driver;
 mod error;
-mod pool;
 mod storage;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -3,11 +3,11 @@
 //! once and runs on any device that can run the shared kernels (CUDA, OpenCL).
 
 use crate::gemm::GemmConfig;
+use crate::kernels::{GemmTiles, Program};
 use crate::runtime::Runtime;
 use crate::view::View;
 use std::fmt;
 use std::sync::Arc;
-use crate::kernels::{GemmTiles, Program};
 use tensor_core::{DType, Result};
 
 /// A compiled program: one of the shared kernel programs for one dtype, plus extra defines
@@ -163,6 +163,14 @@ pub struct DriverInfo {
     pub compute_units: usize,
     /// Global memory in bytes.
     pub memory_bytes: u64,
+    /// Largest single buffer the device allocates, in bytes (OpenCL's
+    /// `CL_DEVICE_MAX_MEM_ALLOC_SIZE`; CUDA: the device's memory). A larger request is
+    /// [`tensor_core::Error::OutOfMemory`] without asking the driver.
+    pub max_buffer_bytes: u64,
+    /// Most bytes of free buffers the pool keeps for reuse (`usize::MAX`: no limit, like
+    /// PyTorch's caching allocator); buffers freed beyond it go back to the device at the next
+    /// synchronisation.
+    pub pool_limit_bytes: usize,
     /// Whether the device computes in f64 (otherwise every f64 op is
     /// [`tensor_core::Error::UnsupportedDType`]).
     pub supports_f64: bool,
@@ -193,14 +201,16 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// The device's description.
     fn info(&self) -> &DriverInfo;
 
-    /// `bytes` (> 0) bytes of device memory with undefined contents, and whether they were
-    /// reused from a cache. Out of memory (after freeing any cache) is
-    /// [`tensor_core::Error::OutOfMemory`].
-    fn alloc(&self, bytes: usize) -> Result<(Self::Buffer, bool)>;
+    /// A new device allocation of exactly `bytes` bytes (> 0, at most
+    /// [`DriverInfo::max_buffer_bytes`]) with undefined contents. The engine's buffer pool calls
+    /// it (drivers keep no cache of their own): a device out of memory must answer
+    /// [`tensor_core::Error::OutOfMemory`], after which the pool frees its cache and asks once
+    /// more; any other failure is returned as it is.
+    fn allocate(&self, bytes: usize) -> Result<Self::Buffer>;
 
-    /// Gives back a buffer no longer referenced by the host. Work already queued that uses it
-    /// may still be pending: a driver reuses it only for work queued later on the same stream.
-    fn release(&self, buffer: Self::Buffer);
+    /// Gives a buffer from [`Driver::allocate`] back to the device. The engine calls it only
+    /// once no queued work can use the buffer any more (after a synchronisation).
+    fn free(&self, buffer: Self::Buffer);
 
     /// Copies `src` to the start of `dst`; the host memory may be reused as soon as this returns.
     fn write(&self, dst: &Self::Buffer, src: &[u8]) -> Result<()>;

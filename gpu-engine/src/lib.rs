@@ -4,7 +4,7 @@
 //! strided views as kernels see them, element-wise maps, tree reductions, indexing with an
 //! asynchronous error flag, fused softmax, im2col convolution, counter-based random numbers,
 //! batched GEMM through a vendor BLAS or the shared tiled kernel, transfers) written once over a
-//! [`Driver`]: a dozen raw device operations (allocate, release, write, read, fill, launch a
+//! [`Driver`]: a dozen raw device operations (allocate, free, write, read, fill, launch a
 //! kernel, synchronise, an optional BLAS GEMM, a description of the device).
 //!
 //! The kernels are the shared sources of [`kernels`] (OpenCL C, and CUDA C through
@@ -32,11 +32,14 @@ mod checks;
 mod counters;
 mod driver;
 mod error_flag;
+#[cfg(test)]
+mod fake_driver;
 mod gemm;
 mod gpu;
 pub mod kernels;
 mod launch_log;
 mod ops;
+mod pool;
 mod runtime;
 mod storage;
 pub mod tuning;
@@ -52,6 +55,7 @@ pub use driver::{
 pub use gemm::{GemmConfig, GemmEngine, GemmKernel, GemmOptions};
 pub use gpu::{Gpu, StorageOf};
 pub use launch_log::LAUNCH_BLOCKING_ENV_VAR;
+pub use pool::MemoryUsage;
 pub use runtime::Runtime;
 pub use storage::GpuStorage;
 pub use view::View;

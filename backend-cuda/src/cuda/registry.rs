@@ -1,5 +1,5 @@
 //! Opening devices: the driver is initialised once per process and each device gets one
-//! [`Runtime`] (context, stream, allocator, modules) shared by every handle on it.
+//! [`Runtime`] (context, stream, buffer pool, modules) shared by every handle on it.
 
 use crate::cuda::driver::CudaDriver;
 use crate::cuda::driver_error::{backend_error, no_device};

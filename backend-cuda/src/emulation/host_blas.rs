@@ -58,12 +58,12 @@ impl Driver for HostBlas {
         self.inner.info()
     }
 
-    fn alloc(&self, bytes: usize) -> Result<(DeviceBuffer, bool)> {
-        self.inner.alloc(bytes)
+    fn allocate(&self, bytes: usize) -> Result<DeviceBuffer> {
+        self.inner.allocate(bytes)
     }
 
-    fn release(&self, buffer: DeviceBuffer) {
-        self.inner.release(buffer)
+    fn free(&self, buffer: DeviceBuffer) {
+        self.inner.free(buffer)
     }
 
     fn write(&self, dst: &DeviceBuffer, src: &[u8]) -> Result<()> {
