@@ -59,7 +59,8 @@ pub fn cache_dir() -> Option<PathBuf> {
     var("HOME").map(|home| PathBuf::from(home).join(".cache").join("tessera"))
 }
 
-/// The GEMM configuration for `dtype` on `rt`'s device (tuned on first use).
+/// The GEMM configuration for `dtype` on `rt`'s device (tuned on first use; what
+/// `OpenCl::gemm_config` answers).
 pub(crate) fn gemm_config(rt: &Arc<Runtime<OpenClDriver>>, dtype: DType) -> Result<GemmConfig> {
     let mut chosen = lock(rt.driver().gemm_configs(), "matmul")?;
     if let Some(config) = chosen.get(&dtype) {

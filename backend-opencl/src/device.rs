@@ -173,15 +173,24 @@ fn describe(
     })
 }
 
-/// How a caller designates a device.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How a caller designates a device (`OpenCl::select(selector)`; an ordinal converts into
+/// one, so `OpenCl::select(1)` also works).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum DeviceSelector {
     /// [`DEVICE_ENV_VAR`] if set, else the first GPU, else the first device.
+    #[default]
     Default,
     /// Position among all devices (see [`DeviceInfo::ordinal`]).
     Ordinal(usize),
     /// Platform index and device index within it.
     PlatformDevice(usize, usize),
+}
+
+impl From<usize> for DeviceSelector {
+    /// [`DeviceSelector::Ordinal`].
+    fn from(ordinal: usize) -> Self {
+        DeviceSelector::Ordinal(ordinal)
+    }
 }
 
 impl DeviceSelector {

@@ -46,7 +46,9 @@ struct QueueState {
     unflushed: usize,
 }
 
-/// One OpenCL device driven by the engine. See the module documentation.
+/// One OpenCL device driven by the engine (see the module documentation): the driver of
+/// [`crate::OpenCl`], reached from a handle with `dev.driver()` for what only OpenCL knows
+/// ([`OpenClDriver::device_info`]).
 pub struct OpenClDriver {
     info: DriverInfo,
     device: DeviceInfo,
@@ -120,7 +122,7 @@ impl OpenClDriver {
         })
     }
 
-    /// What the device is.
+    /// What the device is: platform, name, version, kind, f64 support, limits.
     pub fn device_info(&self) -> &DeviceInfo {
         &self.device
     }
@@ -129,11 +131,6 @@ impl OpenClDriver {
     #[cfg(feature = "testing")]
     pub(crate) fn info_mut(&mut self) -> &mut DriverInfo {
         &mut self.info
-    }
-
-    /// Programs compiled so far.
-    pub(crate) fn program_builds(&self) -> u64 {
-        self.program_builds.load(Ordering::Relaxed)
     }
 
     /// The GEMM configurations chosen so far, by dtype.
@@ -396,6 +393,11 @@ impl Driver for OpenClDriver {
 
     fn blas_unavailable(&self) -> Option<String> {
         Some(format!("the {BACKEND} backend has no BLAS library"))
+    }
+
+    /// Programs compiled (`clBuildProgram`).
+    fn modules_built(&self) -> u64 {
+        self.program_builds.load(Ordering::Relaxed)
     }
 
     fn gemm_config(

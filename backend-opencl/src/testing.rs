@@ -2,9 +2,8 @@
 //! engine's CUDA path (its launch geometry, its BLAS mapping) on an OpenCL device such as PoCL,
 //! with the kernels in their OpenCL dialect.
 
-pub use crate::buffer::DeviceBuffer;
 use crate::device::{find_devices, DeviceSelector};
-pub use crate::driver::OpenClDriver;
+use crate::driver::OpenClDriver;
 use gpu_engine::DriverInfo;
 use tensor_core::Result;
 

@@ -17,14 +17,15 @@ fn devices_are_listed_and_selected_by_position() {
     for (i, d) in devices.iter().enumerate() {
         assert_eq!(d.ordinal, i);
     }
-    let info = dev.info().clone();
-    let same = OpenCl::from_platform_device(info.platform_index, info.device_index).unwrap();
+    let info = dev.driver().device_info().clone();
+    let same = OpenCl::select(DeviceSelector::PlatformDevice(
+        info.platform_index,
+        info.device_index,
+    ))
+    .unwrap();
     assert_eq!(same.device(), dev.device());
-    assert_eq!(
-        OpenCl::from_ordinal(info.ordinal).unwrap().device(),
-        dev.device()
-    );
-    let err = OpenCl::from_ordinal(devices.len()).unwrap_err();
+    assert_eq!(OpenCl::select(info.ordinal).unwrap().device(), dev.device());
+    let err = OpenCl::select(devices.len()).unwrap_err();
     assert!(
         matches!(&err, Error::NoDevice { reason, .. } if reason.contains("available")),
         "{err}"
@@ -77,7 +78,7 @@ fn no_platform_gives_an_install_hint() {
 fn the_environment_variable_picks_the_default_device() {
     if std::env::var_os(CHILD_VAR).is_some() {
         let dev = OpenCl::new().unwrap();
-        eprintln!("child chose ordinal {}", dev.info().ordinal);
+        eprintln!("child chose ordinal {}", dev.driver().device_info().ordinal);
         return;
     }
     if common::device().is_none() {

@@ -2,13 +2,13 @@
 //! logic of every op (plans, views, kernel choice, launch geometry, the error flag) is written
 //! once and runs on any device that can run the shared kernels (CUDA, OpenCL).
 
-use crate::gemm::GemmConfig;
+use crate::gemm::{GemmConfig, GemmOptions};
 use crate::kernels::{GemmTiles, Program};
 use crate::runtime::Runtime;
 use crate::view::View;
 use std::fmt;
 use std::sync::Arc;
-use tensor_core::{DType, Result};
+use tensor_core::{DType, Error, Result};
 
 /// A compiled program: one of the shared kernel programs for one dtype, plus extra defines
 /// (the GEMM tile sizes).
@@ -233,6 +233,25 @@ pub trait Driver: Send + Sync + Sized + 'static {
 
     /// Why [`Driver::blas_gemm`] is unavailable (None when it is available).
     fn blas_unavailable(&self) -> Option<String>;
+
+    /// Kernel modules (programs) compiled or loaded so far, for
+    /// [`crate::RuntimeStats::modules_built`].
+    fn modules_built(&self) -> u64;
+
+    /// Errors unless matrix products with `options` can run on this device. The default
+    /// accepts any valid tile configuration ([`crate::kernels::GemmTiles::is_valid`]); CUDA
+    /// also bounds the threads and shared memory of a block.
+    fn check_gemm_options(&self, options: &GemmOptions) -> Result<()> {
+        let tiles = &options.config.tiles;
+        if tiles.is_valid() {
+            Ok(())
+        } else {
+            Err(Error::InvalidArgument {
+                op: "gemm options",
+                msg: format!("{tiles:?} needs positive sizes with tm | bm and tn | bn"),
+            })
+        }
+    }
 
     /// The GEMM kernel and tiles matrix products of `dtype` use on this device, given the
     /// handle's request. The default keeps the request; a driver that tunes its tiles (timing

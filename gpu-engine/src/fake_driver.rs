@@ -144,4 +144,8 @@ impl Driver for FakeDriver {
     fn blas_unavailable(&self) -> Option<String> {
         Some("the fake device has no BLAS".into())
     }
+
+    fn modules_built(&self) -> u64 {
+        0
+    }
 }

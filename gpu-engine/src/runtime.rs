@@ -98,8 +98,8 @@ impl<D: Driver> Runtime<D> {
     }
 
     /// A snapshot of the counters.
-    pub fn stats(&self, modules_built: u64) -> RuntimeStats {
-        self.counters.snapshot(modules_built)
+    pub fn stats(&self) -> RuntimeStats {
+        self.counters.snapshot(self.driver.modules_built())
     }
 
     fn flow(&self, op: &'static str) -> Result<MutexGuard<'_, Flow>> {
@@ -513,7 +513,7 @@ mod tests {
         assert_eq!(b.buffer().unwrap().id, first);
         let c = rt.alloc(DType::F64, 400).unwrap(); // 3200 bytes: another class
         assert_ne!(c.buffer().unwrap().id, first);
-        let stats = rt.stats(0);
+        let stats = rt.stats();
         assert_eq!((stats.buffers_created, stats.buffers_reused), (2, 1));
         assert_eq!(rt.memory_usage().allocated_bytes, 1024 + 4096);
         assert_eq!(rt.driver().record().requests, [FLAG, 1024, 4096]);

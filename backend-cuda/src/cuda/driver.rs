@@ -9,13 +9,16 @@
 use crate::cuda::cublas::{Cublas, GemmCall, GemmOperand};
 use crate::cuda::driver_error::{backend_error, check, BACKEND};
 use crate::kernels::{self, Arch, KernelModule, KERNELS_DIR_ENV_VAR};
+use crate::options::check_tiles;
 use cust::context::Context;
 use cust::device::{Device as CuDevice, DeviceAttribute};
 use cust::module::Module;
 use cust::stream::{Stream, StreamFlags};
 use cust::sys as cu;
 use gpu_engine::View;
-use gpu_engine::{BlasGemm, BlasOperand, Driver, DriverArg, DriverInfo, Launch, ModuleKey};
+use gpu_engine::{
+    BlasGemm, BlasOperand, Driver, DriverArg, DriverInfo, GemmOptions, Launch, ModuleKey,
+};
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::path::PathBuf;
@@ -80,8 +83,10 @@ impl ArgValue {
 }
 
 /// One NVIDIA GPU: its primary context, one stream, the module cache and (when present)
-/// cuBLAS. Fields are declared so that everything using the context drops before it.
-pub(crate) struct CudaDriver {
+/// cuBLAS: the driver of [`crate::Cuda`], reached from a handle with `dev.driver()` for what
+/// only CUDA knows ([`CudaDriver::compute_capability`], [`CudaDriver::cublas_library`]).
+/// Fields are declared so that everything using the context drops before it.
+pub struct CudaDriver {
     info: DriverInfo,
     /// Compute capability as `major * 10 + minor`.
     compute_capability: u32,
@@ -168,18 +173,13 @@ impl CudaDriver {
         })
     }
 
-    /// Compute capability as `major * 10 + minor` (90 for an H100/H200).
-    pub(crate) fn compute_capability(&self) -> u32 {
-        self.compute_capability
+    /// The device's compute capability `(major, minor)`: `(9, 0)` for an H100/H200.
+    pub fn compute_capability(&self) -> (u32, u32) {
+        (self.compute_capability / 10, self.compute_capability % 10)
     }
 
-    /// Modules compiled or loaded so far.
-    pub(crate) fn modules_built(&self) -> u64 {
-        self.modules_built.load(Ordering::Relaxed)
-    }
-
-    /// The loaded cuBLAS library, or why there is none (loaded on first use).
-    pub(crate) fn blas_library(&self) -> std::result::Result<PathBuf, String> {
+    /// The cuBLAS library in use, or why there is none (loaded on first call).
+    pub fn cublas_library(&self) -> std::result::Result<PathBuf, String> {
         match self.blas() {
             Ok(blas) => Ok(blas.path().to_path_buf()),
             Err(reason) => Err(reason.clone()),
@@ -471,6 +471,16 @@ impl Driver for CudaDriver {
 
     fn blas_unavailable(&self) -> Option<String> {
         self.blas().as_ref().err().cloned()
+    }
+
+    /// Modules compiled by NVRTC or loaded from a precompiled folder.
+    fn modules_built(&self) -> u64 {
+        self.modules_built.load(Ordering::Relaxed)
+    }
+
+    /// Valid tiles using at most 1024 threads and 48 KiB of shared memory per block (in f64).
+    fn check_gemm_options(&self, options: &GemmOptions) -> Result<()> {
+        check_tiles(&options.config.tiles)
     }
 }
 

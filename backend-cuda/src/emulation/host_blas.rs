@@ -3,7 +3,7 @@
 //! engine's row-major to column-major mapping of the cuBLAS path without a GPU. Every other
 //! operation is the OpenCL driver's.
 
-use backend_opencl::testing::{DeviceBuffer, OpenClDriver};
+use backend_opencl::{DeviceBuffer, OpenClDriver};
 use gpu_engine::{BlasGemm, BlasOperand, BlasTranspose, Driver, DriverArg, DriverInfo, Launch};
 use tensor_core::{DType, Result};
 
@@ -133,5 +133,9 @@ impl Driver for HostBlas {
 
     fn blas_unavailable(&self) -> Option<String> {
         (!self.with_blas).then(|| "the OpenCL test driver has no BLAS".to_string())
+    }
+
+    fn modules_built(&self) -> u64 {
+        self.inner.modules_built()
     }
 }

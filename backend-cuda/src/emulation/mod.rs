@@ -11,29 +11,12 @@ mod host_blas;
 
 use crate::cuda::driver::BLOCK;
 use crate::options::CudaOptions;
-use gpu_engine::{GemmEngine, Gpu, GpuStorage, Runtime};
+use gpu_engine::{GemmEngine, Gpu, Runtime};
 use host_blas::HostBlas;
 use std::sync::{Arc, OnceLock};
 
 /// The backend under test: the engine over OpenCL, driven like a CUDA device.
-#[derive(Clone, Debug)]
-pub(crate) struct Emulated {
-    gpu: Gpu<HostBlas>,
-}
-
-impl Emulated {
-    /// The engine handle (what `impl_gpu_backend!` calls).
-    fn gpu(&self) -> &Gpu<HostBlas> {
-        &self.gpu
-    }
-
-    /// The device's runtime.
-    pub(crate) fn runtime(&self) -> &Arc<Runtime<HostBlas>> {
-        self.gpu.runtime()
-    }
-}
-
-gpu_engine::impl_gpu_backend!(Emulated, GpuStorage<HostBlas>);
+pub(crate) type Emulated = Gpu<HostBlas>;
 
 /// A new runtime on the first OpenCL device with CUDA's geometry, or why there is none.
 fn open(blas: bool) -> Result<Arc<Runtime<HostBlas>>, String> {
@@ -54,9 +37,7 @@ fn handle(rt: Arc<Runtime<HostBlas>>, gemm: GemmEngine) -> Emulated {
         gemm,
         ..CudaOptions::default()
     };
-    Emulated {
-        gpu: Gpu::new(rt, options.into()),
-    }
+    Gpu::from_runtime(rt, options.into()).expect("CUDA's default options are valid")
 }
 
 /// A new emulated device of its own (its counters see no other test's work), or None after

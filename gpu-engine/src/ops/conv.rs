@@ -53,10 +53,10 @@ pub(crate) fn im2col<D: Driver>(
 }
 
 /// The columns of `x` for a kernel and output size, as a tensor (built by the backend).
-pub type Columns<'a, B> = &'a dyn Fn((usize, usize), (usize, usize)) -> Result<Tensor<B>>;
+pub(crate) type Columns<'a, B> = &'a dyn Fn((usize, usize), (usize, usize)) -> Result<Tensor<B>>;
 
 /// `x: [n, c, h, w]` convolved with `weight: [o, c, kh, kw]` (validated by `Tensor::conv2d`).
-pub fn conv2d<B: Backend>(
+pub(crate) fn conv2d<B: Backend>(
     x: &Tensor<B>,
     weight: &Tensor<B>,
     p: Conv2dParams,
@@ -70,7 +70,7 @@ pub fn conv2d<B: Backend>(
 }
 
 /// Gradient with respect to the weight: `sum over the batch of grad_out · colsᵀ`.
-pub fn conv2d_backward_weight<B: Backend>(
+pub(crate) fn conv2d_backward_weight<B: Backend>(
     x: &Tensor<B>,
     grad_out: &Tensor<B>,
     weight_dims: &[usize],

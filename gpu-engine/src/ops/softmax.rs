@@ -12,7 +12,7 @@ use tensor_core::{BackendStorage, Layout, Result};
 
 /// Which function of the row (the kernel's `mode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RowOp {
+pub(crate) enum RowOp {
     /// `softmax`.
     Softmax = 0,
     /// `log_softmax`.

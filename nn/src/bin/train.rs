@@ -142,7 +142,7 @@ fn main() -> ExitCode {
         #[cfg(feature = "cuda")]
         BackendArg::Cuda => (
             "cuda",
-            backend_cuda::Cuda::new(0)
+            backend_cuda::Cuda::new()
                 .map_err(Into::into)
                 .and_then(|dev| run_training(&config, &dev)),
         ),
@@ -159,7 +159,7 @@ fn main() -> ExitCode {
         #[cfg(feature = "cuda")]
         BackendArg::CheckedCuda => (
             "checked-cuda",
-            backend_cuda::Cuda::new(0)
+            backend_cuda::Cuda::new()
                 .map_err(Into::into)
                 .and_then(|dev| run_training(&config, &Checked::new(dev, Cpu::new()))),
         ),
