@@ -75,13 +75,8 @@ fn floor_pow2(n: usize) -> u32 {
 }
 
 impl OpenClDriver {
-    /// A context and queue on `device`; errors name `backend` (`"opencl"`, or another backend
-    /// whose engine path runs on this device in tests).
-    pub(crate) fn create(
-        device_info: DeviceInfo,
-        device: Device,
-        backend: &'static str,
-    ) -> Result<OpenClDriver> {
+    /// A context and queue on `device`.
+    pub(crate) fn create(device_info: DeviceInfo, device: Device) -> Result<OpenClDriver> {
         let context = Context::from_device(&device).map_err(cl("create context"))?;
         #[allow(deprecated)]
         let queue = CommandQueue::create_default(&context, 0).map_err(cl("create queue"))?;
@@ -94,7 +89,7 @@ impl OpenClDriver {
         // The pool keeps at most a quarter of the device memory (host memory, on PoCL).
         let pool_limit = (device_info.global_mem_bytes / 4).min(usize::MAX as u64) as usize;
         let info = DriverInfo {
-            backend,
+            backend: BACKEND,
             ordinal: device_info.ordinal,
             name: device_info.name.clone(),
             compute_units: device_info.compute_units.max(1) as usize,
@@ -125,12 +120,6 @@ impl OpenClDriver {
     /// What the device is: platform, name, version, kind, f64 support, limits.
     pub fn device_info(&self) -> &DeviceInfo {
         &self.device
-    }
-
-    /// The description the engine sees, to adjust before the driver is used.
-    #[cfg(feature = "testing")]
-    pub(crate) fn info_mut(&mut self) -> &mut DriverInfo {
-        &mut self.info
     }
 
     /// The GEMM configurations chosen so far, by dtype.
@@ -214,22 +203,6 @@ impl OpenClDriver {
         state.pending_uploads.clear();
         state.unflushed = 0;
     }
-
-    /// A buffer error names this driver's backend.
-    fn rename(&self, error: Error) -> Error {
-        match error {
-            Error::Backend { op, msg, .. } => Error::Backend {
-                backend: self.info.backend,
-                op,
-                msg,
-            },
-            Error::NoDevice { reason, .. } => Error::NoDevice {
-                backend: self.info.backend,
-                reason,
-            },
-            other => other,
-        }
-    }
 }
 
 impl Driver for OpenClDriver {
@@ -240,7 +213,7 @@ impl Driver for OpenClDriver {
     }
 
     fn allocate(&self, bytes: usize) -> Result<DeviceBuffer> {
-        DeviceBuffer::new(self.context.get(), bytes).map_err(|e| self.rename(e))
+        DeviceBuffer::new(self.context.get(), bytes)
     }
 
     fn free(&self, buffer: DeviceBuffer) {
@@ -273,7 +246,7 @@ impl Driver for OpenClDriver {
                 std::ptr::null(),
             )
         }
-        .map_err(|code| self.rename(cl_error("upload", code, None)))?;
+        .map_err(|code| cl_error("upload", code, None))?;
         state.pending_uploads.push((Event::new(event), data));
         self.after_enqueue(&mut state)
     }
@@ -299,7 +272,7 @@ impl Driver for OpenClDriver {
             Err(code) => {
                 let _ = self.queue.finish();
                 Self::drained(&mut state);
-                return Err(self.rename(cl_error("download", code, None)));
+                return Err(cl_error("download", code, None));
             }
         }
         // The in-order queue has now executed every earlier command.
@@ -323,7 +296,7 @@ impl Driver for OpenClDriver {
                 std::ptr::null(),
             )
         }
-        .map_err(|code| self.rename(cl_error("fill", code, None)))?;
+        .map_err(|code| cl_error("fill", code, None))?;
         drop(Event::new(event));
         self.after_enqueue(&mut state)
     }
@@ -350,7 +323,7 @@ impl Driver for OpenClDriver {
                 DriverArg::F64(v) => unsafe { k.set_arg(index, &v) },
                 DriverArg::View(v) => unsafe { k.set_arg(index, &v) },
             };
-            set.map_err(|e| self.rename(cl_error(kernel, e.0, None)))?;
+            set.map_err(|e| cl_error(kernel, e.0, None))?;
         }
         // CUDA's grid of blocks as OpenCL sizes, with as many dimensions as are used.
         let global: [usize; 3] =
@@ -375,7 +348,7 @@ impl Driver for OpenClDriver {
                 no_events,
             )
         }
-        .map_err(|e| self.rename(cl_error(kernel, e.0, None)))?;
+        .map_err(|e| cl_error(kernel, e.0, None))?;
         drop(event);
         self.after_enqueue(&mut state)
     }
@@ -384,7 +357,7 @@ impl Driver for OpenClDriver {
         let mut state = lock(&self.state, "synchronize")?;
         let finished = self.queue.finish().map_err(cl("synchronize"));
         Self::drained(&mut state);
-        finished.map_err(|e| self.rename(e))
+        finished
     }
 
     fn blas_gemm(&self, _call: &BlasGemm<'_, DeviceBuffer>) -> Option<Result<()>> {

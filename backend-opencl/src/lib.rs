@@ -49,8 +49,6 @@ mod device;
 mod driver;
 mod error;
 mod registry;
-#[cfg(feature = "testing")]
-pub mod testing;
 
 pub use buffer::DeviceBuffer;
 pub use device::{list_devices, DeviceInfo, DeviceKind, DeviceSelector, DEVICE_ENV_VAR};

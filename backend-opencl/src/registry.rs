@@ -4,7 +4,6 @@
 
 use crate::device::{find_devices, DeviceSelector};
 use crate::driver::{lock, OpenClDriver};
-use crate::error::BACKEND;
 use gpu_engine::{DeviceRegistry, GemmEngine, GemmOptions, Runtime};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -28,7 +27,7 @@ impl DeviceRegistry for OpenClDriver {
             return Ok(rt.clone());
         }
         let ordinal = found.info.ordinal;
-        let rt = Runtime::new(OpenClDriver::create(found.info, found.device, BACKEND)?)?;
+        let rt = Runtime::new(OpenClDriver::create(found.info, found.device)?)?;
         runtimes.insert(ordinal, rt.clone());
         Ok(rt)
     }

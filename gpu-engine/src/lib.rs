@@ -29,8 +29,8 @@
 //!    `tests` crate on it.
 //!
 //! Without a registry (a test driver), [`Runtime::new`] and [`Gpu::from_runtime`] make a handle
-//! directly. With the `testing` feature, [`testing`] runs the engine under any driver's
-//! description (block sizes, grid limits, backend name) on an OpenCL device such as PoCL, with
+//! directly. With the `testing` feature, `gpu_engine::testing` runs the engine under any
+//! driver's description (block sizes, grid limits, backend name) on an OpenCL device such as PoCL, with
 //! a host-computed vendor BLAS: how `backend-cuda` checks its host path without a GPU.
 //!
 //! What the device did is counted in [`RuntimeStats`]; errors raised by queued work surface at
@@ -55,6 +55,8 @@ mod pool;
 mod registry;
 mod runtime;
 mod storage;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod tuning;
 mod view;
 

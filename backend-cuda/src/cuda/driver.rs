@@ -40,6 +40,19 @@ pub struct Block {
     bytes: usize,
 }
 
+/// What the engine plans with on every CUDA device beyond what the device reports: errors named
+/// `cuda`, blocks of [`BLOCK`] threads for one-dimensional launches and reductions, at most
+/// [`MAX_GRID_Z`] batches per launch, a pool that caches every freed block (like PyTorch's
+/// caching allocator; it frees its cache when an allocation fails). The emulated tests apply it
+/// to an OpenCL device.
+pub(crate) fn apply_cuda_profile(info: &mut DriverInfo) {
+    info.backend = BACKEND;
+    info.launch_group = BLOCK;
+    info.reduce_group = BLOCK;
+    info.max_grid_z = MAX_GRID_Z;
+    info.pool_limit_bytes = usize::MAX;
+}
+
 /// A raw kernel handle, valid while its module is loaded.
 #[derive(Clone, Copy, Debug)]
 struct FunctionHandle(cu::CUfunction);
@@ -148,22 +161,23 @@ impl CudaDriver {
         let context = Context::new(device).map_err(|e| cust_error("create context", e))?;
         let stream =
             Stream::new(StreamFlags::DEFAULT, None).map_err(|e| cust_error("create stream", e))?;
+        let mut info = DriverInfo {
+            backend: BACKEND,
+            ordinal,
+            name,
+            compute_units: compute_units.max(1) as usize,
+            memory_bytes,
+            max_buffer_bytes: memory_bytes,
+            supports_f64: true,
+            // Set by the profile:
+            pool_limit_bytes: 0,
+            launch_group: 0,
+            reduce_group: 0,
+            max_grid_z: 0,
+        };
+        apply_cuda_profile(&mut info);
         Ok(CudaDriver {
-            info: DriverInfo {
-                backend: BACKEND,
-                ordinal,
-                name,
-                compute_units: compute_units.max(1) as usize,
-                memory_bytes,
-                max_buffer_bytes: memory_bytes,
-                // Cache every freed block, like PyTorch's caching allocator: the pool frees its
-                // cache when an allocation fails.
-                pool_limit_bytes: usize::MAX,
-                supports_f64: true,
-                launch_group: BLOCK,
-                reduce_group: BLOCK,
-                max_grid_z: MAX_GRID_Z,
-            },
+            info,
             compute_capability: (major * 10 + minor) as u32,
             modules: Mutex::new(HashMap::new()),
             modules_built: AtomicU64::new(0),
