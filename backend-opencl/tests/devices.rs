@@ -4,7 +4,8 @@ mod common;
 
 use backend_opencl::{list_devices, DeviceSelector, OpenCl, DEVICE_ENV_VAR};
 use std::process::Command;
-use tensor_core::{Backend, Error};
+use tensor_core::{Backend, DType, Error, Tensor};
+use tests::suite::Capabilities;
 
 /// Set in the child process of `no_platform_gives_an_install_hint`.
 const CHILD_VAR: &str = "TESSERA_OPENCL_TEST_CHILD";
@@ -93,4 +94,36 @@ fn the_environment_variable_picks_the_default_device() {
         stderr.contains(&format!("child chose ordinal {last}")),
         "{stderr}"
     );
+}
+
+#[test]
+fn supports_dtype_and_the_conformance_capabilities_tell_the_device_s_f64_support() {
+    let dev = device_or_skip!();
+    let has_fp64 = dev.driver().device_info().has_fp64;
+    assert_eq!(dev.supports_dtype(DType::F64), has_fp64);
+    for dtype in [DType::F32, DType::I64, DType::Bool] {
+        assert!(dev.supports_dtype(dtype), "{dtype}");
+    }
+    assert_eq!(
+        Capabilities::declared_by(&dev)
+            .dtypes()
+            .contains(&DType::F64),
+        has_fp64
+    );
+    let x = Tensor::from_vec(vec![0.5f64, 0.25], [2], &dev);
+    if has_fp64 {
+        let sum = x.unwrap().sum_all().unwrap().to_vec::<f64>().unwrap();
+        assert_eq!(sum, vec![0.75]);
+    } else {
+        assert!(
+            matches!(
+                x,
+                Err(Error::UnsupportedDType {
+                    dtype: DType::F64,
+                    ..
+                })
+            ),
+            "{x:?}"
+        );
+    }
 }

@@ -2,6 +2,7 @@
 //! for the forward pass and the weight gradient. The input gradient stays the composite
 //! (`col2im` through strided accumulation). Same plan as `backend-opencl`'s.
 
+use crate::checks::element_count;
 use crate::driver::{Driver, ModuleKey};
 use crate::runtime::{Arg, Runtime};
 use crate::storage::GpuStorage;
@@ -27,9 +28,9 @@ pub(crate) fn im2col<D: Driver>(
         });
     }
     let d = l.dims();
-    let taps = d[1] * kernel.0 * kernel.1;
-    let positions = out_hw.0 * out_hw.1;
-    let total = d[0] * taps * positions;
+    let taps = element_count(rt, [d[1], kernel.0, kernel.1])?;
+    let positions = element_count(rt, [out_hw.0, out_hw.1])?;
+    let total = element_count(rt, [d[0], taps, positions])?;
     let cols = rt.alloc(x.dtype(), total)?;
     let i = |v: usize| Arg::I64(v as i64);
     let args = [
