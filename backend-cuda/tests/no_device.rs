@@ -31,7 +31,7 @@ fn opening_a_device_gives_no_device_or_a_working_device() {
 
 #[test]
 fn an_ordinal_past_the_last_device_is_no_device() {
-    let err = Cuda::select(1usize << 20).unwrap_err();
+    let err = Cuda::select(1 << 20).unwrap_err();
     assert!(
         matches!(
             err,

@@ -177,8 +177,8 @@ fn describe(
     })
 }
 
-/// How a caller designates a device (`OpenCl::select(selector)`; an ordinal converts into
-/// one, so `OpenCl::select(1)` also works).
+/// How a caller designates a device (`OpenCl::select(selector)`; `OpenCl::from_ordinal(n)` is
+/// `OpenCl::select(DeviceSelector::Ordinal(n))`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum DeviceSelector {
     /// [`DEVICE_ENV_VAR`] if set, else the first GPU, else the first device.

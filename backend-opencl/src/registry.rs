@@ -1,6 +1,7 @@
 //! The process-wide OpenCL devices: one engine runtime (context, queue, program cache, buffer
 //! pool) per device, created on first use and shared by every [`crate::OpenCl`] handle on it.
-//! This is the [`DeviceRegistry`] that gives `OpenCl::new()` and `OpenCl::select(..)`.
+//! This is the [`DeviceRegistry`] that gives `OpenCl::new()`, `OpenCl::select(..)` and
+//! `OpenCl::from_ordinal(n)`.
 
 use crate::device::{find_devices, DeviceSelector};
 use crate::driver::{lock, OpenClDriver};

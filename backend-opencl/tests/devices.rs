@@ -25,8 +25,11 @@ fn devices_are_listed_and_selected_by_position() {
     ))
     .unwrap();
     assert_eq!(same.device(), dev.device());
-    assert_eq!(OpenCl::select(info.ordinal).unwrap().device(), dev.device());
-    let err = OpenCl::select(devices.len()).unwrap_err();
+    assert_eq!(
+        OpenCl::from_ordinal(info.ordinal).unwrap().device(),
+        dev.device()
+    );
+    let err = OpenCl::from_ordinal(devices.len()).unwrap_err();
     assert!(
         matches!(&err, Error::NoDevice { reason, .. } if reason.contains("available")),
         "{err}"

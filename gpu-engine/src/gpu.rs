@@ -55,17 +55,25 @@ impl<D: DeviceRegistry> Gpu<D> {
         Self::select(D::Selector::default())
     }
 
-    /// The device `selector` designates (`backend_opencl::DeviceSelector`, or an ordinal for
-    /// either backend), with the driver's default options. Every handle on one device shares
-    /// one runtime per process.
+    /// The device `selector` designates (`backend_opencl::DeviceSelector`; a CUDA ordinal),
+    /// with the driver's default options. Every handle on one device shares one runtime per
+    /// process.
     ///
     /// # Errors
-    /// As [`Gpu::new`]; `NoDevice` lists the devices present when the selector matches none.
-    pub fn select(selector: impl Into<D::Selector>) -> Result<Self> {
-        let rt = D::runtime(selector.into())?;
+    /// As [`Gpu::new`]; `NoDevice` says which devices exist when the selector matches none.
+    pub fn select(selector: D::Selector) -> Result<Self> {
+        let rt = D::runtime(selector)?;
         let options = D::default_options()?;
         rt.driver().check_gemm_options(&options)?;
         Ok(Gpu { rt, options })
+    }
+
+    /// The device at position `ordinal` of the driver's devices, on every backend.
+    ///
+    /// # Errors
+    /// As [`Gpu::select`].
+    pub fn from_ordinal(ordinal: usize) -> Result<Self> {
+        Self::select(D::Selector::from(ordinal))
     }
 }
 

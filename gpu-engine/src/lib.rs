@@ -11,8 +11,9 @@
 //!
 //! The backends are type aliases, in the style of burn's `type Cuda = CubeBackend<CudaRuntime>`:
 //! `backend_opencl::OpenCl` is `Gpu<OpenClDriver>` and `backend_cuda::Cuda` is
-//! `Gpu<CudaDriver>`; their constructors ([`Gpu::new`], [`Gpu::select`]) come from the
-//! driver's [`DeviceRegistry`], what only one driver knows from [`Gpu::driver`].
+//! `Gpu<CudaDriver>`; their constructors ([`Gpu::new`], [`Gpu::select`],
+//! [`Gpu::from_ordinal`]) come from the driver's [`DeviceRegistry`], what only one driver knows
+//! from [`Gpu::driver`].
 //!
 //! The kernels are the shared sources of [`kernels`] (OpenCL C, and CUDA C through a dialect
 //! prelude); a driver builds each [`ModuleKey`] it is asked to launch from them.
@@ -25,13 +26,14 @@
 //! 2. Implement [`DeviceRegistry`]: how a device is designated and the one [`Runtime`] per
 //!    device and process (so that tensors of different handles can meet in one op).
 //! 3. `pub type MyGpu = gpu_engine::Gpu<MyDriver>;` is the whole [`tensor_core::Backend`]
-//!    contract, with `MyGpu::new()` and `MyGpu::select(..)`. Run the conformance suite of the
-//!    `tests` crate on it.
+//!    contract, with `MyGpu::new()`, `MyGpu::select(..)` and `MyGpu::from_ordinal(n)`. Run the
+//!    conformance suite of the `tests` crate on it.
 //!
 //! Without a registry (a test driver), [`Runtime::new`] and [`Gpu::from_runtime`] make a handle
 //! directly. With the `testing` feature, `gpu_engine::testing` runs the engine under any
-//! driver's description (block sizes, grid limits, backend name) on an OpenCL device such as PoCL, with
-//! a host-computed vendor BLAS: how `backend-cuda` checks its host path without a GPU.
+//! driver's description (block sizes, grid limits, backend name) on an OpenCL device such as
+//! PoCL, with a host-computed vendor BLAS: how `backend-cuda` checks its host path without a
+//! GPU.
 //!
 //! What the device did is counted in [`RuntimeStats`]; errors raised by queued work surface at
 //! the next read-back or synchronisation, naming the kernels queued since the previous one

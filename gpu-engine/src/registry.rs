@@ -1,6 +1,6 @@
 //! [`DeviceRegistry`]: how users open the devices of a driver. A driver that implements it gets
-//! the constructors of its backend for free: [`crate::Gpu::new`] (the default device) and
-//! [`crate::Gpu::select`] (a device by selector or ordinal).
+//! the constructors of its backend for free: [`crate::Gpu::new`] (the default device),
+//! [`crate::Gpu::select`] (a device by selector) and [`crate::Gpu::from_ordinal`].
 
 use crate::driver::Driver;
 use crate::gemm::GemmOptions;
@@ -12,7 +12,7 @@ use tensor_core::Result;
 pub trait DeviceRegistry: Driver {
     /// How a caller designates a device (`backend_opencl::DeviceSelector`, a CUDA ordinal). Its
     /// default designates the default device; every selector converts from an ordinal, so that
-    /// `Gpu::select(n)` works on every backend.
+    /// `Gpu::from_ordinal(n)` works on every backend.
     type Selector: Default + From<usize>;
 
     /// The runtime of the designated device: one per device and process, created on first use

@@ -1,6 +1,7 @@
 //! Opening devices: the driver is initialised once per process and each device gets one
 //! [`Runtime`] (context, stream, buffer pool, modules) shared by every handle on it. This is the
-//! [`DeviceRegistry`] that gives `Cuda::new()` (device 0) and `Cuda::select(ordinal)`.
+//! [`DeviceRegistry`] that gives `Cuda::new()` (device 0) and `Cuda::select(ordinal)` (also
+//! `Cuda::from_ordinal(ordinal)`).
 
 use crate::cuda::driver::CudaDriver;
 use crate::cuda::driver_error::{backend_error, no_device};
