@@ -1,9 +1,9 @@
 //! [`CudaOptions`]: how a [`crate::Cuda`] handle computes matrix products, as the environment
 //! or a caller states it (`dev.with_options(options.into())`).
 
-use gpu_engine::kernels::GemmTiles;
-use gpu_engine::{GemmConfig, GemmEngine, GemmOptions};
-use tensor_core::{Error, Result};
+use tessera_core::{Error, Result};
+use tessera_gpu::kernels::GemmTiles;
+use tessera_gpu::{GemmConfig, GemmEngine, GemmOptions};
 
 /// Environment variable read by [`CudaOptions::from_env`]: `auto`, `cublas` (or `blas`) or
 /// `tiled`.

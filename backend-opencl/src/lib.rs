@@ -3,8 +3,8 @@
 //! Tessera on any OpenCL 1.2+ device, [`OpenCl`]: GPUs, and CPUs through PoCL (Debian's
 //! `pocl-opencl-icd`), which is how CI proves the kernels' logic without a GPU.
 //!
-//! [`OpenCl`] is `gpu_engine::Gpu<OpenClDriver>`: every op's host-side logic, the
-//! [`tensor_core::Backend`] implementation and the caching buffer pool are `gpu-engine`'s,
+//! [`OpenCl`] is `tessera_gpu::Gpu<OpenClDriver>`: every op's host-side logic, the
+//! [`tessera_core::Backend`] implementation and the caching buffer pool are `gpu-engine`'s,
 //! shared with `backend-cuda`; this crate is the OpenCL driver under it (device selection,
 //! context, queue, program cache, autotuned GEMM tiles).
 //!
@@ -12,16 +12,16 @@
 //!   the one named by `TESSERA_OPENCL_DEVICE=platform:device` (or an ordinal), else the first
 //!   GPU, else the first device; [`OpenCl::select`] takes a [`DeviceSelector`] or an ordinal.
 //!   What the device is: `dev.driver().device_info()` ([`DeviceInfo`]). Without an OpenCL
-//!   runtime every constructor returns [`tensor_core::Error::NoDevice`] saying what to install;
+//!   runtime every constructor returns [`tessera_core::Error::NoDevice`] saying what to install;
 //!   the crate links nothing at build time (`libOpenCL.so.1` is loaded at run time through
 //!   `opencl3`'s `dynamic` feature).
-//! * **Kernels** are the shared sources of [`gpu_engine::kernels`], written once for OpenCL C
+//! * **Kernels** are the shared sources of [`tessera_gpu::kernels`], written once for OpenCL C
 //!   and CUDA C; each program is built at run time once per dtype and cached per device.
 //!   f32, i64 and bool everywhere, f64 where the device has `cl_khr_fp64` (with a non-zero
-//!   `CL_DEVICE_DOUBLE_FP_CONFIG`): [`tensor_core::Backend::supports_dtype`] says which.
+//!   `CL_DEVICE_DOUBLE_FP_CONFIG`): [`tessera_core::Backend::supports_dtype`] says which.
 //! * **Speed**: buffers come from the engine's caching pool (no buffer creation per op in
 //!   steady state; on out-of-memory the cache is freed and the allocation retried once, then
-//!   [`tensor_core::Error::OutOfMemory`] names the bytes); one in-order queue per device, and
+//!   [`tessera_core::Error::OutOfMemory`] names the bytes); one in-order queue per device, and
 //!   no host synchronisation between ops: only reading back waits ([`OpenCl::stats`] counts the
 //!   waits). Matrix products use a tiled GEMM with local memory and register blocking whose
 //!   tile sizes are timed once per device and cached on disk ([`autotune`]); reductions are
@@ -29,11 +29,11 @@
 //!   gradient) is one im2col kernel plus the GEMM.
 //! * **Errors** from asynchronous work, i.e. out-of-range indices in `index_select`, `gather` and
 //!   `scatter_add`, are recorded on the device and reported by the next read-back or
-//!   [`tensor_core::Backend::synchronize`] as [`tensor_core::Error::IndexOutOfRange`].
+//!   [`tessera_core::Backend::synchronize`] as [`tessera_core::Error::IndexOutOfRange`].
 //!
 //! ```no_run
-//! use backend_opencl::{OpenCl, OpenClTensor};
-//! # fn main() -> tensor_core::Result<()> {
+//! use tessera_opencl::{OpenCl, OpenClTensor};
+//! # fn main() -> tessera_core::Result<()> {
 //! let dev = OpenCl::new()?;
 //! let a = OpenClTensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], [2, 2], &dev)?;
 //! let b = a.matmul(&a.t()?)?; // enqueued, not waited for
@@ -54,18 +54,18 @@ pub use buffer::DeviceBuffer;
 pub use device::{list_devices, DeviceInfo, DeviceKind, DeviceSelector, DEVICE_ENV_VAR};
 pub use driver::OpenClDriver;
 pub use error::INSTALL_HINT;
-pub use gpu_engine::{MemoryUsage, RuntimeStats};
+pub use tessera_gpu::{MemoryUsage, RuntimeStats};
 
 /// An OpenCL device: the engine over the OpenCL driver. Cheap to clone; every handle on one
 /// device shares its context, queue, program cache and buffer pool.
 ///
 /// Ops enqueue kernels on the device's in-order queue and return at once; only reading data
-/// back ([`tensor_core::Tensor::to_vec`] and friends) and
-/// [`tensor_core::Backend::synchronize`] wait for the device.
-pub type OpenCl = gpu_engine::Gpu<OpenClDriver>;
+/// back ([`tessera_core::Tensor::to_vec`] and friends) and
+/// [`tessera_core::Backend::synchronize`] wait for the device.
+pub type OpenCl = tessera_gpu::Gpu<OpenClDriver>;
 
 /// Device memory of an OpenCL tensor (the engine's storage over the OpenCL driver).
-pub type OpenClStorage = gpu_engine::GpuStorage<OpenClDriver>;
+pub type OpenClStorage = tessera_gpu::GpuStorage<OpenClDriver>;
 
 /// A tensor on an OpenCL device.
-pub type OpenClTensor = tensor_core::Tensor<OpenCl>;
+pub type OpenClTensor = tessera_core::Tensor<OpenCl>;

@@ -5,10 +5,10 @@
 
 use crate::device::{find_devices, DeviceSelector};
 use crate::driver::{lock, OpenClDriver};
-use gpu_engine::{DeviceRegistry, GemmEngine, GemmOptions, Runtime};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
-use tensor_core::Result;
+use tessera_core::Result;
+use tessera_gpu::{DeviceRegistry, GemmEngine, GemmOptions, Runtime};
 
 /// The runtimes opened so far, by device ordinal.
 fn runtimes() -> &'static Mutex<HashMap<usize, Arc<Runtime<OpenClDriver>>>> {

@@ -7,14 +7,14 @@
 
 mod common;
 
-use backend_opencl::OpenCl;
-use tensor_core::{DType, Error, Tensor};
+use tessera_core::{DType, Error, Tensor};
+use tessera_opencl::OpenCl;
 
 #[test]
 fn impossible_requests_are_out_of_memory_and_the_cache_can_be_emptied() {
     let dev = device_or_skip!();
     let huge = 1usize << 40;
-    let out_of_memory = |result: tensor_core::Result<Tensor<OpenCl>>, bytes: usize| {
+    let out_of_memory = |result: tessera_core::Result<Tensor<OpenCl>>, bytes: usize| {
         let err = result.unwrap_err();
         assert!(
             matches!(&err, Error::OutOfMemory { device, requested_bytes }

@@ -1,4 +1,4 @@
-//! The [`tensor_core::Backend`] of every GPU backend, written once: `impl<D: Driver> Backend for
+//! The [`tessera_core::Backend`] of every GPU backend, written once: `impl<D: Driver> Backend for
 //! Gpu<D>`. Each primitive checks its operands (they live on this device, their layouts stay
 //! inside their storages, the dtype is one the device computes in), then runs the op of
 //! `crate::ops`. Softmax, log-softmax and log-sum-exp use the fused kernel where it applies,
@@ -11,7 +11,7 @@ use crate::gpu::Gpu;
 use crate::ops::softmax::RowOp;
 use crate::ops::{conv, elementwise, indexing, matmul, random, reduce, softmax, transfer};
 use crate::storage::GpuStorage;
-use tensor_core::{
+use tessera_core::{
     composite, ArgReduceOp, AssignMode, Backend, BinaryOp, CmpOp, Conv2dParams, DType, Device,
     Distribution, Error, HostData, Layout, ReduceOp, Result, Tensor, UnaryOp,
 };

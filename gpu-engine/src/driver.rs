@@ -8,7 +8,7 @@ use crate::runtime::Runtime;
 use crate::view::View;
 use std::fmt;
 use std::sync::Arc;
-use tensor_core::{DType, Error, Result};
+use tessera_core::{DType, Error, Result};
 
 /// A compiled program: one of the shared kernel programs for one dtype, plus extra defines
 /// (the GEMM tile sizes).
@@ -165,14 +165,14 @@ pub struct DriverInfo {
     pub memory_bytes: u64,
     /// Largest single buffer the device allocates, in bytes (OpenCL's
     /// `CL_DEVICE_MAX_MEM_ALLOC_SIZE`; CUDA: the device's memory). A larger request is
-    /// [`tensor_core::Error::OutOfMemory`] without asking the driver.
+    /// [`tessera_core::Error::OutOfMemory`] without asking the driver.
     pub max_buffer_bytes: u64,
     /// Most bytes of free buffers the pool keeps for reuse (`usize::MAX`: no limit, like
     /// PyTorch's caching allocator); buffers freed beyond it go back to the device at the next
     /// synchronisation.
     pub pool_limit_bytes: usize,
     /// Whether the device computes in f64 (otherwise every f64 op is
-    /// [`tensor_core::Error::UnsupportedDType`]).
+    /// [`tessera_core::Error::UnsupportedDType`]).
     pub supports_f64: bool,
     /// Work-items per block of one-dimensional element-wise launches.
     pub launch_group: u32,
@@ -204,7 +204,7 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// A new device allocation of exactly `bytes` bytes (> 0, at most
     /// [`DriverInfo::max_buffer_bytes`]) with undefined contents. The engine's buffer pool calls
     /// it (drivers keep no cache of their own): a device out of memory must answer
-    /// [`tensor_core::Error::OutOfMemory`], after which the pool frees its cache and asks once
+    /// [`tessera_core::Error::OutOfMemory`], after which the pool frees its cache and asks once
     /// more; any other failure is returned as it is.
     fn allocate(&self, bytes: usize) -> Result<Self::Buffer>;
 

@@ -5,7 +5,7 @@
 
 use crate::driver::{BlasGemm, Driver, DriverArg, DriverInfo, Launch};
 use std::sync::{Arc, Mutex, MutexGuard};
-use tensor_core::{Error, Result};
+use tessera_core::{Error, Result};
 
 /// One fake allocation.
 #[derive(Debug, PartialEq, Eq)]

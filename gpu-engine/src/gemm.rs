@@ -4,7 +4,7 @@
 
 use crate::kernels::GemmTiles;
 use std::fmt;
-use tensor_core::{Error, Result};
+use tessera_core::{Error, Result};
 
 /// Which GEMM implementation matrix products use.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

@@ -1,5 +1,5 @@
-//! [`Gpu`]: a handle on one device of a [`Driver`], and the [`tensor_core::Backend`] of every GPU
-//! backend (`backend_opencl::OpenCl` is `Gpu<OpenClDriver>`, `backend_cuda::Cuda` is
+//! [`Gpu`]: a handle on one device of a [`Driver`], and the [`tessera_core::Backend`] of every GPU
+//! backend (`tessera_opencl::OpenCl` is `Gpu<OpenClDriver>`, `tessera_cuda::Cuda` is
 //! `Gpu<CudaDriver>`). This file holds what a handle is and how it is made; the `Backend`
 //! implementation is in `backend.rs`.
 
@@ -10,15 +10,15 @@ use crate::pool::MemoryUsage;
 use crate::registry::DeviceRegistry;
 use crate::runtime::Runtime;
 use std::sync::Arc;
-use tensor_core::{DType, Result};
+use tessera_core::{DType, Result};
 
 /// A handle on one device: its shared runtime and this handle's GEMM options. Cheap to clone;
 /// handles with different options on one device share everything else, and their tensors can
 /// meet in one op.
 ///
 /// Ops queue work on the device's one in-order queue and return at once; only reading data
-/// back ([`tensor_core::Tensor::to_vec`] and friends, i.e. [`tensor_core::Backend::download`])
-/// and [`tensor_core::Backend::synchronize`] wait for the device. Errors raised by queued work
+/// back ([`tessera_core::Tensor::to_vec`] and friends, i.e. [`tessera_core::Backend::download`])
+/// and [`tessera_core::Backend::synchronize`] wait for the device. Errors raised by queued work
 /// (an index out of range, a failed kernel) are reported there.
 pub struct Gpu<D: Driver> {
     rt: Arc<Runtime<D>>,
@@ -49,13 +49,13 @@ impl<D: DeviceRegistry> Gpu<D> {
     /// CUDA device 0), with the driver's default options ([`DeviceRegistry::default_options`]).
     ///
     /// # Errors
-    /// [`tensor_core::Error::NoDevice`] (saying what to install) without a driver or device; a
+    /// [`tessera_core::Error::NoDevice`] (saying what to install) without a driver or device; a
     /// driver error when the device cannot be opened.
     pub fn new() -> Result<Self> {
         Self::select(D::Selector::default())
     }
 
-    /// The device `selector` designates (`backend_opencl::DeviceSelector`; a CUDA ordinal),
+    /// The device `selector` designates (`tessera_opencl::DeviceSelector`; a CUDA ordinal),
     /// with the driver's default options. Every handle on one device shares one runtime per
     /// process.
     ///
@@ -116,7 +116,7 @@ impl<D: Driver> Gpu<D> {
 
     /// The GEMM kernel and tiles this handle's matrix products of `dtype` use: the requested
     /// configuration, or the driver's own choice (OpenCL tunes its tiles per device on first
-    /// use, see `backend_opencl::autotune`).
+    /// use, see `tessera_opencl::autotune`).
     pub fn gemm_config(&self, dtype: DType) -> Result<GemmConfig> {
         D::gemm_config(&self.rt, dtype, self.options.config)
     }
@@ -152,7 +152,7 @@ impl<D: Driver> Gpu<D> {
     /// Waits for the device, then frees every buffer the pool keeps for reuse.
     ///
     /// # Errors
-    /// An error raised by queued work (see [`tensor_core::Backend::synchronize`]).
+    /// An error raised by queued work (see [`tessera_core::Backend::synchronize`]).
     pub fn empty_cache(&self) -> Result<()> {
         self.rt.empty_cache()
     }

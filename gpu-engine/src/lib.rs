@@ -1,6 +1,6 @@
 //! # gpu-engine
 //!
-//! Tessera's device-independent GPU engine: [`Gpu<D>`](Gpu), the [`tensor_core::Backend`] of
+//! Tessera's device-independent GPU engine: [`Gpu<D>`](Gpu), the [`tessera_core::Backend`] of
 //! every GPU backend, written once over a [`Driver`]: a dozen raw device operations (allocate,
 //! free, write, read, fill, launch a kernel, synchronise, an optional BLAS GEMM, a description
 //! of the device). The engine holds the host-side logic of every op (operand checks, strided
@@ -10,7 +10,7 @@
 //! every device allocates through.
 //!
 //! The backends are type aliases, in the style of burn's `type Cuda = CubeBackend<CudaRuntime>`:
-//! `backend_opencl::OpenCl` is `Gpu<OpenClDriver>` and `backend_cuda::Cuda` is
+//! `tessera_opencl::OpenCl` is `Gpu<OpenClDriver>` and `tessera_cuda::Cuda` is
 //! `Gpu<CudaDriver>`; their constructors ([`Gpu::new`], [`Gpu::select`],
 //! [`Gpu::from_ordinal`]) come from the driver's [`DeviceRegistry`], what only one driver knows
 //! from [`Gpu::driver`].
@@ -25,12 +25,12 @@
 //!    `OutOfMemory` when the device is full).
 //! 2. Implement [`DeviceRegistry`]: how a device is designated and the one [`Runtime`] per
 //!    device and process (so that tensors of different handles can meet in one op).
-//! 3. `pub type MyGpu = gpu_engine::Gpu<MyDriver>;` is the whole [`tensor_core::Backend`]
+//! 3. `pub type MyGpu = tessera_gpu::Gpu<MyDriver>;` is the whole [`tessera_core::Backend`]
 //!    contract, with `MyGpu::new()`, `MyGpu::select(..)` and `MyGpu::from_ordinal(n)`. Run the
 //!    conformance suite of the `tests` crate on it.
 //!
 //! Without a registry (a test driver), [`Runtime::new`] and [`Gpu::from_runtime`] make a handle
-//! directly. With the `testing` feature, `gpu_engine::testing` runs the engine under any
+//! directly. With the `testing` feature, `tessera_gpu::testing` runs the engine under any
 //! driver's description (block sizes, grid limits, backend name) on an OpenCL device such as
 //! PoCL, with a host-computed vendor BLAS: how `backend-cuda` checks its host path without a
 //! GPU.
@@ -63,7 +63,7 @@ pub mod tuning;
 mod view;
 
 // `kernels/mod.rs` names the dtype as `crate::DType` (it moved here from tensor-core).
-use tensor_core::DType;
+use tessera_core::DType;
 
 pub use counters::RuntimeStats;
 pub use driver::{

@@ -8,7 +8,7 @@
 //! pool only hands buffers to [`crate::Driver::free`] once the device has drained: cached
 //! buffers when the cache is emptied (after a wait), buffers beyond the cache limit after the
 //! next synchronisation. The runtime drives the allocation policy (`Runtime::alloc`: cache, then
-//! the device, then free the cache and retry once, then [`tensor_core::Error::OutOfMemory`]);
+//! the device, then free the cache and retry once, then [`tessera_core::Error::OutOfMemory`]);
 //! this file is the bookkeeping.
 
 use std::collections::HashMap;

@@ -6,11 +6,11 @@ use crate::driver::Driver;
 use crate::gemm::GemmOptions;
 use crate::runtime::Runtime;
 use std::sync::Arc;
-use tensor_core::Result;
+use tessera_core::Result;
 
 /// The process-wide devices of a driver.
 pub trait DeviceRegistry: Driver {
-    /// How a caller designates a device (`backend_opencl::DeviceSelector`, a CUDA ordinal). Its
+    /// How a caller designates a device (`tessera_opencl::DeviceSelector`, a CUDA ordinal). Its
     /// default designates the default device; every selector converts from an ordinal, so that
     /// `Gpu::from_ordinal(n)` works on every backend.
     type Selector: Default + From<usize>;
@@ -19,7 +19,7 @@ pub trait DeviceRegistry: Driver {
     /// and shared by every handle on the device, so that their tensors can meet in one op.
     ///
     /// # Errors
-    /// [`tensor_core::Error::NoDevice`] (saying what to install, or which devices exist) when
+    /// [`tessera_core::Error::NoDevice`] (saying what to install, or which devices exist) when
     /// there is no driver or no such device; a driver error when it cannot be opened.
     fn runtime(selector: Self::Selector) -> Result<Arc<Runtime<Self>>>;
 

@@ -23,7 +23,7 @@ use crate::pool::{size_class, BufferPool, MemoryUsage};
 use crate::storage::GpuStorage;
 use crate::view::View;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use tensor_core::{BackendStorage, DType, Error, HostData, Result};
+use tessera_core::{BackendStorage, DType, Error, HostData, Result};
 
 /// A kernel argument as the ops write it.
 #[derive(Clone, Copy, Debug)]

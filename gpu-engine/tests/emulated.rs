@@ -1,13 +1,13 @@
-//! The engine honours its driver's description, checked on `gpu_engine::testing::Emulator` (the
+//! The engine honours its driver's description, checked on `tessera_gpu::testing::Emulator` (the
 //! first OpenCL device, PoCL in CI): a device without f64 says so through `supports_dtype`, the
 //! conformance suite's capabilities follow, and every f64 op is a typed error; requests no
 //! device can meet are `OutOfMemory` naming the bytes. Skips, printing why, without an OpenCL
 //! device.
 
-use gpu_engine::testing::Emulator;
-use gpu_engine::{DriverInfo, GemmOptions, Gpu, Runtime};
-use tensor_core::{Backend, DType, Error, Tensor};
-use tests::suite::{assert_family, Capabilities, Family};
+use tessera_conformance::suite::{assert_family, Capabilities, Family};
+use tessera_core::{Backend, DType, Error, Tensor};
+use tessera_gpu::testing::Emulator;
+use tessera_gpu::{DriverInfo, GemmOptions, Gpu, Runtime};
 
 type Dev = Gpu<Emulator>;
 
@@ -37,7 +37,7 @@ fn without_f64_every_f64_op_is_unsupported_and_the_suite_declares_no_f64() {
     let capabilities = Capabilities::declared_by(&dev);
     assert_eq!(capabilities.dtypes(), [DType::F32, DType::I64, DType::Bool]);
 
-    let unsupported = |result: tensor_core::Result<Tensor<Dev>>| {
+    let unsupported = |result: tessera_core::Result<Tensor<Dev>>| {
         let err = result.unwrap_err();
         assert!(
             matches!(
@@ -61,7 +61,7 @@ fn without_f64_every_f64_op_is_unsupported_and_the_suite_declares_no_f64() {
         "f32 still works"
     );
     // The suite runs exactly the declared cells (casts between f32, i64 and bool) and they pass.
-    let config = tests::runner::RunConfig::from_env();
+    let config = tessera_conformance::runner::RunConfig::from_env();
     assert_family(&dev, Family::Cast, &capabilities, &config);
 }
 

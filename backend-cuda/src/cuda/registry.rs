@@ -8,10 +8,10 @@ use crate::cuda::driver_error::{backend_error, no_device};
 use crate::options::CudaOptions;
 use cust::device::Device as CuDevice;
 use cust::CudaFlags;
-use gpu_engine::{DeviceRegistry, GemmOptions, Runtime};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
-use tensor_core::Result;
+use tessera_core::Result;
+use tessera_gpu::{DeviceRegistry, GemmOptions, Runtime};
 
 /// Initialises the driver once (`cuInit`); the error is kept for later calls.
 fn init() -> Result<()> {
@@ -27,7 +27,7 @@ fn init() -> Result<()> {
     .clone()
 }
 
-/// Number of CUDA devices; [`tensor_core::Error::NoDevice`] without a driver.
+/// Number of CUDA devices; [`tessera_core::Error::NoDevice`] without a driver.
 pub fn device_count() -> Result<usize> {
     init()?;
     CuDevice::num_devices()

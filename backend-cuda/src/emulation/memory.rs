@@ -2,14 +2,14 @@
 //! device: steady-state work allocates nothing, impossible requests are typed errors.
 
 use super::private_emulated;
-use tensor_core::{DType, Error, Tensor};
+use tessera_core::{DType, Error, Tensor};
 
 #[test]
 fn repeating_a_step_reuses_every_buffer() {
     let Some(dev) = private_emulated(|_| {}) else {
         return;
     };
-    let step = |seed: u64| -> tensor_core::Result<Vec<f32>> {
+    let step = |seed: u64| -> tessera_core::Result<Vec<f32>> {
         let a = Tensor::randn([32, 16], DType::F32, seed, &dev)?;
         let b = a.matmul(&a.t()?)?.relu()?;
         (&b + 1.0)?

@@ -1,6 +1,6 @@
 //! Tests of the CUDA backend's host path without an NVIDIA GPU: the engine with CUDA's profile
 //! (the one `CudaDriver` applies: errors named `cuda`, blocks of 256, grid z up to 65 535, a
-//! pool that caches everything) and CUDA's options, over `gpu_engine::testing::Emulator`,
+//! pool that caches everything) and CUDA's options, over `tessera_gpu::testing::Emulator`,
 //! which runs the shared kernels in their OpenCL dialect on the first OpenCL device (PoCL on
 //! the CPU in CI). The cuBLAS path goes through the emulator's host BLAS, which computes the
 //! column-major call the engine describes. Every test skips, printing why, when no OpenCL
@@ -12,9 +12,9 @@ mod memory;
 
 use crate::cuda::driver::apply_cuda_profile;
 use crate::options::CudaOptions;
-use gpu_engine::testing::Emulator;
-use gpu_engine::{DriverInfo, GemmEngine, Gpu, Runtime};
 use std::sync::{Arc, OnceLock};
+use tessera_gpu::testing::Emulator;
+use tessera_gpu::{DriverInfo, GemmEngine, Gpu, Runtime};
 
 /// The backend under test: the engine over OpenCL, driven like a CUDA device.
 pub(crate) type Emulated = Gpu<Emulator>;

@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
-use tensor_core::{DType, Error, Result};
+use tessera_core::{DType, Error, Result};
 
 /// A buffer of the [`Emulator`]: an OpenCL buffer, released when dropped.
 #[derive(Debug)]

@@ -3,7 +3,7 @@
 //! driver's `read` and `write`.
 
 use crate::driver::{BlasGemm, BlasOperand, BlasTranspose, Driver};
-use tensor_core::{DType, Error, Result};
+use tessera_core::{DType, Error, Result};
 
 /// Element `i` of `bytes` (f32 or f64) as f64.
 fn element(bytes: &[u8], dtype: DType, i: usize) -> f64 {

@@ -14,9 +14,9 @@
 //! geometry and options.
 //!
 //! ```no_run
-//! use gpu_engine::testing::Emulator;
-//! use gpu_engine::{GemmOptions, Gpu, Runtime};
-//! # fn main() -> tensor_core::Result<()> {
+//! use tessera_gpu::testing::Emulator;
+//! use tessera_gpu::{GemmOptions, Gpu, Runtime};
+//! # fn main() -> tessera_core::Result<()> {
 //! let emulator = Emulator::open(|info| {
 //!     info.backend = "mygpu";
 //!     info.launch_group = 128;
@@ -25,7 +25,7 @@
 //! })?
 //! .with_host_blas();
 //! let dev = Gpu::from_runtime(Runtime::new(emulator)?, GemmOptions::default())?;
-//! let x = tensor_core::Tensor::from_vec(vec![1.0f32, 2.0], [2], &dev)?;
+//! let x = tessera_core::Tensor::from_vec(vec![1.0f32, 2.0], [2], &dev)?;
 //! assert_eq!(x.sum_all()?.to_vec::<f32>()?, vec![3.0]);
 //! # Ok(()) }
 //! ```
