@@ -1,7 +1,8 @@
-//! [`CudaOptions`]: how a [`crate::Cuda`] handle computes matrix products.
+//! [`CudaOptions`]: how a [`crate::Cuda`] handle computes matrix products, as the environment
+//! or a caller states it (`dev.with_options(options.into())`).
 
-use tessera_core::kernels::GemmTiles;
 use tessera_core::{Error, Result};
+use tessera_gpu::kernels::GemmTiles;
 use tessera_gpu::{GemmConfig, GemmEngine, GemmOptions};
 
 /// Environment variable read by [`CudaOptions::from_env`]: `auto`, `cublas` (or `blas`) or
@@ -16,8 +17,9 @@ pub const TILES_ENV_VAR: &str = "TESSERA_CUDA_GEMM_TILES";
 /// 16 x 16 threads, 16-deep shared tiles (16 KiB of shared memory in f64).
 pub const DEFAULT_TILES: GemmTiles = GemmTiles::new(64, 64, 16, 4, 4);
 
-/// Options of a [`crate::Cuda`] handle. Handles with different options on one device share
-/// its memory, stream and kernels; their tensors can meet in one op.
+/// Options of a [`crate::Cuda`] handle, converted into the engine's
+/// [`GemmOptions`] (`Cuda::with_options(options.into())`). Handles with different options on
+/// one device share its memory, stream and kernels; their tensors can meet in one op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct CudaOptions {
     /// The GEMM implementation ([`GemmEngine::Blas`] is cuBLAS).
@@ -52,19 +54,28 @@ impl CudaOptions {
 
     /// Errors unless the tile configuration can run on every CUDA device.
     pub fn check(&self) -> Result<()> {
-        let t = &self.tiles;
-        let (wx, wy) = if t.is_valid() { t.work_group() } else { (0, 0) };
-        if !t.is_valid() || wx * wy == 0 || wx * wy > 1024 || t.local_bytes(8) > 48 * 1024 {
-            return Err(Error::InvalidArgument {
-                op: "cuda gemm tiles",
-                msg: format!(
-                    "{t:?} needs tm | bm, tn | bn, at most 1024 threads and 48 KiB of shared \
-                     memory in f64"
-                ),
-            });
-        }
-        Ok(())
+        check_tiles(&self.tiles)
     }
+}
+
+/// Errors unless `tiles` can run on every CUDA device: valid, at most 1024 threads and 48 KiB of
+/// shared memory (in f64) per block.
+pub(crate) fn check_tiles(tiles: &GemmTiles) -> Result<()> {
+    let (wx, wy) = if tiles.is_valid() {
+        tiles.work_group()
+    } else {
+        (0, 0)
+    };
+    if wx * wy == 0 || wx * wy > 1024 || tiles.local_bytes(8) > 48 * 1024 {
+        return Err(Error::InvalidArgument {
+            op: "cuda gemm tiles",
+            msg: format!(
+                "{tiles:?} needs tm | bm, tn | bn, at most 1024 threads and 48 KiB of shared \
+                 memory in f64"
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// Parses `auto`, `cublas`, `blas` or `tiled`.

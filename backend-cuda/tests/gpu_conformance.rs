@@ -10,7 +10,7 @@ use tessera_cuda::{Cuda, GemmEngine};
 
 /// Device 0, or None after printing why the test is skipped.
 fn cuda() -> Option<Cuda> {
-    match Cuda::new(0) {
+    match Cuda::new() {
         Ok(dev) => Some(dev),
         Err(e) => {
             eprintln!("skipped: {e}");
@@ -42,7 +42,7 @@ fn matmul_with_the_tiled_kernel() {
 #[test]
 fn matmul_with_cublas() {
     let Some(dev) = cuda() else { return };
-    if let Err(reason) = dev.cublas_library() {
+    if let Err(reason) = dev.driver().cublas_library() {
         eprintln!("skipped: cuBLAS is not available on this machine ({reason})");
         return;
     }

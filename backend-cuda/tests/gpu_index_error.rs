@@ -8,7 +8,7 @@ use tessera_cuda::Cuda;
 
 #[test]
 fn an_out_of_range_index_surfaces_at_read_back() {
-    let dev = match Cuda::new(0) {
+    let dev = match Cuda::new() {
         Ok(dev) => dev,
         Err(e) => return eprintln!("skipped: {e}"),
     };

@@ -6,7 +6,7 @@ use tessera_cuda::{device_count, Cuda};
 
 #[test]
 fn opening_a_device_gives_no_device_or_a_working_device() {
-    match Cuda::new(0) {
+    match Cuda::new() {
         Err(Error::NoDevice { backend, reason }) => {
             assert_eq!(backend, "cuda");
             assert!(
@@ -31,7 +31,7 @@ fn opening_a_device_gives_no_device_or_a_working_device() {
 
 #[test]
 fn an_ordinal_past_the_last_device_is_no_device() {
-    let err = Cuda::new(1 << 20).unwrap_err();
+    let err = Cuda::select(1 << 20).unwrap_err();
     assert!(
         matches!(
             err,

@@ -39,7 +39,7 @@ fn main() -> Result<()> {
         sizes
     };
     let cl = OpenCl::new()?;
-    println!("device: {:?}", cl.info());
+    println!("device: {:?}", cl.driver().device_info());
     println!("gemm (f32): {}", cl.gemm_config(DType::F32)?);
     for &n in &sizes {
         let flops = 2.0 * (n as f64).powi(3);

@@ -20,8 +20,8 @@ use crate::driver::{lock, OpenClDriver};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tessera_core::kernels::{program_source, Dialect, GemmTiles, Program};
 use tessera_core::{DType, Error, Result};
+use tessera_gpu::kernels::{program_source, Dialect, GemmTiles, Program};
 use tessera_gpu::tuning::time_gemm;
 use tessera_gpu::Runtime;
 
@@ -59,7 +59,8 @@ pub fn cache_dir() -> Option<PathBuf> {
     var("HOME").map(|home| PathBuf::from(home).join(".cache").join("tessera"))
 }
 
-/// The GEMM configuration for `dtype` on `rt`'s device (tuned on first use).
+/// The GEMM configuration for `dtype` on `rt`'s device (tuned on first use; what
+/// `OpenCl::gemm_config` answers).
 pub(crate) fn gemm_config(rt: &Arc<Runtime<OpenClDriver>>, dtype: DType) -> Result<GemmConfig> {
     let mut chosen = lock(rt.driver().gemm_configs(), "matmul")?;
     if let Some(config) = chosen.get(&dtype) {

@@ -6,12 +6,11 @@ use opencl3::types::{cl_context, cl_mem};
 use std::ptr;
 use tessera_core::Result;
 
-/// A read-write device buffer of `bytes` bytes (at least 1), released when dropped: the
+/// A read-write device buffer, released when dropped: the
 /// buffer type of [`crate::driver::OpenClDriver`].
 #[derive(Debug)]
 pub struct DeviceBuffer {
     mem: cl_mem,
-    bytes: usize,
 }
 
 // SAFETY: a cl_mem is a reference-counted handle that OpenCL allows any thread to use; this type
@@ -27,17 +26,12 @@ impl DeviceBuffer {
         // no host pointer is passed, so OpenCL allocates and owns the memory.
         let mem = unsafe { create_buffer(context, CL_MEM_READ_WRITE, bytes, ptr::null_mut()) }
             .map_err(|code| cl_error("allocate", code, Some(bytes)))?;
-        Ok(DeviceBuffer { mem, bytes })
+        Ok(DeviceBuffer { mem })
     }
 
     /// The OpenCL handle.
     pub(crate) fn mem(&self) -> cl_mem {
         self.mem
-    }
-
-    /// Size in bytes.
-    pub(crate) fn bytes(&self) -> usize {
-        self.bytes
     }
 }
 

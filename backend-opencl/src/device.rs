@@ -11,6 +11,7 @@ use opencl3::device::{
 };
 use opencl3::platform::get_platforms;
 use std::fmt;
+use std::sync::{Mutex, PoisonError};
 use tessera_core::{Error, Result};
 
 /// Environment variable that selects the default device: `platform:device` or an ordinal.
@@ -99,8 +100,11 @@ pub fn list_devices() -> Result<Vec<DeviceInfo>> {
     Ok(find_devices()?.into_iter().map(|d| d.info).collect())
 }
 
-/// [`list_devices`] with the device handles.
+/// [`list_devices`] with the device handles. One thread at a time: PoCL crashes when a thread
+/// queries a device while another initialises the platform (first use from several threads).
 pub(crate) fn find_devices() -> Result<Vec<FoundDevice>> {
+    static DISCOVERY: Mutex<()> = Mutex::new(());
+    let _one_at_a_time = DISCOVERY.lock().unwrap_or_else(PoisonError::into_inner);
     let platforms = get_platforms().map_err(cl("list platforms"))?;
     let mut found = Vec::new();
     for (platform_index, platform) in platforms.iter().enumerate() {
@@ -173,15 +177,24 @@ fn describe(
     })
 }
 
-/// How a caller designates a device.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How a caller designates a device (`OpenCl::select(selector)`; `OpenCl::from_ordinal(n)` is
+/// `OpenCl::select(DeviceSelector::Ordinal(n))`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum DeviceSelector {
     /// [`DEVICE_ENV_VAR`] if set, else the first GPU, else the first device.
+    #[default]
     Default,
     /// Position among all devices (see [`DeviceInfo::ordinal`]).
     Ordinal(usize),
     /// Platform index and device index within it.
     PlatformDevice(usize, usize),
+}
+
+impl From<usize> for DeviceSelector {
+    /// [`DeviceSelector::Ordinal`].
+    fn from(ordinal: usize) -> Self {
+        DeviceSelector::Ordinal(ordinal)
+    }
 }
 
 impl DeviceSelector {

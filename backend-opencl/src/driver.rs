@@ -1,17 +1,16 @@
 //! [`OpenClDriver`]: the [`tessera_gpu::Driver`] of one OpenCL device. The engine writes every op
 //! once; this file is what is OpenCL about them: the context, the single in-order queue
 //! (flushed every few commands so the device starts while the host keeps enqueueing), the
-//! program cache, the buffer pool, non-blocking uploads, and launch geometry as OpenCL sizes.
+//! program cache, non-blocking uploads, and launch geometry as OpenCL sizes. Buffers are pooled
+//! by the engine.
 //!
 //! Locking: `state` guards the queue's users (kernel objects are not thread-safe while their
-//! arguments are set), the program cache and pending uploads; `pool` guards the free buffers
-//! and is never held while `state` is taken, so dropping a storage anywhere is safe.
+//! arguments are set), the program cache and pending uploads.
 
 use crate::autotune::{self, GemmConfig};
 use crate::buffer::DeviceBuffer;
 use crate::device::{DeviceInfo, DeviceKind};
 use crate::error::{backend_error, cl, cl_error, BACKEND};
-use crate::pool::{size_class, BufferPool};
 use opencl3::command_queue::{
     enqueue_fill_buffer, enqueue_read_buffer, enqueue_write_buffer, CommandQueue,
 };
@@ -25,8 +24,8 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use tessera_core::kernels::{program_source, Dialect};
 use tessera_core::{DType, Error, Result};
+use tessera_gpu::kernels::{program_source, Dialect};
 use tessera_gpu::{BlasGemm, Driver, DriverArg, DriverInfo, Launch, ModuleKey, Runtime};
 
 /// Commands enqueued between two `clFlush` calls.
@@ -47,14 +46,15 @@ struct QueueState {
     unflushed: usize,
 }
 
-/// One OpenCL device driven by the engine. See the module documentation.
+/// One OpenCL device driven by the engine (see the module documentation): the driver of
+/// [`crate::OpenCl`], reached from a handle with `dev.driver()` for what only OpenCL knows
+/// ([`OpenClDriver::device_info`]).
 pub struct OpenClDriver {
     info: DriverInfo,
     device: DeviceInfo,
     context: Context,
     queue: CommandQueue,
     state: Mutex<QueueState>,
-    pool: Mutex<BufferPool>,
     /// Passed for the buffer of an empty storage (kernels never read it).
     dummy: DeviceBuffer,
     program_builds: AtomicU64,
@@ -75,13 +75,8 @@ fn floor_pow2(n: usize) -> u32 {
 }
 
 impl OpenClDriver {
-    /// A context and queue on `device`; errors name `backend` (`"opencl"`, or another backend
-    /// whose engine path runs on this device in tests).
-    pub(crate) fn create(
-        device_info: DeviceInfo,
-        device: Device,
-        backend: &'static str,
-    ) -> Result<OpenClDriver> {
+    /// A context and queue on `device`.
+    pub(crate) fn create(device_info: DeviceInfo, device: Device) -> Result<OpenClDriver> {
         let context = Context::from_device(&device).map_err(cl("create context"))?;
         #[allow(deprecated)]
         let queue = CommandQueue::create_default(&context, 0).map_err(cl("create queue"))?;
@@ -91,13 +86,16 @@ impl OpenClDriver {
             DeviceKind::Gpu => 256,
             _ => 64,
         };
+        // The pool keeps at most a quarter of the device memory (host memory, on PoCL).
         let pool_limit = (device_info.global_mem_bytes / 4).min(usize::MAX as u64) as usize;
         let info = DriverInfo {
-            backend,
+            backend: BACKEND,
             ordinal: device_info.ordinal,
             name: device_info.name.clone(),
             compute_units: device_info.compute_units.max(1) as usize,
             memory_bytes: device_info.global_mem_bytes,
+            max_buffer_bytes: device_info.max_alloc_bytes,
+            pool_limit_bytes: pool_limit,
             supports_f64: device_info.has_fp64,
             launch_group: floor_pow2(group.min(max_group)),
             reduce_group: floor_pow2(group.min(max_group)),
@@ -113,32 +111,15 @@ impl OpenClDriver {
                 pending_uploads: Vec::new(),
                 unflushed: 0,
             }),
-            pool: Mutex::new(BufferPool::new(pool_limit)),
             dummy,
             program_builds: AtomicU64::new(0),
             gemm_configs: Mutex::new(HashMap::new()),
         })
     }
 
-    /// What the device is.
+    /// What the device is: platform, name, version, kind, f64 support, limits.
     pub fn device_info(&self) -> &DeviceInfo {
         &self.device
-    }
-
-    /// The description the engine sees, to adjust before the driver is used.
-    #[cfg(feature = "testing")]
-    pub(crate) fn info_mut(&mut self) -> &mut DriverInfo {
-        &mut self.info
-    }
-
-    /// Programs compiled so far.
-    pub(crate) fn program_builds(&self) -> u64 {
-        self.program_builds.load(Ordering::Relaxed)
-    }
-
-    /// Bytes of free buffers held by the pool.
-    pub(crate) fn cached_bytes(&self) -> usize {
-        self.pool.lock().map_or(0, |p| p.cached_bytes())
     }
 
     /// The GEMM configurations chosen so far, by dtype.
@@ -222,22 +203,6 @@ impl OpenClDriver {
         state.pending_uploads.clear();
         state.unflushed = 0;
     }
-
-    /// A buffer error names this driver's backend.
-    fn rename(&self, error: Error) -> Error {
-        match error {
-            Error::Backend { op, msg, .. } => Error::Backend {
-                backend: self.info.backend,
-                op,
-                msg,
-            },
-            Error::NoDevice { reason, .. } => Error::NoDevice {
-                backend: self.info.backend,
-                reason,
-            },
-            other => other,
-        }
-    }
 }
 
 impl Driver for OpenClDriver {
@@ -247,34 +212,12 @@ impl Driver for OpenClDriver {
         &self.info
     }
 
-    fn alloc(&self, bytes: usize) -> Result<(DeviceBuffer, bool)> {
-        let class = size_class(bytes);
-        if let Some(buffer) = lock(&self.pool, "allocate")?.take(class) {
-            return Ok((buffer, true));
-        }
-        let out_of_memory = || Error::OutOfMemory {
-            device: self.info.to_string(),
-            requested_bytes: bytes,
-        };
-        if class as u64 > self.device.max_alloc_bytes {
-            return Err(out_of_memory());
-        }
-        match DeviceBuffer::new(self.context.get(), class) {
-            Ok(buffer) => Ok((buffer, false)),
-            Err(_) => {
-                // Free the cached buffers and try once more.
-                lock(&self.pool, "allocate")?.clear();
-                let buffer =
-                    DeviceBuffer::new(self.context.get(), class).map_err(|_| out_of_memory())?;
-                Ok((buffer, false))
-            }
-        }
+    fn allocate(&self, bytes: usize) -> Result<DeviceBuffer> {
+        DeviceBuffer::new(self.context.get(), bytes)
     }
 
-    fn release(&self, buffer: DeviceBuffer) {
-        if let Ok(mut pool) = self.pool.lock() {
-            pool.give_back(buffer);
-        }
+    fn free(&self, buffer: DeviceBuffer) {
+        drop(buffer);
     }
 
     fn write(&self, dst: &DeviceBuffer, src: &[u8]) -> Result<()> {
@@ -303,7 +246,7 @@ impl Driver for OpenClDriver {
                 std::ptr::null(),
             )
         }
-        .map_err(|code| self.rename(cl_error("upload", code, None)))?;
+        .map_err(|code| cl_error("upload", code, None))?;
         state.pending_uploads.push((Event::new(event), data));
         self.after_enqueue(&mut state)
     }
@@ -329,7 +272,7 @@ impl Driver for OpenClDriver {
             Err(code) => {
                 let _ = self.queue.finish();
                 Self::drained(&mut state);
-                return Err(self.rename(cl_error("download", code, None)));
+                return Err(cl_error("download", code, None));
             }
         }
         // The in-order queue has now executed every earlier command.
@@ -353,7 +296,7 @@ impl Driver for OpenClDriver {
                 std::ptr::null(),
             )
         }
-        .map_err(|code| self.rename(cl_error("fill", code, None)))?;
+        .map_err(|code| cl_error("fill", code, None))?;
         drop(Event::new(event));
         self.after_enqueue(&mut state)
     }
@@ -380,7 +323,7 @@ impl Driver for OpenClDriver {
                 DriverArg::F64(v) => unsafe { k.set_arg(index, &v) },
                 DriverArg::View(v) => unsafe { k.set_arg(index, &v) },
             };
-            set.map_err(|e| self.rename(cl_error(kernel, e.0, None)))?;
+            set.map_err(|e| cl_error(kernel, e.0, None))?;
         }
         // CUDA's grid of blocks as OpenCL sizes, with as many dimensions as are used.
         let global: [usize; 3] =
@@ -405,7 +348,7 @@ impl Driver for OpenClDriver {
                 no_events,
             )
         }
-        .map_err(|e| self.rename(cl_error(kernel, e.0, None)))?;
+        .map_err(|e| cl_error(kernel, e.0, None))?;
         drop(event);
         self.after_enqueue(&mut state)
     }
@@ -414,7 +357,7 @@ impl Driver for OpenClDriver {
         let mut state = lock(&self.state, "synchronize")?;
         let finished = self.queue.finish().map_err(cl("synchronize"));
         Self::drained(&mut state);
-        finished.map_err(|e| self.rename(e))
+        finished
     }
 
     fn blas_gemm(&self, _call: &BlasGemm<'_, DeviceBuffer>) -> Option<Result<()>> {
@@ -423,6 +366,11 @@ impl Driver for OpenClDriver {
 
     fn blas_unavailable(&self) -> Option<String> {
         Some(format!("the {BACKEND} backend has no BLAS library"))
+    }
+
+    /// Programs compiled (`clBuildProgram`).
+    fn modules_built(&self) -> u64 {
+        self.program_builds.load(Ordering::Relaxed)
     }
 
     fn gemm_config(

@@ -3,7 +3,8 @@
 mod common;
 
 use std::process::Command;
-use tessera_core::{Backend, Error};
+use tessera_conformance::suite::Capabilities;
+use tessera_core::{Backend, DType, Error, Tensor};
 use tessera_opencl::{list_devices, DeviceSelector, OpenCl, DEVICE_ENV_VAR};
 
 /// Set in the child process of `no_platform_gives_an_install_hint`.
@@ -17,8 +18,12 @@ fn devices_are_listed_and_selected_by_position() {
     for (i, d) in devices.iter().enumerate() {
         assert_eq!(d.ordinal, i);
     }
-    let info = dev.info().clone();
-    let same = OpenCl::from_platform_device(info.platform_index, info.device_index).unwrap();
+    let info = dev.driver().device_info().clone();
+    let same = OpenCl::select(DeviceSelector::PlatformDevice(
+        info.platform_index,
+        info.device_index,
+    ))
+    .unwrap();
     assert_eq!(same.device(), dev.device());
     assert_eq!(
         OpenCl::from_ordinal(info.ordinal).unwrap().device(),
@@ -77,7 +82,7 @@ fn no_platform_gives_an_install_hint() {
 fn the_environment_variable_picks_the_default_device() {
     if std::env::var_os(CHILD_VAR).is_some() {
         let dev = OpenCl::new().unwrap();
-        eprintln!("child chose ordinal {}", dev.info().ordinal);
+        eprintln!("child chose ordinal {}", dev.driver().device_info().ordinal);
         return;
     }
     if common::device().is_none() {
@@ -92,4 +97,36 @@ fn the_environment_variable_picks_the_default_device() {
         stderr.contains(&format!("child chose ordinal {last}")),
         "{stderr}"
     );
+}
+
+#[test]
+fn supports_dtype_and_the_conformance_capabilities_tell_the_device_s_f64_support() {
+    let dev = device_or_skip!();
+    let has_fp64 = dev.driver().device_info().has_fp64;
+    assert_eq!(dev.supports_dtype(DType::F64), has_fp64);
+    for dtype in [DType::F32, DType::I64, DType::Bool] {
+        assert!(dev.supports_dtype(dtype), "{dtype}");
+    }
+    assert_eq!(
+        Capabilities::declared_by(&dev)
+            .dtypes()
+            .contains(&DType::F64),
+        has_fp64
+    );
+    let x = Tensor::from_vec(vec![0.5f64, 0.25], [2], &dev);
+    if has_fp64 {
+        let sum = x.unwrap().sum_all().unwrap().to_vec::<f64>().unwrap();
+        assert_eq!(sum, vec![0.75]);
+    } else {
+        assert!(
+            matches!(
+                x,
+                Err(Error::UnsupportedDType {
+                    dtype: DType::F64,
+                    ..
+                })
+            ),
+            "{x:?}"
+        );
+    }
 }

@@ -1,5 +1,6 @@
 //! Defensive checks run at the entry of every primitive: the storage belongs to this device and
-//! the layout stays inside it (a kernel reading outside a buffer would be undefined behaviour).
+//! the layout stays inside it (a kernel reading outside a buffer would be undefined behaviour);
+//! and the checked element count of outputs, which no multiplication may wrap.
 
 use crate::driver::Driver;
 use crate::runtime::Runtime;
@@ -54,4 +55,44 @@ pub(crate) fn check_dtype<D: Driver>(
         });
     }
     Ok(())
+}
+
+/// The product of `factors` (0 when any is 0): the element count of an output. When it does
+/// not fit in a `usize`, [`Error::OutOfMemory`] naming `usize::MAX` bytes: no device holds it.
+pub(crate) fn element_count<D: Driver>(
+    rt: &Runtime<D>,
+    factors: impl IntoIterator<Item = usize>,
+) -> Result<usize> {
+    let mut count = Some(1usize);
+    for factor in factors {
+        if factor == 0 {
+            return Ok(0);
+        }
+        count = count.and_then(|c| c.checked_mul(factor));
+    }
+    count.ok_or_else(|| Error::OutOfMemory {
+        device: rt.info().to_string(),
+        requested_bytes: usize::MAX,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake_driver::FakeDriver;
+
+    #[test]
+    fn element_counts_are_checked_and_zero_wins() {
+        let rt = Runtime::new(FakeDriver::new(1 << 20, u64::MAX, usize::MAX)).unwrap();
+        assert_eq!(element_count(&rt, [3, 4, 5]).unwrap(), 60);
+        assert_eq!(element_count(&rt, []).unwrap(), 1);
+        assert_eq!(element_count(&rt, [1 << 40, 1 << 40, 0]).unwrap(), 0);
+        assert_eq!(
+            element_count(&rt, [1 << 40, 1 << 40]).unwrap_err(),
+            Error::OutOfMemory {
+                device: "fake:0 (fake device)".into(),
+                requested_bytes: usize::MAX
+            }
+        );
+    }
 }

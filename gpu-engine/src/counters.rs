@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct RuntimeStats {
     /// Times the host waited for the device: read-backs and synchronisations.
     pub host_syncs: u64,
-    /// Device allocations made ([`crate::Driver::alloc`] not served from a cache).
+    /// Device allocations made ([`crate::Driver::allocate`]: requests the pool could not serve).
     pub buffers_created: u64,
-    /// Allocations served from the cache without a device allocation.
+    /// Requests served from the buffer pool without a device allocation.
     pub buffers_reused: u64,
     /// Kernels launched.
     pub kernel_launches: u64,

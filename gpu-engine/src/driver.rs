@@ -2,13 +2,13 @@
 //! logic of every op (plans, views, kernel choice, launch geometry, the error flag) is written
 //! once and runs on any device that can run the shared kernels (CUDA, OpenCL).
 
-use crate::gemm::GemmConfig;
+use crate::gemm::{GemmConfig, GemmOptions};
+use crate::kernels::{GemmTiles, Program};
 use crate::runtime::Runtime;
 use crate::view::View;
 use std::fmt;
 use std::sync::Arc;
-use tessera_core::kernels::{GemmTiles, Program};
-use tessera_core::{DType, Result};
+use tessera_core::{DType, Error, Result};
 
 /// A compiled program: one of the shared kernel programs for one dtype, plus extra defines
 /// (the GEMM tile sizes).
@@ -163,6 +163,14 @@ pub struct DriverInfo {
     pub compute_units: usize,
     /// Global memory in bytes.
     pub memory_bytes: u64,
+    /// Largest single buffer the device allocates, in bytes (OpenCL's
+    /// `CL_DEVICE_MAX_MEM_ALLOC_SIZE`; CUDA: the device's memory). A larger request is
+    /// [`tessera_core::Error::OutOfMemory`] without asking the driver.
+    pub max_buffer_bytes: u64,
+    /// Most bytes of free buffers the pool keeps for reuse (`usize::MAX`: no limit, like
+    /// PyTorch's caching allocator); buffers freed beyond it go back to the device at the next
+    /// synchronisation.
+    pub pool_limit_bytes: usize,
     /// Whether the device computes in f64 (otherwise every f64 op is
     /// [`tessera_core::Error::UnsupportedDType`]).
     pub supports_f64: bool,
@@ -185,7 +193,7 @@ impl fmt::Display for DriverInfo {
 /// The raw device operations: what a vendor implements to run every Tessera op on a GPU-like
 /// device (see the crate documentation). Every command goes to one in-order stream (queue);
 /// only [`Driver::read`] and [`Driver::synchronize`] wait for the device. Kernels are the shared
-/// sources of [`tessera_core::kernels`], built by the driver for each [`ModuleKey`].
+/// sources of [`crate::kernels`], built by the driver for each [`ModuleKey`].
 pub trait Driver: Send + Sync + Sized + 'static {
     /// One device allocation.
     type Buffer: Send + Sync + fmt::Debug;
@@ -193,14 +201,16 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// The device's description.
     fn info(&self) -> &DriverInfo;
 
-    /// `bytes` (> 0) bytes of device memory with undefined contents, and whether they were
-    /// reused from a cache. Out of memory (after freeing any cache) is
-    /// [`tessera_core::Error::OutOfMemory`].
-    fn alloc(&self, bytes: usize) -> Result<(Self::Buffer, bool)>;
+    /// A new device allocation of exactly `bytes` bytes (> 0, at most
+    /// [`DriverInfo::max_buffer_bytes`]) with undefined contents. The engine's buffer pool calls
+    /// it (drivers keep no cache of their own): a device out of memory must answer
+    /// [`tessera_core::Error::OutOfMemory`], after which the pool frees its cache and asks once
+    /// more; any other failure is returned as it is.
+    fn allocate(&self, bytes: usize) -> Result<Self::Buffer>;
 
-    /// Gives back a buffer no longer referenced by the host. Work already queued that uses it
-    /// may still be pending: a driver reuses it only for work queued later on the same stream.
-    fn release(&self, buffer: Self::Buffer);
+    /// Gives a buffer from [`Driver::allocate`] back to the device. The engine calls it only
+    /// once no queued work can use the buffer any more (after a synchronisation).
+    fn free(&self, buffer: Self::Buffer);
 
     /// Copies `src` to the start of `dst`; the host memory may be reused as soon as this returns.
     fn write(&self, dst: &Self::Buffer, src: &[u8]) -> Result<()>;
@@ -223,6 +233,25 @@ pub trait Driver: Send + Sync + Sized + 'static {
 
     /// Why [`Driver::blas_gemm`] is unavailable (None when it is available).
     fn blas_unavailable(&self) -> Option<String>;
+
+    /// Kernel modules (programs) compiled or loaded so far, for
+    /// [`crate::RuntimeStats::modules_built`].
+    fn modules_built(&self) -> u64;
+
+    /// Errors unless matrix products with `options` can run on this device. The default
+    /// accepts any valid tile configuration ([`crate::kernels::GemmTiles::is_valid`]); CUDA
+    /// also bounds the threads and shared memory of a block.
+    fn check_gemm_options(&self, options: &GemmOptions) -> Result<()> {
+        let tiles = &options.config.tiles;
+        if tiles.is_valid() {
+            Ok(())
+        } else {
+            Err(Error::InvalidArgument {
+                op: "gemm options",
+                msg: format!("{tiles:?} needs positive sizes with tm | bm and tn | bn"),
+            })
+        }
+    }
 
     /// The GEMM kernel and tiles matrix products of `dtype` use on this device, given the
     /// handle's request. The default keeps the request; a driver that tunes its tiles (timing

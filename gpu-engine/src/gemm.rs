@@ -2,8 +2,8 @@
 //! [`GemmConfig`] (which kernel of `gemm.cl.c` and its tile sizes), together a handle's
 //! [`GemmOptions`].
 
+use crate::kernels::GemmTiles;
 use std::fmt;
-use tessera_core::kernels::GemmTiles;
 use tessera_core::{Error, Result};
 
 /// Which GEMM implementation matrix products use.

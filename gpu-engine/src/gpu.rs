@@ -1,22 +1,25 @@
-//! [`Gpu`]: every primitive of the [`tessera_core::Backend`] contract at the storage level, over
-//! any [`Driver`]: operand checks, then the op. `tessera_cuda::Cuda` holds a `Gpu<CudaDriver>`,
-//! `tessera_opencl::OpenCl` a `Gpu<OpenClDriver>`.
+//! [`Gpu`]: a handle on one device of a [`Driver`], and the [`tessera_core::Backend`] of every GPU
+//! backend (`tessera_opencl::OpenCl` is `Gpu<OpenClDriver>`, `tessera_cuda::Cuda` is
+//! `Gpu<CudaDriver>`). This file holds what a handle is and how it is made; the `Backend`
+//! implementation is in `backend.rs`.
 
-use crate::checks::check_operand;
+use crate::counters::RuntimeStats;
 use crate::driver::Driver;
-use crate::gemm::GemmOptions;
-use crate::ops::softmax::RowOp;
-use crate::ops::{conv, elementwise, indexing, matmul, random, reduce, softmax, transfer};
+use crate::gemm::{GemmConfig, GemmEngine, GemmOptions};
+use crate::pool::MemoryUsage;
+use crate::registry::DeviceRegistry;
 use crate::runtime::Runtime;
-use crate::storage::GpuStorage;
 use std::sync::Arc;
-use tessera_core::{
-    ArgReduceOp, AssignMode, BackendStorage, BinaryOp, CmpOp, Conv2dParams, DType, Device,
-    Distribution, Error, HostData, Layout, ReduceOp, Result, UnaryOp,
-};
+use tessera_core::{DType, Result};
 
 /// A handle on one device: its shared runtime and this handle's GEMM options. Cheap to clone;
-/// handles with different options on one device share everything else.
+/// handles with different options on one device share everything else, and their tensors can
+/// meet in one op.
+///
+/// Ops queue work on the device's one in-order queue and return at once; only reading data
+/// back ([`tessera_core::Tensor::to_vec`] and friends, i.e. [`tessera_core::Backend::download`])
+/// and [`tessera_core::Backend::synchronize`] wait for the device. Errors raised by queued work
+/// (an index out of range, a failed kernel) are reported there.
 pub struct Gpu<D: Driver> {
     rt: Arc<Runtime<D>>,
     options: GemmOptions,
@@ -40,285 +43,117 @@ impl<D: Driver> std::fmt::Debug for Gpu<D> {
     }
 }
 
+impl<D: DeviceRegistry> Gpu<D> {
+    /// The default device of the driver ([`DeviceRegistry::Selector`]'s default: for OpenCL the
+    /// device `TESSERA_OPENCL_DEVICE` names, else the first GPU, else the first device; for
+    /// CUDA device 0), with the driver's default options ([`DeviceRegistry::default_options`]).
+    ///
+    /// # Errors
+    /// [`tessera_core::Error::NoDevice`] (saying what to install) without a driver or device; a
+    /// driver error when the device cannot be opened.
+    pub fn new() -> Result<Self> {
+        Self::select(D::Selector::default())
+    }
+
+    /// The device `selector` designates (`tessera_opencl::DeviceSelector`; a CUDA ordinal),
+    /// with the driver's default options. Every handle on one device shares one runtime per
+    /// process.
+    ///
+    /// # Errors
+    /// As [`Gpu::new`]; `NoDevice` says which devices exist when the selector matches none.
+    pub fn select(selector: D::Selector) -> Result<Self> {
+        let rt = D::runtime(selector)?;
+        let options = D::default_options()?;
+        rt.driver().check_gemm_options(&options)?;
+        Ok(Gpu { rt, options })
+    }
+
+    /// The device at position `ordinal` of the driver's devices, on every backend.
+    ///
+    /// # Errors
+    /// As [`Gpu::select`].
+    pub fn from_ordinal(ordinal: usize) -> Result<Self> {
+        Self::select(D::Selector::from(ordinal))
+    }
+}
+
 impl<D: Driver> Gpu<D> {
-    /// A handle on `rt` whose matrix products follow `options`.
-    pub fn new(rt: Arc<Runtime<D>>, options: GemmOptions) -> Self {
-        Gpu { rt, options }
+    /// A handle on `rt` whose matrix products follow `options` (for drivers without a
+    /// [`DeviceRegistry`], and for tests that build their own runtime).
+    ///
+    /// # Errors
+    /// When the driver rejects the options ([`Driver::check_gemm_options`]).
+    pub fn from_runtime(rt: Arc<Runtime<D>>, options: GemmOptions) -> Result<Self> {
+        rt.driver().check_gemm_options(&options)?;
+        Ok(Gpu { rt, options })
     }
 
-    /// The shared runtime.
-    pub fn runtime(&self) -> &Arc<Runtime<D>> {
-        &self.rt
+    /// The same device with other GEMM options (tensors of both handles can meet in one op).
+    ///
+    /// # Errors
+    /// When the driver rejects the options ([`Driver::check_gemm_options`]), e.g. CUDA tiles
+    /// needing more than 1024 threads.
+    pub fn with_options(&self, options: GemmOptions) -> Result<Self> {
+        Self::from_runtime(self.rt.clone(), options)
     }
 
-    /// This handle's options.
+    /// The same device with another GEMM engine: [`GemmEngine::Blas`] (cuBLAS on CUDA),
+    /// [`GemmEngine::Tiled`] (the shared kernel) or [`GemmEngine::Auto`].
+    pub fn with_gemm(&self, engine: GemmEngine) -> Self {
+        Gpu {
+            rt: self.rt.clone(),
+            options: GemmOptions {
+                engine,
+                ..self.options
+            },
+        }
+    }
+
+    /// This handle's GEMM options.
     pub fn options(&self) -> &GemmOptions {
         &self.options
     }
 
-    fn check(&self, op: &'static str, s: &GpuStorage<D>, l: &Layout) -> Result<()> {
-        check_operand(op, &self.rt, s, l)
+    /// The GEMM kernel and tiles this handle's matrix products of `dtype` use: the requested
+    /// configuration, or the driver's own choice (OpenCL tunes its tiles per device on first
+    /// use, see `tessera_opencl::autotune`).
+    pub fn gemm_config(&self, dtype: DType) -> Result<GemmConfig> {
+        D::gemm_config(&self.rt, dtype, self.options.config)
     }
 
-    /// The backend name.
-    pub fn name(&self) -> &'static str {
-        self.rt.backend()
+    /// The shared per-device runtime.
+    pub fn runtime(&self) -> &Arc<Runtime<D>> {
+        &self.rt
     }
 
-    /// The device.
-    pub fn device(&self) -> Device {
-        Device {
-            kind: self.rt.backend(),
-            ordinal: self.rt.info().ordinal,
-        }
+    /// The driver, for what only it knows (the OpenCL device description, the CUDA compute
+    /// capability, the cuBLAS library).
+    pub fn driver(&self) -> &D {
+        self.rt.driver()
     }
 
-    /// Whether the device computes in `dtype` (f64 needs [`crate::DriverInfo::supports_f64`]).
-    pub fn supports_dtype(&self, dtype: DType) -> bool {
-        dtype != DType::F64 || self.rt.info().supports_f64
+    /// The device's name, e.g. `NVIDIA H200` or `cpu-haswell-AMD EPYC ...` (PoCL).
+    pub fn device_name(&self) -> &str {
+        &self.rt.info().name
     }
 
-    /// Errors unless the device computes in `dtype`.
-    fn check_dtype(&self, op: &'static str, dtype: DType) -> Result<()> {
-        if self.supports_dtype(dtype) {
-            Ok(())
-        } else {
-            Err(Error::UnsupportedDType { op, dtype })
-        }
+    /// The device's counters: host synchronisations, buffers created and reused, kernel
+    /// launches, vendor BLAS calls, kernel modules built (shared by every handle on the device,
+    /// cumulative).
+    pub fn stats(&self) -> RuntimeStats {
+        self.rt.stats()
     }
 
-    /// [`tessera_core::Backend::upload`] at the storage level (operands checked first).
-    pub fn upload(&self, data: HostData) -> Result<GpuStorage<D>> {
-        self.check_dtype("upload", data.dtype())?;
-        self.rt.upload(&data)
+    /// What the device's caching buffer pool holds.
+    pub fn memory_usage(&self) -> MemoryUsage {
+        self.rt.memory_usage()
     }
 
-    /// [`tessera_core::Backend::download`] at the storage level (operands checked first).
-    pub fn download(&self, s: &GpuStorage<D>, l: &Layout) -> Result<HostData> {
-        self.check("download", s, l)?;
-        transfer::download(&self.rt, s, l)
-    }
-
-    /// [`tessera_core::Backend::full`] at the storage level (operands checked first).
-    pub fn full(&self, numel: usize, dtype: DType, value: f64) -> Result<GpuStorage<D>> {
-        self.check_dtype("full", dtype)?;
-        transfer::full(&self.rt, numel, dtype, value)
-    }
-
-    /// [`tessera_core::Backend::copy_strided`] at the storage level (operands checked first).
-    pub fn copy_strided(&self, s: &GpuStorage<D>, l: &Layout) -> Result<GpuStorage<D>> {
-        self.check("copy_strided", s, l)?;
-        elementwise::copy_strided(&self.rt, s, l)
-    }
-
-    /// [`tessera_core::Backend::assign`] at the storage level (operands checked first).
-    pub fn assign(
-        &self,
-        dst: &GpuStorage<D>,
-        dst_layout: &Layout,
-        src: &GpuStorage<D>,
-        src_layout: &Layout,
-        mode: AssignMode,
-    ) -> Result<()> {
-        self.check("assign", dst, dst_layout)?;
-        self.check("assign", src, src_layout)?;
-        elementwise::assign(&self.rt, dst, dst_layout, src, src_layout, mode)
-    }
-
-    /// [`tessera_core::Backend::cast`] at the storage level (operands checked first).
-    pub fn cast(&self, s: &GpuStorage<D>, l: &Layout, dtype: DType) -> Result<GpuStorage<D>> {
-        self.check("cast", s, l)?;
-        self.check_dtype("cast", dtype)?;
-        elementwise::cast(&self.rt, s, l, dtype)
-    }
-
-    /// [`tessera_core::Backend::unary`] at the storage level (operands checked first).
-    pub fn unary(&self, op: UnaryOp, x: &GpuStorage<D>, l: &Layout) -> Result<GpuStorage<D>> {
-        self.check(op.name(), x, l)?;
-        elementwise::unary(&self.rt, op, x, l)
-    }
-
-    /// [`tessera_core::Backend::binary`] at the storage level (operands checked first).
-    pub fn binary(
-        &self,
-        op: BinaryOp,
-        a: &GpuStorage<D>,
-        la: &Layout,
-        b: &GpuStorage<D>,
-        lb: &Layout,
-    ) -> Result<GpuStorage<D>> {
-        self.check(op.name(), a, la)?;
-        self.check(op.name(), b, lb)?;
-        elementwise::binary(&self.rt, op, a, la, b, lb)
-    }
-
-    /// [`tessera_core::Backend::compare`] at the storage level (operands checked first).
-    pub fn compare(
-        &self,
-        op: CmpOp,
-        a: &GpuStorage<D>,
-        la: &Layout,
-        b: &GpuStorage<D>,
-        lb: &Layout,
-    ) -> Result<GpuStorage<D>> {
-        self.check(op.name(), a, la)?;
-        self.check(op.name(), b, lb)?;
-        elementwise::compare(&self.rt, op, a, la, b, lb)
-    }
-
-    /// [`tessera_core::Backend::where_select`] at the storage level (operands checked first).
-    pub fn where_select(
-        &self,
-        cond: (&GpuStorage<D>, &Layout),
-        on_true: (&GpuStorage<D>, &Layout),
-        on_false: (&GpuStorage<D>, &Layout),
-    ) -> Result<GpuStorage<D>> {
-        for (s, l) in [cond, on_true, on_false] {
-            self.check("where", s, l)?;
-        }
-        elementwise::where_select(&self.rt, cond, on_true, on_false)
-    }
-
-    /// [`tessera_core::Backend::reduce`] at the storage level (operands checked first).
-    pub fn reduce(
-        &self,
-        op: ReduceOp,
-        x: &GpuStorage<D>,
-        l: &Layout,
-        axes: &[usize],
-    ) -> Result<GpuStorage<D>> {
-        self.check(op.name(), x, l)?;
-        reduce::reduce(&self.rt, op, x, l, axes)
-    }
-
-    /// [`tessera_core::Backend::arg_reduce`] at the storage level (operands checked first).
-    pub fn arg_reduce(
-        &self,
-        op: ArgReduceOp,
-        x: &GpuStorage<D>,
-        l: &Layout,
-        axis: usize,
-    ) -> Result<GpuStorage<D>> {
-        self.check(op.name(), x, l)?;
-        reduce::arg_reduce(&self.rt, op, x, l, axis)
-    }
-
-    /// [`tessera_core::Backend::matmul`] at the storage level (operands checked first).
-    pub fn matmul(
-        &self,
-        a: &GpuStorage<D>,
-        la: &Layout,
-        b: &GpuStorage<D>,
-        lb: &Layout,
-    ) -> Result<GpuStorage<D>> {
-        self.check("matmul", a, la)?;
-        self.check("matmul", b, lb)?;
-        matmul::matmul(&self.rt, &self.options, a, la, b, lb)
-    }
-
-    /// [`tessera_core::Backend::index_select`] at the storage level (operands checked first).
-    pub fn index_select(
-        &self,
-        x: &GpuStorage<D>,
-        l: &Layout,
-        axis: usize,
-        indices: &GpuStorage<D>,
-        il: &Layout,
-    ) -> Result<GpuStorage<D>> {
-        self.check("index_select", x, l)?;
-        self.check("index_select", indices, il)?;
-        indexing::index_select(&self.rt, x, l, axis, indices, il)
-    }
-
-    /// [`tessera_core::Backend::gather`] at the storage level (operands checked first).
-    pub fn gather(
-        &self,
-        x: &GpuStorage<D>,
-        l: &Layout,
-        axis: usize,
-        indices: &GpuStorage<D>,
-        il: &Layout,
-    ) -> Result<GpuStorage<D>> {
-        self.check("gather", x, l)?;
-        self.check("gather", indices, il)?;
-        indexing::gather(&self.rt, x, l, axis, indices, il)
-    }
-
-    /// [`tessera_core::Backend::scatter_add`] at the storage level (operands checked first).
-    pub fn scatter_add(
-        &self,
-        base: (&GpuStorage<D>, &Layout),
-        axis: usize,
-        indices: (&GpuStorage<D>, &Layout),
-        src: (&GpuStorage<D>, &Layout),
-    ) -> Result<GpuStorage<D>> {
-        for (s, l) in [base, indices, src] {
-            self.check("scatter_add", s, l)?;
-        }
-        indexing::scatter_add(
-            &self.rt, base.0, base.1, axis, indices.0, indices.1, src.0, src.1,
-        )
-    }
-
-    /// [`tessera_core::Backend::random`] at the storage level (operands checked first).
-    pub fn random(
-        &self,
-        dist: Distribution,
-        numel: usize,
-        dtype: DType,
-        seed: u64,
-        offset: u64,
-    ) -> Result<GpuStorage<D>> {
-        self.check_dtype("random", dtype)?;
-        random::random(&self.rt, dist, numel, dtype, seed, offset)
-    }
-
-    /// [`tessera_core::Backend::synchronize`] at the storage level (operands checked first).
-    pub fn synchronize(&self) -> Result<()> {
-        self.rt.finish()
-    }
-
-    /// The im2col columns of `x` for a kernel and output size (see `ops::conv`).
-    pub fn im2col(
-        &self,
-        x: &GpuStorage<D>,
-        l: &Layout,
-        kernel: (usize, usize),
-        p: Conv2dParams,
-        out_hw: (usize, usize),
-    ) -> Result<(GpuStorage<D>, Layout)> {
-        self.check("conv2d", x, l)?;
-        conv::im2col(&self.rt, x, l, kernel, p, out_hw)
-    }
-
-    /// The fused row kernel for `op`, or None when the composite default must run instead.
-    pub fn fused_rows(
-        &self,
-        op: RowOp,
-        x: &GpuStorage<D>,
-        l: &Layout,
-        axis: usize,
-    ) -> Result<Option<(GpuStorage<D>, Layout)>> {
-        self.check("softmax", x, l)?;
-        softmax::last_axis(&self.rt, op, x, l, axis)
-    }
-}
-
-/// A backend's storage type seen as a [`GpuStorage`]: the bridge [`crate::impl_gpu_backend!`]
-/// goes through (identity for `GpuStorage` itself, or a newtype such as `CudaStorage`).
-pub trait StorageOf<D: Driver>: BackendStorage + Sized {
-    /// The device storage.
-    fn gpu(&self) -> &GpuStorage<D>;
-    /// Wraps a device storage.
-    fn wrap(storage: GpuStorage<D>) -> Self;
-}
-
-impl<D: Driver> StorageOf<D> for GpuStorage<D> {
-    fn gpu(&self) -> &GpuStorage<D> {
-        self
-    }
-
-    fn wrap(storage: GpuStorage<D>) -> Self {
-        storage
+    /// Waits for the device, then frees every buffer the pool keeps for reuse.
+    ///
+    /// # Errors
+    /// An error raised by queued work (see [`tessera_core::Backend::synchronize`]).
+    pub fn empty_cache(&self) -> Result<()> {
+        self.rt.empty_cache()
     }
 }

@@ -1,5 +1,5 @@
 //! [`GpuStorage`]: a device buffer holding elements of one dtype, given back to its device's
-//! allocator when dropped.
+//! buffer pool when dropped.
 
 use crate::driver::Driver;
 use crate::runtime::Runtime;
@@ -8,24 +8,28 @@ use std::sync::Arc;
 use tessera_core::{BackendStorage, DType};
 
 /// Device memory for `len` elements of one dtype (booleans as bytes), given back to the
-/// driver ([`Driver::release`]) when dropped.
+/// device's buffer pool when dropped.
 pub struct GpuStorage<D: Driver> {
     buffer: Option<D::Buffer>,
+    /// Bytes of the buffer (its size class; 0 without a buffer).
+    capacity: usize,
     dtype: DType,
     len: usize,
     runtime: Arc<Runtime<D>>,
 }
 
 impl<D: Driver> GpuStorage<D> {
-    /// Wraps `buffer` (None for an empty storage).
+    /// Wraps `buffer` of `capacity` bytes (None and 0 for an empty storage).
     pub(crate) fn new(
         runtime: Arc<Runtime<D>>,
         buffer: Option<D::Buffer>,
+        capacity: usize,
         dtype: DType,
         len: usize,
     ) -> Self {
         GpuStorage {
             buffer,
+            capacity,
             dtype,
             len,
             runtime,
@@ -71,7 +75,7 @@ impl<D: Driver> fmt::Debug for GpuStorage<D> {
 impl<D: Driver> Drop for GpuStorage<D> {
     fn drop(&mut self) {
         if let Some(buffer) = self.buffer.take() {
-            self.runtime.driver().release(buffer);
+            self.runtime.release(buffer, self.capacity);
         }
     }
 }

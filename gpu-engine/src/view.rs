@@ -1,7 +1,7 @@
 //! Strided operands as kernels see them: the [`View`] argument, and [`MapPlan`], which
 //! simplifies the layouts of operands walked together and splits ranks above [`MAX_RANK`].
 
-use tessera_core::kernels::MAX_RANK;
+use crate::kernels::MAX_RANK;
 use tessera_core::Layout;
 
 /// The kernel argument `View` of `common.cl.c`: element `i` (row-major over `dims`) is at

@@ -34,7 +34,6 @@ pub mod backend;
 pub mod composite;
 pub mod dtype;
 pub mod error;
-pub mod kernels;
 pub mod layout;
 mod layout_checks;
 pub mod ops;

@@ -21,7 +21,7 @@ pub struct Step {
 pub const EXAMPLE_CRATES: [&str; 2] = ["conformance-example", "facade-example"];
 
 /// The packages meant for crates.io: `cargo package --list` must succeed for each.
-pub const PUBLISHED: [&str; 10] = [
+pub const PUBLISHED: [&str; 12] = [
     "tessera-core",
     "tessera-cpu",
     "tessera-checked",
@@ -32,6 +32,8 @@ pub const PUBLISHED: [&str; 10] = [
     "tessera",
     "tessera-gpu",
     "tessera-opencl",
+    "tessera-cuda",
+    "tessera-cli",
 ];
 
 fn example_manifest(name: &str) -> String {

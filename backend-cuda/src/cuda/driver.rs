@@ -2,13 +2,14 @@
 //! primary context, stream, modules) and its raw bindings `cust::sys` (memory, copies, launches).
 //!
 //! Every call first makes the device's context current on the calling thread (tensors may be
-//! used from any thread). Memory comes from the [`CachingAllocator`]; kernels come from
-//! [`crate::kernels`] (a precompiled folder or NVRTC), loaded once per module and context.
+//! used from any thread). Memory is `cuMemAlloc`ed for the engine's caching buffer pool; kernels
+//! come from [`crate::kernels`] (a precompiled folder or NVRTC), loaded once per module and
+//! context.
 
-use crate::cuda::allocator::{AllocFailure, Block, CachingAllocator, DeviceMemory};
 use crate::cuda::cublas::{Cublas, GemmCall, GemmOperand};
 use crate::cuda::driver_error::{backend_error, check, BACKEND};
 use crate::kernels::{self, Arch, KernelModule, KERNELS_DIR_ENV_VAR};
+use crate::options::check_tiles;
 use cust::context::Context;
 use cust::device::{Device as CuDevice, DeviceAttribute};
 use cust::module::Module;
@@ -21,7 +22,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use tessera_core::{DType, Error, Result};
 use tessera_gpu::View;
-use tessera_gpu::{BlasGemm, BlasOperand, Driver, DriverArg, DriverInfo, Launch, ModuleKey};
+use tessera_gpu::{
+    BlasGemm, BlasOperand, Driver, DriverArg, DriverInfo, GemmOptions, Launch, ModuleKey,
+};
 
 /// Threads per block of one-dimensional launches, tree reductions and fused softmax
 /// (`TS_REDUCE_WG`): a power of two every CUDA GPU accepts.
@@ -29,6 +32,26 @@ pub(crate) const BLOCK: u32 = 256;
 
 /// Largest grid z (batches per GEMM launch) every CUDA device accepts.
 const MAX_GRID_Z: usize = 65_535;
+
+/// One device allocation of `bytes` at `address`: the buffer type of [`CudaDriver`].
+#[derive(Debug, PartialEq, Eq)]
+pub struct Block {
+    address: u64,
+    bytes: usize,
+}
+
+/// What the engine plans with on every CUDA device beyond what the device reports: errors named
+/// `cuda`, blocks of [`BLOCK`] threads for one-dimensional launches and reductions, at most
+/// [`MAX_GRID_Z`] batches per launch, a pool that caches every freed block (like PyTorch's
+/// caching allocator; it frees its cache when an allocation fails). The emulated tests apply it
+/// to an OpenCL device.
+pub(crate) fn apply_cuda_profile(info: &mut DriverInfo) {
+    info.backend = BACKEND;
+    info.launch_group = BLOCK;
+    info.reduce_group = BLOCK;
+    info.max_grid_z = MAX_GRID_Z;
+    info.pool_limit_bytes = usize::MAX;
+}
 
 /// A raw kernel handle, valid while its module is loaded.
 #[derive(Clone, Copy, Debug)]
@@ -72,13 +95,14 @@ impl ArgValue {
     }
 }
 
-/// One NVIDIA GPU: its primary context, one stream, the allocator, the module cache and (when
-/// present) cuBLAS. Fields are declared so that everything using the context drops before it.
-pub(crate) struct CudaDriver {
+/// One NVIDIA GPU: its primary context, one stream, the module cache and (when present)
+/// cuBLAS: the driver of [`crate::Cuda`], reached from a handle with `dev.driver()` for what
+/// only CUDA knows ([`CudaDriver::compute_capability`], [`CudaDriver::cublas_library`]).
+/// Fields are declared so that everything using the context drops before it.
+pub struct CudaDriver {
     info: DriverInfo,
     /// Compute capability as `major * 10 + minor`.
     compute_capability: u32,
-    allocator: Mutex<CachingAllocator>,
     modules: Mutex<HashMap<ModuleKey, LoadedModule>>,
     modules_built: AtomicU64,
     blas: OnceLock<std::result::Result<Cublas, String>>,
@@ -137,20 +161,24 @@ impl CudaDriver {
         let context = Context::new(device).map_err(|e| cust_error("create context", e))?;
         let stream =
             Stream::new(StreamFlags::DEFAULT, None).map_err(|e| cust_error("create stream", e))?;
+        let mut info = DriverInfo {
+            backend: BACKEND,
+            ordinal,
+            name,
+            compute_units: compute_units.max(1) as usize,
+            memory_bytes,
+            max_buffer_bytes: memory_bytes,
+            supports_f64: true,
+            // Set by the profile:
+            pool_limit_bytes: 0,
+            launch_group: 0,
+            reduce_group: 0,
+            max_grid_z: 0,
+        };
+        apply_cuda_profile(&mut info);
         Ok(CudaDriver {
-            info: DriverInfo {
-                backend: BACKEND,
-                ordinal,
-                name,
-                compute_units: compute_units.max(1) as usize,
-                memory_bytes,
-                supports_f64: true,
-                launch_group: BLOCK,
-                reduce_group: BLOCK,
-                max_grid_z: MAX_GRID_Z,
-            },
+            info,
             compute_capability: (major * 10 + minor) as u32,
-            allocator: Mutex::new(CachingAllocator::default()),
             modules: Mutex::new(HashMap::new()),
             modules_built: AtomicU64::new(0),
             blas: OnceLock::new(),
@@ -159,32 +187,13 @@ impl CudaDriver {
         })
     }
 
-    /// Compute capability as `major * 10 + minor` (90 for an H100/H200).
-    pub(crate) fn compute_capability(&self) -> u32 {
-        self.compute_capability
+    /// The device's compute capability `(major, minor)`: `(9, 0)` for an H100/H200.
+    pub fn compute_capability(&self) -> (u32, u32) {
+        (self.compute_capability / 10, self.compute_capability % 10)
     }
 
-    /// Modules compiled or loaded so far.
-    pub(crate) fn modules_built(&self) -> u64 {
-        self.modules_built.load(Ordering::Relaxed)
-    }
-
-    /// Bytes of free blocks the allocator keeps, and bytes obtained from the device.
-    pub(crate) fn memory_usage(&self) -> (usize, usize) {
-        self.allocator
-            .lock()
-            .map_or((0, 0), |a| (a.cached_bytes(), a.allocated_bytes()))
-    }
-
-    /// Frees every cached block (after waiting for the stream).
-    pub(crate) fn empty_cache(&self) -> Result<()> {
-        self.activate()?;
-        let mut allocator = lock(&self.allocator, "empty cache")?;
-        allocator.empty(&RawMemory { driver: self })
-    }
-
-    /// The loaded cuBLAS library, or why there is none (loaded on first use).
-    pub(crate) fn blas_library(&self) -> std::result::Result<PathBuf, String> {
+    /// The cuBLAS library in use, or why there is none (loaded on first call).
+    pub fn cublas_library(&self) -> std::result::Result<PathBuf, String> {
         match self.blas() {
             Ok(blas) => Ok(blas.path().to_path_buf()),
             Err(reason) => Err(reason.clone()),
@@ -292,41 +301,6 @@ impl CudaDriver {
     }
 }
 
-/// The driver's raw allocation calls, for the allocator.
-struct RawMemory<'a> {
-    driver: &'a CudaDriver,
-}
-
-impl DeviceMemory for RawMemory<'_> {
-    fn allocate(&self, bytes: usize) -> std::result::Result<u64, AllocFailure> {
-        let mut address: cu::CUdeviceptr = 0;
-        // SAFETY: `address` is a valid out-pointer; the context is current (callers activate).
-        let code = unsafe { cu::cuMemAlloc_v2(&mut address, bytes) };
-        if code == cu::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY {
-            return Err(AllocFailure::OutOfMemory);
-        }
-        check("allocate", code).map_err(AllocFailure::Other)?;
-        Ok(address)
-    }
-
-    fn free(&self, address: u64) {
-        // SAFETY: `address` came from cuMemAlloc_v2 and is freed once; the allocator waited for
-        // the stream, so no queued work still uses it. A failure leaks the block at worst.
-        let _ = unsafe { cu::cuMemFree_v2(address) };
-    }
-
-    fn synchronize(&self) -> Result<()> {
-        // SAFETY: the stream is live.
-        check("synchronize", unsafe {
-            cu::cuStreamSynchronize(self.driver.stream())
-        })
-    }
-
-    fn device_name(&self) -> String {
-        self.driver.info.to_string()
-    }
-}
-
 impl Driver for CudaDriver {
     type Buffer = Block;
 
@@ -334,15 +308,27 @@ impl Driver for CudaDriver {
         &self.info
     }
 
-    fn alloc(&self, bytes: usize) -> Result<(Block, bool)> {
+    fn allocate(&self, bytes: usize) -> Result<Block> {
         self.activate()?;
-        let mut allocator = lock(&self.allocator, "allocate")?;
-        allocator.allocate(&RawMemory { driver: self }, bytes)
+        let mut address: cu::CUdeviceptr = 0;
+        // SAFETY: `address` is a valid out-pointer; the context is current.
+        let code = unsafe { cu::cuMemAlloc_v2(&mut address, bytes) };
+        if code == cu::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY {
+            return Err(Error::OutOfMemory {
+                device: self.info.to_string(),
+                requested_bytes: bytes,
+            });
+        }
+        check("allocate", code)?;
+        Ok(Block { address, bytes })
     }
 
-    fn release(&self, buffer: Block) {
-        if let Ok(mut allocator) = self.allocator.lock() {
-            allocator.release(buffer);
+    fn free(&self, buffer: Block) {
+        // A context that cannot be made current is gone, and its memory with it.
+        if self.activate().is_ok() {
+            // SAFETY: `address` came from cuMemAlloc_v2 and is freed once; the engine waited
+            // for the stream, so no queued work still uses it. A failure leaks the block.
+            let _ = unsafe { cu::cuMemFree_v2(buffer.address) };
         }
     }
 
@@ -500,13 +486,23 @@ impl Driver for CudaDriver {
     fn blas_unavailable(&self) -> Option<String> {
         self.blas().as_ref().err().cloned()
     }
+
+    /// Modules compiled by NVRTC or loaded from a precompiled folder.
+    fn modules_built(&self) -> u64 {
+        self.modules_built.load(Ordering::Relaxed)
+    }
+
+    /// Valid tiles using at most 1024 threads and 48 KiB of shared memory per block (in f64).
+    fn check_gemm_options(&self, options: &GemmOptions) -> Result<()> {
+        check_tiles(&options.config.tiles)
+    }
 }
 
 impl Drop for CudaDriver {
     fn drop(&mut self) {
-        // Free cached memory and unload modules while the context is alive and current.
+        // Unload modules while the context is alive and current (the engine's runtime has
+        // already given every buffer back).
         if self.activate().is_ok() {
-            let _ = self.empty_cache();
             if let Ok(mut modules) = self.modules.lock() {
                 modules.clear();
             }

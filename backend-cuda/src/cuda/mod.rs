@@ -1,8 +1,7 @@
 //! The NVIDIA side: the CUDA [`driver::CudaDriver`] (context, stream, memory, launches), the
-//! caching [`allocator`], the run-time loaders of NVRTC ([`nvrtc`]) and cuBLAS ([`cublas`]) and
+//! run-time loaders of NVRTC ([`nvrtc`]) and cuBLAS ([`cublas`]) and
 //! the device [`registry`].
 
-pub(crate) mod allocator;
 pub(crate) mod cublas;
 pub(crate) mod driver;
 pub(crate) mod driver_error;

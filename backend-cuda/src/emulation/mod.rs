@@ -1,71 +1,65 @@
-//! Tests of the CUDA backend's engine path without an NVIDIA GPU: the engine (`Gpu`) with CUDA's
-//! options and launch geometry (blocks of 256, grid z up to 65 535, errors named `cuda`) over
-//! `backend-opencl`'s driver, running the shared kernels in their OpenCL dialect on the first
-//! OpenCL device (PoCL on the CPU in CI). The cuBLAS path goes through [`HostBlas`], which
-//! computes the column-major call on the host. Every test skips, printing why, when no OpenCL
+//! Tests of the CUDA backend's host path without an NVIDIA GPU: the engine with CUDA's profile
+//! (the one `CudaDriver` applies: errors named `cuda`, blocks of 256, grid z up to 65 535, a
+//! pool that caches everything) and CUDA's options, over `tessera_gpu::testing::Emulator`,
+//! which runs the shared kernels in their OpenCL dialect on the first OpenCL device (PoCL on
+//! the CPU in CI). The cuBLAS path goes through the emulator's host BLAS, which computes the
+//! column-major call the engine describes. Every test skips, printing why, when no OpenCL
 //! device exists.
 
 mod conformance;
 mod device_behaviour;
-mod host_blas;
+mod memory;
 
-use crate::cuda::driver::BLOCK;
+use crate::cuda::driver::apply_cuda_profile;
 use crate::options::CudaOptions;
-use host_blas::HostBlas;
 use std::sync::{Arc, OnceLock};
-use tessera_gpu::{GemmEngine, Gpu, GpuStorage, Runtime};
+use tessera_gpu::testing::Emulator;
+use tessera_gpu::{DriverInfo, GemmEngine, Gpu, Runtime};
 
 /// The backend under test: the engine over OpenCL, driven like a CUDA device.
-#[derive(Clone, Debug)]
-pub(crate) struct Emulated {
-    gpu: Gpu<HostBlas>,
-}
+pub(crate) type Emulated = Gpu<Emulator>;
 
-impl Emulated {
-    /// The engine handle (what `impl_gpu_backend!` calls).
-    fn gpu(&self) -> &Gpu<HostBlas> {
-        &self.gpu
-    }
-
-    /// The device's runtime.
-    pub(crate) fn runtime(&self) -> &Arc<Runtime<HostBlas>> {
-        self.gpu.runtime()
-    }
-}
-
-tessera_gpu::impl_gpu_backend!(Emulated, GpuStorage<HostBlas>);
-
-/// A new runtime on the first OpenCL device with CUDA's geometry, or why there is none.
-fn open(blas: bool) -> Result<Arc<Runtime<HostBlas>>, String> {
-    let driver = tessera_opencl::testing::open_driver(|info| {
-        info.backend = "cuda";
-        info.name = format!("{} (OpenCL emulation)", info.name);
-        info.launch_group = BLOCK;
-        info.reduce_group = BLOCK;
-        info.max_grid_z = 65_535;
+/// A new runtime on the first OpenCL device with CUDA's profile (then `adjust`), with the host
+/// BLAS when `blas`, or why there is none.
+fn open(
+    blas: bool,
+    adjust: impl FnOnce(&mut DriverInfo),
+) -> Result<Arc<Runtime<Emulator>>, String> {
+    let emulator = Emulator::open(|info| {
+        apply_cuda_profile(info);
+        info.name = format!("{} (CUDA emulated on OpenCL)", info.name);
+        adjust(info);
     })
     .map_err(|e| e.to_string())?;
-    Runtime::new(HostBlas::new(driver, blas)).map_err(|e| e.to_string())
+    let emulator = if blas {
+        emulator.with_host_blas()
+    } else {
+        emulator
+    };
+    Runtime::new(emulator).map_err(|e| e.to_string())
 }
 
 /// A handle with `gemm` and otherwise CUDA's default options.
-fn handle(rt: Arc<Runtime<HostBlas>>, gemm: GemmEngine) -> Emulated {
+fn handle(rt: Arc<Runtime<Emulator>>, gemm: GemmEngine) -> Emulated {
     let options = CudaOptions {
         gemm,
         ..CudaOptions::default()
     };
-    Emulated {
-        gpu: Gpu::new(rt, options.into()),
-    }
+    Gpu::from_runtime(rt, options.into()).expect("CUDA's default options are valid")
 }
 
-/// A new emulated device of its own (its counters see no other test's work), or None after
-/// printing why.
-pub(crate) fn private_emulated() -> Option<Emulated> {
-    match open(false) {
+/// Prints why an emulated test is skipped.
+fn skip(reason: &str) {
+    eprintln!("skipped: no OpenCL device to emulate the CUDA driver on ({reason})");
+}
+
+/// A new emulated device of its own (its counters see no other test's work), whose CUDA
+/// profile `adjust` may change; None after printing why there is none.
+pub(crate) fn private_emulated(adjust: impl FnOnce(&mut DriverInfo)) -> Option<Emulated> {
+    match open(false, adjust) {
         Ok(rt) => Some(handle(rt, GemmEngine::Auto)),
         Err(reason) => {
-            eprintln!("skipped: no OpenCL device to emulate the CUDA driver on ({reason})");
+            skip(&reason);
             None
         }
     }
@@ -83,12 +77,12 @@ pub(crate) fn emulated(blas: bool) -> Option<Emulated> {
         } else {
             GemmEngine::Tiled
         };
-        Ok(handle(open(blas)?, gemm))
+        Ok(handle(open(blas, |_| {})?, gemm))
     });
     match made {
         Ok(dev) => Some(dev.clone()),
         Err(reason) => {
-            eprintln!("skipped: no OpenCL device to emulate the CUDA driver on ({reason})");
+            skip(reason);
             None
         }
     }

@@ -11,7 +11,7 @@ pub fn device() -> Option<OpenCl> {
     DEVICE
         .get_or_init(|| match OpenCl::new() {
             Ok(dev) => {
-                eprintln!("testing on {:?}", dev.info());
+                eprintln!("testing on {:?}", dev.driver().device_info());
                 Some(dev)
             }
             Err(e) => {

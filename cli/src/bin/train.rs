@@ -142,7 +142,7 @@ fn main() -> ExitCode {
         #[cfg(feature = "cuda")]
         BackendArg::Cuda => (
             "cuda",
-            tessera_cuda::Cuda::new(0).and_then(|dev| run_training(&config, &dev)),
+            tessera_cuda::Cuda::new().and_then(|dev| run_training(&config, &dev)),
         ),
         BackendArg::CheckedCpu => (
             "checked-cpu",
@@ -156,7 +156,7 @@ fn main() -> ExitCode {
         #[cfg(feature = "cuda")]
         BackendArg::CheckedCuda => (
             "checked-cuda",
-            tessera_cuda::Cuda::new(0)
+            tessera_cuda::Cuda::new()
                 .and_then(|dev| run_training(&config, &Checked::new(dev, Cpu::new()))),
         ),
     };

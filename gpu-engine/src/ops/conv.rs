@@ -2,6 +2,7 @@
 //! for the forward pass and the weight gradient. The input gradient stays the composite
 //! (`col2im` through strided accumulation). Same plan as `backend-opencl`'s.
 
+use crate::checks::element_count;
 use crate::driver::{Driver, ModuleKey};
 use crate::runtime::{Arg, Runtime};
 use crate::storage::GpuStorage;
@@ -27,9 +28,9 @@ pub(crate) fn im2col<D: Driver>(
         });
     }
     let d = l.dims();
-    let taps = d[1] * kernel.0 * kernel.1;
-    let positions = out_hw.0 * out_hw.1;
-    let total = d[0] * taps * positions;
+    let taps = element_count(rt, [d[1], kernel.0, kernel.1])?;
+    let positions = element_count(rt, [out_hw.0, out_hw.1])?;
+    let total = element_count(rt, [d[0], taps, positions])?;
     let cols = rt.alloc(x.dtype(), total)?;
     let i = |v: usize| Arg::I64(v as i64);
     let args = [
@@ -53,10 +54,10 @@ pub(crate) fn im2col<D: Driver>(
 }
 
 /// The columns of `x` for a kernel and output size, as a tensor (built by the backend).
-pub type Columns<'a, B> = &'a dyn Fn((usize, usize), (usize, usize)) -> Result<Tensor<B>>;
+pub(crate) type Columns<'a, B> = &'a dyn Fn((usize, usize), (usize, usize)) -> Result<Tensor<B>>;
 
 /// `x: [n, c, h, w]` convolved with `weight: [o, c, kh, kw]` (validated by `Tensor::conv2d`).
-pub fn conv2d<B: Backend>(
+pub(crate) fn conv2d<B: Backend>(
     x: &Tensor<B>,
     weight: &Tensor<B>,
     p: Conv2dParams,
@@ -70,7 +71,7 @@ pub fn conv2d<B: Backend>(
 }
 
 /// Gradient with respect to the weight: `sum over the batch of grad_out · colsᵀ`.
-pub fn conv2d_backward_weight<B: Backend>(
+pub(crate) fn conv2d_backward_weight<B: Backend>(
     x: &Tensor<B>,
     grad_out: &Tensor<B>,
     weight_dims: &[usize],

@@ -6,14 +6,14 @@
 //! the flag. The op itself therefore returns `Ok` and the error surfaces at the read-back, like
 //! CUDA's asynchronous errors; the offending output holds zeros where indices were bad.
 
-use crate::checks::{check_dtype, check_same_dtype};
+use crate::checks::{check_dtype, check_same_dtype, element_count};
 use crate::driver::{Driver, ModuleKey};
+use crate::kernels::MAX_RANK;
 use crate::ops::elementwise::copy_strided;
 use crate::runtime::{Arg, Runtime};
 use crate::storage::GpuStorage;
 use crate::view::{MapPlan, View};
 use std::sync::Arc;
-use tessera_core::kernels::MAX_RANK;
 use tessera_core::{BackendStorage, DType, Error, Layout, Result};
 
 /// `layout`'s strides with `axis` set to 0.
@@ -43,9 +43,9 @@ pub(crate) fn index_select<D: Driver>(
     }
     let (dims, strides) = (layout.dims(), layout.strides());
     let n_idx = il.numel();
-    let inner_n: usize = dims[axis + 1..].iter().product();
-    let outer_n: usize = dims[..axis].iter().product();
-    let n = outer_n * n_idx * inner_n;
+    let inner_n = element_count(rt, dims[axis + 1..].iter().copied())?;
+    let outer_n = element_count(rt, dims[..axis].iter().copied())?;
+    let n = element_count(rt, [outer_n, n_idx, inner_n])?;
     let out = rt.alloc(x.dtype(), n)?;
     if n == 0 {
         return Ok(out);

@@ -7,7 +7,7 @@
 //! than one batch dimension remains, each index of the outer ones gets its own call. An operand
 //! BLAS cannot read in place (no unit stride) goes to the kernel.
 
-use crate::checks::check_same_dtype;
+use crate::checks::{check_same_dtype, element_count};
 use crate::driver::{BlasGemm, Driver, ModuleKey};
 use crate::gemm::{GemmConfig, GemmEngine, GemmKernel, GemmOptions};
 use crate::ops::blas_layout::{blas_operands, operand, GemmProblem};
@@ -118,9 +118,10 @@ pub(crate) fn matmul<D: Driver>(
     }
     let (m, k, n) = (da[r - 2], da[r - 1], db[r - 1]);
     let batch_dims = &da[..r - 2];
-    let batch: usize = batch_dims.iter().product();
-    if batch * m * n == 0 || k == 0 {
-        return full(rt, batch * m * n, dtype, 0.0);
+    let batch = element_count(rt, batch_dims.iter().copied())?;
+    let outputs = element_count(rt, [batch, m, n])?;
+    if outputs == 0 || k == 0 {
+        return full(rt, outputs, dtype, 0.0);
     }
     let engine = options.engine;
     if engine == GemmEngine::Blas {
@@ -145,7 +146,7 @@ pub(crate) fn matmul<D: Driver>(
         let packed_layout = Layout::contiguous(lb.shape().clone());
         return matmul(rt, options, a, la, &packed, &packed_layout);
     }
-    let out = rt.alloc(dtype, batch * m * n)?;
+    let out = rt.alloc(dtype, outputs)?;
     let mut c_strides = vec![0isize; batch_dims.len()];
     let mut acc = (m * n) as isize;
     for d in (0..batch_dims.len()).rev() {

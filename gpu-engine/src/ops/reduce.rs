@@ -11,14 +11,15 @@
 //! (`*_tree`), split into several chunks per output plus a combining pass when there are too few
 //! outputs to occupy every multiprocessor.
 
+use crate::checks::element_count;
 use crate::driver::{Driver, ModuleKey};
+use crate::kernels::MAX_RANK;
 use crate::ops::elementwise::copy_strided;
 use crate::ops::transfer::full;
 use crate::runtime::{Arg, Runtime};
 use crate::storage::GpuStorage;
 use crate::view::{MapPlan, View};
 use std::sync::Arc;
-use tessera_core::kernels::MAX_RANK;
 use tessera_core::{ArgReduceOp, BackendStorage, DType, Error, Layout, ReduceOp, Result};
 
 /// Rows at most this long are reduced by one thread each.
@@ -85,7 +86,7 @@ fn packed_rows<D: Driver>(
     perm.extend_from_slice(axes);
     let permuted = layout.permute(&perm)?;
     let packed = copy_strided(rt, x, &permuted)?;
-    let k: usize = axes.iter().map(|&a| layout.dims()[a]).product();
+    let k = element_count(rt, axes.iter().map(|&a| layout.dims()[a]))?;
     let m = layout.numel() / k.max(1);
     Ok((packed, Layout::contiguous([m, k])))
 }
@@ -106,14 +107,14 @@ fn check_axes(op: &'static str, layout: &Layout, axes: &[usize]) -> Result<()> {
 }
 
 /// Number of outputs: the product of the kept dimensions.
-fn kept_count(layout: &Layout, axes: &[usize]) -> usize {
-    layout
+fn kept_count<D: Driver>(rt: &Runtime<D>, layout: &Layout, axes: &[usize]) -> Result<usize> {
+    let kept = layout
         .dims()
         .iter()
         .enumerate()
         .filter(|(a, _)| !axes.contains(a))
-        .map(|(_, &d)| d)
-        .product()
+        .map(|(_, &d)| d);
+    element_count(rt, kept)
 }
 
 /// The reduce kernel of `op` in shape `seq` or `tree`.
@@ -146,8 +147,13 @@ pub(crate) fn reduce<D: Driver>(
             dtype,
         });
     }
-    let k: usize = axes.iter().map(|&a| layout.dims()[a]).product();
-    let m = kept_count(layout, axes);
+    let m = kept_count(rt, layout, axes)?;
+    // With outputs, the input's element count (which fits) is `m * k`.
+    let k = if m == 0 {
+        0
+    } else {
+        element_count(rt, axes.iter().map(|&a| layout.dims()[a]))?
+    };
     if m == 0 || k == 0 {
         let identity = match op {
             ReduceOp::Sum => 0.0,
@@ -236,7 +242,7 @@ pub(crate) fn arg_reduce<D: Driver>(
         });
     }
     let k = layout.dims()[axis];
-    let m = kept_count(layout, &[axis]);
+    let m = kept_count(rt, layout, &[axis])?;
     if m == 0 || k == 0 {
         return full(rt, m, DType::I64, 0.0);
     }

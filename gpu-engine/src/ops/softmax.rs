@@ -3,16 +3,16 @@
 //! whose outer dimensions do not simplify to `MAX_RANK` fall back to the composite.
 
 use crate::driver::{Driver, ModuleKey};
+use crate::kernels::MAX_RANK;
 use crate::runtime::{Arg, Runtime};
 use crate::storage::GpuStorage;
 use crate::view::MapPlan;
 use std::sync::Arc;
-use tessera_core::kernels::MAX_RANK;
 use tessera_core::{BackendStorage, Layout, Result};
 
 /// Which function of the row (the kernel's `mode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RowOp {
+pub(crate) enum RowOp {
     /// `softmax`.
     Softmax = 0,
     /// `log_softmax`.

@@ -47,7 +47,7 @@ impl BackendKind {
             BackendKind::Cpu => true,
             BackendKind::Opencl => tessera_opencl::OpenCl::new().is_ok(),
             #[cfg(feature = "cuda")]
-            BackendKind::Cuda => tessera_cuda::Cuda::new(0).is_ok(),
+            BackendKind::Cuda => tessera_cuda::Cuda::new().is_ok(),
         }
     }
 
@@ -70,7 +70,7 @@ impl BackendKind {
             BackendKind::Cpu => suite.measure(&Cpu::new(), protocol, emit),
             BackendKind::Opencl => suite.measure(&tessera_opencl::OpenCl::new()?, protocol, emit),
             #[cfg(feature = "cuda")]
-            BackendKind::Cuda => suite.measure(&tessera_cuda::Cuda::new(0)?, protocol, emit),
+            BackendKind::Cuda => suite.measure(&tessera_cuda::Cuda::new()?, protocol, emit),
         }
     }
 }

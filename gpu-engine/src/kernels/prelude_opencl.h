@@ -1,6 +1,6 @@
 /* Tessera kernel prelude for OpenCL C 1.2.
  *
- * Every kernel source under tensor-core/src/kernels/ is written against the macros and typedefs
+ * Every kernel source under gpu-engine/src/kernels/ is written against the macros and typedefs
  * below; prelude_cuda.h defines the same names for CUDA C++. Kernels use only C that both
  * languages accept: no vector types, no templates, no address-space casts. */
 #define TS_OPENCL 1

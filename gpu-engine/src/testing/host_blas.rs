@@ -1,0 +1,91 @@
+//! [`host_gemm`]: a column-major strided-batched GEMM (`cublas{S,D}gemmStridedBatched` with
+//! alpha 1 and beta 0) computed on the host from the call the engine describes, through any
+//! driver's `read` and `write`.
+
+use crate::driver::{BlasGemm, BlasOperand, BlasTranspose, Driver};
+use tessera_core::{DType, Error, Result};
+
+/// Element `i` of `bytes` (f32 or f64) as f64.
+fn element(bytes: &[u8], dtype: DType, i: usize) -> f64 {
+    match dtype {
+        DType::F32 => {
+            f32::from_ne_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap_or_default()) as f64
+        }
+        _ => f64::from_ne_bytes(bytes[8 * i..8 * i + 8].try_into().unwrap_or_default()),
+    }
+}
+
+/// Elements of a column-major operand the call reaches (one past the last).
+fn extent<B>(o: &BlasOperand<'_, B>, rows: usize, cols: usize, batch: usize) -> usize {
+    let (r, c) = match o.transpose {
+        BlasTranspose::None => (rows, cols),
+        BlasTranspose::Transpose => (cols, rows),
+    };
+    o.offset + (batch - 1) * o.batch_stride + (r - 1) + (c - 1) * o.ld + 1
+}
+
+/// The first `elements` elements of `dtype` of `buffer`, as bytes (waits for the device).
+fn read<D: Driver>(
+    driver: &D,
+    buffer: &D::Buffer,
+    dtype: DType,
+    elements: usize,
+) -> Result<Vec<u8>> {
+    let mut bytes = vec![0u8; elements * dtype.size_in_bytes()];
+    driver.read(buffer, 0, &mut bytes)?;
+    Ok(bytes)
+}
+
+/// Computes `call` on the host: reads A, B and C back through `driver`, writes C. Slow (one
+/// wait, a naive triple loop in f64): for tests.
+///
+/// # Errors
+/// A non-float dtype, an empty problem, or the driver's transfer errors.
+pub fn host_gemm<D: Driver>(driver: &D, call: &BlasGemm<'_, D::Buffer>) -> Result<()> {
+    let dtype = call.dtype;
+    if !dtype.is_float() || call.m * call.n * call.k * call.batch == 0 {
+        return Err(Error::InvalidArgument {
+            op: "host gemm",
+            msg: format!("{dtype} {}x{}x{} x{}", call.m, call.n, call.k, call.batch),
+        });
+    }
+    let a = read(
+        driver,
+        call.a.buffer,
+        dtype,
+        extent(&call.a, call.m, call.k, call.batch),
+    )?;
+    let b = read(
+        driver,
+        call.b.buffer,
+        dtype,
+        extent(&call.b, call.k, call.n, call.batch),
+    )?;
+    let c_len = call.c_offset + call.batch * call.c_batch_stride;
+    let mut c = read(driver, call.c, dtype, c_len)?;
+    let at = |o: &BlasOperand<'_, D::Buffer>, bytes: &[u8], batch, i, j| {
+        let base = o.offset + batch * o.batch_stride;
+        let index = match o.transpose {
+            BlasTranspose::None => base + i + j * o.ld,
+            BlasTranspose::Transpose => base + j + i * o.ld,
+        };
+        element(bytes, dtype, index)
+    };
+    for batch in 0..call.batch {
+        for j in 0..call.n {
+            for i in 0..call.m {
+                let v: f64 = (0..call.k)
+                    .map(|q| at(&call.a, &a, batch, i, q) * at(&call.b, &b, batch, q, j))
+                    .sum();
+                let index = call.c_offset + batch * call.c_batch_stride + i + j * call.ldc;
+                match dtype {
+                    DType::F32 => {
+                        c[4 * index..4 * index + 4].copy_from_slice(&(v as f32).to_ne_bytes())
+                    }
+                    _ => c[8 * index..8 * index + 8].copy_from_slice(&v.to_ne_bytes()),
+                }
+            }
+        }
+    }
+    driver.write(call.c, &c)
+}
