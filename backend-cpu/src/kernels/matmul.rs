@@ -1,12 +1,12 @@
-//! Batched matrix product on top of `matrixmultiply`'s strided GEMM.
+//! Batched matrix product on top of the strided GEMM of [`super::gemm`].
 //!
-//! `matrixmultiply::{sgemm, dgemm}` take arbitrary row and column strides, so transposed or
-//! sliced operands are multiplied in place without a copy; batch elements are addressed through
+//! The GEMM takes arbitrary row and column strides, so transposed or sliced operands are
+//! multiplied in place without a copy; batch elements are addressed through
 //! their own (possibly zero) batch strides. Large products are split into blocks over rayon
 //! (see [`super::gemm::parallel_gemm`]); many small products are spread over rayon one product
 //! per task instead.
 
-use super::gemm::{gemm, parallel_gemm, GemmElement, MatMut, MatRef};
+use super::gemm::{try_gemm, try_parallel_gemm, GemmElement, MatMut, MatRef};
 use crate::checks::{dtype_mismatch, unsupported};
 use crate::strided::StridedPlan;
 use crate::CpuStorage;
@@ -159,7 +159,7 @@ fn batched_gemm<T: GemmElement>(
     // batch element of `out`, exactly `m * n` elements, written row-major (strides `n`, 1); the
     // strides fit in `isize` because the largest offsets do.
     let product = |(lhs, rhs): &(Matrix, Matrix), c: &mut [T]| unsafe {
-        gemm(
+        try_gemm(
             (m, k, n),
             operand(a, lhs),
             operand(b, rhs),
@@ -168,7 +168,7 @@ fn batched_gemm<T: GemmElement>(
         )
     };
     let split_product = |(lhs, rhs): &(Matrix, Matrix), c: &mut [T]| unsafe {
-        parallel_gemm(
+        try_parallel_gemm(
             (m, k, n),
             operand(a, lhs),
             operand(b, rhs),
@@ -181,10 +181,10 @@ fn batched_gemm<T: GemmElement>(
     if batch > 1 && small && work >= BATCH_PARALLEL_WORK && crate::parallel::threads() > 1 {
         out.par_chunks_mut(m * n)
             .zip(operands.par_iter())
-            .for_each(|(c, ops)| product(ops, c));
+            .try_for_each(|(c, ops)| product(ops, c))?;
     } else {
         for (c, ops) in out.chunks_mut(m * n).zip(&operands) {
-            split_product(ops, c);
+            split_product(ops, c)?;
         }
     }
     Ok(out)

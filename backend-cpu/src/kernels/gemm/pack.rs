@@ -1,0 +1,152 @@
+//! Packing a block of a strided operand into the panel layout the micro-kernel reads.
+//!
+//! A block of `lines` lines (rows of A, or columns of B) by `depth` steps along k is cut into
+//! panels of `width` lines; panel `q` holds, for each step `p`, the `width` values of its lines
+//! side by side:
+//!
+//! ```text
+//! dst[q*width*depth + p*width + i] = src(q*width + i, p)      (0 past the last line)
+//! ```
+//!
+//! so the micro-kernel reads each panel front to back. The source is addressed through its two
+//! strides, whatever they are: a transposed operand is packed as it lies, never copied first.
+//! A unit stride along the lines (packing B of a row-major product) copies runs; a unit stride
+//! along k (A of a row-major product, or a transposed B) reads each line as a run.
+
+use super::GemmElement;
+
+/// A strided source block: element `(line, step)` is at `ptr + line*line_stride +
+/// step*step_stride`.
+#[derive(Clone, Copy)]
+pub(super) struct Source<T> {
+    pub(super) ptr: *const T,
+    pub(super) line_stride: isize,
+    pub(super) step_stride: isize,
+}
+
+/// Packs `lines x depth` elements of `src` into `dst` as panels of `width` lines (zero-padded
+/// to a whole panel). `dst` must hold `lines.div_ceil(width) * width * depth` elements.
+///
+/// # Safety
+/// Every element `(line, step)` with `line < lines`, `step < depth` of `src` must be readable.
+pub(super) unsafe fn pack<T: GemmElement>(
+    dst: &mut [T],
+    src: Source<T>,
+    lines: usize,
+    depth: usize,
+    width: usize,
+) {
+    let panels = lines.div_ceil(width);
+    assert!(
+        dst.len() >= panels * width * depth,
+        "packing buffer too short"
+    );
+    for (q, panel) in dst.chunks_exact_mut(width * depth).take(panels).enumerate() {
+        let first = q * width;
+        let used = width.min(lines - first);
+        // SAFETY: lines `first..first + used` are below `lines`.
+        let src = Source {
+            ptr: unsafe { src.ptr.offset(first as isize * src.line_stride) },
+            ..src
+        };
+        // SAFETY: forwarded; the panel holds `width * depth` elements.
+        unsafe { pack_panel(panel, src, used, depth, width) };
+    }
+}
+
+/// One panel: `used <= width` lines, zero-padded to `width`.
+///
+/// # Safety
+/// As [`pack`] for `used` lines.
+unsafe fn pack_panel<T: GemmElement>(
+    panel: &mut [T],
+    src: Source<T>,
+    used: usize,
+    depth: usize,
+    width: usize,
+) {
+    let Source {
+        ptr,
+        line_stride,
+        step_stride,
+    } = src;
+    if used < width {
+        panel.fill(T::ZERO);
+    }
+    // SAFETY (all three loops): `i < used` and `p < depth`, so every read is inside the block
+    // the caller vouched for; writes index `panel`, which bounds-checks them
+    // (or stay below the length asserted).
+    unsafe {
+        if line_stride == 1 {
+            // The lines of one step are adjacent: copy runs of `used`.
+            for (p, row) in panel.chunks_exact_mut(width).take(depth).enumerate() {
+                let run = std::slice::from_raw_parts(ptr.offset(p as isize * step_stride), used);
+                row[..used].copy_from_slice(run);
+            }
+        } else if step_stride == 1 {
+            // Each line is a run along k: read it front to back, scatter by `width`.
+            // (Unchecked writes: `p * width + i < depth * width <= panel.len()`.)
+            assert!(panel.len() >= depth * width);
+            let out = panel.as_mut_ptr();
+            for i in 0..used {
+                let line = std::slice::from_raw_parts(ptr.offset(i as isize * line_stride), depth);
+                for (p, &v) in line.iter().enumerate() {
+                    *out.add(p * width + i) = v;
+                }
+            }
+        } else {
+            for (p, row) in panel.chunks_exact_mut(width).take(depth).enumerate() {
+                let step = ptr.offset(p as isize * step_stride);
+                for (i, dst) in row[..used].iter_mut().enumerate() {
+                    *dst = *step.offset(i as isize * line_stride);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Packs `lines x depth` of a matrix stored with the given strides and checks every slot
+    /// against the layout formula.
+    fn check(lines: usize, depth: usize, width: usize, line_stride: isize, step_stride: isize) {
+        let len = (lines.max(1) - 1) * line_stride as usize
+            + (depth.max(1) - 1) * step_stride as usize
+            + 1;
+        let data: Vec<f32> = (0..len).map(|i| i as f32 + 1.0).collect();
+        let panels = lines.div_ceil(width);
+        let mut dst = vec![f32::NAN; panels * width * depth];
+        let src = Source {
+            ptr: data.as_ptr(),
+            line_stride,
+            step_stride,
+        };
+        // SAFETY: `data` holds every element of the block.
+        unsafe { pack(&mut dst, src, lines, depth, width) };
+        for q in 0..panels {
+            for p in 0..depth {
+                for i in 0..width {
+                    let line = q * width + i;
+                    let want = if line < lines {
+                        data[line * line_stride as usize + p * step_stride as usize]
+                    } else {
+                        0.0
+                    };
+                    assert_eq!(dst[q * width * depth + p * width + i], want, "{q} {p} {i}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_stride_pattern_packs_to_the_panel_layout() {
+        for (lines, depth, width) in [(5, 3, 2), (4, 4, 4), (1, 7, 3), (7, 1, 4)] {
+            check(lines, depth, width, 1, lines as isize); // lines adjacent
+            check(lines, depth, width, depth as isize, 1); // steps adjacent
+            check(lines, depth, width, 2 * depth as isize + 1, 2); // neither
+            check(lines, depth, width, 1, lines as isize + 3); // padded rows
+        }
+    }
+}
