@@ -10,6 +10,7 @@ median, min and max.
 import argparse
 import json
 import math
+import os
 import time
 
 MIN_WARMUP_RUNS = 2
@@ -80,8 +81,9 @@ def int_list(text):
 
 
 def emit(suite, framework, n, samples, flops=None, samples_counted=False, model=None,
-         phase=None):
-    """Prints one record line with the fields of tessera-bench's records."""
+         phase=None, memory=None):
+    """Prints one record line with the fields of tessera-bench's records (`memory`: a dict of
+    rss_before_bytes, peak_rss_bytes, rss_after_bytes, for the mem suite)."""
     med = median(samples)
     record = {
         "suite": suite,
@@ -100,7 +102,16 @@ def emit(suite, framework, n, samples, flops=None, samples_counted=False, model=
         record["model"] = model
     if phase is not None:
         record["phase"] = phase
+    if memory is not None:
+        record["memory"] = memory
     print(json.dumps(record), flush=True)
+
+
+def requested_threads():
+    """The thread count `cargo xtask bench --threads N` asks for (TESSERA_BENCH_THREADS), or
+    None for the framework's default."""
+    value = os.environ.get("TESSERA_BENCH_THREADS")
+    return int(value) if value else None
 
 
 def info(fields):

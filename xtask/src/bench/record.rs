@@ -43,6 +43,29 @@ pub struct Record {
     /// `"infer-1"`, `"infer-batch"`), see [`crate::bench::lifecycle`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
+    /// Resident memory around the measured unit, for the `mem` suite.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryUse>,
+}
+
+/// The resident memory of a measuring process around one measured unit (a training step, an
+/// epoch), in bytes, from Linux's `/proc/self/status` (`VmRSS`, and `VmHWM` reset before the
+/// unit through `/proc/self/clear_refs`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MemoryUse {
+    /// Resident set size before the unit ran (model, optimizer state and data in place).
+    pub rss_before_bytes: u64,
+    /// Peak resident set size while it ran.
+    pub peak_rss_bytes: u64,
+    /// Resident set size after it.
+    pub rss_after_bytes: u64,
+}
+
+impl MemoryUse {
+    /// How far the unit raised the resident set above where it started: its own peak memory.
+    pub fn peak_increase_bytes(&self) -> u64 {
+        self.peak_rss_bytes.saturating_sub(self.rss_before_bytes)
+    }
 }
 
 impl Record {
@@ -62,6 +85,7 @@ impl Record {
             samples_per_s: None,
             model: None,
             phase: None,
+            memory: None,
         }
     }
 
@@ -179,6 +203,7 @@ mod tests {
             samples_per_s: None,
             model: None,
             phase: None,
+            memory: None,
         }
     }
 

@@ -50,7 +50,8 @@ pub(super) unsafe fn gemm<T: GemmElement>(
                 // SAFETY: rows `jc..jc + rows` and steps `pc..pc + depth` are inside A.
                 unsafe {
                     let src = a.at(jc, pc);
-                    pack(a_pack, source(src.ptr, src.rs, src.cs), rows, depth, mr);
+                    let src = source(src.ptr, src.rs, src.cs);
+                    pack(a_pack, src, rows, depth, mr, kernel.transpose_pack);
                 }
                 let (beta, load_c) = if pc == 0 {
                     (beta, beta != T::ZERO)
@@ -63,7 +64,8 @@ pub(super) unsafe fn gemm<T: GemmElement>(
                     // the columns of B are the packed lines.
                     unsafe {
                         let src = b.at(pc, ic);
-                        pack(b_pack, source(src.ptr, src.cs, src.rs), cols, depth, nr);
+                        let src = source(src.ptr, src.cs, src.rs);
+                        pack(b_pack, src, cols, depth, nr, kernel.transpose_pack);
                     }
                     let block = Block {
                         a_pack,

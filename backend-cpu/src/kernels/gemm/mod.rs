@@ -192,7 +192,7 @@ impl<T> MatRef<T> {
     ///
     /// # Safety
     /// That element must lie inside the allocation the view points into.
-    unsafe fn at(self, row: usize, col: usize) -> Self {
+    pub(crate) unsafe fn at(self, row: usize, col: usize) -> Self {
         MatRef {
             // SAFETY: the caller's contract.
             ptr: unsafe {
@@ -227,7 +227,7 @@ impl<T> MatMut<T> {
     ///
     /// # Safety
     /// That element must lie inside the allocation the view points into.
-    unsafe fn at(self, row: usize, col: usize) -> Self {
+    pub(crate) unsafe fn at(self, row: usize, col: usize) -> Self {
         MatMut {
             // SAFETY: the caller's contract.
             ptr: unsafe {

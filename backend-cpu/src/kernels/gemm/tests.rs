@@ -273,6 +273,7 @@ fn tiny_blocks<T: GemmElement>() -> MicroKernel<T> {
         mc: 6,
         nc: 8,
         run: scalar::<T, 3, 4>,
+        transpose_pack: None,
     }
 }
 

@@ -29,6 +29,7 @@ pub(crate) static F32: MicroKernel<f32> = MicroKernel {
     mc: 1536,
     nc: 512,
     run: f32_6x16,
+    transpose_pack: None,
 };
 
 /// The f64 kernel and its blocking: the same bytes per panel and block as [`F32`].
@@ -40,4 +41,5 @@ pub(crate) static F64: MicroKernel<f64> = MicroKernel {
     mc: 1536,
     nc: 256,
     run: f64_6x8,
+    transpose_pack: None,
 };

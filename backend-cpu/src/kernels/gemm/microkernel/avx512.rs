@@ -6,6 +6,7 @@
 use core::arch::x86_64::*;
 
 use super::{simd_kernel, MicroKernel};
+use crate::kernels::gemm::pack::avx512::{transpose_f32, transpose_f64};
 
 simd_kernel! {
     /// f32, a 12 x 32 tile.
@@ -29,6 +30,7 @@ pub(crate) static F32: MicroKernel<f32> = MicroKernel {
     mc: 1536,
     nc: 768,
     run: f32_12x32,
+    transpose_pack: Some(transpose_f32),
 };
 
 /// The f64 kernel and its blocking: the same bytes per panel and block as [`F32`].
@@ -40,4 +42,5 @@ pub(crate) static F64: MicroKernel<f64> = MicroKernel {
     mc: 1536,
     nc: 512,
     run: f64_12x16,
+    transpose_pack: Some(transpose_f64),
 };

@@ -18,6 +18,8 @@ pub(crate) mod avx2;
 #[cfg(all(target_arch = "x86_64", tessera_avx512))]
 pub(crate) mod avx512;
 
+use super::pack::TransposePack;
+#[cfg(test)]
 use super::GemmElement;
 
 /// The largest `mr * nr` of any kernel: the size of the edge-tile buffer.
@@ -49,6 +51,8 @@ pub(crate) struct MicroKernel<T: 'static> {
     pub(crate) nc: usize,
     /// The kernel.
     pub(crate) run: KernelFn<T>,
+    /// A SIMD packer for operands whose runs lie along k, if the ISA has one.
+    pub(crate) transpose_pack: Option<TransposePack<T>>,
 }
 
 /// The portable micro-kernel: plain Rust loops over an `MR x NR` tile. Not a production path

@@ -11,9 +11,22 @@
 //! so the micro-kernel reads each panel front to back. The source is addressed through its two
 //! strides, whatever they are: a transposed operand is packed as it lies, never copied first.
 //! A unit stride along the lines (packing B of a row-major product) copies runs; a unit stride
-//! along k (A of a row-major product, or a transposed B) reads each line as a run.
+//! along k (A of a row-major product, or a transposed B) reads each line as a run, and is
+//! handed to the micro-kernel's SIMD transposing packer when it has one (`avx512`).
+
+#[cfg(all(target_arch = "x86_64", tessera_avx512))]
+pub(crate) mod avx512;
 
 use super::GemmElement;
+
+/// A SIMD packer for one panel whose source has `step_stride == 1`:
+/// `(dst, src, line_stride, used, depth, width)`, with the meaning of [`pack`]'s arguments;
+/// it writes the slots of lines `< used` only.
+///
+/// # Safety
+/// As [`pack`] for the panel; `dst` must hold `width * depth` elements; the CPU must have the
+/// packer's target features.
+pub(crate) type TransposePack<T> = unsafe fn(*mut T, *const T, isize, usize, usize, usize);
 
 /// A strided source block: element `(line, step)` is at `ptr + line*line_stride +
 /// step*step_stride`.
@@ -25,16 +38,19 @@ pub(super) struct Source<T> {
 }
 
 /// Packs `lines x depth` elements of `src` into `dst` as panels of `width` lines (zero-padded
-/// to a whole panel). `dst` must hold `lines.div_ceil(width) * width * depth` elements.
+/// to a whole panel), through `transpose` where the source's steps are adjacent and it is
+/// given. `dst` must hold `lines.div_ceil(width) * width * depth` elements.
 ///
 /// # Safety
-/// Every element `(line, step)` with `line < lines`, `step < depth` of `src` must be readable.
+/// Every element `(line, step)` with `line < lines`, `step < depth` of `src` must be readable;
+/// the CPU must support `transpose`.
 pub(super) unsafe fn pack<T: GemmElement>(
     dst: &mut [T],
     src: Source<T>,
     lines: usize,
     depth: usize,
     width: usize,
+    transpose: Option<TransposePack<T>>,
 ) {
     let panels = lines.div_ceil(width);
     assert!(
@@ -50,7 +66,24 @@ pub(super) unsafe fn pack<T: GemmElement>(
             ..src
         };
         // SAFETY: forwarded; the panel holds `width * depth` elements.
-        unsafe { pack_panel(panel, src, used, depth, width) };
+        unsafe {
+            match transpose {
+                Some(transpose) if src.step_stride == 1 && src.line_stride != 1 => {
+                    if used < width {
+                        panel.fill(T::ZERO);
+                    }
+                    transpose(
+                        panel.as_mut_ptr(),
+                        src.ptr,
+                        src.line_stride,
+                        used,
+                        depth,
+                        width,
+                    );
+                }
+                _ => pack_panel(panel, src, used, depth, width),
+            }
+        }
     }
 }
 
@@ -79,9 +112,19 @@ unsafe fn pack_panel<T: GemmElement>(
     unsafe {
         if line_stride == 1 {
             // The lines of one step are adjacent: copy runs of `used`.
-            for (p, row) in panel.chunks_exact_mut(width).take(depth).enumerate() {
-                let run = std::slice::from_raw_parts(ptr.offset(p as isize * step_stride), used);
-                row[..used].copy_from_slice(run);
+            match (used == width, width) {
+                // Whole panels of the usual widths: fixed-size copies the compiler inlines.
+                (true, 32) => copy_runs::<T, 32>(panel, ptr, step_stride, depth),
+                (true, 16) => copy_runs::<T, 16>(panel, ptr, step_stride, depth),
+                (true, 12) => copy_runs::<T, 12>(panel, ptr, step_stride, depth),
+                (true, 8) => copy_runs::<T, 8>(panel, ptr, step_stride, depth),
+                (true, 6) => copy_runs::<T, 6>(panel, ptr, step_stride, depth),
+                _ => {
+                    for (p, row) in panel.chunks_exact_mut(width).take(depth).enumerate() {
+                        let step = ptr.offset(p as isize * step_stride);
+                        row[..used].copy_from_slice(std::slice::from_raw_parts(step, used));
+                    }
+                }
             }
         } else if step_stride == 1 {
             // Each line is a run along k: read it front to back, scatter by `width`.
@@ -105,6 +148,24 @@ unsafe fn pack_panel<T: GemmElement>(
     }
 }
 
+/// A whole panel of `W` lines whose lines are adjacent: one run of `W` per step.
+///
+/// # Safety
+/// `W` elements from `ptr + p*step_stride` (`p < depth`) must be readable.
+#[inline(always)]
+unsafe fn copy_runs<T: GemmElement, const W: usize>(
+    panel: &mut [T],
+    ptr: *const T,
+    step_stride: isize,
+    depth: usize,
+) {
+    for (p, row) in panel.chunks_exact_mut(W).take(depth).enumerate() {
+        // SAFETY: the caller's contract.
+        let run = unsafe { &*ptr.offset(p as isize * step_stride).cast::<[T; W]>() };
+        row.copy_from_slice(run);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,7 +185,7 @@ mod tests {
             step_stride,
         };
         // SAFETY: `data` holds every element of the block.
-        unsafe { pack(&mut dst, src, lines, depth, width) };
+        unsafe { pack(&mut dst, src, lines, depth, width, None) };
         for q in 0..panels {
             for p in 0..depth {
                 for i in 0..width {
@@ -148,5 +209,44 @@ mod tests {
             check(lines, depth, width, 2 * depth as isize + 1, 2); // neither
             check(lines, depth, width, 1, lines as isize + 3); // padded rows
         }
+    }
+
+    #[test]
+    #[cfg(all(target_arch = "x86_64", tessera_avx512))]
+    #[cfg_attr(miri, ignore = "SIMD intrinsics: not for Miri")]
+    fn the_avx512_transposing_packers_match_the_portable_packing() {
+        if !std::is_x86_feature_detected!("avx512f") {
+            eprintln!("skipped: this CPU has no AVX-512F");
+            return;
+        }
+        fn compare<T: GemmElement + From<u16>>(transpose: TransposePack<T>) {
+            for (lines, depth, width) in [
+                (12, 16, 12),
+                (5, 3, 12),
+                (32, 40, 32),
+                (33, 17, 16),
+                (7, 9, 8),
+            ] {
+                let line_stride = depth as isize + 3;
+                let data: Vec<T> = (0..lines * line_stride as usize)
+                    .map(|i| T::from(i as u16))
+                    .collect();
+                let src = Source {
+                    ptr: data.as_ptr(),
+                    line_stride,
+                    step_stride: 1,
+                };
+                let len = lines.div_ceil(width) * width * depth;
+                let (mut want, mut got) = (vec![T::ONE; len], vec![T::ONE; len]);
+                // SAFETY: `data` holds the block; the packer's CPU feature was checked above.
+                unsafe {
+                    pack(&mut want, src, lines, depth, width, None);
+                    pack(&mut got, src, lines, depth, width, Some(transpose));
+                }
+                assert_eq!(got, want, "{lines} x {depth} in panels of {width}");
+            }
+        }
+        compare::<f32>(avx512::transpose_f32);
+        compare::<f64>(avx512::transpose_f64);
     }
 }
