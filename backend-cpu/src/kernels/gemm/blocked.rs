@@ -4,7 +4,8 @@
 //! ```text
 //! for each block of mc rows of A (jc)
 //!   for each block of kc steps along k (pc)
-//!     pack A[jc.., pc..] into panels of mr rows                  (mc x kc, L2/L3)
+//!     pack A[jc.., pc..] into panels of mr rows                  (mc x kc, L2/L3;
+//!                                  row by row when A is row-major and the kernel reads that)
 //!     for each block of nc columns of B (ic)
 //!       pack B[pc.., ic..] into panels of nr columns             (kc x nc, L2)
 //!       for each A panel (jr), for each B panel (ir)
@@ -15,8 +16,8 @@
 //! accumulate. Edge tiles (fewer than `mr` rows or `nr` columns left) and outputs without a
 //! unit column stride go through a local tile that is then added into C element by element.
 
-use super::microkernel::{MicroKernel, MAX_TILE};
-use super::pack::{pack, Source};
+use super::microkernel::{KernelFn, MicroKernel, MAX_TILE};
+use super::pack::{pack, pack_rows, Source};
 use super::scratch::with_buffers;
 use super::{GemmElement, MatMut, MatRef};
 use tensor_core::Result;
@@ -42,7 +43,11 @@ pub(super) unsafe fn gemm<T: GemmElement>(
     let kc = kernel.kc.min(k);
     let mc = kernel.mc.min(m.div_ceil(mr) * mr);
     let nc = kernel.nc.min(n.div_ceil(nr) * nr);
-    with_buffers::<T, _>(mc * kc, kc * nc, |a_pack, b_pack| {
+    // A row-major A is packed by copying its rows where the kernel has row-major panels
+    // (their rows are the kernel's `kc` apart, whatever the block depth).
+    let row_major_a = kernel.row_major_a.is_some() && a.cs == 1 && a.rs != 1;
+    let a_stride = if row_major_a { kernel.kc } else { kc };
+    with_buffers::<T, _>(mc * a_stride, kc * nc, |a_pack, b_pack| {
         for jc in (0..m).step_by(mc) {
             let rows = mc.min(m - jc);
             for pc in (0..k).step_by(kc) {
@@ -51,7 +56,11 @@ pub(super) unsafe fn gemm<T: GemmElement>(
                 unsafe {
                     let src = a.at(jc, pc);
                     let src = source(src.ptr, src.rs, src.cs);
-                    pack(a_pack, src, rows, depth, mr, kernel.transpose_pack);
+                    if row_major_a {
+                        pack_rows(a_pack, src, rows, depth, mr, a_stride);
+                    } else {
+                        pack(a_pack, src, rows, depth, mr, kernel.transpose_pack);
+                    }
                 }
                 let (beta, load_c) = if pc == 0 {
                     (beta, beta != T::ZERO)
@@ -69,6 +78,8 @@ pub(super) unsafe fn gemm<T: GemmElement>(
                     }
                     let block = Block {
                         a_pack,
+                        a_stride: if row_major_a { a_stride } else { depth },
+                        row_major_a,
                         b_pack,
                         rows,
                         cols,
@@ -96,6 +107,10 @@ fn source<T>(ptr: *const T, line_stride: isize, step_stride: isize) -> Source<T>
 /// One packed A block times one packed B block, into a `rows x cols` region of C.
 struct Block<'p, T> {
     a_pack: &'p [T],
+    /// Elements of `a_pack` per row of A: panel `q` starts at `q * mr * a_stride`.
+    a_stride: usize,
+    /// Whether `a_pack` holds row-major panels.
+    row_major_a: bool,
     b_pack: &'p [T],
     rows: usize,
     cols: usize,
@@ -113,23 +128,25 @@ impl<T: GemmElement> Block<'_, T> {
     unsafe fn multiply(&self, kernel: &MicroKernel<T>, c: MatMut<T>) {
         let (mr, nr, depth) = (kernel.mr, kernel.nr, self.depth);
         assert!(
-            self.a_pack.len() >= self.rows.div_ceil(mr) * mr * depth
+            self.a_pack.len() >= self.rows.div_ceil(mr) * mr * self.a_stride
                 && self.b_pack.len() >= self.cols.div_ceil(nr) * nr * depth,
             "packed blocks too short"
         );
         for jr in (0..self.rows).step_by(mr) {
             let tile_rows = mr.min(self.rows - jr);
-            // Panel `jr / mr` of A: `mr * depth` elements from `jr * depth`.
-            let a_panel = self.a_pack[jr * depth..].as_ptr();
+            // Panel `jr / mr` of A: `mr * a_stride` elements from `jr * a_stride`.
+            let a_panel = self.a_pack[jr * self.a_stride..].as_ptr();
             for ir in (0..self.cols).step_by(nr) {
                 let tile_cols = nr.min(self.cols - ir);
                 let b_panel = self.b_pack[ir * depth..].as_ptr();
-                // SAFETY: the panels hold `mr * depth` and `nr * depth` elements (asserted
-                // above); tile (jr, ir) is inside the region.
+                // SAFETY: the panels hold `mr * a_stride` and `nr * depth` elements (asserted
+                // above); tile (jr, ir) is inside the region; a short kernel reads the same
+                // panels and writes only its own rows.
                 unsafe {
                     let c_tile = c.at(jr, ir);
-                    if tile_rows == mr && tile_cols == nr && c.cs == 1 {
-                        (kernel.run)(
+                    let (rows, run) = kernel.kernel_for(tile_rows, self.row_major_a);
+                    if tile_rows == rows && tile_cols == nr && c.cs == 1 {
+                        run(
                             depth,
                             a_panel,
                             b_panel,
@@ -139,7 +156,7 @@ impl<T: GemmElement> Block<'_, T> {
                             self.load_c,
                         );
                     } else {
-                        self.edge_tile(kernel, a_panel, b_panel, c_tile, tile_rows, tile_cols);
+                        self.edge_tile(run, nr, a_panel, b_panel, c_tile, tile_rows, tile_cols);
                     }
                 }
             }
@@ -151,21 +168,22 @@ impl<T: GemmElement> Block<'_, T> {
     ///
     /// # Safety
     /// As [`Block::multiply`] for the panels and the tile at `c`.
+    #[allow(clippy::too_many_arguments)]
     unsafe fn edge_tile(
         &self,
-        kernel: &MicroKernel<T>,
+        run: KernelFn<T>,
+        nr: usize,
         a_panel: *const T,
         b_panel: *const T,
         c: MatMut<T>,
         rows: usize,
         cols: usize,
     ) {
-        let nr = kernel.nr;
         let mut tile = [T::ZERO; MAX_TILE];
         // SAFETY: `tile` holds `mr * nr <= MAX_TILE` elements, row stride `nr`; the panels
         // are the caller's; `rows x cols` of C are inside the region.
         unsafe {
-            (kernel.run)(
+            run(
                 self.depth,
                 a_panel,
                 b_panel,

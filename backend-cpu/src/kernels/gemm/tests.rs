@@ -8,7 +8,7 @@
 //! packing and scratch code run (the SIMD kernels are `core::arch` intrinsics Miri cannot
 //! execute, and `matrixmultiply`'s are too slow there).
 
-use super::microkernel::{scalar, MicroKernel};
+use super::microkernel::{scalar, KernelFn, MicroKernel, RowMajorA};
 use super::*;
 
 /// How a test matrix is stored.
@@ -211,8 +211,12 @@ fn check<T: Element>(
     }
 }
 
-/// Shapes every path is checked on: small and odd ones, `k = 0`, one row or column.
-const SMALL_SHAPES: [(usize, usize, usize); 12] = [
+/// Shapes every path is checked on: small and odd ones, `k = 0`, one row or column, row
+/// remainders that the short kernels take (12 + 8, 12 + 4, 6 + 3 rows over whole columns).
+const SMALL_SHAPES: [(usize, usize, usize); 15] = [
+    (20, 9, 64),
+    (16, 33, 96),
+    (9, 5, 32),
     (1, 1, 1),
     (1, 7, 5),
     (6, 7, 1),
@@ -263,8 +267,17 @@ fn check_path<T: Element>(path: GemmPath, shapes: &[(usize, usize, usize)]) {
 }
 
 /// The scalar micro-kernel with blocks of a few elements, so that small products cross every
-/// block boundary of the driver.
-fn tiny_blocks<T: GemmElement>() -> MicroKernel<T> {
+/// block boundary of the driver; with short kernels for 1- and 2-row remainders and, when
+/// `row_major_a`, row-major A panels (row stride `kc = 5`).
+fn tiny_blocks<T: GemmElement>(row_major_a: bool) -> MicroKernel<T> {
+    let short: &'static [(usize, KernelFn<T>)] = Box::leak(Box::new([
+        (1, scalar::<T, 1, 4, 1, 3> as KernelFn<T>),
+        (2, scalar::<T, 2, 4, 1, 3>),
+    ]));
+    let rows: &'static [(usize, KernelFn<T>)] = Box::leak(Box::new([
+        (1, scalar::<T, 1, 4, 5, 1> as KernelFn<T>),
+        (2, scalar::<T, 2, 4, 5, 1>),
+    ]));
     MicroKernel {
         name: "scalar 3x4, tiny blocks",
         mr: 3,
@@ -272,13 +285,18 @@ fn tiny_blocks<T: GemmElement>() -> MicroKernel<T> {
         kc: 5,
         mc: 6,
         nc: 8,
-        run: scalar::<T, 3, 4>,
+        run: scalar::<T, 3, 4, 1, 3>,
+        short,
+        row_major_a: row_major_a.then_some(RowMajorA {
+            run: scalar::<T, 3, 4, 5, 1>,
+            short: rows,
+        }),
         transpose_pack: None,
     }
 }
 
-fn check_blocked_driver<T: Element>(shapes: &[(usize, usize, usize)]) {
-    let kernel = tiny_blocks::<T>();
+fn check_blocked_driver<T: Element>(shapes: &[(usize, usize, usize)], row_major_a: bool) {
+    let kernel = tiny_blocks::<T>(row_major_a);
     every_case(shapes, |case| {
         if case.k == 0 {
             return; // the driver's contract: k > 0 (gemm_on handles k = 0 itself)
@@ -298,8 +316,10 @@ fn the_blocked_driver_with_the_scalar_kernel_matches_the_reference() {
     } else {
         &SMALL_SHAPES
     };
-    check_blocked_driver::<f32>(shapes);
-    check_blocked_driver::<f64>(shapes);
+    for row_major_a in [false, true] {
+        check_blocked_driver::<f32>(shapes, row_major_a);
+        check_blocked_driver::<f64>(shapes, row_major_a);
+    }
 }
 
 #[test]
@@ -435,5 +455,5 @@ fn every_micro_kernel_has_consistent_blocking() {
             consistent(k);
         }
     }
-    consistent(&tiny_blocks::<f32>());
+    consistent(&tiny_blocks::<f32>(true));
 }

@@ -30,9 +30,10 @@ use crate::TaskResult;
 pub const NAME: &str = "mem";
 
 /// How much the resident set may grow from the end of the first epoch to the end of the last
-/// before it counts as growth across epochs (allocator bookkeeping and a few pages of noise;
-/// a leak of one small tensor per step exceeds it within a few epochs).
-pub const FLAT_TOLERANCE_BYTES: u64 = 2 << 20;
+/// before it counts as growth across epochs. Allocator bookkeeping moves it a little (about
+/// 1 MiB over 16 MLP epochs of 40 steps, levelling off); a leak of 20 KiB per step exceeds it
+/// within 200 steps.
+pub const FLAT_TOLERANCE_BYTES: u64 = 4 << 20;
 
 /// Arguments of the `mem` suite.
 #[derive(Debug, Clone, PartialEq, Args)]

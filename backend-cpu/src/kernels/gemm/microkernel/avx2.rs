@@ -9,13 +9,25 @@ use super::{simd_kernel, MicroKernel};
 
 simd_kernel! {
     /// f32, a 6 x 16 tile.
-    f32_6x16: f32, "avx2,fma", mr = 6, lanes = 8,
+    f32_6x16: f32, "avx2,fma", mr = 6, line = 1, step = 6, lanes = 8,
     _mm256_setzero_ps, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps, _mm256_fmadd_ps
 }
 
 simd_kernel! {
+    /// f32, the first 3 rows of a 6 x 16 tile.
+    f32_3x16: f32, "avx2,fma", mr = 3, line = 1, step = 6, lanes = 8,
+    _mm256_setzero_ps, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps, _mm256_fmadd_ps
+}
+
+simd_kernel! {
+    /// f64, the first 3 rows of a 6 x 8 tile.
+    f64_3x8: f64, "avx2,fma", mr = 3, line = 1, step = 6, lanes = 4,
+    _mm256_setzero_pd, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_set1_pd, _mm256_fmadd_pd
+}
+
+simd_kernel! {
     /// f64, a 6 x 8 tile.
-    f64_6x8: f64, "avx2,fma", mr = 6, lanes = 4,
+    f64_6x8: f64, "avx2,fma", mr = 6, line = 1, step = 6, lanes = 4,
     _mm256_setzero_pd, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_set1_pd, _mm256_fmadd_pd
 }
 
@@ -29,6 +41,8 @@ pub(crate) static F32: MicroKernel<f32> = MicroKernel {
     mc: 1536,
     nc: 512,
     run: f32_6x16,
+    short: &[(3, f32_3x16)],
+    row_major_a: None,
     transpose_pack: None,
 };
 
@@ -41,5 +55,7 @@ pub(crate) static F64: MicroKernel<f64> = MicroKernel {
     mc: 1536,
     nc: 256,
     run: f64_6x8,
+    short: &[(3, f64_3x8)],
+    row_major_a: None,
     transpose_pack: None,
 };

@@ -51,18 +51,58 @@ pub(crate) struct MicroKernel<T: 'static> {
     pub(crate) nc: usize,
     /// The kernel.
     pub(crate) run: KernelFn<T>,
+    /// Kernels for the last panel of a block when it has fewer than `mr` rows: `(rows, kernel)`
+    /// in increasing order of rows, each reading the same `mr`-wide panels but computing and
+    /// storing only its `rows` rows (so a 4-row remainder costs a third of a full tile).
+    pub(crate) short: &'static [(usize, KernelFn<T>)],
+    /// The same kernels over row-major A panels (`a[i*kc + p]`), if the ISA has them: a
+    /// row-major A is then packed by copying its rows instead of transposing them.
+    pub(crate) row_major_a: Option<RowMajorA<T>>,
     /// A SIMD packer for operands whose runs lie along k, if the ISA has one.
     pub(crate) transpose_pack: Option<TransposePack<T>>,
 }
 
-/// The portable micro-kernel: plain Rust loops over an `MR x NR` tile. Not a production path
-/// (the portable path is `matrixmultiply`); it lets the tests, Miri included, run the blocked
-/// driver and its packing with any tile and block sizes.
+/// Kernels reading A panels stored row by row: row `i`, step `p` at `a[i*kc + p]`, with `kc`
+/// the kernel's block depth whatever the depth of the block.
+#[derive(Debug)]
+pub(crate) struct RowMajorA<T: 'static> {
+    /// The full-tile kernel.
+    pub(crate) run: KernelFn<T>,
+    /// As [`MicroKernel::short`].
+    pub(crate) short: &'static [(usize, KernelFn<T>)],
+}
+
+impl<T> MicroKernel<T> {
+    /// The kernel for a tile of `rows <= mr` rows and the rows it computes: the shortest short
+    /// kernel that covers them, else the full one; over row-major A panels if `row_major_a`.
+    pub(crate) fn kernel_for(&self, rows: usize, row_major_a: bool) -> (usize, KernelFn<T>) {
+        let (run, short) = match (&self.row_major_a, row_major_a) {
+            (Some(r), true) => (r.run, r.short),
+            _ => (self.run, self.short),
+        };
+        short
+            .iter()
+            .copied()
+            .find(|&(r, _)| r >= rows)
+            .unwrap_or((self.mr, run))
+    }
+}
+
+/// The portable micro-kernel: plain Rust loops over an `MR x NR` tile, A's value for row `i`
+/// at step `p` at `a[i*LINE + p*STEP]` (as [`simd_kernel`]). Not a production path (the
+/// portable path is `matrixmultiply`); it lets the tests, Miri included, run the blocked driver
+/// and its packing with any tile and block sizes.
 ///
 /// # Safety
 /// As [`KernelFn`] with `mr = MR`, `nr = NR`.
 #[cfg(test)]
-pub(crate) unsafe fn scalar<T: GemmElement, const MR: usize, const NR: usize>(
+pub(crate) unsafe fn scalar<
+    T: GemmElement,
+    const MR: usize,
+    const NR: usize,
+    const LINE: usize,
+    const STEP: usize,
+>(
     k: usize,
     a: *const T,
     b: *const T,
@@ -72,12 +112,12 @@ pub(crate) unsafe fn scalar<T: GemmElement, const MR: usize, const NR: usize>(
     load_c: bool,
 ) {
     let mut acc = [[T::ZERO; NR]; MR];
-    // SAFETY: the reads stay below `k * MR` (A) and `k * NR` (B) and the tile accesses inside
-    // the `MR x NR` tile, as the caller guarantees.
+    // SAFETY: the reads stay inside the A panel (`i < MR`, `p < k`) and the `k * NR` B panel,
+    // and the tile accesses inside the `MR x NR` tile, as the caller guarantees.
     unsafe {
         for p in 0..k {
             for (i, row) in acc.iter_mut().enumerate() {
-                let av = *a.add(p * MR + i);
+                let av = *a.add(i * LINE + p * STEP);
                 for (j, x) in row.iter_mut().enumerate() {
                     *x = *x + av * *b.add(p * NR + j);
                 }
@@ -95,10 +135,13 @@ pub(crate) unsafe fn scalar<T: GemmElement, const MR: usize, const NR: usize>(
 
 /// Writes a SIMD micro-kernel with a `$mr x 2·$lanes` tile: per step two vector loads of B,
 /// `$mr` broadcasts of A and `2·$mr` fused multiply-adds into `2·$mr` accumulator registers.
+/// A's value for row `i` at step `p` is `a[i*$line + p*$step]`: `line = 1, step = width` for
+/// step-major panels (`width >= mr` values per step), `line = kc, step = 1` for row-major ones.
 macro_rules! simd_kernel {
     (
         $(#[$doc:meta])*
-        $name:ident: $t:ty, $features:literal, mr = $mr:literal, lanes = $lanes:literal,
+        $name:ident: $t:ty, $features:literal, mr = $mr:literal, line = $line:expr,
+        step = $step:expr, lanes = $lanes:literal,
         $zero:ident, $load:ident, $store:ident, $splat:ident, $fma:ident
     ) => {
         $(#[$doc])*
@@ -117,22 +160,24 @@ macro_rules! simd_kernel {
             load_c: bool,
         ) {
             const MR: usize = $mr;
+            const LINE: usize = $line;
+            const STEP: usize = $step;
             const NR: usize = 2 * $lanes;
             let mut lo = [$zero(); MR];
             let mut hi = [$zero(); MR];
-            // SAFETY: step `p` reads `a[p*MR .. p*MR + MR]` and `b[p*NR .. p*NR + NR]`, inside
-            // the panels; row `i < MR` of the tile is `c + i*rsc .. + NR`, inside the tile.
+            // SAFETY: step `p` reads `a[i*LINE + p*STEP]` (`i < MR`) and `b[p*NR .. + NR]`,
+            // inside the panels; row `i < MR` of the tile is `c + i*rsc .. + NR`, inside it.
             unsafe {
                 let (mut ap, mut bp) = (a, b);
                 for _ in 0..k {
                     let b_lo = $load(bp);
                     let b_hi = $load(bp.add($lanes));
                     for i in 0..MR {
-                        let ai = $splat(*ap.add(i));
+                        let ai = $splat(*ap.add(i * LINE));
                         lo[i] = $fma(ai, b_lo, lo[i]);
                         hi[i] = $fma(ai, b_hi, hi[i]);
                     }
-                    ap = ap.add(MR);
+                    ap = ap.add(STEP);
                     bp = bp.add(NR);
                 }
                 let beta = $splat(beta);

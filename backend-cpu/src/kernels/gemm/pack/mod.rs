@@ -87,6 +87,45 @@ pub(super) unsafe fn pack<T: GemmElement>(
     }
 }
 
+/// Packs `lines x depth` elements of a source whose steps are adjacent (`step_stride == 1`,
+/// a row-major A) into panels of `width` lines stored line by line, `stride >= depth` apart:
+///
+/// ```text
+/// dst[q*width*stride + i*stride + p] = src(q*width + i, p)      (0 past the last line)
+/// ```
+///
+/// for `p < depth`: one copy per line. `dst` must hold `lines.div_ceil(width) * width * stride`
+/// elements.
+///
+/// # Safety
+/// Every element `(line, step)` with `line < lines`, `step < depth` of `src` must be readable.
+pub(super) unsafe fn pack_rows<T: GemmElement>(
+    dst: &mut [T],
+    src: Source<T>,
+    lines: usize,
+    depth: usize,
+    width: usize,
+    stride: usize,
+) {
+    assert!(
+        src.step_stride == 1 && stride >= depth,
+        "not a row-major source"
+    );
+    let padded = lines.div_ceil(width) * width;
+    assert!(dst.len() >= padded * stride, "packing buffer too short");
+    for (i, row) in dst.chunks_exact_mut(stride).take(padded).enumerate() {
+        if i < lines {
+            // SAFETY: line `i < lines` has `depth` adjacent readable elements.
+            let line = unsafe {
+                std::slice::from_raw_parts(src.ptr.offset(i as isize * src.line_stride), depth)
+            };
+            row[..depth].copy_from_slice(line);
+        } else {
+            row[..depth].fill(T::ZERO);
+        }
+    }
+}
+
 /// One panel: `used <= width` lines, zero-padded to `width`.
 ///
 /// # Safety
@@ -197,6 +236,26 @@ mod tests {
                     };
                     assert_eq!(dst[q * width * depth + p * width + i], want, "{q} {p} {i}");
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn row_major_panels_hold_each_line_at_its_stride() {
+        let (lines, depth, width, stride) = (5, 3, 2, 4);
+        let data: Vec<f32> = (0..lines * 7).map(|i| i as f32 + 1.0).collect();
+        let src = Source {
+            ptr: data.as_ptr(),
+            line_stride: 7,
+            step_stride: 1,
+        };
+        let mut dst = vec![f32::NAN; 6 * stride];
+        // SAFETY: `data` holds every element of the block.
+        unsafe { pack_rows(&mut dst, src, lines, depth, width, stride) };
+        for i in 0..6 {
+            for p in 0..depth {
+                let want = if i < lines { data[i * 7 + p] } else { 0.0 };
+                assert_eq!(dst[i * stride + p], want, "{i} {p}");
             }
         }
     }
