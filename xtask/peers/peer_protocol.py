@@ -81,7 +81,7 @@ def int_list(text):
 
 
 def emit(suite, framework, n, samples, flops=None, samples_counted=False, model=None,
-         phase=None, memory=None):
+         phase=None, memory=None, variant=None):
     """Prints one record line with the fields of tessera-bench's records (`memory`: a dict of
     rss_before_bytes, peak_rss_bytes, rss_after_bytes, for the mem suite)."""
     med = median(samples)
@@ -102,9 +102,32 @@ def emit(suite, framework, n, samples, flops=None, samples_counted=False, model=
         record["model"] = model
     if phase is not None:
         record["phase"] = phase
+    if variant is not None:
+        record["variant"] = variant
     if memory is not None:
         record["memory"] = memory
     print(json.dumps(record), flush=True)
+
+
+def add_gemm_args(parser):
+    """The gemm suite's arguments (xtask/src/bench/suites/gemm.rs)."""
+    parser.add_argument("--sizes", type=int_list, default=[256, 512, 1024, 2048, 4096],
+                        help="comma-separated matrix sizes n")
+    parser.add_argument("--reps", type=positive_int, default=None,
+                        help="timed repetitions per size (default: about 1.5 s per size, >= 5)")
+    parser.add_argument("--dtypes", default="f32", help="comma-separated: f32, f64")
+    parser.add_argument("--layouts", default="nn",
+                        help="comma-separated: nn (A.B), nt (A.B^T), tn (A^T.B)")
+
+
+def gemm_cases(args):
+    """(dtype name, layout, n, variant) for every case of the gemm suite, in Tessera's order;
+    the variant is None for f32 nn, as in gemm.rs."""
+    for dtype in [d for d in args.dtypes.split(",") if d]:
+        for layout in [l for l in args.layouts.split(",") if l]:
+            for n in args.sizes:
+                variant = None if (dtype, layout) == ("f32", "nn") else f"{dtype} {layout}"
+                yield dtype, layout, n, variant
 
 
 def requested_threads():

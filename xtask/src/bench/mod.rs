@@ -155,7 +155,13 @@ fn run_suite(suite: &SuiteCommand, ctx: &RunContext) -> TaskResult<Vec<Record>> 
                 backend.name(),
                 ctx.env.describe()
             );
-            records.extend(tessera::measure(&ctx.binary, &ctx.env, backend, suite)?.records);
+            let out = tessera::measure(&ctx.binary, &ctx.env, backend, suite)?;
+            if round == 1 {
+                for info in &out.info {
+                    println!("    tessera: {}", info.get("tessera_info").unwrap_or(info));
+                }
+            }
+            records.extend(out.records);
         }
         for (kind, run) in peers.iter_mut() {
             let PeerRun::Ran(all) = run else { continue };

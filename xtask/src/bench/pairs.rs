@@ -88,7 +88,8 @@ pub fn pair_ratios(rounds: &[Round]) -> Vec<PairRatio> {
                 let same_case = theirs.suite == ours.suite
                     && theirs.n == ours.n
                     && theirs.model == ours.model
-                    && theirs.phase == ours.phase;
+                    && theirs.phase == ours.phase
+                    && theirs.variant == ours.variant;
                 let rate = headline_rate(theirs);
                 if !same_case || theirs.backend != "cpu" || rate <= 0.0 {
                     continue;
@@ -99,7 +100,7 @@ pub fn pair_ratios(rounds: &[Round]) -> Vec<PairRatio> {
                     theirs.framework.clone(),
                 );
                 if !ratios.contains_key(&key) {
-                    per.push((key.clone(), case_label(ours)));
+                    per.push((key.clone(), ours.case_label()));
                 }
                 ratios
                     .entry(key)
@@ -123,19 +124,6 @@ pub fn pair_ratios(rounds: &[Round]) -> Vec<PairRatio> {
             }
         })
         .collect()
-}
-
-/// The case label of a record: model, phase and size, whichever it has.
-fn case_label(r: &Record) -> String {
-    let mut parts = Vec::new();
-    if let Some(m) = &r.model {
-        parts.push(m.clone());
-    }
-    if let Some(p) = &r.phase {
-        parts.push(p.clone());
-    }
-    parts.push(format!("n={}", r.n));
-    parts.join(" ")
 }
 
 /// The ratios as a table: one row per case and backend, one column per peer, each cell
@@ -203,6 +191,7 @@ mod tests {
             samples_per_s: None,
             model: None,
             phase: None,
+            variant: None,
             memory: None,
         }
     }

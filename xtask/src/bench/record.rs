@@ -43,6 +43,10 @@ pub struct Record {
     /// `"infer-1"`, `"infer-batch"`), see [`crate::bench::lifecycle`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
+    /// What distinguishes cases of the same size within a suite (the gemm suite's element type
+    /// and layout, `"f64 nt"`); absent for the suite's main case.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
     /// Resident memory around the measured unit, for the `mem` suite.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryUse>,
@@ -85,6 +89,7 @@ impl Record {
             samples_per_s: None,
             model: None,
             phase: None,
+            variant: None,
             memory: None,
         }
     }
@@ -114,16 +119,34 @@ impl Record {
     }
 
     /// What identifies the measured configuration across frameworks and runs: suite, backend,
-    /// model, phase and size (the framework is left out so that peers line up with Tessera).
+    /// model, phase, size and variant (the framework is left out so that peers line up with
+    /// Tessera).
     pub fn case_key(&self) -> String {
-        format!(
+        let key = format!(
             "{}/{}/{}/{}/n={}",
             self.suite,
             self.backend,
             self.model.as_deref().unwrap_or("-"),
             self.phase.as_deref().unwrap_or("-"),
             self.n
-        )
+        );
+        match &self.variant {
+            Some(v) => format!("{key}/{v}"),
+            None => key,
+        }
+    }
+
+    /// The case as tables label it: model, phase, variant and size, whichever it has.
+    pub fn case_label(&self) -> String {
+        let mut parts = Vec::new();
+        for part in [&self.model, &self.phase, &self.variant]
+            .into_iter()
+            .flatten()
+        {
+            parts.push(part.clone());
+        }
+        parts.push(format!("n={}", self.n));
+        parts.join(" ")
     }
 
     /// The relative spread `(max - min) / median` of the repetitions: the run's own noise.
@@ -203,6 +226,7 @@ mod tests {
             samples_per_s: None,
             model: None,
             phase: None,
+            variant: None,
             memory: None,
         }
     }

@@ -58,17 +58,9 @@ fn headline_unit(records: &[Record]) -> &'static str {
     }
 }
 
-/// The row label of a record: model, phase and size, whichever it has.
+/// The row label of a record: model, phase, variant and size, whichever it has.
 fn row_label(r: &Record) -> String {
-    let mut parts = Vec::new();
-    if let Some(m) = &r.model {
-        parts.push(m.clone());
-    }
-    if let Some(p) = &r.phase {
-        parts.push(p.clone());
-    }
-    parts.push(format!("n={}", r.n));
-    parts.join(" ")
+    r.case_label()
 }
 
 /// A table of every framework and backend side by side, one row per measured case (model,
@@ -342,6 +334,7 @@ mod tests {
             samples_per_s: None,
             model: None,
             phase: None,
+            variant: None,
             memory: None,
         }
     }

@@ -2,7 +2,7 @@
 //! directly (under the run's threads and pinning, see [`RunEnv`]) as many times as the
 //! alternating rounds need.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::bench::backend::BackendKind;
 use crate::bench::collect::collect;
@@ -40,7 +40,7 @@ pub fn build() -> TaskResult<PathBuf> {
 /// Runs `suite` on `backend` with the `tessera-bench` at `binary` under `env`, returning the
 /// records it printed; its stderr passes through.
 pub fn measure(
-    binary: &PathBuf,
+    binary: &Path,
     env: &RunEnv,
     backend: BackendKind,
     suite: &SuiteCommand,

@@ -85,6 +85,7 @@ impl<T: GemmElement> Vector<T> {
     /// # Safety
     /// As [`row_times_matrix`]; the CPU must have AVX-512F.
     #[cfg(all(target_arch = "x86_64", tessera_avx512))]
+    #[allow(clippy::incompatible_msrv)] // compiled by Rust 1.89+ only (see build.rs)
     #[target_feature(enable = "avx512f")]
     unsafe fn run_avx512(&self) {
         // SAFETY: forwarded.

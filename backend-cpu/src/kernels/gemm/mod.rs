@@ -35,7 +35,18 @@ use rayon::prelude::*;
 use tensor_core::Result;
 
 pub(crate) use microkernel::MicroKernel;
+pub use select::GEMM_ENV_VAR;
 pub(crate) use select::{chosen_path, GemmPath};
+
+/// Which path this process's GEMMs take, and its micro-kernels: `"avx512 (avx512 f32 12x32,
+/// avx512 f64 12x16)"`, or `"portable (matrixmultiply)"`.
+pub(crate) fn description() -> String {
+    let path = chosen_path();
+    match (f32::micro_kernel(path), f64::micro_kernel(path)) {
+        (Some(s), Some(d)) => format!("{} ({}, {})", path.name(), s.name, d.name),
+        _ => format!("{} (matrixmultiply)", path.name()),
+    }
+}
 
 /// Multiply-adds below which a product runs on the calling thread.
 const PARALLEL_MACS: usize = 1 << 18;

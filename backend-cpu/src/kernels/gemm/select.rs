@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 /// The environment variable that picks the GEMM path: `auto` (the default: the fastest one
 /// this CPU supports), `avx512`, `avx2` or `portable` (`matrixmultiply`). A path the CPU or the
 /// build does not support falls back to the best one that it does, with a note on stderr.
-pub(crate) const GEMM_ENV_VAR: &str = "TESSERA_CPU_GEMM";
+pub const GEMM_ENV_VAR: &str = "TESSERA_CPU_GEMM";
 
 /// A way of computing a GEMM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

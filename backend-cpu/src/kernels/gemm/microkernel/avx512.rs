@@ -3,6 +3,10 @@
 //! build.rs); run only where `is_x86_feature_detected!("avx512f")` says so (see `select`).
 //! Not Miri-able (`core::arch` intrinsics); the portable `scalar` kernel stands in there.
 
+// Compiled only under `cfg(tessera_avx512)`, i.e. by Rust 1.89 or later (see build.rs), so
+// the intrinsics stabilised in 1.89 are there whatever the workspace's minimum version says.
+#![allow(clippy::incompatible_msrv)]
+
 use core::arch::x86_64::*;
 
 use super::{simd_kernel, MicroKernel, RowMajorA};

@@ -4,6 +4,10 @@
 //! in registers and stored as columns, with masks at the edges. About ten times fewer
 //! instructions than element-by-element copies. Not Miri-able (`core::arch` intrinsics).
 
+// Compiled only under `cfg(tessera_avx512)`, i.e. by Rust 1.89 or later (see build.rs), so
+// the intrinsics stabilised in 1.89 are there whatever the workspace's minimum version says.
+#![allow(clippy::incompatible_msrv)]
+
 use core::arch::x86_64::*;
 
 /// Packs `used` lines (`used <= width`) of `depth` steps from `src` (line `i`, step `p` at
