@@ -57,6 +57,11 @@ pub(super) unsafe fn pack<T: GemmElement>(
         dst.len() >= panels * width * depth,
         "packing buffer too short"
     );
+    if src.line_stride == 1 && panels > 1 {
+        // SAFETY: forwarded.
+        unsafe { pack_adjacent_lines(dst, src, lines, depth, width) };
+        return;
+    }
     for (q, panel) in dst.chunks_exact_mut(width * depth).take(panels).enumerate() {
         let first = q * width;
         let used = width.min(lines - first);
@@ -83,6 +88,77 @@ pub(super) unsafe fn pack<T: GemmElement>(
                 }
                 _ => pack_panel(panel, src, used, depth, width),
             }
+        }
+    }
+}
+
+/// [`pack`] for a source whose lines are adjacent (`line_stride == 1`: B of a row-major
+/// product, or a transposed A): step by step, each step's run of `lines` elements read front to
+/// back and dealt out to the panels, so the source streams in memory order instead of being
+/// walked once per panel with a stride of a whole row.
+///
+/// # Safety
+/// As [`pack`]; `dst` holds `lines.div_ceil(width) * width * depth` elements.
+unsafe fn pack_adjacent_lines<T: GemmElement>(
+    dst: &mut [T],
+    src: Source<T>,
+    lines: usize,
+    depth: usize,
+    width: usize,
+) {
+    let panels = lines.div_ceil(width);
+    let last = lines - (panels - 1) * width;
+    if last < width {
+        dst[(panels - 1) * width * depth..panels * width * depth].fill(T::ZERO);
+    }
+    // SAFETY: forwarded.
+    unsafe {
+        match width {
+            // The usual widths as constants, so whole-panel copies are inlined moves.
+            32 => deal_steps::<T, 32>(dst, src, lines, depth),
+            16 => deal_steps::<T, 16>(dst, src, lines, depth),
+            12 => deal_steps::<T, 12>(dst, src, lines, depth),
+            8 => deal_steps::<T, 8>(dst, src, lines, depth),
+            6 => deal_steps::<T, 6>(dst, src, lines, depth),
+            _ => {
+                for p in 0..depth {
+                    let step = src.ptr.offset(p as isize * src.step_stride);
+                    let run = std::slice::from_raw_parts(step, lines);
+                    for (q, part) in run.chunks(width).enumerate() {
+                        let at = q * width * depth + p * width;
+                        dst[at..at + part.len()].copy_from_slice(part);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The loop of [`pack_adjacent_lines`] for panels of `W` lines.
+///
+/// # Safety
+/// As [`pack_adjacent_lines`].
+#[inline(always)]
+unsafe fn deal_steps<T: GemmElement, const W: usize>(
+    dst: &mut [T],
+    src: Source<T>,
+    lines: usize,
+    depth: usize,
+) {
+    let whole = lines / W;
+    for p in 0..depth {
+        // SAFETY: step `p < depth` has `lines` adjacent readable elements.
+        let run = unsafe {
+            std::slice::from_raw_parts(src.ptr.offset(p as isize * src.step_stride), lines)
+        };
+        for (q, part) in run.chunks_exact(W).enumerate() {
+            let at = q * W * depth + p * W;
+            dst[at..at + W].copy_from_slice(part);
+        }
+        let rest = &run[whole * W..];
+        if !rest.is_empty() {
+            let at = whole * W * depth + p * W;
+            dst[at..at + rest.len()].copy_from_slice(rest);
         }
     }
 }
