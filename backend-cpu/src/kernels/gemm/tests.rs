@@ -266,18 +266,32 @@ fn check_path<T: Element>(path: GemmPath, shapes: &[(usize, usize, usize)]) {
     });
 }
 
+/// The short scalar kernels of [`tiny_blocks`], as statics (a `'static` slice per type).
+trait TinyKernels: GemmElement {
+    /// 1- and 2-row kernels over step-major panels 3 wide.
+    const SHORT: &'static [(usize, KernelFn<Self>)];
+    /// The same over row-major panels (row stride 5).
+    const SHORT_ROWS: &'static [(usize, KernelFn<Self>)];
+}
+
+macro_rules! tiny_kernels {
+    ($t:ty) => {
+        impl TinyKernels for $t {
+            const SHORT: &'static [(usize, KernelFn<$t>)] =
+                &[(1, scalar::<$t, 1, 4, 1, 3>), (2, scalar::<$t, 2, 4, 1, 3>)];
+            const SHORT_ROWS: &'static [(usize, KernelFn<$t>)] =
+                &[(1, scalar::<$t, 1, 4, 5, 1>), (2, scalar::<$t, 2, 4, 5, 1>)];
+        }
+    };
+}
+
+tiny_kernels!(f32);
+tiny_kernels!(f64);
+
 /// The scalar micro-kernel with blocks of a few elements, so that small products cross every
 /// block boundary of the driver; with short kernels for 1- and 2-row remainders and, when
 /// `row_major_a`, row-major A panels (row stride `kc = 5`).
-fn tiny_blocks<T: GemmElement>(row_major_a: bool) -> MicroKernel<T> {
-    let short: &'static [(usize, KernelFn<T>)] = Box::leak(Box::new([
-        (1, scalar::<T, 1, 4, 1, 3> as KernelFn<T>),
-        (2, scalar::<T, 2, 4, 1, 3>),
-    ]));
-    let rows: &'static [(usize, KernelFn<T>)] = Box::leak(Box::new([
-        (1, scalar::<T, 1, 4, 5, 1> as KernelFn<T>),
-        (2, scalar::<T, 2, 4, 5, 1>),
-    ]));
+fn tiny_blocks<T: TinyKernels>(row_major_a: bool) -> MicroKernel<T> {
     MicroKernel {
         name: "scalar 3x4, tiny blocks",
         mr: 3,
@@ -286,16 +300,19 @@ fn tiny_blocks<T: GemmElement>(row_major_a: bool) -> MicroKernel<T> {
         mc: 6,
         nc: 8,
         run: scalar::<T, 3, 4, 1, 3>,
-        short,
+        short: T::SHORT,
         row_major_a: row_major_a.then_some(RowMajorA {
             run: scalar::<T, 3, 4, 5, 1>,
-            short: rows,
+            short: T::SHORT_ROWS,
         }),
         transpose_pack: None,
     }
 }
 
-fn check_blocked_driver<T: Element>(shapes: &[(usize, usize, usize)], row_major_a: bool) {
+fn check_blocked_driver<T: Element + TinyKernels>(
+    shapes: &[(usize, usize, usize)],
+    row_major_a: bool,
+) {
     let kernel = tiny_blocks::<T>(row_major_a);
     every_case(shapes, |case| {
         if case.k == 0 {
