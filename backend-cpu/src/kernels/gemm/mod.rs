@@ -12,10 +12,11 @@
 //! * **Portable** (`portable`): `matrixmultiply`, on every other CPU, under Miri, and when
 //!   `TESSERA_CPU_GEMM=portable` asks for it.
 //!
-//! Every thread here is a rayon worker: `matrixmultiply` is built without its own thread pool
-//! and the blocked path splits C into one block per rayon thread, so a GEMM never competes with
+//! Every thread here is the caller's or a rayon worker: `matrixmultiply` is built without its
+//! own thread pool and a large product is split into one block per rayon thread, computed by
+//! the calling thread and the workers free to help (`team`), so a GEMM never competes with
 //! another pool for the cores (two pools on two cores made each wait for the other's spinning
-//! threads).
+//! threads) and never waits for a sleeping worker to wake.
 //!
 //! Miri: the packing, blocking, scratch-buffer and GEMV code is exercised under Miri by the
 //! small tests in `tests` through the portable scalar micro-kernel; the SIMD micro-kernels use
@@ -28,10 +29,10 @@ mod pack;
 mod portable;
 mod scratch;
 mod select;
+mod team;
 #[cfg(test)]
 mod tests;
 
-use rayon::prelude::*;
 use tensor_core::Result;
 
 pub(crate) use microkernel::MicroKernel;
@@ -406,7 +407,8 @@ type BlockProduct<'f, T> =
     dyn Fn((usize, usize, usize), MatRef<T>, MatRef<T>, MatMut<T>) -> Result<()> + Sync + 'f;
 
 /// Cuts `C = A·B` into disjoint blocks as [`try_parallel_gemm`] describes and runs `block` on
-/// each, in parallel when there are several; returns the first error.
+/// each, on this thread and the rayon workers free to help (see `team`); returns the first
+/// error.
 ///
 /// # Safety
 /// As [`try_gemm`]; `block` must be a product of its arguments satisfying that contract.
@@ -441,7 +443,7 @@ unsafe fn split_over_threads<T: GemmElement>(
         return block((m, k, n), a, b, c);
     }
     let step = side.div_ceil(blocks).div_ceil(unit) * unit;
-    (0..side.div_ceil(step)).into_par_iter().try_for_each(|i| {
+    let run = |i: usize| -> Result<()> {
         // Whole-struct captures, so the closure holds the `Sync` wrappers, not raw pointers.
         let (a, b, c) = (a, b, c);
         let start = i * step;
@@ -455,5 +457,8 @@ unsafe fn split_over_threads<T: GemmElement>(
                 block((len, k, n), a.at(start, 0), b, c.at(start, 0))
             }
         }
-    })
+    };
+    // The calling thread computes blocks too, and workers join in as they come free.
+    let blocks = side.div_ceil(step);
+    team::run_blocks(blocks, threads - 1, &run)
 }
