@@ -18,9 +18,12 @@
 //! another pool for the cores (two pools on two cores made each wait for the other's spinning
 //! threads) and never waits for a sleeping worker to wake.
 //!
-//! Miri: the packing, blocking, scratch-buffer and GEMV code is exercised under Miri by the
-//! small tests in `tests` through the portable scalar micro-kernel; the SIMD micro-kernels use
-//! `core::arch` intrinsics that Miri does not run, and their tests are skipped there.
+//! Miri: the packing, blocking, scratch-buffer, team and GEMV code is exercised under Miri by
+//! the small tests in `tests` (and each module's own) through the portable scalar
+//! micro-kernel: `MIRIFLAGS=-Zmiri-ignore-leaks cargo +nightly miri test -p backend-cpu --lib
+//! kernels::gemm` (about ten minutes; the flag because rayon's global pool, which the `team`
+//! tests start, outlives them). The SIMD micro-kernels and packers are `core::arch` intrinsics that Miri does not
+//! run; their tests are skipped there and run natively on every CPU that has the features.
 
 mod blocked;
 mod gemv;
