@@ -33,7 +33,7 @@ fn main() -> ExitCode {
     let mut stdout = std::io::stdout().lock();
     // What the records depend on besides the code: the CPU backend's GEMM path and threads.
     let info = serde_json::json!({ "tessera_info": {
-        "cpu_gemm": backend_cpu::gemm_description(),
+        "cpu_gemm": tessera_cpu::gemm_description(),
         "rayon_threads": rayon_threads(),
     }});
     if writeln!(stdout, "{info}").is_err() {

@@ -20,7 +20,7 @@ use super::microkernel::{KernelFn, MicroKernel, MAX_TILE};
 use super::pack::{pack, pack_rows, Source};
 use super::scratch::with_buffers;
 use super::{GemmElement, MatMut, MatRef};
-use tensor_core::Result;
+use tessera_core::Result;
 
 /// `C = A·B + beta·C` with `kernel`, on this thread. Errors only when the packing buffers
 /// cannot be allocated, before anything is written.

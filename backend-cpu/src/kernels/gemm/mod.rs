@@ -38,7 +38,7 @@ mod team;
 #[cfg(test)]
 mod tests;
 
-use tensor_core::Result;
+use tessera_core::Result;
 
 pub(crate) use microkernel::MicroKernel;
 pub use select::GEMM_ENV_VAR;
@@ -259,7 +259,7 @@ impl<T> MatMut<T> {
 /// `C = A·B + beta·C` (`A: m x k`, `B: k x n`) on the calling thread, on the path chosen for
 /// this CPU. With `beta == 0`, C is written without being read (it may hold anything).
 ///
-/// Errors only when the packing buffers cannot be allocated ([`tensor_core::Error::OutOfMemory`]).
+/// Errors only when the packing buffers cannot be allocated ([`tessera_core::Error::OutOfMemory`]).
 ///
 /// # Safety
 /// Every element `a + i*a.rs + p*a.cs` (`i < m`, `p < k`), likewise for `b` (`p < k`, `j < n`),

@@ -6,7 +6,7 @@
 use std::cell::RefCell;
 
 use super::GemmElement;
-use tensor_core::{Error, Result};
+use tessera_core::{Error, Result};
 
 /// One 64-byte cache line: the unit (and the alignment) of the buffers.
 #[repr(C, align(64))]

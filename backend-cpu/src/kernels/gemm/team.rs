@@ -13,7 +13,7 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tensor_core::{Error, Result};
+use tessera_core::{Error, Result};
 
 /// One block's work.
 type BlockFn<'f> = dyn Fn(usize) -> Result<()> + Sync + 'f;

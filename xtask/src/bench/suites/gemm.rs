@@ -4,7 +4,7 @@
 //! transposed operand is a view, never copied, on every side.
 
 use clap::{Args, ValueEnum};
-use tensor_core::{Backend, DType, Tensor};
+use tessera_core::{Backend, DType, Tensor};
 
 use crate::bench::record::Record;
 use crate::bench::timing::Protocol;
@@ -119,7 +119,7 @@ pub fn measure<B: Backend>(
     args: &GemmArgs,
     protocol: &Protocol,
     emit: &mut dyn FnMut(Record),
-) -> tensor_core::Result<()> {
+) -> tessera_core::Result<()> {
     for &dtype in &args.dtypes {
         for &layout in &args.layouts {
             for &n in &args.sizes {
@@ -134,7 +134,7 @@ pub fn measure<B: Backend>(
                 let timing = protocol.measure(args.reps.map(|r| r as usize), || {
                     let c = a.matmul(&b)?;
                     dev.synchronize()?;
-                    Ok::<_, tensor_core::Error>(c)
+                    Ok::<_, tessera_core::Error>(c)
                 })?;
                 let mut record =
                     Record::new(NAME, "tessera", dev.name(), n, &timing).with_flops(flops(n));
@@ -231,7 +231,7 @@ mod tests {
             ..Protocol::default()
         };
         let mut variants = Vec::new();
-        measure(&backend_cpu::Cpu::new(), &args, &quick, &mut |r| {
+        measure(&tessera_cpu::Cpu::new(), &args, &quick, &mut |r| {
             variants.push(r.variant)
         })
         .unwrap();

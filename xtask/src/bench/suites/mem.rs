@@ -14,11 +14,11 @@
 //! growth across epochs, which `xtask/tests/memory_flat.rs` asserts.
 
 use clap::Args;
-use nn::optim::{Adam, AdamConfig};
-use nn::training::train_step;
-use nn::Module;
 use serde_json::json;
-use tensor_core::{Backend, DType, Tensor};
+use tessera_core::{Backend, DType, Tensor};
+use tessera_nn::optim::{Adam, AdamConfig};
+use tessera_nn::training::train_step;
+use tessera_nn::Module;
 
 use crate::bench::record::{MemoryUse, Record};
 use crate::bench::resident::{self, Resident};
@@ -212,7 +212,7 @@ mod tests {
         };
         let (mut records, mut infos) = (Vec::new(), Vec::new());
         measure(
-            &backend_cpu::Cpu::new(),
+            &tessera_cpu::Cpu::new(),
             &args,
             &mut |r| records.push(r),
             &mut |v| infos.push(v),
