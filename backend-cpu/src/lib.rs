@@ -9,7 +9,9 @@
 //!   monomorphised loop per op (contiguous slices, broadcast scalars or stepped access).
 //! * **Reductions** split kept and reduced axes into two plans and pick a slice, row-wise or
 //!   strided inner loop; f32 sums are pairwise (see `kernels::reducer`).
-//! * **Matrix products** call `matrixmultiply`'s strided sgemm/dgemm once per batch element.
+//! * **Matrix products** run one strided GEMM per batch element: BLIS-style blocking and
+//!   packing around AVX-512 or AVX2+FMA micro-kernels chosen at run time, a GEMV for one row
+//!   or column, and `matrixmultiply` as the portable path ([`GEMM_ENV_VAR`] chooses).
 //! * **Parallelism**: outputs above 32768 elements are split across `rayon`'s pool; below that
 //!   everything runs on the calling thread.
 //! * **Memory**: freed tensor memory stays in the process for the next tensor of that size
@@ -37,8 +39,15 @@ mod storage;
 mod strided;
 
 pub use backend::Cpu;
+pub use kernels::gemm::GEMM_ENV_VAR;
 pub use malloc_tuning::{tune_allocator, MALLOC_TUNING_ENV_VAR};
 pub use storage::{CpuElement, CpuStorage};
+
+/// Which GEMM path this process uses and its micro-kernels, for reports: e.g.
+/// `"avx512 (avx512 f32 12x32, avx512 f64 12x16)"` or `"portable (matrixmultiply)"`.
+pub fn gemm_description() -> String {
+    kernels::gemm::description()
+}
 
 /// A tensor on the CPU backend.
 pub type CpuTensor = tessera_core::Tensor<Cpu>;

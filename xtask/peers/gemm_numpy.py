@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """numpy peer of Tessera's `gemm` benchmark suite (run by `cargo xtask bench gemm`).
 
-Multiplies square n x n float32 matrices (`a @ b`) and prints, one JSON object per line, first
+Multiplies square n x n float32 or float64 matrices (`a @ b`, with `.T` views for the nt and
+tn layouts) and prints, one JSON object per line, first
 a `{"peer_info": {...}}` line (numpy version, its BLAS, thread count when threadpoolctl is
 importable), then one record per size with the same fields as tessera-bench's:
 `{"suite":"gemm","framework":"numpy","backend":"cpu","n":...,"reps":...,"median_s":...,
@@ -10,7 +11,8 @@ importable), then one record per size with the same fields as tessera-bench's:
 The timing protocol and the record lines are peer_protocol.py's (which mirrors
 xtask/src/bench/timing.rs).
 
-Usage: python3 gemm_numpy.py [--sizes 256,512,1024,2048,4096] [--reps N]
+Usage: python3 gemm_numpy.py [--sizes 256,512,1024,2048,4096] [--reps N] [--dtypes f32,f64]
+                             [--layouts nn,nt,tn]
 """
 
 import argparse
@@ -46,18 +48,20 @@ def blas_info():
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=p.int_list, default=[256, 512, 1024, 2048, 4096],
-                        help="comma-separated matrix sizes n")
-    parser.add_argument("--reps", type=p.positive_int, default=None,
-                        help="timed repetitions per size (default: about 1.5 s per size, >= 5)")
+    p.add_gemm_args(parser)
     args = parser.parse_args()
     p.info(blas_info())
     rng = np.random.default_rng(0)
-    for n in args.sizes:
-        a = rng.standard_normal((n, n), dtype=np.float32)
-        b = rng.standard_normal((n, n), dtype=np.float32)
+    types = {"f32": np.float32, "f64": np.float64}
+    for dtype, layout, n, variant in p.gemm_cases(args):
+        a = rng.standard_normal((n, n), dtype=types[dtype])
+        b = rng.standard_normal((n, n), dtype=types[dtype])
+        if layout == "nt":
+            b = b.T
+        elif layout == "tn":
+            a = a.T
         samples = p.measure(lambda: a @ b, args.reps)
-        p.emit("gemm", "numpy", n, samples, flops=2.0 * n**3)
+        p.emit("gemm", "numpy", n, samples, flops=2.0 * n**3, variant=variant)
     return 0
 
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """PyTorch peer of Tessera's `gemm` suite (run by `cargo xtask bench gemm`): `a @ b` of square
-n x n float32 CPU tensors; prints a peer_info line, then one record per size.
+n x n float32 or float64 CPU tensors (`.t()` views for the nt and tn layouts); prints a
+peer_info line, then one record per case.
 
-Usage: python3 gemm_torch.py [--sizes 256,512,1024,2048,4096] [--reps N]
+Usage: python3 gemm_torch.py [--sizes 256,512,1024,2048,4096] [--reps N] [--dtypes f32,f64]
+                             [--layouts nn,nt,tn]
 """
 
 import argparse
@@ -16,16 +18,20 @@ from torch_common import describe
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=p.int_list, default=[256, 512, 1024, 2048, 4096])
-    parser.add_argument("--reps", type=p.positive_int, default=None)
+    p.add_gemm_args(parser)
     args = parser.parse_args()
     p.info(describe())
     g = torch.Generator().manual_seed(0)
-    for n in args.sizes:
-        a = torch.randn((n, n), generator=g)
-        b = torch.randn((n, n), generator=g)
+    types = {"f32": torch.float32, "f64": torch.float64}
+    for dtype, layout, n, variant in p.gemm_cases(args):
+        a = torch.randn((n, n), generator=g, dtype=types[dtype])
+        b = torch.randn((n, n), generator=g, dtype=types[dtype])
+        if layout == "nt":
+            b = b.t()
+        elif layout == "tn":
+            a = a.t()
         samples = p.measure(lambda: a @ b, args.reps)
-        p.emit("gemm", "torch", n, samples, flops=2.0 * n**3)
+        p.emit("gemm", "torch", n, samples, flops=2.0 * n**3, variant=variant)
     return 0
 
 

@@ -10,6 +10,7 @@ median, min and max.
 import argparse
 import json
 import math
+import os
 import time
 
 MIN_WARMUP_RUNS = 2
@@ -80,8 +81,9 @@ def int_list(text):
 
 
 def emit(suite, framework, n, samples, flops=None, samples_counted=False, model=None,
-         phase=None):
-    """Prints one record line with the fields of tessera-bench's records."""
+         phase=None, memory=None, variant=None):
+    """Prints one record line with the fields of tessera-bench's records (`memory`: a dict of
+    rss_before_bytes, peak_rss_bytes, rss_after_bytes, for the mem suite)."""
     med = median(samples)
     record = {
         "suite": suite,
@@ -100,7 +102,39 @@ def emit(suite, framework, n, samples, flops=None, samples_counted=False, model=
         record["model"] = model
     if phase is not None:
         record["phase"] = phase
+    if variant is not None:
+        record["variant"] = variant
+    if memory is not None:
+        record["memory"] = memory
     print(json.dumps(record), flush=True)
+
+
+def add_gemm_args(parser):
+    """The gemm suite's arguments (xtask/src/bench/suites/gemm.rs)."""
+    parser.add_argument("--sizes", type=int_list, default=[256, 512, 1024, 2048, 4096],
+                        help="comma-separated matrix sizes n")
+    parser.add_argument("--reps", type=positive_int, default=None,
+                        help="timed repetitions per size (default: about 1.5 s per size, >= 5)")
+    parser.add_argument("--dtypes", default="f32", help="comma-separated: f32, f64")
+    parser.add_argument("--layouts", default="nn",
+                        help="comma-separated: nn (A.B), nt (A.B^T), tn (A^T.B)")
+
+
+def gemm_cases(args):
+    """(dtype name, layout, n, variant) for every case of the gemm suite, in Tessera's order;
+    the variant is None for f32 nn, as in gemm.rs."""
+    for dtype in [d for d in args.dtypes.split(",") if d]:
+        for layout in [l for l in args.layouts.split(",") if l]:
+            for n in args.sizes:
+                variant = None if (dtype, layout) == ("f32", "nn") else f"{dtype} {layout}"
+                yield dtype, layout, n, variant
+
+
+def requested_threads():
+    """The thread count `cargo xtask bench --threads N` asks for (TESSERA_BENCH_THREADS), or
+    None for the framework's default."""
+    value = os.environ.get("TESSERA_BENCH_THREADS")
+    return int(value) if value else None
 
 
 def info(fields):

@@ -5,6 +5,13 @@ random batches, and a description of the build for the peer_info line."""
 import torch
 from torch import nn
 
+import peer_protocol
+
+# `cargo xtask bench --threads N`: OMP_NUM_THREADS and MKL_NUM_THREADS are set as well; this
+# makes PyTorch's intra-op pool follow them whatever its build reads at start-up.
+if peer_protocol.requested_threads() is not None:
+    torch.set_num_threads(peer_protocol.requested_threads())
+
 
 def build(model):
     """The reference model `model` ("mlp" or "cnn") in float32 on the CPU."""

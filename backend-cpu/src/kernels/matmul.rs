@@ -1,12 +1,12 @@
-//! Batched matrix product on top of `matrixmultiply`'s strided GEMM.
+//! Batched matrix product on top of the strided GEMM of [`super::gemm`].
 //!
-//! `matrixmultiply::{sgemm, dgemm}` take arbitrary row and column strides, so transposed or
-//! sliced operands are multiplied in place without a copy; batch elements are addressed through
+//! The GEMM takes arbitrary row and column strides, so transposed or sliced operands are
+//! multiplied in place without a copy; batch elements are addressed through
 //! their own (possibly zero) batch strides. Large products are split into blocks over rayon
 //! (see [`super::gemm::parallel_gemm`]); many small products are spread over rayon one product
 //! per task instead.
 
-use super::gemm::{gemm, parallel_gemm, GemmElement, MatMut, MatRef};
+use super::gemm::{try_gemm, try_parallel_gemm, GemmElement, MatMut, MatRef};
 use crate::checks::{dtype_mismatch, unsupported};
 use crate::strided::StridedPlan;
 use crate::CpuStorage;
@@ -114,8 +114,16 @@ fn batched_gemm<T: GemmElement>(
 ) -> Result<Vec<T>> {
     let ProductShape { m, k, n, .. } = *shape;
     let batch: usize = shape.batch_dims.iter().product();
-    let mut out = vec![T::default(); batch * m * n];
-    if out.is_empty() || k == 0 {
+    let len = batch * m * n;
+    // The output is written by the GEMM (beta = 0: every element written, none read), so it is
+    // not zero-filled first; its allocation fails with a typed error.
+    let mut out: Vec<T> = Vec::new();
+    out.try_reserve_exact(len).map_err(|_| Error::OutOfMemory {
+        device: "cpu".to_string(),
+        requested_bytes: len.saturating_mul(std::mem::size_of::<T>()),
+    })?;
+    if len == 0 || k == 0 {
+        out.resize(len, T::ZERO);
         return Ok(out);
     }
     let r = ll.rank();
@@ -155,37 +163,39 @@ fn batched_gemm<T: GemmElement>(
         rs: mat.row_stride as isize,
         cs: mat.col_stride as isize,
     };
-    // SAFETY (both closures): both operands were checked to lie inside `a` and `b`; `c` is one
-    // batch element of `out`, exactly `m * n` elements, written row-major (strides `n`, 1); the
-    // strides fit in `isize` because the largest offsets do.
-    let product = |(lhs, rhs): &(Matrix, Matrix), c: &mut [T]| unsafe {
-        gemm(
-            (m, k, n),
-            operand(a, lhs),
-            operand(b, rhs),
-            T::ZERO,
-            MatMut::row_major(c, n),
-        )
+    // Batch element `i` of the output: `m x n` row-major elements from `i * m * n`, in the
+    // capacity reserved above.
+    let outputs = MatMut {
+        ptr: out.as_mut_ptr(),
+        rs: n as isize,
+        cs: 1,
     };
-    let split_product = |(lhs, rhs): &(Matrix, Matrix), c: &mut [T]| unsafe {
-        parallel_gemm(
-            (m, k, n),
-            operand(a, lhs),
-            operand(b, rhs),
-            T::ZERO,
-            MatMut::row_major(c, n),
-        )
+    // SAFETY: `i < batch`, so the offset stays inside the reserved capacity.
+    let output = |i: usize| unsafe { outputs.at(i * m, 0) };
+    // SAFETY (both closures): both operands were checked to lie inside `a` and `b`; `c` is one
+    // batch element of the output, `m * n` elements no other call writes; the strides fit in
+    // `isize` because the largest offsets do.
+    let product = |(lhs, rhs): &(Matrix, Matrix), c: MatMut<T>| unsafe {
+        try_gemm((m, k, n), operand(a, lhs), operand(b, rhs), T::ZERO, c)
+    };
+    let split_product = |(lhs, rhs): &(Matrix, Matrix), c: MatMut<T>| unsafe {
+        try_parallel_gemm((m, k, n), operand(a, lhs), operand(b, rhs), T::ZERO, c)
     };
     let small = m * k + k * n < GEMM_THREADING_SIZE;
     let work = batch.saturating_mul(m).saturating_mul(n).saturating_mul(k);
     if batch > 1 && small && work >= BATCH_PARALLEL_WORK && crate::parallel::threads() > 1 {
-        out.par_chunks_mut(m * n)
-            .zip(operands.par_iter())
-            .for_each(|(c, ops)| product(ops, c));
+        operands
+            .par_iter()
+            .enumerate()
+            .try_for_each(|(i, ops)| product(ops, output(i)))?;
     } else {
-        for (c, ops) in out.chunks_mut(m * n).zip(&operands) {
-            split_product(ops, c);
+        for (i, ops) in operands.iter().enumerate() {
+            split_product(ops, output(i))?;
         }
     }
+    // SAFETY: every batch element was computed above with beta = 0, and a GEMM with beta = 0
+    // writes every element of its output; on an error we returned before this, with the length
+    // still 0.
+    unsafe { out.set_len(len) };
     Ok(out)
 }

@@ -6,17 +6,22 @@
 //!
 //! Tessera's side runs in the `tessera-bench` binary, built in release (see [`tessera`]); the
 //! peers are Python scripts under `xtask/peers/` (see [`peer`]). Both print one
-//! [`record::Record`] per line as JSON and follow the same [`timing::Protocol`].
+//! [`record::Record`] per line as JSON and follow the same [`timing::Protocol`], with the same
+//! threads and CPUs (`--threads`, `--pin`, see [`run_env`]). Each suite alternates the sides
+//! over `--pairs` rounds and reports the median of the per-round ratios (see [`pairs`]).
 
 pub mod backend;
 pub mod baseline;
 pub mod collect;
 pub mod lifecycle;
 pub mod numpy;
+pub mod pairs;
 pub mod peer;
 pub mod plot;
 pub mod record;
 pub mod report;
+pub mod resident;
+pub mod run_env;
 pub mod suites;
 pub mod tessera;
 pub mod timing;
@@ -29,8 +34,10 @@ use crate::process::target_dir;
 use crate::TaskResult;
 use backend::BackendKind;
 use lifecycle::Lifecycle;
+use pairs::Round;
 use peer::{PeerKind, PeerRun};
-use record::Record;
+use record::{Output, Record};
+use run_env::RunEnv;
 use suites::SuiteCommand;
 
 /// Arguments of `cargo xtask bench`.
@@ -48,6 +55,17 @@ pub struct BenchArgs {
     /// Save this run's records as the baseline (at --baseline, or the default path).
     #[arg(long, global = true)]
     pub save_baseline: bool,
+    /// Threads for each side: rayon's for Tessera; OpenMP, OpenBLAS, MKL and
+    /// torch.set_num_threads for the peers [default: each side's own, every core].
+    #[arg(long, global = true, value_parser = clap::value_parser!(u64).range(1..))]
+    pub threads: Option<u64>,
+    /// Pin both sides to the same CPUs (the first --threads of them, or all) with taskset.
+    #[arg(long, global = true)]
+    pub pin: bool,
+    /// Alternating rounds per suite (Tessera, peers, Tessera, peers, ...); the ratios are the
+    /// median of the per-round ratios, with min and max. The `mem` suite runs once.
+    #[arg(long, global = true, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    pub pairs: u64,
     /// The suite to run [default: all of them, then the lifecycle report].
     #[command(subcommand)]
     pub suite: Option<SuiteCommand>,
@@ -89,52 +107,118 @@ fn suite_caption(suite: &SuiteCommand) -> &'static str {
         SuiteCommand::Infer(_) => "infer: one forward pass in eval mode, no graph",
         SuiteCommand::Prep(_) => "prep: decode + normalise + batch one Fashion-MNIST epoch",
         SuiteCommand::Eval(_) => "eval: one evaluate() pass over the Fashion-MNIST test set",
+        SuiteCommand::Mem(_) => {
+            "mem: resident memory of training, MiB: before the unit, its peak above that, after"
+        }
     }
 }
 
-/// Runs one suite: Tessera on each backend, then each peer that covers it; prints its table
-/// and writes its results file. Returns every record.
-fn run_suite(
-    suite: &SuiteCommand,
-    backends: &[BackendKind],
+/// What every suite of a run shares: the conditions and the `tessera-bench` binary.
+struct RunContext {
+    env: RunEnv,
+    binary: PathBuf,
+    backends: Vec<BackendKind>,
     no_peers: bool,
-) -> TaskResult<Vec<Record>> {
+    pairs: usize,
+}
+
+/// Runs one suite: rounds of Tessera on each backend, then each available peer; prints the
+/// table of the median round, the per-pair ratios, and writes its results file. Returns the
+/// aggregated records (one per side and case).
+fn run_suite(suite: &SuiteCommand, ctx: &RunContext) -> TaskResult<Vec<Record>> {
     let name = suite.name();
-    let mut records = Vec::new();
-    for &backend in backends {
-        println!(
-            "==> bench {name}: Tessera on {} (release build of tessera-bench)",
-            backend.name()
-        );
-        records.extend(tessera::measure(backend, suite)?.records);
-    }
-    let ours = records.clone();
-    let mut peers = Vec::new();
+    let rounds_wanted = match suite {
+        // Resident memory is no timing: one round says it.
+        SuiteCommand::Mem(_) => 1,
+        _ => ctx.pairs,
+    };
+    let mut peers: Vec<(PeerKind, PeerRun)> = Vec::new();
     for kind in PeerKind::ALL.into_iter().filter(|k| k.covers(suite)) {
-        println!("==> bench {name}: {} peer", kind.name());
-        let run = if no_peers {
-            PeerRun::Skipped("--no-peers".to_string())
+        let reason = if ctx.no_peers {
+            Some("--no-peers".to_string())
         } else {
-            kind.measure(suite)?
+            kind.unavailable_reason()
         };
-        match &run {
-            PeerRun::Ran(out) => {
+        if let Some(reason) = reason {
+            println!("==> bench {name}: {} peer skipped: {reason}", kind.name());
+            peers.push((kind, PeerRun::Skipped(reason)));
+        } else {
+            peers.push((kind, PeerRun::Ran(Output::default())));
+        }
+    }
+    let mut rounds: Vec<Round> = Vec::new();
+    for round in 1..=rounds_wanted {
+        let mut records = Vec::new();
+        for &backend in &ctx.backends {
+            println!(
+                "==> bench {name} [{round}/{rounds_wanted}]: Tessera on {} ({})",
+                backend.name(),
+                ctx.env.describe()
+            );
+            let out = tessera::measure(&ctx.binary, &ctx.env, backend, suite)?;
+            if round == 1 {
                 for info in &out.info {
-                    println!(
-                        "    {}: {}",
-                        kind.name(),
-                        info.get("peer_info").unwrap_or(info)
-                    );
+                    println!("    tessera: {}", info.get("tessera_info").unwrap_or(info));
+                }
+            }
+            records.extend(out.records);
+        }
+        for (kind, run) in peers.iter_mut() {
+            let PeerRun::Ran(all) = run else { continue };
+            println!(
+                "==> bench {name} [{round}/{rounds_wanted}]: {} peer ({})",
+                kind.name(),
+                ctx.env.describe()
+            );
+            if let PeerRun::Ran(out) = kind.measure(suite, &ctx.env)? {
+                if round == 1 {
+                    for info in &out.info {
+                        println!(
+                            "    {}: {}",
+                            kind.name(),
+                            info.get("peer_info").unwrap_or(info)
+                        );
+                    }
+                    all.info = out.info.clone();
                 }
                 records.extend(out.records.iter().cloned());
             }
-            PeerRun::Skipped(reason) => println!("    {} skipped: {reason}", kind.name()),
         }
-        peers.push((kind, run));
+        rounds.push(records);
     }
-    println!("\n{}", suite_caption(suite));
-    println!("{}\n", report::comparison_table(&records));
-    let results = report::suite_results_json(name, &suite.to_cli_args(), &ours, &peers);
+    let records = pairs::aggregate(&rounds);
+    for (kind, run) in peers.iter_mut() {
+        if let PeerRun::Ran(out) = run {
+            out.records = records
+                .iter()
+                .filter(|r| r.framework == kind.name())
+                .cloned()
+                .collect();
+        }
+    }
+    let ours: Vec<Record> = records
+        .iter()
+        .filter(|r| r.framework == "tessera")
+        .cloned()
+        .collect();
+    println!("\n{} ({})", suite_caption(suite), ctx.env.describe());
+    let ratios = pairs::pair_ratios(&rounds);
+    if matches!(suite, SuiteCommand::Mem(_)) {
+        println!("{}\n", report::memory_table(&records));
+    } else {
+        println!("{}\n", report::comparison_table(&records));
+        if !ratios.is_empty() {
+            println!("{}\n", pairs::ratio_table(&ratios, rounds.len()));
+        }
+    }
+    let mut results = report::suite_results_json(name, &suite.to_cli_args(), &ours, &peers);
+    results["conditions"] = serde_json::json!({
+        "threads": ctx.env.threads,
+        "pinned_cpus": ctx.env.cpus,
+        "rounds": rounds.len(),
+    });
+    results["pair_ratios"] = serde_json::to_value(&ratios)?;
+    results["rounds"] = serde_json::to_value(&rounds)?;
     let path = report::write_results(name, &results)?;
     println!("results written to {}\n", path.display());
     Ok(records)
@@ -202,16 +286,30 @@ pub fn run(args: &BenchArgs) -> TaskResult<()> {
         Some(suite) => vec![suite.clone()],
         None => SuiteCommand::all_defaults(),
     };
+    let env = RunEnv::for_this_machine(args.threads.map(|t| t as usize), args.pin)?;
+    println!("==> bench: building tessera-bench (release)");
+    let ctx = RunContext {
+        env,
+        binary: tessera::build()?,
+        backends,
+        no_peers: args.no_peers,
+        pairs: args.pairs as usize,
+    };
     let mut records = Vec::new();
     for suite in &suites {
         if let Some(reason) = suite.unavailable_reason() {
             println!("==> bench {}: skipped: {reason}\n", suite.name());
             continue;
         }
-        records.extend(run_suite(suite, &backends, args.no_peers)?);
+        records.extend(run_suite(suite, &ctx)?);
     }
     if args.suite.is_none() {
-        write_lifecycle(&records)?;
+        let timed: Vec<Record> = records
+            .iter()
+            .filter(|r| r.memory.is_none())
+            .cloned()
+            .collect();
+        write_lifecycle(&timed)?;
     }
     guard_regressions(args, &records)
 }
@@ -236,5 +334,21 @@ mod tests {
         assert_eq!(cli.bench.backends, [BackendKind::Cpu]);
         assert!(cli.bench.no_peers);
         assert!(matches!(cli.bench.suite, Some(SuiteCommand::Mlp(_))));
+        assert_eq!(
+            (cli.bench.threads, cli.bench.pin, cli.bench.pairs),
+            (None, false, 3)
+        );
+    }
+
+    #[test]
+    fn threads_pin_and_pairs_parse_before_or_after_the_suite() {
+        let cli = Cli::try_parse_from(["bench", "--threads", "1", "gemm", "--pin", "--pairs", "5"])
+            .unwrap();
+        assert_eq!(
+            (cli.bench.threads, cli.bench.pin, cli.bench.pairs),
+            (Some(1), true, 5)
+        );
+        assert!(Cli::try_parse_from(["bench", "--pairs", "0"]).is_err());
+        assert!(Cli::try_parse_from(["bench", "--threads", "0"]).is_err());
     }
 }

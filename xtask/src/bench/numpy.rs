@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use crate::bench::peer::PeerKind;
+use crate::bench::run_env::RunEnv;
 use crate::bench::suites::SuiteCommand;
 use crate::TaskResult;
 
@@ -21,6 +22,6 @@ pub fn unavailable_reason() -> Option<String> {
 
 /// Runs the numpy peer of `suite` with the same arguments as Tessera's side, or says why not.
 /// A peer that is available but fails is an error.
-pub fn measure(suite: &SuiteCommand) -> TaskResult<PeerRun> {
-    PeerKind::Numpy.measure(suite)
+pub fn measure(suite: &SuiteCommand, env: &RunEnv) -> TaskResult<PeerRun> {
+    PeerKind::Numpy.measure(suite, env)
 }

@@ -7,6 +7,7 @@ use std::process::{Command, Stdio};
 
 use crate::bench::collect::collect;
 use crate::bench::record::Output;
+use crate::bench::run_env::RunEnv;
 use crate::bench::suites::SuiteCommand;
 use crate::process::workspace_root;
 use crate::TaskResult;
@@ -103,9 +104,10 @@ impl PeerKind {
         }
     }
 
-    /// Runs the peer's script for `suite` with the same arguments as Tessera's side, or says
-    /// why not. A peer that is available but fails is an error.
-    pub fn measure(self, suite: &SuiteCommand) -> TaskResult<PeerRun> {
+    /// Runs the peer's script for `suite` with the same arguments as Tessera's side, under the
+    /// run's threads and pinning, or says why not. A peer that is available but fails is an
+    /// error.
+    pub fn measure(self, suite: &SuiteCommand, env: &RunEnv) -> TaskResult<PeerRun> {
         let script = self.script(suite);
         if !script.is_file() {
             return Ok(PeerRun::Skipped(format!(
@@ -118,9 +120,10 @@ impl PeerKind {
         if let Some(reason) = self.unavailable_reason() {
             return Ok(PeerRun::Skipped(reason));
         }
-        let mut cmd = python();
-        cmd.arg(&script)
-            .args(suite.to_cli_args().into_iter().skip(1));
+        let mut args = vec![script.to_string_lossy().into_owned()];
+        args.extend(suite.to_cli_args().into_iter().skip(1));
+        let mut cmd = env.command(PYTHON.as_ref(), &args);
+        prepare_python(&mut cmd);
         Ok(PeerRun::Ran(collect(&mut cmd)?))
     }
 }
@@ -128,11 +131,16 @@ impl PeerKind {
 /// A `python3` command with [`REMOVED_ENV`] removed, working in the workspace root.
 pub fn python() -> Command {
     let mut cmd = Command::new(PYTHON);
+    prepare_python(&mut cmd);
+    cmd
+}
+
+/// Removes [`REMOVED_ENV`] from `cmd` and makes it work in the workspace root.
+fn prepare_python(cmd: &mut Command) {
     for var in REMOVED_ENV {
         cmd.env_remove(var);
     }
     cmd.current_dir(workspace_root());
-    cmd
 }
 
 #[cfg(test)]

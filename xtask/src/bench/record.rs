@@ -43,6 +43,33 @@ pub struct Record {
     /// `"infer-1"`, `"infer-batch"`), see [`crate::bench::lifecycle`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
+    /// What distinguishes cases of the same size within a suite (the gemm suite's element type
+    /// and layout, `"f64 nt"`); absent for the suite's main case.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
+    /// Resident memory around the measured unit, for the `mem` suite.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryUse>,
+}
+
+/// The resident memory of a measuring process around one measured unit (a training step, an
+/// epoch), in bytes, from Linux's `/proc/self/status` (`VmRSS`, and `VmHWM` reset before the
+/// unit through `/proc/self/clear_refs`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MemoryUse {
+    /// Resident set size before the unit ran (model, optimizer state and data in place).
+    pub rss_before_bytes: u64,
+    /// Peak resident set size while it ran.
+    pub peak_rss_bytes: u64,
+    /// Resident set size after it.
+    pub rss_after_bytes: u64,
+}
+
+impl MemoryUse {
+    /// How far the unit raised the resident set above where it started: its own peak memory.
+    pub fn peak_increase_bytes(&self) -> u64 {
+        self.peak_rss_bytes.saturating_sub(self.rss_before_bytes)
+    }
 }
 
 impl Record {
@@ -62,6 +89,8 @@ impl Record {
             samples_per_s: None,
             model: None,
             phase: None,
+            variant: None,
+            memory: None,
         }
     }
 
@@ -90,16 +119,34 @@ impl Record {
     }
 
     /// What identifies the measured configuration across frameworks and runs: suite, backend,
-    /// model, phase and size (the framework is left out so that peers line up with Tessera).
+    /// model, phase, size and variant (the framework is left out so that peers line up with
+    /// Tessera).
     pub fn case_key(&self) -> String {
-        format!(
+        let key = format!(
             "{}/{}/{}/{}/n={}",
             self.suite,
             self.backend,
             self.model.as_deref().unwrap_or("-"),
             self.phase.as_deref().unwrap_or("-"),
             self.n
-        )
+        );
+        match &self.variant {
+            Some(v) => format!("{key}/{v}"),
+            None => key,
+        }
+    }
+
+    /// The case as tables label it: model, phase, variant and size, whichever it has.
+    pub fn case_label(&self) -> String {
+        let mut parts = Vec::new();
+        for part in [&self.model, &self.phase, &self.variant]
+            .into_iter()
+            .flatten()
+        {
+            parts.push(part.clone());
+        }
+        parts.push(format!("n={}", self.n));
+        parts.join(" ")
     }
 
     /// The relative spread `(max - min) / median` of the repetitions: the run's own noise.
@@ -179,6 +226,8 @@ mod tests {
             samples_per_s: None,
             model: None,
             phase: None,
+            variant: None,
+            memory: None,
         }
     }
 

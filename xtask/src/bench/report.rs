@@ -58,17 +58,9 @@ fn headline_unit(records: &[Record]) -> &'static str {
     }
 }
 
-/// The row label of a record: model, phase and size, whichever it has.
+/// The row label of a record: model, phase, variant and size, whichever it has.
 fn row_label(r: &Record) -> String {
-    let mut parts = Vec::new();
-    if let Some(m) = &r.model {
-        parts.push(m.clone());
-    }
-    if let Some(p) = &r.phase {
-        parts.push(p.clone());
-    }
-    parts.push(format!("n={}", r.n));
-    parts.join(" ")
+    r.case_label()
 }
 
 /// A table of every framework and backend side by side, one row per measured case (model,
@@ -132,6 +124,88 @@ pub fn comparison_table(records: &[Record]) -> String {
                 _ => "-".to_string(),
             };
             line += &format!("  {ratio:>18}");
+        }
+        lines.push(line);
+    }
+    lines.join("\n")
+}
+
+/// The `mem` suite's table: one row per case (model, phase, batch), one column per framework
+/// and backend with `before / +peak / after` in MiB (the resident set before the unit, the
+/// unit's peak above it, the resident set after), and each Tessera column's peak increase
+/// over each peer's (below 1: Tessera needs less).
+pub fn memory_table(records: &[Record]) -> String {
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    let with_memory: Vec<&Record> = records.iter().filter(|r| r.memory.is_some()).collect();
+    let mut columns: Vec<String> = Vec::new();
+    let mut rows: Vec<String> = Vec::new();
+    for r in &with_memory {
+        let (col, row) = (column_name(r), row_label(r));
+        if !columns.contains(&col) {
+            columns.push(col);
+        }
+        if !rows.contains(&row) {
+            rows.push(row);
+        }
+    }
+    let find = |row: &str, col: &str| {
+        with_memory
+            .iter()
+            .find(|r| row_label(r) == row && column_name(r) == col)
+            .and_then(|r| r.memory)
+    };
+    let ours: Vec<&String> = columns
+        .iter()
+        .filter(|c| c.starts_with("tessera "))
+        .collect();
+    let peers: Vec<&String> = columns
+        .iter()
+        .filter(|c| !c.starts_with("tessera "))
+        .collect();
+    let label_width = rows.iter().map(String::len).max().unwrap_or(4).max(4);
+    let mut head = format!("{:<label_width$}", "case");
+    for c in &columns {
+        head += &format!("  {c:>26}");
+    }
+    for o in &ours {
+        for p in &peers {
+            let name = format!(
+                "peak {}/{}",
+                o.replace("tessera ", "tessera-"),
+                p.split(' ').next().unwrap_or(p)
+            );
+            head += &format!("  {name:>24}");
+        }
+    }
+    let mut lines = vec![
+        "(MiB: resident before / peak above that / resident after; lower is better)".to_string(),
+        head,
+    ];
+    for row in &rows {
+        let mut line = format!("{row:<label_width$}");
+        for c in &columns {
+            let cell = match find(row, c) {
+                Some(m) => format!(
+                    "{:.1} / +{:.1} / {:.1}",
+                    mib(m.rss_before_bytes),
+                    mib(m.peak_increase_bytes()),
+                    mib(m.rss_after_bytes)
+                ),
+                None => "-".to_string(),
+            };
+            line += &format!("  {cell:>26}");
+        }
+        for o in &ours {
+            for p in &peers {
+                let cell = match (find(row, o), find(row, p)) {
+                    (Some(a), Some(b)) if b.peak_increase_bytes() > 0 => format!(
+                        "{:.2}",
+                        a.peak_increase_bytes() as f64 / b.peak_increase_bytes() as f64
+                    ),
+                    _ => "-".to_string(),
+                };
+                line += &format!("  {cell:>24}");
+            }
         }
         lines.push(line);
     }
@@ -260,6 +334,8 @@ mod tests {
             samples_per_s: None,
             model: None,
             phase: None,
+            variant: None,
+            memory: None,
         }
     }
 
@@ -278,6 +354,33 @@ mod tests {
         assert!(lines[1].contains("tessera cpu") && lines[1].contains("tessera-cpu/torch"));
         let cells: Vec<&str> = lines[2].split_whitespace().collect();
         assert_eq!(cells, ["mlp", "train", "n=128", "200", "100", "2.00"]);
+    }
+
+    #[test]
+    fn the_memory_table_shows_before_peak_after_and_the_peak_ratio() {
+        let mib = 1024 * 1024;
+        let mut ours = record("tessera", 128, 0.0);
+        ours.suite = "mem".into();
+        ours.model = Some("mlp".into());
+        ours.phase = Some("train-step".into());
+        ours.memory = Some(crate::bench::record::MemoryUse {
+            rss_before_bytes: 10 * mib,
+            peak_rss_bytes: 14 * mib,
+            rss_after_bytes: 12 * mib,
+        });
+        let mut theirs = ours.clone();
+        theirs.framework = "torch".into();
+        theirs.memory = Some(crate::bench::record::MemoryUse {
+            rss_before_bytes: 300 * mib,
+            peak_rss_bytes: 308 * mib,
+            rss_after_bytes: 305 * mib,
+        });
+        let table = memory_table(&[ours, theirs]);
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(lines[1].contains("peak tessera-cpu/torch"), "{table}");
+        assert!(lines[2].contains("10.0 / +4.0 / 12.0"), "{table}");
+        assert!(lines[2].contains("300.0 / +8.0 / 305.0"), "{table}");
+        assert!(lines[2].trim_end().ends_with("0.50"), "{table}");
     }
 
     #[test]

@@ -16,6 +16,15 @@ struct Cli {
     bench: MeasureArgs,
 }
 
+/// The threads of rayon's global pool: what the CPU backend runs on.
+fn rayon_threads() -> usize {
+    std::env::var("RAYON_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n: &usize| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
 fn main() -> ExitCode {
     // Keep freed tensor memory for reuse: a training program's choice (see tessera_cpu::tune_allocator).
     tessera_cpu::tune_allocator();
@@ -24,6 +33,14 @@ fn main() -> ExitCode {
         eprintln!("tessera-bench: warning: this is a debug build; its numbers mean little");
     }
     let mut stdout = std::io::stdout().lock();
+    // What the records depend on besides the code: the CPU backend's GEMM path and threads.
+    let info = serde_json::json!({ "tessera_info": {
+        "cpu_gemm": tessera_cpu::gemm_description(),
+        "rayon_threads": rayon_threads(),
+    }});
+    if writeln!(stdout, "{info}").is_err() {
+        return ExitCode::FAILURE;
+    }
     let mut write_error = None;
     let outcome = cli.bench.backend.measure(
         &cli.bench.suite,

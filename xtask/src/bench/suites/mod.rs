@@ -9,6 +9,7 @@
 //! | `infer` | forward passes, batch 1 (latency) and 256 (throughput) | infer-1, infer-batch |
 //! | `prep` | decode, normalise and batch one Fashion-MNIST epoch | prep |
 //! | `eval` | a test-set pass of `tessera_nn::training::evaluate` | eval |
+//! | `mem` | resident memory of a training step and of an epoch | train-step, train-epoch |
 //!
 //! Adding a suite: a file here with its clap `Args` and a `measure` function generic over
 //! [`Backend`], a variant of [`SuiteCommand`] with its arms below, and optionally peers
@@ -19,6 +20,7 @@ pub mod data_source;
 pub mod eval;
 pub mod gemm;
 pub mod infer;
+pub mod mem;
 pub mod mlp;
 pub mod models;
 pub mod prep;
@@ -46,6 +48,8 @@ pub enum SuiteCommand {
     Prep(data_source::DataArgs),
     /// Evaluation: one pass over the Fashion-MNIST test set.
     Eval(eval::EvalArgs),
+    /// Resident memory of a training step and of an epoch.
+    Mem(mem::MemArgs),
 }
 
 impl SuiteCommand {
@@ -58,6 +62,7 @@ impl SuiteCommand {
             SuiteCommand::Infer(_) => infer::NAME,
             SuiteCommand::Prep(_) => prep::NAME,
             SuiteCommand::Eval(_) => eval::NAME,
+            SuiteCommand::Mem(_) => mem::NAME,
         }
     }
 
@@ -70,7 +75,7 @@ impl SuiteCommand {
             #[command(subcommand)]
             suite: SuiteCommand,
         }
-        ["gemm", "mlp", "cnn", "infer", "prep", "eval"]
+        ["gemm", "mlp", "cnn", "infer", "prep", "eval", "mem"]
             .into_iter()
             .map(|name| {
                 One::try_parse_from(["bench", name])
@@ -90,6 +95,7 @@ impl SuiteCommand {
             SuiteCommand::Infer(a) => args.extend(a.to_cli_args()),
             SuiteCommand::Prep(a) => args.extend(a.to_cli_args()),
             SuiteCommand::Eval(a) => args.extend(a.to_cli_args()),
+            SuiteCommand::Mem(a) => args.extend(a.to_cli_args()),
         }
         args
     }
@@ -108,11 +114,13 @@ impl SuiteCommand {
         match self {
             SuiteCommand::Prep(a) => a.missing_reason(),
             SuiteCommand::Eval(a) => a.data.missing_reason(),
+            SuiteCommand::Mem(a) => a.unavailable_reason(),
             _ => None,
         }
     }
 
-    /// Runs the suite on `dev` with `protocol`, passing each record to `emit` as it is measured.
+    /// Runs the suite on `dev` with `protocol`, passing each record to `emit` as it is measured
+    /// (the `mem` suite, which times nothing, ignores `protocol`).
     pub fn measure<B: Backend>(
         &self,
         dev: &B,
@@ -126,6 +134,8 @@ impl SuiteCommand {
             SuiteCommand::Infer(args) => infer::measure(dev, args, protocol, emit),
             SuiteCommand::Prep(args) => prep::measure(dev, args, protocol, emit),
             SuiteCommand::Eval(args) => eval::measure(dev, args, protocol, emit),
+            // Its per-epoch series goes to stdout beside the records, as a peer's info lines.
+            SuiteCommand::Mem(args) => mem::measure(dev, args, emit, &mut |v| println!("{v}")),
         }
     }
 }
@@ -176,7 +186,10 @@ mod tests {
             .iter()
             .map(SuiteCommand::name)
             .collect();
-        assert_eq!(names, ["gemm", "mlp", "cnn", "infer", "prep", "eval"]);
+        assert_eq!(
+            names,
+            ["gemm", "mlp", "cnn", "infer", "prep", "eval", "mem"]
+        );
     }
 
     #[test]

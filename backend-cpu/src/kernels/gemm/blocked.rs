@@ -1,0 +1,204 @@
+//! The blocked GEMM driver (BLIS-style): cache blocking and packing around a micro-kernel, on
+//! one thread.
+//!
+//! ```text
+//! for each block of mc rows of A (jc)
+//!   for each block of kc steps along k (pc)
+//!     pack A[jc.., pc..] into panels of mr rows                  (mc x kc, L2/L3;
+//!                                  row by row when A is row-major and the kernel reads that)
+//!     for each block of nc columns of B (ic)
+//!       pack B[pc.., ic..] into panels of nr columns             (kc x nc, L2)
+//!       for each A panel (jr), for each B panel (ir)
+//!         micro-kernel: the mr x nr tile of C, kc steps deep     (panels in L1)
+//! ```
+//!
+//! The first `pc` block applies the caller's `beta` (C is not read when it is 0); later ones
+//! accumulate. Edge tiles (fewer than `mr` rows or `nr` columns left) and outputs without a
+//! unit column stride go through a local tile that is then added into C element by element.
+
+use super::microkernel::{KernelFn, MicroKernel, MAX_TILE};
+use super::pack::{pack, pack_rows, Source};
+use super::scratch::with_buffers;
+use super::{GemmElement, MatMut, MatRef};
+use tessera_core::Result;
+
+/// `C = A·B + beta·C` with `kernel`, on this thread. Errors only when the packing buffers
+/// cannot be allocated, before anything is written.
+///
+/// # Safety
+/// As [`super::try_gemm`], with `m, k, n > 0`.
+pub(super) unsafe fn gemm<T: GemmElement>(
+    kernel: &MicroKernel<T>,
+    (m, k, n): (usize, usize, usize),
+    a: MatRef<T>,
+    b: MatRef<T>,
+    beta: T,
+    c: MatMut<T>,
+) -> Result<()> {
+    let (mr, nr) = (kernel.mr, kernel.nr);
+    assert!(
+        mr * nr <= MAX_TILE && kernel.mc % mr == 0 && kernel.nc % nr == 0 && kernel.kc > 0,
+        "inconsistent micro-kernel blocking: {kernel:?}"
+    );
+    let kc = kernel.kc.min(k);
+    let mc = kernel.mc.min(m.div_ceil(mr) * mr);
+    let nc = kernel.nc.min(n.div_ceil(nr) * nr);
+    // A row-major A is packed by copying its rows where the kernel has row-major panels
+    // (their rows are the kernel's `kc` apart, whatever the block depth).
+    let row_major_a = kernel.row_major_a.is_some() && a.cs == 1 && a.rs != 1;
+    let a_stride = if row_major_a { kernel.kc } else { kc };
+    with_buffers::<T, _>(mc * a_stride, kc * nc, |a_pack, b_pack| {
+        for jc in (0..m).step_by(mc) {
+            let rows = mc.min(m - jc);
+            for pc in (0..k).step_by(kc) {
+                let depth = kc.min(k - pc);
+                // SAFETY: rows `jc..jc + rows` and steps `pc..pc + depth` are inside A.
+                unsafe {
+                    let src = a.at(jc, pc);
+                    let src = source(src.ptr, src.rs, src.cs);
+                    if row_major_a {
+                        pack_rows(a_pack, src, rows, depth, mr, a_stride);
+                    } else {
+                        pack(a_pack, src, rows, depth, mr, kernel.transpose_pack);
+                    }
+                }
+                let (beta, load_c) = if pc == 0 {
+                    (beta, beta != T::ZERO)
+                } else {
+                    (T::ONE, true)
+                };
+                for ic in (0..n).step_by(nc) {
+                    let cols = nc.min(n - ic);
+                    // SAFETY: steps `pc..pc + depth` and columns `ic..ic + cols` are inside B;
+                    // the columns of B are the packed lines.
+                    unsafe {
+                        let src = b.at(pc, ic);
+                        let src = source(src.ptr, src.cs, src.rs);
+                        pack(b_pack, src, cols, depth, nr, kernel.transpose_pack);
+                    }
+                    let block = Block {
+                        a_pack,
+                        a_stride: if row_major_a { a_stride } else { depth },
+                        row_major_a,
+                        b_pack,
+                        rows,
+                        cols,
+                        depth,
+                        beta,
+                        load_c,
+                    };
+                    // SAFETY: the block's tile of C starts at (jc, ic), inside C, and spans
+                    // `rows x cols` elements of it.
+                    unsafe { block.multiply(kernel, c.at(jc, ic)) };
+                }
+            }
+        }
+    })
+}
+
+fn source<T>(ptr: *const T, line_stride: isize, step_stride: isize) -> Source<T> {
+    Source {
+        ptr,
+        line_stride,
+        step_stride,
+    }
+}
+
+/// One packed A block times one packed B block, into a `rows x cols` region of C.
+struct Block<'p, T> {
+    a_pack: &'p [T],
+    /// Elements of `a_pack` per row of A: panel `q` starts at `q * mr * a_stride`.
+    a_stride: usize,
+    /// Whether `a_pack` holds row-major panels.
+    row_major_a: bool,
+    b_pack: &'p [T],
+    rows: usize,
+    cols: usize,
+    depth: usize,
+    beta: T,
+    load_c: bool,
+}
+
+impl<T: GemmElement> Block<'_, T> {
+    /// Runs the micro-kernel over every tile of the region of C at `c`.
+    ///
+    /// # Safety
+    /// `c` must address a `rows x cols` region of C (as [`super::try_gemm`] describes C), and
+    /// the CPU must support `kernel`.
+    unsafe fn multiply(&self, kernel: &MicroKernel<T>, c: MatMut<T>) {
+        let (mr, nr, depth) = (kernel.mr, kernel.nr, self.depth);
+        assert!(
+            self.a_pack.len() >= self.rows.div_ceil(mr) * mr * self.a_stride
+                && self.b_pack.len() >= self.cols.div_ceil(nr) * nr * depth,
+            "packed blocks too short"
+        );
+        for jr in (0..self.rows).step_by(mr) {
+            let tile_rows = mr.min(self.rows - jr);
+            // Panel `jr / mr` of A: `mr * a_stride` elements from `jr * a_stride`.
+            let a_panel = self.a_pack[jr * self.a_stride..].as_ptr();
+            for ir in (0..self.cols).step_by(nr) {
+                let tile_cols = nr.min(self.cols - ir);
+                let b_panel = self.b_pack[ir * depth..].as_ptr();
+                // SAFETY: the panels hold `mr * a_stride` and `nr * depth` elements (asserted
+                // above); tile (jr, ir) is inside the region; a short kernel reads the same
+                // panels and writes only its own rows.
+                unsafe {
+                    let c_tile = c.at(jr, ir);
+                    let (rows, run) = kernel.kernel_for(tile_rows, self.row_major_a);
+                    if tile_rows == rows && tile_cols == nr && c.cs == 1 {
+                        run(
+                            depth,
+                            a_panel,
+                            b_panel,
+                            c_tile.ptr,
+                            c.rs,
+                            self.beta,
+                            self.load_c,
+                        );
+                    } else {
+                        self.edge_tile(run, nr, a_panel, b_panel, c_tile, tile_rows, tile_cols);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A tile through a local buffer: computed whole, then the `rows x cols` part that lies in
+    /// C added into it (any strides).
+    ///
+    /// # Safety
+    /// As [`Block::multiply`] for the panels and the tile at `c`.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn edge_tile(
+        &self,
+        run: KernelFn<T>,
+        nr: usize,
+        a_panel: *const T,
+        b_panel: *const T,
+        c: MatMut<T>,
+        rows: usize,
+        cols: usize,
+    ) {
+        let mut tile = [T::ZERO; MAX_TILE];
+        // SAFETY: `tile` holds `mr * nr <= MAX_TILE` elements, row stride `nr`; the panels
+        // are the caller's; `rows x cols` of C are inside the region.
+        unsafe {
+            run(
+                self.depth,
+                a_panel,
+                b_panel,
+                tile.as_mut_ptr(),
+                nr as isize,
+                T::ZERO,
+                false,
+            );
+            for i in 0..rows {
+                for j in 0..cols {
+                    let dst = c.at(i, j).ptr;
+                    let x = tile[i * nr + j];
+                    *dst = if self.load_c { x + self.beta * *dst } else { x };
+                }
+            }
+        }
+    }
+}
