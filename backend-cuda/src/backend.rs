@@ -107,7 +107,7 @@ impl Cuda {
         self.gpu.runtime().driver().blas_library()
     }
 
-    fn gpu(&self) -> &Gpu<CudaDriver> {
+    pub(crate) fn gpu(&self) -> &Gpu<CudaDriver> {
         &self.gpu
     }
 }

@@ -22,6 +22,10 @@
 //!   synchronisation, naming the kernels queued since the previous one
 //!   ([`LAUNCH_BLOCKING_ENV_VAR`] names it exactly).
 //!
+//! * **Interop**: [`Cuda::raw_stream`], [`Cuda::stream_is_idle`], [`CudaStorage::device_address`]
+//!   and [`load_nvidia_library`] let another library queue work on the device's buffers and
+//!   stream (NCCL in `tessera-distributed`).
+//!
 //! The host-side logic of every op is `gpu-engine`'s, written once over its `Driver` trait and
 //! shared with `backend-opencl`; this crate is the CUDA driver under it. Its tests run the
 //! engine with CUDA's options and launch geometry on `backend-opencl`'s driver (PoCL on the CPU)
@@ -43,6 +47,7 @@ mod backend;
 mod cuda;
 #[cfg(test)]
 mod emulation;
+mod interop;
 pub mod kernels;
 mod options;
 mod storage;
@@ -55,6 +60,7 @@ mod stub_source;
 pub use backend::{Cuda, MemoryUsage};
 pub use cuda::driver_error::INSTALL_HINT;
 pub use cuda::registry::device_count;
+pub use interop::load_nvidia_library;
 pub use options::{CudaOptions, DEFAULT_TILES, GEMM_ENV_VAR, TILES_ENV_VAR};
 pub use storage::CudaStorage;
 pub use tessera_gpu::{GemmEngine, RuntimeStats, LAUNCH_BLOCKING_ENV_VAR};

@@ -192,7 +192,7 @@ impl CudaDriver {
     }
 
     /// Makes the device's context current on this thread.
-    fn activate(&self) -> Result<()> {
+    pub(crate) fn activate(&self) -> Result<()> {
         // SAFETY: the context is a live primary context retained by `self.context`.
         check("set context", unsafe {
             cu::cuCtxSetCurrent(self.context.as_raw())
@@ -287,7 +287,7 @@ impl CudaDriver {
         Ok(handle)
     }
 
-    fn stream(&self) -> cu::CUstream {
+    pub(crate) fn stream(&self) -> cu::CUstream {
         self.stream.as_inner()
     }
 }
