@@ -244,7 +244,9 @@ impl MpiCommunicator {
             .iter()
             .map(|&c| c as u8)
             .collect();
-        String::from_utf8_lossy(&bytes).trim().to_string()
+        String::from_utf8_lossy(&bytes)
+            .trim_matches(|c: char| c == '\0' || c.is_whitespace())
+            .to_string()
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

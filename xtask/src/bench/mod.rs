@@ -11,6 +11,7 @@
 pub mod backend;
 pub mod baseline;
 pub mod collect;
+pub mod ddp;
 pub mod lifecycle;
 pub mod numpy;
 pub mod peer;
@@ -89,6 +90,7 @@ fn suite_caption(suite: &SuiteCommand) -> &'static str {
         SuiteCommand::Infer(_) => "infer: one forward pass in eval mode, no graph",
         SuiteCommand::Prep(_) => "prep: decode + normalise + batch one Fashion-MNIST epoch",
         SuiteCommand::Eval(_) => "eval: one evaluate() pass over the Fashion-MNIST test set",
+        SuiteCommand::Ddp(_) => "ddp: data-parallel training steps on 1 and 2 ranks",
     }
 }
 
@@ -193,6 +195,10 @@ fn guard_regressions(args: &BenchArgs, records: &[Record]) -> TaskResult<()> {
 /// Runs the benchmark: each suite (one, or all), its tables and files, the lifecycle report
 /// when all ran, then the regression guard.
 pub fn run(args: &BenchArgs) -> TaskResult<()> {
+    // Runs under mpirun, not in tessera-bench: see `ddp`.
+    if let Some(SuiteCommand::Ddp(ddp_args)) = &args.suite {
+        return ddp::run(ddp_args);
+    }
     let backends = if args.backends.is_empty() {
         BackendKind::present()
     } else {

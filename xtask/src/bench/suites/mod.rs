@@ -46,6 +46,8 @@ pub enum SuiteCommand {
     Prep(data_source::DataArgs),
     /// Evaluation: one pass over the Fashion-MNIST test set.
     Eval(eval::EvalArgs),
+    /// Data-parallel training on 1 and 2 ranks under mpirun (see `bench::ddp`).
+    Ddp(crate::bench::ddp::DdpArgs),
 }
 
 impl SuiteCommand {
@@ -58,6 +60,7 @@ impl SuiteCommand {
             SuiteCommand::Infer(_) => infer::NAME,
             SuiteCommand::Prep(_) => prep::NAME,
             SuiteCommand::Eval(_) => eval::NAME,
+            SuiteCommand::Ddp(_) => crate::bench::ddp::NAME,
         }
     }
 
@@ -90,6 +93,7 @@ impl SuiteCommand {
             SuiteCommand::Infer(a) => args.extend(a.to_cli_args()),
             SuiteCommand::Prep(a) => args.extend(a.to_cli_args()),
             SuiteCommand::Eval(a) => args.extend(a.to_cli_args()),
+            SuiteCommand::Ddp(a) => args.extend(a.to_cli_args()),
         }
         args
     }
@@ -108,6 +112,7 @@ impl SuiteCommand {
         match self {
             SuiteCommand::Prep(a) => a.missing_reason(),
             SuiteCommand::Eval(a) => a.data.missing_reason(),
+            SuiteCommand::Ddp(_) => crate::bench::ddp::unavailable_reason(),
             _ => None,
         }
     }
@@ -126,6 +131,10 @@ impl SuiteCommand {
             SuiteCommand::Infer(args) => infer::measure(dev, args, protocol, emit),
             SuiteCommand::Prep(args) => prep::measure(dev, args, protocol, emit),
             SuiteCommand::Eval(args) => eval::measure(dev, args, protocol, emit),
+            SuiteCommand::Ddp(_) => {
+                let _ = (dev, protocol, emit);
+                Err("the ddp suite runs ranks under mpirun: `cargo xtask bench ddp`".into())
+            }
         }
     }
 }
