@@ -129,8 +129,9 @@ impl Launch {
         Ok(self.host_communicator())
     }
 
-    /// The communicator for the CUDA backend on `device`: NCCL (when built with it and not
-    /// `--comm mpi`), else MPI.
+    /// The communicator for the CUDA backend on `device`: NCCL when built with it and not
+    /// `--comm mpi`; with `--comm auto`, MPI (or this process alone) when `libnccl.so.2` cannot
+    /// be loaded on some rank.
     #[cfg(feature = "cuda")]
     pub fn cuda_communicator(
         &self,
@@ -148,9 +149,21 @@ impl Launch {
             #[cfg(not(feature = "mpi"))]
             let bootstrap: Arc<dyn tessera_distributed::Bootstrap> =
                 Arc::new(tessera_distributed::SingleProcess);
-            return Ok(Arc::new(tessera_distributed::NcclCommunicator::new(
-                device, bootstrap,
-            )?));
+            match tessera_distributed::NcclCommunicator::new(device, bootstrap) {
+                Ok(nccl) => return Ok(Arc::new(nccl)),
+                // Every rank learns together that NCCL is missing somewhere (the communicator
+                // agrees on it before anyone waits), so all of them fall back alike.
+                Err(Error::Communication {
+                    kind: CommFailure::Unavailable,
+                    msg,
+                    ..
+                }) if choice == CommChoice::Auto => {
+                    if self.rank == 0 {
+                        eprintln!("NCCL unavailable ({msg}); gradients go through the host");
+                    }
+                }
+                Err(e) => return Err(e),
+            }
         }
         if choice == CommChoice::Nccl {
             return Err(unavailable(

@@ -1,7 +1,8 @@
 //! `mpirun -np 2 train --distributed`: the command trains data-parallel, rank 0 alone prints the
 //! summary (with `world_size` and the total throughput) and writes the checkpoint. The `train`
 //! of `cargo test` has no MPI, so this builds one with `--features mpi` (a nested cargo sharing
-//! this target folder). Skipped, printing why, without Open MPI's `mpirun` or the data set.
+//! this target folder). Skipped, printing why, without Open MPI's `mpirun` (unless
+//! `TESSERA_REQUIRE_MPI` is set, as in CI) or the data set.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -16,6 +17,9 @@ fn skip_reason() -> Option<String> {
     }
     match Command::new("mpirun").arg("--version").output() {
         Ok(out) if String::from_utf8_lossy(&out.stdout).contains("Open MPI") => None,
+        _ if std::env::var_os("TESSERA_REQUIRE_MPI").is_some() => {
+            panic!("TESSERA_REQUIRE_MPI is set but Open MPI's mpirun is not found")
+        }
         _ => {
             Some("Open MPI's mpirun not found (apt-get install openmpi-bin libopenmpi-dev)".into())
         }

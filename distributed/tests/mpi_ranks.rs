@@ -9,8 +9,8 @@
 //! * killing one rank (SIGKILL) makes the others fail with a typed timeout within the limit,
 //!   and under a default `mpirun` the whole job ends within a bounded time (no hang).
 //!
-//! Skipped, printing why, when `mpirun` (Open MPI) is absent. CI installs `openmpi-bin`,
-//! `libopenmpi-dev` and `libclang-dev` (for rsmpi's bindgen).
+//! Skipped, printing why, when `mpirun` (Open MPI) is absent, unless `TESSERA_REQUIRE_MPI` is
+//! set (CI sets it, after installing `openmpi-bin`, `libopenmpi-dev` and `libclang-dev`).
 
 #[allow(dead_code)]
 mod common;
@@ -21,8 +21,17 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// Why the tests cannot run here, if they cannot.
+/// Why the tests cannot run here, if they cannot; with `TESSERA_REQUIRE_MPI=1` (CI) a
+/// missing Open MPI fails instead.
 fn missing_mpirun() -> Option<String> {
+    let reason = mpirun_problem();
+    if let (Some(reason), Some(_)) = (&reason, std::env::var_os("TESSERA_REQUIRE_MPI")) {
+        panic!("TESSERA_REQUIRE_MPI is set but {reason}");
+    }
+    reason
+}
+
+fn mpirun_problem() -> Option<String> {
     match Command::new("mpirun").arg("--version").output() {
         Err(e) => Some(format!(
             "mpirun not found ({e}): apt-get install openmpi-bin libopenmpi-dev libclang-dev"

@@ -1,7 +1,8 @@
 //! NCCL without and with a GPU: the library and every function Tessera calls are found in
 //! `libnccl.so.2` when it is installed (PyPI's `nvidia-nccl-cu12` provides it; no GPU needed),
 //! and on a machine with a CUDA device a one-rank communicator all-reduces and broadcasts
-//! device tensors. Each part skips, printing why, when the library or the GPU is absent.
+//! device tensors. Each part skips, printing why, when the library or the GPU is absent (a
+//! missing library fails instead with `TESSERA_REQUIRE_NCCL` set, as in CI).
 //! Built only with the `nccl` feature; `tests/nccl_build.rs` runs it from a plain
 //! `cargo test`.
 
@@ -18,6 +19,9 @@ use tessera_nn::distributed::{Communicator, Reduction};
 fn every_nccl_function_is_found_in_the_installed_library() {
     let library = match NcclLibrary::load() {
         Ok(library) => library,
+        Err(reason) if std::env::var_os("TESSERA_REQUIRE_NCCL").is_some() => {
+            panic!("TESSERA_REQUIRE_NCCL is set but libnccl.so.2 was not found: {reason}")
+        }
         Err(reason) => {
             println!("skipped: libnccl.so.2 not found: {reason}");
             return;

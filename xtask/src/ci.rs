@@ -61,11 +61,32 @@ pub fn steps() -> Vec<Step> {
             },
         },
         Step {
+            // The MPI and NCCL code is behind features that `--workspace` leaves off.
+            name: "clippy-distributed",
+            command: cargo([
+                "clippy",
+                "-p",
+                "tessera-distributed",
+                "-p",
+                "tessera-cli",
+                "--all-features",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ]),
+        },
+        Step {
             name: "test",
             command: {
                 // Every shared kernel must compile with NVRTC: a missing NVRTC fails, not skips.
                 let mut test = cargo(["test", "--workspace"]);
                 test.env("TESSERA_REQUIRE_NVRTC", "1");
+                // The MPI tests and the NCCL symbol lookup must run, not skip.
+                test.env("TESSERA_REQUIRE_MPI", "1")
+                    .env("TESSERA_REQUIRE_NCCL", "1")
+                    .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+                    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
                 test
             },
         },
@@ -75,7 +96,7 @@ pub fn steps() -> Vec<Step> {
                 "run",
                 "-q",
                 "-p",
-                "tessera-nn",
+                "tessera-cli",
                 "--bin",
                 "train",
                 "--",
@@ -173,7 +194,7 @@ mod tests {
             .collect();
         assert!(lines[0].ends_with("fmt --all --check"));
         assert!(lines[2].ends_with("clippy --workspace --all-targets -- -D warnings"));
-        assert!(lines[4].ends_with("test --workspace"));
+        assert!(lines[5].ends_with("test --workspace"));
     }
 
     #[test]
