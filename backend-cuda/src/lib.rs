@@ -26,6 +26,10 @@
 //!   the next synchronisation, naming the kernels queued since the previous one
 //!   ([`LAUNCH_BLOCKING_ENV_VAR`] names it exactly). f64 is supported on every device.
 //!
+//! * **Interop**: `cuda.driver().raw_stream()`, `cuda.driver().stream_is_idle()`,
+//!   [`device_address`] and [`load_nvidia_library`] let another library queue work on the
+//!   device's buffers and stream (NCCL in `tessera-distributed`).
+//!
 //! The crate's unit tests run the engine with CUDA's options and launch geometry on an OpenCL
 //! device (PoCL on the CPU) through `tessera_gpu::testing`, with a host-computed "cuBLAS", so
 //! that the CUDA host path is checked on machines without an NVIDIA GPU.
@@ -45,6 +49,7 @@
 mod cuda;
 #[cfg(test)]
 mod emulation;
+mod interop;
 pub mod kernels;
 mod options;
 
@@ -56,6 +61,7 @@ mod stub_source;
 pub use cuda::driver::{Block, CudaDriver};
 pub use cuda::driver_error::INSTALL_HINT;
 pub use cuda::registry::device_count;
+pub use interop::{device_address, load_nvidia_library};
 pub use options::{CudaOptions, DEFAULT_TILES, GEMM_ENV_VAR, TILES_ENV_VAR};
 pub use tessera_gpu::{GemmEngine, MemoryUsage, RuntimeStats, LAUNCH_BLOCKING_ENV_VAR};
 

@@ -8,11 +8,14 @@
 //!   [`clip`]ping;
 //! * [`data`]: IDX/MNIST reading, the `Dataset` trait and a prefetching `DataLoader`;
 //! * [`checkpoint`]: safetensors files, and [`training`]: steps, evaluation, training state and
-//!   the job behind the `train` command, with the reference [`models`].
+//!   the job behind the `train` command, with the reference [`models`];
+//! * [`distributed`]: data-parallel training over several processes (the `Communicator` trait,
+//!   `DistributedDataParallel`, `DistributedSampler`).
 
 pub mod checkpoint;
 pub mod clip;
 pub mod data;
+pub mod distributed;
 pub mod error;
 pub mod init;
 pub mod layers;

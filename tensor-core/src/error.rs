@@ -173,6 +173,25 @@ pub enum Error {
         /// What happened to the worker.
         msg: String,
     },
+    /// A collective operation across processes (an all-reduce, a broadcast, a barrier) failed
+    /// on this rank: a peer died or did not answer within the time limit, the ranks disagreed on
+    /// what to exchange, or the communication library is missing or failed. `kind` says which;
+    /// `library` is `"mpi"`, `"nccl"`, ...
+    #[error("{library} {op} on rank {rank} of {world_size}: {kind}: {msg}")]
+    Communication {
+        /// The communication library.
+        library: &'static str,
+        /// The collective that failed (`all_reduce`, `broadcast`, `barrier`, `init`, ...).
+        op: &'static str,
+        /// This process's rank.
+        rank: usize,
+        /// The number of ranks.
+        world_size: usize,
+        /// What went wrong.
+        kind: CommFailure,
+        /// Details: the library's message, the sizes that differ, the time waited.
+        msg: String,
+    },
     /// An error from outside Tessera (a user's code, a communication library, ...), carried
     /// with its context.
     #[error("{context}: {source}")]
@@ -183,6 +202,38 @@ pub enum Error {
         #[source]
         source: Arc<dyn std::error::Error + Send + Sync>,
     },
+}
+
+/// How a collective operation failed (see [`Error::Communication`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CommFailure {
+    /// Not every peer took part within the time limit: one died, hangs or is far behind.
+    Timeout,
+    /// The library reported a failed peer or a broken connection.
+    PeerFailed,
+    /// The ranks called different collectives, or the same one with different sizes, dtypes,
+    /// shapes or roots.
+    Mismatch,
+    /// The library is not installed, could not be loaded or could not start.
+    Unavailable,
+    /// An earlier failure left the communicator unusable; every later call fails at once.
+    Broken,
+    /// Any other error the library reported.
+    Library,
+}
+
+impl std::fmt::Display for CommFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CommFailure::Timeout => "timed out waiting for the other ranks",
+            CommFailure::PeerFailed => "a peer failed",
+            CommFailure::Mismatch => "the ranks disagree",
+            CommFailure::Unavailable => "communication library unavailable",
+            CommFailure::Broken => "communicator broken by an earlier failure",
+            CommFailure::Library => "communication library error",
+        })
+    }
 }
 
 /// Two errors are equal when they are the same variant with the same message (an I/O or a

@@ -43,7 +43,7 @@ pub mod tensor;
 
 pub use backend::{Backend, BackendStorage, Conv2dParams, Device, HostData, Pool2dParams};
 pub use dtype::{DType, Element, FloatElement};
-pub use error::{Error, Result};
+pub use error::{CommFailure, Error, Result};
 pub use layout::{Layout, StridedOffsets};
 pub use ops::{ArgReduceOp, AssignMode, BinaryOp, CmpOp, Distribution, ReduceOp, UnaryOp};
 pub use random::Generator;

@@ -89,6 +89,22 @@ pub fn steps() -> Vec<Step> {
         });
     }
     steps.push(Step {
+        // The MPI and NCCL code is behind features that `--workspace` leaves off.
+        name: "clippy-distributed",
+        command: cargo([
+            "clippy",
+            "-p",
+            "tessera-distributed",
+            "-p",
+            "tessera-cli",
+            "--all-features",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    });
+    steps.push(Step {
         name: "package",
         command: {
             let mut package = cargo(["package", "--list", "--allow-dirty"]);
@@ -105,6 +121,11 @@ pub fn steps() -> Vec<Step> {
             // Every shared kernel must compile with NVRTC: a missing NVRTC fails, not skips.
             let mut test = cargo(["test", "--workspace"]);
             test.env("TESSERA_REQUIRE_NVRTC", "1");
+            // The MPI tests and the NCCL symbol lookup must run, not skip.
+            test.env("TESSERA_REQUIRE_MPI", "1")
+                .env("TESSERA_REQUIRE_NCCL", "1")
+                .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+                .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
             test
         },
     });

@@ -36,7 +36,7 @@ const MAX_GRID_Z: usize = 65_535;
 /// One device allocation of `bytes` at `address`: the buffer type of [`CudaDriver`].
 #[derive(Debug, PartialEq, Eq)]
 pub struct Block {
-    address: u64,
+    pub(crate) address: u64,
     bytes: usize,
 }
 
@@ -201,7 +201,7 @@ impl CudaDriver {
     }
 
     /// Makes the device's context current on this thread.
-    fn activate(&self) -> Result<()> {
+    pub(crate) fn activate(&self) -> Result<()> {
         // SAFETY: the context is a live primary context retained by `self.context`.
         check("set context", unsafe {
             cu::cuCtxSetCurrent(self.context.as_raw())
@@ -296,7 +296,7 @@ impl CudaDriver {
         Ok(handle)
     }
 
-    fn stream(&self) -> cu::CUstream {
+    pub(crate) fn stream(&self) -> cu::CUstream {
         self.stream.as_inner()
     }
 }

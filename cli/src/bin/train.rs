@@ -2,7 +2,9 @@
 //! throughput. The last line on stdout is a JSON summary.
 //!
 //! ```text
-//! cargo run --release -p nn --bin train -- --model mlp --epochs 5
+//! cargo run --release -p tessera-cli --bin train -- --model mlp --epochs 5
+//! # data-parallel, 2 processes (build with --features mpi; see docs/DISTRIBUTED.md):
+//! mpirun -np 2 target/release/train --distributed --model mlp --epochs 5
 //! ```
 
 use clap::{Parser, ValueEnum};
@@ -10,7 +12,11 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use tessera_checked::Checked;
-use tessera_cli::mnist_job::{run_training, OptimizerKind, ScheduleKind, TrainConfig};
+use tessera_cli::distributed::{CommChoice, Launch};
+use tessera_cli::mnist_job::{
+    run_training_with, OptimizerKind, ScheduleKind, TrainConfig, TrainReport,
+};
+use tessera_core::{Backend, Result};
 use tessera_cpu::Cpu;
 use tessera_nn::data::FASHION_MNIST_DIR;
 use tessera_nn::models::ModelKind;
@@ -59,6 +65,16 @@ enum BackendArg {
     CheckedCuda,
 }
 
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum CommArg {
+    /// NCCL for --backend cuda when built with --features nccl, MPI otherwise.
+    Auto,
+    /// MPI (tensors go through the host), on any backend.
+    Mpi,
+    /// NCCL on the GPUs (--backend cuda, --features nccl).
+    Nccl,
+}
+
 /// Train a model on Fashion-MNIST with Tessera.
 #[derive(Debug, Parser)]
 #[command(version, about)]
@@ -69,7 +85,7 @@ struct Args {
     /// Passes over the training set.
     #[arg(long, default_value_t = 5)]
     epochs: usize,
-    /// Samples per step (default: 128 for the MLP, 64 for the CNN).
+    /// Samples per step and rank (default: 128 for the MLP, 64 for the CNN).
     #[arg(long)]
     batch_size: Option<usize>,
     /// Learning rate.
@@ -99,6 +115,28 @@ struct Args {
     /// Evaluate on the first N test samples only (quick runs).
     #[arg(long)]
     test_limit: Option<usize>,
+    /// Data-parallel training as one rank of `mpirun -np N train --distributed ...` (build
+    /// with `--features mpi`): each rank trains on its shard, gradients are averaged, rank 0
+    /// prints and saves.
+    #[arg(long)]
+    distributed: bool,
+    /// With --distributed: each rank uses the device numbered by its rank on its host (CUDA
+    /// device i, OpenCL device i) instead of the default device.
+    #[arg(long, requires = "distributed")]
+    device_per_rank: bool,
+    /// With --distributed: the library that carries the gradients.
+    #[arg(long, value_enum, default_value = "auto", requires = "distributed")]
+    comm: CommArg,
+}
+
+/// Trains on `dev` with the communicator `launch` gives for a host backend.
+fn run<B: Backend>(
+    config: &TrainConfig,
+    dev: &B,
+    launch: &Launch,
+    comm: CommChoice,
+) -> Result<TrainReport> {
+    run_training_with(config, dev, launch.communicator(comm)?)
 }
 
 fn main() -> ExitCode {
@@ -133,40 +171,72 @@ fn main() -> ExitCode {
         test_limit: args.test_limit,
         progress: std::io::stderr().is_terminal(),
     };
+    // Alone, or one rank of `mpirun`'s processes (see tessera_cli::distributed).
+    let launch = match args.distributed {
+        false => Launch::single(),
+        true => match Launch::init() {
+            Ok(launch) => launch,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    let comm = match args.comm {
+        CommArg::Auto => CommChoice::Auto,
+        CommArg::Mpi => CommChoice::Mpi,
+        CommArg::Nccl => CommChoice::Nccl,
+    };
+    let ordinal = launch.device_ordinal(args.device_per_rank);
+    let opencl = || match args.device_per_rank {
+        true => tessera_opencl::OpenCl::from_ordinal(ordinal),
+        false => tessera_opencl::OpenCl::new(),
+    };
     let (backend_name, result) = match args.backend {
-        BackendArg::Cpu => ("cpu", run_training(&config, &Cpu::new())),
+        BackendArg::Cpu => ("cpu", run(&config, &Cpu::new(), &launch, comm)),
         BackendArg::Opencl => (
             "opencl",
-            tessera_opencl::OpenCl::new().and_then(|dev| run_training(&config, &dev)),
+            opencl().and_then(|dev| run(&config, &dev, &launch, comm)),
         ),
         #[cfg(feature = "cuda")]
         BackendArg::Cuda => (
             "cuda",
-            tessera_cuda::Cuda::new().and_then(|dev| run_training(&config, &dev)),
+            tessera_cuda::Cuda::from_ordinal(ordinal).and_then(|dev| {
+                let comm = launch.cuda_communicator(&dev, comm)?;
+                run_training_with(&config, &dev, comm)
+            }),
         ),
         BackendArg::CheckedCpu => (
             "checked-cpu",
-            run_training(&config, &Checked::new(Cpu::new(), Cpu::new())),
+            run(
+                &config,
+                &Checked::new(Cpu::new(), Cpu::new()),
+                &launch,
+                comm,
+            ),
         ),
         BackendArg::CheckedOpencl => (
             "checked-opencl",
-            tessera_opencl::OpenCl::new()
-                .and_then(|dev| run_training(&config, &Checked::new(dev, Cpu::new()))),
+            opencl().and_then(|dev| run(&config, &Checked::new(dev, Cpu::new()), &launch, comm)),
         ),
         #[cfg(feature = "cuda")]
         BackendArg::CheckedCuda => (
             "checked-cuda",
-            tessera_cuda::Cuda::new()
-                .and_then(|dev| run_training(&config, &Checked::new(dev, Cpu::new()))),
+            tessera_cuda::Cuda::from_ordinal(ordinal)
+                .and_then(|dev| run(&config, &Checked::new(dev, Cpu::new()), &launch, comm)),
         ),
     };
     match result {
+        // Only rank 0 reports: every rank holds the same model and the figures are totals.
+        Ok(_) if launch.rank != 0 => ExitCode::SUCCESS,
         Ok(report) => {
             let summary = serde_json::json!({
                 "model": format!("{model:?}").to_lowercase(),
                 "backend": backend_name,
                 "epochs": config.epochs,
                 "batch_size": config.batch_size,
+                "world_size": report.world_size,
+                "global_batch_size": config.batch_size * report.world_size,
                 "seed": config.seed,
                 "test_accuracy": report.final_accuracy(),
                 "samples_per_s": report.samples_per_s(),
@@ -176,7 +246,10 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            match launch.distributed {
+                true => eprintln!("error (rank {} of {}): {e}", launch.rank, launch.world_size),
+                false => eprintln!("error: {e}"),
+            }
             ExitCode::FAILURE
         }
     }

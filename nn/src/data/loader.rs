@@ -123,12 +123,17 @@ impl<D: Dataset + 'static> DataLoader<D> {
 
     /// Number of batches in one epoch.
     pub fn batches_per_epoch(&self) -> usize {
-        let n = self.dataset.len();
+        self.batches_for(self.dataset.len())
+    }
+
+    /// Number of batches cut from `items` items (with this loader's batch size and
+    /// `drop_last`), e.g. from a [`crate::distributed::DistributedSampler`]'s shard.
+    pub fn batches_for(&self, items: usize) -> usize {
         let b = self.config.batch_size;
         if self.config.drop_last {
-            n / b
+            items / b
         } else {
-            n.div_ceil(b)
+            items.div_ceil(b)
         }
     }
 
@@ -146,8 +151,15 @@ impl<D: Dataset + 'static> DataLoader<D> {
     /// dropping the iterator early stops and joins that thread. Fails only when the thread cannot
     /// be started.
     pub fn epoch(&self, epoch: u64) -> Result<EpochBatches<D>> {
-        let order = self.epoch_order(epoch);
-        let total = self.batches_per_epoch();
+        self.batches_of(self.epoch_order(epoch))
+    }
+
+    /// The batches of the items `order` (data-set indices, visited in that order) instead of
+    /// an epoch's own order: e.g. one rank's shard from a
+    /// [`crate::distributed::DistributedSampler`]. Batching, `drop_last` and prefetching are
+    /// those of [`DataLoader::epoch`]; an index out of range is an error when its batch is made.
+    pub fn batches_of(&self, order: Vec<usize>) -> Result<EpochBatches<D>> {
+        let total = self.batches_for(order.len());
         let batch_size = self.config.batch_size;
         let source = if self.config.prefetch == 0 {
             Source::Inline {

@@ -13,6 +13,7 @@ pub mod mnist;
 pub mod mnist_dataset;
 pub mod normalization;
 pub mod shuffle;
+pub mod subset;
 
 pub use batch::Batch;
 pub use dataset::Dataset;
@@ -22,3 +23,4 @@ pub use mnist::{MnistLike, Split, FASHION_MNIST_DIR, MISSING_DATA_HINT};
 pub use mnist_dataset::MnistDataset;
 pub use normalization::Normalization;
 pub use shuffle::SplitMix64;
+pub use subset::Subset;

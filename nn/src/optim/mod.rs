@@ -47,3 +47,31 @@ pub trait Optimizer<B: Backend> {
     /// and leaves the optimizer unchanged.
     fn load_state(&mut self, state: &[(String, Tensor<B>)]) -> Result<()>;
 }
+
+/// A boxed optimizer (`Box<dyn Optimizer<B>>`, chosen at run time) is an optimizer, so that
+/// wrappers such as [`crate::distributed::DistributedOptimizer`] take it.
+impl<B: Backend, O: Optimizer<B> + ?Sized> Optimizer<B> for Box<O> {
+    fn step(&mut self) -> Result<()> {
+        (**self).step()
+    }
+
+    fn zero_grad(&mut self) {
+        (**self).zero_grad()
+    }
+
+    fn learning_rate(&self) -> f64 {
+        (**self).learning_rate()
+    }
+
+    fn set_learning_rate(&mut self, lr: f64) {
+        (**self).set_learning_rate(lr)
+    }
+
+    fn state(&self) -> Vec<(String, Tensor<B>)> {
+        (**self).state()
+    }
+
+    fn load_state(&mut self, state: &[(String, Tensor<B>)]) -> Result<()> {
+        (**self).load_state(state)
+    }
+}

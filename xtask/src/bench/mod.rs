@@ -13,6 +13,7 @@
 pub mod backend;
 pub mod baseline;
 pub mod collect;
+pub mod ddp;
 pub mod lifecycle;
 pub mod numpy;
 pub mod pairs;
@@ -110,6 +111,7 @@ fn suite_caption(suite: &SuiteCommand) -> &'static str {
         SuiteCommand::Mem(_) => {
             "mem: resident memory of training, MiB: before the unit, its peak above that, after"
         }
+        SuiteCommand::Ddp(_) => "ddp: data-parallel training steps on 1 and 2 ranks",
     }
 }
 
@@ -277,6 +279,10 @@ fn guard_regressions(args: &BenchArgs, records: &[Record]) -> TaskResult<()> {
 /// Runs the benchmark: each suite (one, or all), its tables and files, the lifecycle report
 /// when all ran, then the regression guard.
 pub fn run(args: &BenchArgs) -> TaskResult<()> {
+    // Runs under mpirun, not in tessera-bench: see `ddp`.
+    if let Some(SuiteCommand::Ddp(ddp_args)) = &args.suite {
+        return ddp::run(ddp_args);
+    }
     let backends = if args.backends.is_empty() {
         BackendKind::present()
     } else {

@@ -1,5 +1,6 @@
 //! `cargo xtask gpu-check`: builds here, in release, everything that checks the CUDA backend on
-//! a real GPU (the conformance test binary, `train` and `tessera-bench` with CUDA), gathers it
+//! a real GPU (the conformance test binary, `train` with CUDA and NCCL, the one-rank NCCL test
+//! and `tessera-bench` with CUDA), gathers it
 //! with precompiled kernels and a slice of Fashion-MNIST in one git-ignored folder, and prints
 //! the single command that runs it all on a GPU machine.
 //!
@@ -57,7 +58,7 @@ pub fn run(args: &GpuCheckArgs) -> TaskResult<()> {
     let bin = bundle.join("bin");
     std::fs::create_dir_all(&bin).map_err(|e| format!("cannot create {}: {e}", bin.display()))?;
 
-    let builds: [(&[&str], &[&str]); 3] = [
+    let builds: [(&[&str], &[&str]); 4] = [
         (
             &[
                 "test",
@@ -77,13 +78,28 @@ pub fn run(args: &GpuCheckArgs) -> TaskResult<()> {
                 "build",
                 "--release",
                 "-p",
-                "tessera-nn",
+                "tessera-cli",
                 "--features",
-                "cuda",
+                "cuda,nccl",
                 "--bin",
                 "train",
             ],
             &["train"],
+        ),
+        (
+            // A one-rank NCCL communicator on the GPU (libnccl.so.2 loaded at run time).
+            &[
+                "test",
+                "--release",
+                "-p",
+                "tessera-distributed",
+                "--features",
+                "nccl",
+                "--test",
+                "nccl_library",
+                "--no-run",
+            ],
+            &["nccl_library"],
         ),
         (
             &[

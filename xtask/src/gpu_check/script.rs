@@ -28,6 +28,13 @@ pub fn steps(has_data: bool, train_samples: usize, test_samples: usize) -> Vec<S
             limit_s: 20,
             command: "\"$here/bin/gpu_index_error\"".into(),
         },
+        // One rank only: NCCL refuses two ranks of a communicator on one GPU, and the machine
+        // has one H200. Skips, saying so, without libnccl.so.2 (pip install nvidia-nccl-cu12).
+        Step {
+            name: "nccl-allreduce",
+            limit_s: 15,
+            command: "\"$here/bin/nccl_library\" --nocapture --test-threads=1".into(),
+        },
     ];
     if has_data {
         steps.push(Step {
@@ -37,6 +44,15 @@ pub fn steps(has_data: bool, train_samples: usize, test_samples: usize) -> Vec<S
                 "\"$here/bin/train\" --backend cuda --model mlp --epochs 2 --data \"$here/data\" \
                  --train-limit {train_samples} --test-limit {test_samples}"
             ),
+        });
+        // The data-parallel path on one rank: DistributedDataParallel over NCCL (or, without
+        // libnccl.so.2, the host), built without MPI so the GPU machine needs no libmpi.
+        steps.push(Step {
+            name: "train-ddp-1rank",
+            limit_s: 15,
+            command: "\"$here/bin/train\" --backend cuda --distributed --comm auto --model mlp \
+                      --epochs 1 --data \"$here/data\" --train-limit 2000 --test-limit 500"
+                .into(),
         });
         steps.push(Step {
             name: "train-cnn",

@@ -50,6 +50,8 @@ pub enum SuiteCommand {
     Eval(eval::EvalArgs),
     /// Resident memory of a training step and of an epoch.
     Mem(mem::MemArgs),
+    /// Data-parallel training on 1 and 2 ranks under mpirun (see `bench::ddp`).
+    Ddp(crate::bench::ddp::DdpArgs),
 }
 
 impl SuiteCommand {
@@ -63,6 +65,7 @@ impl SuiteCommand {
             SuiteCommand::Prep(_) => prep::NAME,
             SuiteCommand::Eval(_) => eval::NAME,
             SuiteCommand::Mem(_) => mem::NAME,
+            SuiteCommand::Ddp(_) => crate::bench::ddp::NAME,
         }
     }
 
@@ -96,6 +99,7 @@ impl SuiteCommand {
             SuiteCommand::Prep(a) => args.extend(a.to_cli_args()),
             SuiteCommand::Eval(a) => args.extend(a.to_cli_args()),
             SuiteCommand::Mem(a) => args.extend(a.to_cli_args()),
+            SuiteCommand::Ddp(a) => args.extend(a.to_cli_args()),
         }
         args
     }
@@ -115,6 +119,7 @@ impl SuiteCommand {
             SuiteCommand::Prep(a) => a.missing_reason(),
             SuiteCommand::Eval(a) => a.data.missing_reason(),
             SuiteCommand::Mem(a) => a.unavailable_reason(),
+            SuiteCommand::Ddp(_) => crate::bench::ddp::unavailable_reason(),
             _ => None,
         }
     }
@@ -136,6 +141,10 @@ impl SuiteCommand {
             SuiteCommand::Eval(args) => eval::measure(dev, args, protocol, emit),
             // Its per-epoch series goes to stdout beside the records, as a peer's info lines.
             SuiteCommand::Mem(args) => mem::measure(dev, args, emit, &mut |v| println!("{v}")),
+            SuiteCommand::Ddp(_) => {
+                let _ = (dev, protocol, emit);
+                Err("the ddp suite runs ranks under mpirun: `cargo xtask bench ddp`".into())
+            }
         }
     }
 }

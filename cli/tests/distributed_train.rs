@@ -1,0 +1,112 @@
+//! `mpirun -np 2 train --distributed`: the command trains data-parallel, rank 0 alone prints the
+//! summary (with `world_size` and the total throughput) and writes the checkpoint. The `train`
+//! of `cargo test` has no MPI, so this builds one with `--features mpi` (a nested cargo sharing
+//! this target folder). Skipped, printing why, without Open MPI's `mpirun` (unless
+//! `TESSERA_REQUIRE_MPI` is set, as in CI) or the data set.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use tessera_nn::data::FASHION_MNIST_DIR;
+
+fn skip_reason() -> Option<String> {
+    let data = Path::new(FASHION_MNIST_DIR).join("train-images-idx3-ubyte.gz");
+    if !data.exists() {
+        return Some(format!(
+            "{FASHION_MNIST_DIR} not found (apt-get install dataset-fashion-mnist)"
+        ));
+    }
+    match Command::new("mpirun").arg("--version").output() {
+        Ok(out) if String::from_utf8_lossy(&out.stdout).contains("Open MPI") => None,
+        _ if std::env::var_os("TESSERA_REQUIRE_MPI").is_some() => {
+            panic!("TESSERA_REQUIRE_MPI is set but Open MPI's mpirun is not found")
+        }
+        _ => {
+            Some("Open MPI's mpirun not found (apt-get install openmpi-bin libopenmpi-dev)".into())
+        }
+    }
+}
+
+/// Builds `train` with MPI and returns its path.
+fn train_with_mpi() -> PathBuf {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args([
+        "build",
+        "-p",
+        "tessera-cli",
+        "--features",
+        "mpi",
+        "--bin",
+        "train",
+    ])
+    .args(["--message-format", "json"]);
+    let exe = std::env::current_exe().expect("test binary path");
+    if exe.components().any(|c| c.as_os_str() == "release") {
+        cmd.arg("--release");
+    } else {
+        cmd.args(["--profile", "test"]);
+    }
+    let out = cmd.stderr(Stdio::inherit()).output().expect("cargo starts");
+    assert!(out.status.success(), "building train --features mpi failed");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|msg| msg["target"]["name"] == "train")
+        .find_map(|msg| msg["executable"].as_str().map(PathBuf::from))
+        .expect("cargo reports train's executable")
+}
+
+#[test]
+fn two_ranks_train_and_rank_zero_alone_reports_and_saves() {
+    if let Some(reason) = skip_reason() {
+        println!("skipped: {reason}");
+        return;
+    }
+    let train = train_with_mpi();
+    let dir = tempfile::tempdir().unwrap();
+    let checkpoint = dir.path().join("state.safetensors");
+    let out = Command::new("mpirun")
+        .args(["--oversubscribe", "--allow-run-as-root", "-np", "2"])
+        .arg(&train)
+        .args(["--distributed", "--epochs", "1", "--batch-size", "32"])
+        .args(["--train-limit", "1024", "--test-limit", "500", "--save"])
+        .arg(&checkpoint)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("RAYON_NUM_THREADS", "1")
+        .env("TESSERA_DIST_TIMEOUT_S", "60")
+        .output()
+        .expect("mpirun starts");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let summaries: Vec<serde_json::Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(summaries.len(), 1, "one JSON line, from rank 0\n{stdout}");
+    let summary = &summaries[0];
+    assert_eq!(summary["world_size"], 2, "{summary}");
+    assert_eq!(summary["batch_size"], 32, "{summary}");
+    assert_eq!(summary["global_batch_size"], 64, "{summary}");
+    assert!(
+        summary["samples_per_s"].as_f64().unwrap() > 0.0,
+        "{summary}"
+    );
+    // 1024 samples in 16 steps of 64: well above the 10% of chance on 500 test images.
+    let accuracy = summary["test_accuracy"].as_f64().unwrap();
+    assert!(accuracy > 0.3, "{summary}");
+    assert_eq!(stderr.matches("epoch 1/1").count(), 1, "{stderr}");
+    assert!(checkpoint.exists(), "rank 0 saved no checkpoint");
+}
+
+#[test]
+fn distributed_without_mpi_says_how_to_build_it() {
+    let out = Command::new(env!("CARGO_BIN_EXE_train"))
+        .args(["--distributed", "--epochs", "1"])
+        .output()
+        .expect("train starts");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--features mpi"), "{stderr}");
+}

@@ -1,0 +1,270 @@
+//! The program `tests/mpi_ranks.rs` runs under `mpirun` to check `MpiCommunicator` and
+//! `DistributedDataParallel` across real processes. One mode per run:
+//!
+//! * `train OUT_DIR BUCKET_BYTES`: data-parallel training of the shared problem
+//!   (`tests/common/problem.rs`) at batch `GLOBAL_BATCH / world_size` per rank; every rank
+//!   appends its parameters after each step to `OUT_DIR/rank<r>.f64` (little-endian f64).
+//! * `collectives`: every collective on every dtype against values computed here, and the
+//!   typed errors of mismatched calls; prints `collectives ok` on each rank.
+//! * `die VICTIM`: a few all-reduces, then rank `VICTIM` kills itself with SIGKILL while the
+//!   others keep all-reducing; each survivor prints one line
+//!   `survivor <rank> <kind> <seconds> <message>` with the error it got and when.
+//!
+//! ```text
+//! cargo build -p tessera-distributed --features mpi --example mpi_check
+//! mpirun --oversubscribe -np 2 target/debug/examples/mpi_check collectives
+//! ```
+
+#[path = "../tests/common/problem.rs"]
+mod problem;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+use tessera_core::{CommFailure, DType, Error, HostData, Result, Tensor};
+use tessera_cpu::Cpu;
+use tessera_distributed::{Bootstrap, MpiCommunicator};
+use tessera_nn::distributed::{
+    Communicator, DdpConfig, DistributedDataParallel, DistributedSampler, Reduction,
+};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let outcome = match args.first().map(String::as_str) {
+        Some("train") => train(&args[1..]),
+        Some("collectives") => collectives(),
+        Some("die") => die(&args[1..]),
+        _ => {
+            eprintln!("usage: mpi_check train OUT_DIR BUCKET_BYTES | collectives | die VICTIM");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = outcome {
+        eprintln!("mpi_check: error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn train(args: &[String]) -> Result<()> {
+    let out = PathBuf::from(&args[0]);
+    let bucket_bytes: usize = args[1].parse().expect("BUCKET_BYTES is a number");
+    let mpi = Arc::new(MpiCommunicator::init()?);
+    let (rank, world) = (Bootstrap::rank(&*mpi), Bootstrap::world_size(&*mpi));
+    let comm: Arc<dyn Communicator<Cpu>> = mpi;
+    let dev = Cpu::new();
+    // Every rank initialises differently: DDP must start them all from rank 0's model.
+    let model = problem::model(problem::SEED + rank as u64, &dev);
+    let config = DdpConfig::new().bucket_bytes(bucket_bytes);
+    let ddp = DistributedDataParallel::with_config(model, comm, config)?;
+    let mut optimizer = problem::optimizer(&ddp);
+    let shard = DistributedSampler::new(problem::ITEMS, rank, world)?
+        .shuffled(problem::SEED)
+        .indices(0);
+    let b = problem::GLOBAL_BATCH / world;
+    let path = out.join(format!("rank{rank}.f64"));
+    let mut file = std::fs::File::create(&path).map_err(|e| Error::io(&path, e))?;
+    for k in 0..problem::STEPS {
+        let (x, y) = problem::batch(&shard[k * b..(k + 1) * b], &dev);
+        ddp.train_step(&mut optimizer, x, &y)?;
+        for v in problem::flat_parameters(&ddp) {
+            file.write_all(&v.to_le_bytes())
+                .map_err(|e| Error::io(&path, e))?;
+        }
+    }
+    ddp.check_in_sync()?;
+    let stats = ddp.comm_stats();
+    println!(
+        "rank {rank}: {} steps, {} all-reduces, {} buckets",
+        stats.syncs,
+        stats.collectives,
+        ddp.reducer().buckets().len()
+    );
+    Ok(())
+}
+
+/// Fails unless `got` equals `expected`, naming `what`.
+fn expect_eq<T: PartialEq + std::fmt::Debug>(what: &str, got: T, expected: T) -> Result<()> {
+    if got == expected {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument {
+            op: "mpi_check",
+            msg: format!("{what}: got {got:?}, expected {expected:?}"),
+        })
+    }
+}
+
+/// Fails unless `outcome` is a communication error of `kind`.
+fn expect_failure(what: &str, outcome: Result<()>, kind: CommFailure) -> Result<()> {
+    match outcome {
+        Err(Error::Communication { kind: k, .. }) if k == kind => Ok(()),
+        other => Err(Error::InvalidArgument {
+            op: "mpi_check",
+            msg: format!("{what}: expected a {kind:?} communication error, got {other:?}"),
+        }),
+    }
+}
+
+fn collectives() -> Result<()> {
+    let mpi = MpiCommunicator::init()?;
+    let comm: &dyn Communicator<Cpu> = &mpi;
+    let (rank, world) = (comm.rank(), comm.world_size());
+    let dev = Cpu::new();
+    let r = rank as f64;
+    let n = world as f64;
+    let sum_of_ranks = n * (n - 1.0) / 2.0;
+
+    // All-reduce of every reducible dtype and reduction; rank r contributes [r, 2r + 1, -r].
+    for dtype in [DType::F32, DType::F64, DType::I64] {
+        let mine = [r, 2.0 * r + 1.0, -r];
+        for (op, expected) in [
+            (
+                Reduction::Sum,
+                [sum_of_ranks, 2.0 * sum_of_ranks + n, -sum_of_ranks],
+            ),
+            (Reduction::Max, [n - 1.0, 2.0 * n - 1.0, 0.0]),
+            (Reduction::Min, [0.0, 1.0, 1.0 - n]),
+            (
+                Reduction::Mean,
+                [
+                    sum_of_ranks / n,
+                    (2.0 * sum_of_ranks + n) / n,
+                    -sum_of_ranks / n,
+                ],
+            ),
+        ] {
+            if dtype == DType::I64 && op == Reduction::Mean {
+                let mut t = Tensor::from_f64_values(&mine, [3], dtype, &dev)?;
+                let outcome = comm.all_reduce(&mut t, op);
+                if !matches!(outcome, Err(Error::UnsupportedDType { .. })) {
+                    return Err(Error::InvalidArgument {
+                        op: "mpi_check",
+                        msg: format!("a mean of i64 was not refused: {outcome:?}"),
+                    });
+                }
+                continue;
+            }
+            let mut t = Tensor::from_f64_values(&mine, [3], dtype, &dev)?;
+            let before = t.clone();
+            comm.all_reduce(&mut t, op)?;
+            expect_eq(
+                &format!("{dtype} {op:?}"),
+                t.to_vec_f64()?,
+                Tensor::from_f64_values(&expected, [3], dtype, &dev)?.to_vec_f64()?,
+            )?;
+            // The handle was replaced; the old tensor keeps its values.
+            expect_eq("untouched input", before.to_vec_f64()?, mine.to_vec())?;
+        }
+    }
+    // Broadcast of every dtype from every root.
+    for root in 0..world {
+        for dtype in [DType::F32, DType::F64, DType::I64, DType::Bool] {
+            let values = [r + 1.0, 0.0, r * 3.0 + 1.0, 1.0];
+            let mut t = Tensor::from_f64_values(&values, [2, 2], dtype, &dev)?;
+            comm.broadcast(&mut t, root)?;
+            let rr = root as f64;
+            let expected = Tensor::from_f64_values(
+                &[rr + 1.0, 0.0, rr * 3.0 + 1.0, 1.0],
+                [2, 2],
+                dtype,
+                &dev,
+            )?;
+            expect_eq(
+                &format!("broadcast {dtype} from {root}"),
+                t.to_host()?,
+                expected.to_host()?,
+            )?;
+        }
+    }
+    let mut bytes = [rank as u8; 5];
+    mpi.broadcast_bytes(&mut bytes, world - 1)?;
+    expect_eq("broadcast_bytes", bytes, [(world - 1) as u8; 5])?;
+    let mut host = [r, 1.0];
+    comm.all_reduce_host(&mut host, Reduction::Sum)?;
+    expect_eq("all_reduce_host", host, [sum_of_ranks, n])?;
+    comm.barrier()?;
+    let mut empty = Tensor::zeros([0], DType::F32, &dev)?;
+    comm.all_reduce(&mut empty, Reduction::Sum)?;
+
+    // Mismatched calls: typed errors on every rank, and the communicator stays usable.
+    let mut sized = Tensor::zeros([3 + rank], DType::F32, &dev)?;
+    expect_failure(
+        "sizes differ",
+        comm.all_reduce(&mut sized, Reduction::Sum),
+        CommFailure::Mismatch,
+    )?;
+    let dtype = if rank == 0 { DType::F32 } else { DType::F64 };
+    let mut typed = Tensor::zeros([4], dtype, &dev)?;
+    expect_failure(
+        "dtypes differ",
+        comm.all_reduce(&mut typed, Reduction::Sum),
+        CommFailure::Mismatch,
+    )?;
+    let mut shaped = Tensor::zeros(
+        if rank == 0 { vec![2, 3] } else { vec![3, 2] },
+        DType::F32,
+        &dev,
+    )?;
+    expect_failure(
+        "shapes differ",
+        comm.broadcast(&mut shaped, 0),
+        CommFailure::Mismatch,
+    )?;
+    let mut plain = Tensor::zeros([2], DType::F32, &dev)?;
+    let outcome = if rank == 0 {
+        comm.barrier()
+    } else {
+        comm.all_reduce(&mut plain, Reduction::Sum)
+    };
+    expect_failure("collectives differ", outcome, CommFailure::Mismatch)?;
+    let mut host = [0.0; 2];
+    comm.all_reduce_host(&mut host, Reduction::Max)?;
+    let _ = HostData::F32(Vec::new());
+    println!("collectives ok (rank {rank} of {world})");
+    Ok(())
+}
+
+fn die(args: &[String]) -> Result<()> {
+    let victim: usize = args[0].parse().expect("VICTIM is a rank");
+    let mpi = MpiCommunicator::init()?;
+    let comm: &dyn Communicator<Cpu> = &mpi;
+    let rank = comm.rank();
+    let dev = Cpu::new();
+    let mut t = Tensor::ones([1000], DType::F32, &dev)?;
+    for _ in 0..3 {
+        comm.all_reduce(&mut t, Reduction::Sum)?;
+    }
+    if rank == victim {
+        // SIGKILL from outside the process's own code: no handler, no goodbye to MPI.
+        let pid = std::process::id().to_string();
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &pid])
+            .status();
+        std::thread::sleep(std::time::Duration::from_secs(60));
+        unreachable!("killed");
+    }
+    let started = Instant::now();
+    let error = loop {
+        if let Err(e) = comm.all_reduce(&mut t, Reduction::Sum) {
+            break e;
+        }
+    };
+    let seconds = started.elapsed().as_secs_f64();
+    let kind = match &error {
+        Error::Communication { kind, .. } => format!("{kind:?}"),
+        _ => "untyped".into(),
+    };
+    // A broken communicator refuses further calls at once.
+    let again = comm.barrier();
+    let again_kind = match &again {
+        Err(Error::Communication { kind, .. }) => format!("{kind:?}"),
+        other => format!("{other:?}"),
+    };
+    println!("survivor {rank} {kind} {seconds:.2} then {again_kind}: {error}");
+    std::io::stdout().flush().ok();
+    // The communicator is broken: dropping it skips MPI_Finalize, which could wait for the
+    // dead rank.
+    drop(mpi);
+    std::process::exit(0);
+}

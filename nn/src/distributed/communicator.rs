@@ -1,0 +1,114 @@
+//! [`Communicator`]: what data-parallel training needs from a communication library, and
+//! [`Reduction`], the element-wise reductions it offers.
+
+use tessera_core::{Backend, DType, Error, Result, Tensor};
+
+/// How [`Communicator::all_reduce`] combines the ranks' values, element by element.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reduction {
+    /// The sum over the ranks.
+    Sum,
+    /// The sum divided by the number of ranks (floating-point tensors only). Every
+    /// implementation computes it as the sum, then one division by the world size, so that the
+    /// same inputs give the same bits whichever library carries them.
+    Mean,
+    /// The largest value.
+    Max,
+    /// The smallest value.
+    Min,
+}
+
+impl Reduction {
+    /// Lower-case name for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Reduction::Sum => "sum",
+            Reduction::Mean => "mean",
+            Reduction::Max => "max",
+            Reduction::Min => "min",
+        }
+    }
+}
+
+/// A group of processes ("ranks", numbered `0..world_size`) that exchange tensors: the
+/// collective operations data-parallel training is built on.
+///
+/// Every method is a **collective**: every rank of the group must call it, in the same order,
+/// with tensors of the same shape and dtype (and the same `root`). Implementations check that
+/// they do and return [`Error::Communication`] with [`tessera_core::CommFailure::Mismatch`]
+/// instead of corrupting memory or hanging when they do not; a peer that dies or stops
+/// answering gives [`tessera_core::CommFailure::Timeout`] (or `PeerFailed`) within the
+/// implementation's time limit, never an endless wait, and leaves the communicator broken
+/// (later calls fail at once with [`tessera_core::CommFailure::Broken`]).
+///
+/// "In place" means that the tensor handle passed in is replaced by the result: tensors are
+/// immutable and may share storage with other tensors, which keep their values.
+///
+/// Implementations: [`crate::distributed::LocalCommunicator`] (one rank, for tests and single
+/// process runs), and `tessera-distributed`'s `MpiCommunicator` (host transfers, any backend)
+/// and `NcclCommunicator` (CUDA device buffers).
+pub trait Communicator<B: Backend>: Send + Sync {
+    /// This process's rank, in `0..world_size()`.
+    fn rank(&self) -> usize;
+
+    /// The number of ranks.
+    fn world_size(&self) -> usize;
+
+    /// The communication library, for messages and reports: `"local"`, `"mpi"`, `"nccl"`.
+    fn library(&self) -> &'static str;
+
+    /// Replaces `tensor` by the element-wise `op` of every rank's `tensor` (same shape and
+    /// dtype on every rank; f32, f64 or i64, and floating point for [`Reduction::Mean`]).
+    /// Every rank receives the same values.
+    fn all_reduce(&self, tensor: &mut Tensor<B>, op: Reduction) -> Result<()>;
+
+    /// Replaces `tensor` on every rank by rank `root`'s `tensor` (same shape and dtype on every
+    /// rank; any dtype).
+    fn broadcast(&self, tensor: &mut Tensor<B>, root: usize) -> Result<()>;
+
+    /// Returns once every rank has called it.
+    fn barrier(&self) -> Result<()>;
+
+    /// [`Communicator::all_reduce`] of a few host values (metrics, counts, flags), without
+    /// going through a device: every rank passes the same number of values.
+    fn all_reduce_host(&self, values: &mut [f64], op: Reduction) -> Result<()>;
+
+    /// Waits until every collective this rank queued has completed, or fails within the time
+    /// limit. Libraries whose calls return only once the exchange is done (MPI here) have
+    /// nothing to wait for; a library that queues work on a device stream (NCCL) reports a dead
+    /// peer here.
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Checks that `tensor` may be all-reduced with `op`: f32, f64 or i64, and a float for
+/// [`Reduction::Mean`]. For implementations of [`Communicator`].
+pub fn check_reducible(dtype: DType, op: Reduction) -> Result<()> {
+    let ok = match dtype {
+        DType::F32 | DType::F64 => true,
+        DType::I64 => op != Reduction::Mean,
+        DType::Bool => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::UnsupportedDType {
+            op: "all_reduce",
+            dtype,
+        })
+    }
+}
+
+/// Checks that `root` names a rank of a group of `world_size`. For implementations of
+/// [`Communicator`].
+pub fn check_root(root: usize, world_size: usize) -> Result<()> {
+    if root < world_size {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument {
+            op: "broadcast",
+            msg: format!("root {root} is not a rank of a group of {world_size}"),
+        })
+    }
+}

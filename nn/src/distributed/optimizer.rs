@@ -1,0 +1,60 @@
+//! [`DistributedOptimizer`]: an optimizer that averages the gradients over the ranks before
+//! each step.
+
+use crate::distributed::reducer::GradientReducer;
+use crate::optim::Optimizer;
+use std::sync::Arc;
+use tessera_core::{Backend, Result, Tensor};
+
+/// Wraps an optimizer so that [`Optimizer::step`] first replaces every gradient by its mean
+/// over the ranks ([`GradientReducer::all_reduce_gradients`]), then steps. Everything else
+/// (learning rate, state for checkpoints) is the inner optimizer's. Made by
+/// [`crate::distributed::DistributedDataParallel::wrap_optimizer`].
+pub struct DistributedOptimizer<B: Backend, O> {
+    inner: O,
+    reducer: Arc<GradientReducer<B>>,
+}
+
+impl<B: Backend, O: Optimizer<B>> DistributedOptimizer<B, O> {
+    /// `inner`, averaging the gradients of `reducer`'s parameters before each step.
+    pub fn new(inner: O, reducer: Arc<GradientReducer<B>>) -> Self {
+        DistributedOptimizer { inner, reducer }
+    }
+
+    /// The wrapped optimizer.
+    pub fn inner(&self) -> &O {
+        &self.inner
+    }
+
+    /// The wrapped optimizer, unwrapped.
+    pub fn into_inner(self) -> O {
+        self.inner
+    }
+}
+
+impl<B: Backend, O: Optimizer<B>> Optimizer<B> for DistributedOptimizer<B, O> {
+    fn step(&mut self) -> Result<()> {
+        self.reducer.all_reduce_gradients()?;
+        self.inner.step()
+    }
+
+    fn zero_grad(&mut self) {
+        self.inner.zero_grad()
+    }
+
+    fn learning_rate(&self) -> f64 {
+        self.inner.learning_rate()
+    }
+
+    fn set_learning_rate(&mut self, lr: f64) {
+        self.inner.set_learning_rate(lr)
+    }
+
+    fn state(&self) -> Vec<(String, Tensor<B>)> {
+        self.inner.state()
+    }
+
+    fn load_state(&mut self, state: &[(String, Tensor<B>)]) -> Result<()> {
+        self.inner.load_state(state)
+    }
+}
