@@ -7,6 +7,7 @@ use crate::checks::gradients::GradOp;
 use crate::checks::indexing::IndexOp;
 use crate::checks::metamorphic::Law;
 use crate::checks::pool::PoolOp;
+use crate::checks::softmax::SoftmaxOp;
 use crate::checks::FLOAT_DTYPES;
 use std::fmt;
 use tensor_core::{ArgReduceOp, BinaryOp, CmpOp, DType, ReduceOp, UnaryOp};
@@ -129,7 +130,7 @@ impl Family {
             ],
             Family::Concat => vec![Op::Join(JoinOp::Cat), Op::Join(JoinOp::Stack)],
             Family::Views => vec![Op::Views],
-            Family::Softmax => vec![Op::Softmax],
+            Family::Softmax => SoftmaxOp::ALL.into_iter().map(Op::Softmax).collect(),
             Family::Conv => vec![
                 Op::Conv(ConvOp::Forward),
                 Op::Conv(ConvOp::BackwardInput),
@@ -183,8 +184,8 @@ pub enum Op {
     Join(JoinOp),
     /// Chains of views.
     Views,
-    /// softmax, log_softmax and logsumexp.
-    Softmax,
+    /// softmax, log_softmax or logsumexp.
+    Softmax(SoftmaxOp),
     /// conv2d or one of its gradients.
     Conv(ConvOp),
     /// A pooling op or its gradient.
@@ -226,7 +227,7 @@ impl Op {
             Op::Index(_) => Family::Indexing,
             Op::Join(_) => Family::Concat,
             Op::Views => Family::Views,
-            Op::Softmax => Family::Softmax,
+            Op::Softmax(_) => Family::Softmax,
             Op::Conv(_) => Family::Conv,
             Op::Pool(_) => Family::Pool,
             Op::Random | Op::RandomMoments => Family::Random,
@@ -255,7 +256,7 @@ impl Op {
             Op::Join(JoinOp::Cat) => "cat".into(),
             Op::Join(JoinOp::Stack) => "stack".into(),
             Op::Views => "view chains".into(),
-            Op::Softmax => "softmax/log_softmax/logsumexp".into(),
+            Op::Softmax(op) => op.name().into(),
             Op::Conv(ConvOp::Forward) => "conv2d".into(),
             Op::Conv(ConvOp::BackwardInput) => "conv2d_backward_input".into(),
             Op::Conv(ConvOp::BackwardWeight) => "conv2d_backward_weight".into(),
@@ -292,7 +293,7 @@ impl Op {
             Op::DisplaySummary => vec![DType::I64],
             Op::MeanVar
             | Op::Matmul
-            | Op::Softmax
+            | Op::Softmax(_)
             | Op::Conv(_)
             | Op::Pool(_)
             | Op::Random
