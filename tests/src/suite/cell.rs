@@ -78,27 +78,55 @@ pub fn check_cell<B: Backend>(
             cast::cases(dtype, to),
             |c| cast::check(dev, c),
         ),
-        Op::Reduce(o) => run(n, config, vec![], reduce::cases(o, dtype), |c| {
-            reduce::check(dev, c)
-        }),
-        Op::ArgReduce(o) => run(n, config, vec![], arg_reduce::cases(o, dtype), |c| {
-            arg_reduce::check(dev, c)
-        }),
-        Op::MeanVar => run(n, config, vec![], statistics::cases(dtype), |c| {
-            statistics::check(dev, c)
-        }),
-        Op::Matmul => run(n, config, vec![], matmul::cases(dtype), |c| {
-            matmul::check(dev, c)
-        }),
-        Op::Index(o) => run(n, config, vec![], indexing::cases(o, dtype), |c| {
-            indexing::check(dev, c)
-        }),
-        Op::Join(o) => run(n, config, vec![], concat::cases(o, dtype), |c| {
-            concat::check(dev, c)
-        }),
-        Op::Views => run(n, config, vec![], views::cases(dtype), |c| {
-            views::check(dev, c)
-        }),
+        Op::Reduce(o) => run(
+            n,
+            config,
+            reduce::patterns(o, dtype),
+            reduce::cases(o, dtype),
+            |c| reduce::check(dev, c),
+        ),
+        Op::ArgReduce(o) => run(
+            n,
+            config,
+            arg_reduce::patterns(o, dtype),
+            arg_reduce::cases(o, dtype),
+            |c| arg_reduce::check(dev, c),
+        ),
+        Op::MeanVar => run(
+            n,
+            config,
+            statistics::patterns(dtype),
+            statistics::cases(dtype),
+            |c| statistics::check(dev, c),
+        ),
+        Op::Matmul => run(
+            n,
+            config,
+            matmul::patterns(dtype),
+            matmul::cases(dtype),
+            |c| matmul::check(dev, c),
+        ),
+        Op::Index(o) => run(
+            n,
+            config,
+            indexing::patterns(o, dtype),
+            indexing::cases(o, dtype),
+            |c| indexing::check(dev, c),
+        ),
+        Op::Join(o) => run(
+            n,
+            config,
+            concat::patterns(o, dtype),
+            concat::cases(o, dtype),
+            |c| concat::check(dev, c),
+        ),
+        Op::Views => run(
+            n,
+            config,
+            views::patterns(dtype),
+            views::cases(dtype),
+            |c| views::check(dev, c),
+        ),
         Op::Softmax(o) => run(
             n,
             config,
@@ -106,12 +134,20 @@ pub fn check_cell<B: Backend>(
             softmax::cases(o, dtype),
             |c| softmax::check(dev, c),
         ),
-        Op::Conv(o) => run(n, config, vec![], conv::cases(o, dtype), |c| {
-            conv::check(dev, c)
-        }),
-        Op::Pool(o) => run(n, config, vec![], pool::cases(o, dtype), |c| {
-            pool::check(dev, c)
-        }),
+        Op::Conv(o) => run(
+            n,
+            config,
+            conv::patterns(o, dtype),
+            conv::cases(o, dtype),
+            |c| conv::check(dev, c),
+        ),
+        Op::Pool(o) => run(
+            n,
+            config,
+            pool::patterns(o, dtype),
+            pool::cases(o, dtype),
+            |c| pool::check(dev, c),
+        ),
         Op::Random => run(n, config, vec![], random::cases(dtype), |c| {
             random::check(dev, c)
         }),
