@@ -455,24 +455,6 @@ mod tests {
     use proptest::test_runner::TestRunner;
     use tensor_core::Layout;
 
-    /// The layout a recipe builds, computed by tensor-core's own view arithmetic.
-    fn layout_of(recipe: &LayoutRecipe) -> Layout {
-        let mut l = Layout::contiguous(recipe.source_shape.clone());
-        for step in &recipe.steps {
-            l = match step {
-                ViewStep::Slice {
-                    axis,
-                    start,
-                    end,
-                    step,
-                } => l.slice(*axis as isize, *start, *end, *step).unwrap(),
-                ViewStep::Permute { perm } => l.permute(perm).unwrap(),
-                ViewStep::Broadcast { shape } => l.broadcast_to(shape.clone()).unwrap(),
-            };
-        }
-        l
-    }
-
     #[test]
     fn each_kind_builds_the_layout_it_names() {
         let mut runner = TestRunner::deterministic();
@@ -484,7 +466,7 @@ mod tests {
                         .unwrap()
                         .current();
                     assert_eq!(recipe.shape(), shape);
-                    let l = layout_of(&recipe);
+                    let l = recipe.layout().unwrap();
                     let (d, s) = (l.dims(), l.strides());
                     let contiguous = Layout::contiguous(shape.clone());
                     match kind {

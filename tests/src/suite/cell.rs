@@ -3,8 +3,9 @@
 
 use super::op::Op;
 use crate::checks::{
-    arg_reduce, binary, cast, comparison, concat, constructors, conv, display, gradients, indexing,
-    matmul, metamorphic, pool, random, reduce, softmax, statistics, unary, views, where_select,
+    arg_reduce, binary, cast, comparison, concat, constructors, conv, device, display, fused,
+    gradients, indexing, matmul, memory, metamorphic, pool, random, reduce, softmax, statistics,
+    unary, views, where_select,
 };
 use crate::runner::{falsify_systematic, Counterexample, Printed, RunConfig};
 use crate::strategies::Pattern;
@@ -43,6 +44,27 @@ pub fn check_cell<B: Backend>(
     let name = property_name(op, dtype);
     let n = name.as_str();
     match op {
+        Op::Device(o) => run(
+            n,
+            config,
+            device::patterns(o, dtype),
+            device::cases(o, dtype),
+            |c| device::check(dev, c),
+        ),
+        Op::Memory(o) => run(
+            n,
+            config,
+            memory::patterns(o, dtype),
+            memory::cases(o, dtype),
+            |c| memory::check(dev, o, c),
+        ),
+        Op::Fused(o) => run(
+            n,
+            config,
+            fused::patterns(o, dtype),
+            fused::cases(o, dtype),
+            |c| fused::check(dev, c),
+        ),
         Op::Unary(o) => run(
             n,
             config,
