@@ -15,6 +15,7 @@ pub mod display;
 pub mod fused;
 pub mod gradients;
 pub mod indexing;
+pub mod kinks;
 pub mod matmul;
 pub mod memory;
 pub mod metamorphic;

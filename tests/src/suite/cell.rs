@@ -4,8 +4,8 @@
 use super::op::Op;
 use crate::checks::{
     arg_reduce, binary, cast, comparison, concat, constructors, conv, device, display, fused,
-    gradients, indexing, matmul, memory, metamorphic, pool, random, reduce, softmax, statistics,
-    unary, views, where_select,
+    gradients, indexing, kinks, matmul, memory, metamorphic, pool, random, reduce, softmax,
+    statistics, unary, views, where_select,
 };
 use crate::runner::{falsify_systematic, Counterexample, Printed, RunConfig};
 use crate::strategies::Pattern;
@@ -185,6 +185,9 @@ pub fn check_cell<B: Backend>(
         }),
         Op::Gradient(o) => run(n, config, vec![], gradients::cases(o, dtype), |c| {
             gradients::check(dev, c)
+        }),
+        Op::Kink(k) => run(n, config, vec![], kinks::cases(k, dtype), |c| {
+            kinks::check(dev, c)
         }),
         Op::Law(law) => run(n, config, vec![], metamorphic::cases(law, dtype), |c| {
             metamorphic::check(dev, c)

@@ -7,6 +7,7 @@ use crate::checks::device::DeviceOp;
 use crate::checks::fused::FusedOp;
 use crate::checks::gradients::GradOp;
 use crate::checks::indexing::IndexOp;
+use crate::checks::kinks::Kink;
 use crate::checks::memory::MemoryOp;
 use crate::checks::metamorphic::Law;
 use crate::checks::pool::PoolOp;
@@ -163,7 +164,11 @@ impl Family {
             Family::Random => vec![Op::Random, Op::RandomMoments],
             Family::Constructors => vec![Op::Constructors],
             Family::Display => vec![Op::DisplaySmall, Op::DisplaySummary],
-            Family::Gradients => GradOp::all().into_iter().map(Op::Gradient).collect(),
+            Family::Gradients => GradOp::all()
+                .into_iter()
+                .map(Op::Gradient)
+                .chain(Kink::ALL.into_iter().map(Op::Kink))
+                .collect(),
             Family::Metamorphic => Law::ALL.into_iter().map(Op::Law).collect(),
         }
     }
@@ -226,6 +231,8 @@ pub enum Op {
     DisplaySummary,
     /// The gradient of an op through autograd.
     Gradient(GradOp),
+    /// A gradient exactly at a kink or a tie, against PyTorch's rule.
+    Kink(Kink),
     /// A metamorphic law.
     Law(Law),
 }
@@ -260,7 +267,7 @@ impl Op {
             Op::Random | Op::RandomMoments => Family::Random,
             Op::Constructors => Family::Constructors,
             Op::DisplaySmall | Op::DisplaySummary => Family::Display,
-            Op::Gradient(_) => Family::Gradients,
+            Op::Gradient(_) | Op::Kink(_) => Family::Gradients,
             Op::Law(_) => Family::Metamorphic,
         }
     }
@@ -300,6 +307,7 @@ impl Op {
             Op::DisplaySmall => "small tensors".into(),
             Op::DisplaySummary => "summarised".into(),
             Op::Gradient(op) => op.name(),
+            Op::Kink(k) => k.name().into(),
             Op::Law(law) => law.name().into(),
         }
     }
@@ -339,6 +347,7 @@ impl Op {
             | Op::DisplaySmall
             | Op::DisplaySummary
             | Op::Gradient(_)
+            | Op::Kink(_)
             | Op::Law(_) => return None,
         })
     }
@@ -370,7 +379,8 @@ impl Op {
             | Op::Fused(_)
             | Op::Random
             | Op::RandomMoments
-            | Op::Gradient(_) => FLOAT_DTYPES.to_vec(),
+            | Op::Gradient(_)
+            | Op::Kink(_) => FLOAT_DTYPES.to_vec(),
             Op::Law(law) => law.dtypes(),
         }
     }
@@ -388,6 +398,8 @@ impl Op {
                 vec![DType::I64]
             }
             Op::Gradient(GradOp::Where) => vec![DType::Bool],
+            Op::Kink(Kink::MaxPoolTies) => vec![DType::Bool, DType::I64],
+            Op::Kink(_) => vec![DType::Bool],
             Op::Law(Law::ArgmaxPointsAtMax) => vec![DType::I64],
             _ => vec![],
         }
