@@ -226,7 +226,7 @@ fn row_max(x: &RefArray, axis: usize) -> RefArray {
 /// * log_softmax: `|x - m| + log(s) + 1`, the two terms of `(x - m) - log(s)` (the `1` for
 ///   the rounding of `s >= 1` inside the log);
 /// * logsumexp: `|m| + log(s) + 1`.
-fn magnitude(
+pub fn magnitude(
     case: &SoftmaxCase,
     input: &RefArray,
     expected: &RefArray,
