@@ -9,8 +9,9 @@ use backend_opencl::OpenCl;
 use tensor_core::{ArgReduceOp, Backend, BinaryOp, CmpOp, DType, ReduceOp, UnaryOp};
 use tests::checks::{
     arg_reduce, binary, cast, comparison, concat, constructors, conv, display, gradients, indexing,
-    matmul, pool, random, reduce, softmax, statistics, unary, views, where_select,
+    kinks, matmul, pool, random, reduce, softmax, statistics, unary, views, where_select,
 };
+use tests::suite::{assert_family, Capabilities, Family};
 
 /// The dtypes of `candidates` the device supports.
 fn on_device(dev: &OpenCl, candidates: impl IntoIterator<Item = DType>) -> Vec<DType> {
@@ -200,5 +201,22 @@ fn gradients() {
         for dtype in floats(&dev) {
             gradients::run(&dev, op, dtype);
         }
+    }
+    for kink in kinks::Kink::ALL {
+        for dtype in floats(&dev) {
+            kinks::run(&dev, kink, dtype);
+        }
+    }
+}
+
+/// The families that check the contract's other methods directly: name, device,
+/// supports_dtype and synchronize; the memory primitives; relu_backward and adam_update.
+#[test]
+fn device_memory_and_fused_composites() {
+    let dev = device_or_skip!();
+    let capabilities = Capabilities::declared_by(&dev);
+    let config = tests::runner::RunConfig::from_env();
+    for family in [Family::Device, Family::Memory, Family::Fused] {
+        assert_family(&dev, family, &capabilities, &config);
     }
 }

@@ -10,6 +10,7 @@
 
 use crate::compare::{compare_values, Tolerance};
 use crate::reference::{pool, RefArray};
+use crate::runner::check_property;
 use crate::strategies::{regime_value, shape_with, LayoutRecipe, TensorCase, ValueRegime};
 use autograd::{enable_grad, Var};
 use proptest::prelude::*;
@@ -214,4 +215,13 @@ pub fn check<B: Backend>(dev: &B, case: &KinkCase) -> Result<(), String> {
             .map_err(|e| format!("gradient of input {i} of {}: {e}", case.kink.name()))?;
     }
     Ok(())
+}
+
+/// Checks `kink` on `dtype` over 256 random cases.
+pub fn run<B: Backend>(dev: &B, kink: Kink, dtype: DType) {
+    check_property(
+        &format!("gradient {} {dtype}", kink.name()),
+        cases(kink, dtype),
+        |c| check(dev, c),
+    );
 }
