@@ -108,8 +108,11 @@ pub fn cases(op: PoolOp, dtype: DType) -> BoxedStrategy<PoolCase> {
         .boxed()
 }
 
-/// The named windows every piece runs on: `(kernel, stride, padding)`.
-const WINDOWS: [(&str, (usize, usize), (usize, usize), (usize, usize)); 5] = [
+/// A named window: `(name, kernel, stride, padding)`.
+type NamedWindow = (&'static str, (usize, usize), (usize, usize), (usize, usize));
+
+/// The named windows every piece runs on.
+const WINDOWS: [NamedWindow; 5] = [
     ("2x2 stride 2", (2, 2), (2, 2), (0, 0)),
     ("3x3 stride 1 padding 1", (3, 3), (1, 1), (1, 1)),
     ("3x3 stride 2 padding 1", (3, 3), (2, 2), (1, 1)),
