@@ -9,7 +9,7 @@ use backend_opencl::OpenCl;
 use tensor_core::{ArgReduceOp, Backend, BinaryOp, CmpOp, DType, ReduceOp, UnaryOp};
 use tests::checks::{
     arg_reduce, binary, cast, comparison, concat, constructors, conv, display, gradients, indexing,
-    kinks, matmul, pool, random, reduce, softmax, statistics, unary, views, where_select,
+    kinks, losses, matmul, pool, random, reduce, softmax, statistics, unary, views, where_select,
 };
 use tests::suite::{assert_family, Capabilities, Family};
 
@@ -205,6 +205,11 @@ fn gradients() {
     for kink in kinks::Kink::ALL {
         for dtype in floats(&dev) {
             kinks::run(&dev, kink, dtype);
+        }
+    }
+    for loss in losses::LossOp::ALL {
+        for dtype in floats(&dev) {
+            losses::run(&dev, loss, dtype);
         }
     }
 }

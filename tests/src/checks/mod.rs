@@ -16,6 +16,7 @@ pub mod fused;
 pub mod gradients;
 pub mod indexing;
 pub mod kinks;
+pub mod losses;
 pub mod matmul;
 pub mod memory;
 pub mod metamorphic;

@@ -4,7 +4,7 @@
 use super::op::Op;
 use crate::checks::{
     arg_reduce, binary, cast, comparison, concat, constructors, conv, device, display, fused,
-    gradients, indexing, kinks, matmul, memory, metamorphic, pool, random, reduce, softmax,
+    gradients, indexing, kinks, losses, matmul, memory, metamorphic, pool, random, reduce, softmax,
     statistics, unary, views, where_select,
 };
 use crate::runner::{falsify_systematic, Counterexample, Printed, RunConfig};
@@ -185,6 +185,9 @@ pub fn check_cell<B: Backend>(
         }),
         Op::Gradient(o) => run(n, config, vec![], gradients::cases(o, dtype), |c| {
             gradients::check(dev, c)
+        }),
+        Op::Loss(l) => run(n, config, vec![], losses::cases(l, dtype), |c| {
+            losses::check(dev, c)
         }),
         Op::Kink(k) => run(n, config, vec![], kinks::cases(k, dtype), |c| {
             kinks::check(dev, c)

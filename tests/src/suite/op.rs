@@ -8,6 +8,7 @@ use crate::checks::fused::FusedOp;
 use crate::checks::gradients::GradOp;
 use crate::checks::indexing::IndexOp;
 use crate::checks::kinks::Kink;
+use crate::checks::losses::LossOp;
 use crate::checks::memory::MemoryOp;
 use crate::checks::metamorphic::Law;
 use crate::checks::pool::PoolOp;
@@ -168,6 +169,7 @@ impl Family {
                 .into_iter()
                 .map(Op::Gradient)
                 .chain(Kink::ALL.into_iter().map(Op::Kink))
+                .chain(LossOp::ALL.into_iter().map(Op::Loss))
                 .collect(),
             Family::Metamorphic => Law::ALL.into_iter().map(Op::Law).collect(),
         }
@@ -233,6 +235,8 @@ pub enum Op {
     Gradient(GradOp),
     /// A gradient exactly at a kink or a tie, against PyTorch's rule.
     Kink(Kink),
+    /// An exp-based loss at large logits, through autograd.
+    Loss(LossOp),
     /// A metamorphic law.
     Law(Law),
 }
@@ -267,7 +271,7 @@ impl Op {
             Op::Random | Op::RandomMoments => Family::Random,
             Op::Constructors => Family::Constructors,
             Op::DisplaySmall | Op::DisplaySummary => Family::Display,
-            Op::Gradient(_) | Op::Kink(_) => Family::Gradients,
+            Op::Gradient(_) | Op::Kink(_) | Op::Loss(_) => Family::Gradients,
             Op::Law(_) => Family::Metamorphic,
         }
     }
@@ -308,6 +312,7 @@ impl Op {
             Op::DisplaySummary => "summarised".into(),
             Op::Gradient(op) => op.name(),
             Op::Kink(k) => k.name().into(),
+            Op::Loss(l) => l.name().into(),
             Op::Law(law) => law.name().into(),
         }
     }
@@ -348,6 +353,7 @@ impl Op {
             | Op::DisplaySummary
             | Op::Gradient(_)
             | Op::Kink(_)
+            | Op::Loss(_)
             | Op::Law(_) => return None,
         })
     }
@@ -380,7 +386,8 @@ impl Op {
             | Op::Random
             | Op::RandomMoments
             | Op::Gradient(_)
-            | Op::Kink(_) => FLOAT_DTYPES.to_vec(),
+            | Op::Kink(_)
+            | Op::Loss(_) => FLOAT_DTYPES.to_vec(),
             Op::Law(law) => law.dtypes(),
         }
     }
@@ -400,6 +407,7 @@ impl Op {
             Op::Gradient(GradOp::Where) => vec![DType::Bool],
             Op::Kink(Kink::MaxPoolTies) => vec![DType::Bool, DType::I64],
             Op::Kink(_) => vec![DType::Bool],
+            Op::Loss(LossOp::CrossEntropy) => vec![DType::Bool, DType::I64],
             Op::Law(Law::ArgmaxPointsAtMax) => vec![DType::I64],
             _ => vec![],
         }
