@@ -80,9 +80,12 @@ pub fn cases(op: LossOp, dtype: DType) -> BoxedStrategy<LossCase> {
         .boxed()
 }
 
+/// Values of a tensor and their error scales.
+type Scaled = (Vec<f64>, Vec<f64>);
+
 /// The f64 reference: the loss, its error scale, and for cross-entropy the gradient of the
 /// logits with its error scale.
-fn reference(case: &LossCase) -> (f64, f64, Option<(Vec<f64>, Vec<f64>)>) {
+fn reference(case: &LossCase) -> (f64, f64, Option<Scaled>) {
     let [n, k] = case.dims;
     let row = |i: usize| &case.logits[i * k..(i + 1) * k];
     match case.op {
