@@ -16,8 +16,8 @@
 //!   (glibc `mallopt` tuning, applied by [`Cpu::new`]; [`MALLOC_TUNING_ENV_VAR`] opts out).
 //!
 //! ```
-//! use backend_cpu::{Cpu, CpuTensor};
-//! # fn main() -> tensor_core::Result<()> {
+//! use tessera_cpu::{Cpu, CpuTensor};
+//! # fn main() -> tessera_core::Result<()> {
 //! let a = CpuTensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], [2, 2], &Cpu::new())?;
 //! let b = a.matmul(&a.t()?)?;
 //! assert_eq!(b.to_vec::<f32>()?, vec![5.0, 11.0, 11.0, 25.0]);
@@ -41,4 +41,4 @@ pub use malloc_tuning::MALLOC_TUNING_ENV_VAR;
 pub use storage::{CpuElement, CpuStorage};
 
 /// A tensor on the CPU backend.
-pub type CpuTensor = tensor_core::Tensor<Cpu>;
+pub type CpuTensor = tessera_core::Tensor<Cpu>;

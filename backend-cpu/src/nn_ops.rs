@@ -4,8 +4,8 @@
 
 use std::borrow::Cow;
 
-use tensor_core::tensor::{conv_output_dims, pool_output_dims};
-use tensor_core::{Conv2dParams, Layout, Pool2dParams, Result, Tensor};
+use tessera_core::tensor::{conv_output_dims, pool_output_dims};
+use tessera_core::{Conv2dParams, Layout, Pool2dParams, Result, Tensor};
 
 use crate::checks::check_storage;
 use crate::kernels::conv::{self, ConvGeometry};
@@ -44,12 +44,12 @@ fn tensor(dev: &Cpu, storage: CpuStorage, dims: &[usize]) -> Result<Tensor<Cpu>>
 macro_rules! per_float {
     ($x:expr, |$t:ident, $wrap:ident| $body:block) => {
         match $x.dtype() {
-            tensor_core::DType::F32 => {
+            tessera_core::DType::F32 => {
                 type $t = f32;
                 let $wrap = CpuStorage::F32;
                 $body
             }
-            tensor_core::DType::F64 => {
+            tessera_core::DType::F64 => {
                 type $t = f64;
                 let $wrap = CpuStorage::F64;
                 $body
@@ -59,7 +59,7 @@ macro_rules! per_float {
     };
 }
 
-/// [`tensor_core::Backend::conv2d`] on the CPU.
+/// [`tessera_core::Backend::conv2d`] on the CPU.
 pub(crate) fn conv2d(
     x: &Tensor<Cpu>,
     weight: &Tensor<Cpu>,
@@ -77,7 +77,7 @@ pub(crate) fn conv2d(
     })
 }
 
-/// [`tensor_core::Backend::conv2d_backward_input`] on the CPU.
+/// [`tessera_core::Backend::conv2d_backward_input`] on the CPU.
 pub(crate) fn conv2d_backward_input(
     grad_out: &Tensor<Cpu>,
     weight: &Tensor<Cpu>,
@@ -95,7 +95,7 @@ pub(crate) fn conv2d_backward_input(
     })
 }
 
-/// [`tensor_core::Backend::conv2d_backward_weight`] on the CPU.
+/// [`tessera_core::Backend::conv2d_backward_weight`] on the CPU.
 pub(crate) fn conv2d_backward_weight(
     x: &Tensor<Cpu>,
     grad_out: &Tensor<Cpu>,
@@ -113,7 +113,7 @@ pub(crate) fn conv2d_backward_weight(
     })
 }
 
-/// [`tensor_core::Backend::max_pool2d`] on the CPU.
+/// [`tessera_core::Backend::max_pool2d`] on the CPU.
 pub(crate) fn max_pool2d(
     x: &Tensor<Cpu>,
     p: Pool2dParams,
@@ -133,7 +133,7 @@ pub(crate) fn max_pool2d(
     })
 }
 
-/// [`tensor_core::Backend::max_pool2d_backward`] on the CPU.
+/// [`tessera_core::Backend::max_pool2d_backward`] on the CPU.
 pub(crate) fn max_pool2d_backward(
     grad_out: &Tensor<Cpu>,
     window_argmax: &Tensor<Cpu>,
@@ -157,7 +157,7 @@ pub(crate) fn max_pool2d_backward(
     })
 }
 
-/// [`tensor_core::Backend::avg_pool2d`] on the CPU.
+/// [`tessera_core::Backend::avg_pool2d`] on the CPU.
 pub(crate) fn avg_pool2d(x: &Tensor<Cpu>, p: Pool2dParams) -> Result<Option<Tensor<Cpu>>> {
     let out_dims = pool_output_dims("avg_pool2d", x.dims(), p)?;
     let g = PoolGeometry::new(x.dims(), &out_dims, p);
@@ -171,7 +171,7 @@ pub(crate) fn avg_pool2d(x: &Tensor<Cpu>, p: Pool2dParams) -> Result<Option<Tens
     })
 }
 
-/// [`tensor_core::Backend::avg_pool2d_backward`] on the CPU.
+/// [`tessera_core::Backend::avg_pool2d_backward`] on the CPU.
 pub(crate) fn avg_pool2d_backward(
     grad_out: &Tensor<Cpu>,
     input_dims: &[usize],

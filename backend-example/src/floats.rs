@@ -4,7 +4,7 @@
 //! `-`, `*`, `/`, `sqrt`: identical to) computing in f32. It lets every float kernel be written
 //! once, at the cost of speed, which this backend does not care about.
 
-use tensor_core::{DType, HostData};
+use tessera_core::{DType, HostData};
 
 /// The elements as f64 when they are floats, `None` for i64 and bool.
 pub(crate) fn to_f64s(data: &HostData) -> Option<Vec<f64>> {

@@ -6,7 +6,7 @@
 //! wrong in the kernels themselves.
 
 use crate::ExampleStorage;
-use tensor_core::{BackendStorage, HostData, Layout, Result};
+use tessera_core::{BackendStorage, HostData, Layout, Result};
 
 /// The elements `layout` selects from `storage`, in row-major logical order.
 pub(crate) fn read(

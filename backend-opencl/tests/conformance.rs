@@ -1,17 +1,17 @@
-//! The conformance harness (`tests::checks`) on the default OpenCL device: every op family on
+//! The conformance harness (`tessera_conformance::checks`) on the default OpenCL device: every op family on
 //! every dtype it supports (f64 when the device has `cl_khr_fp64`), 256 random cases each
 //! (`PROPTEST_CASES` overrides), compared with the naive f64 reference. Skips with a printed
 //! reason when no OpenCL device exists.
 
 mod common;
 
-use backend_opencl::OpenCl;
-use tensor_core::{ArgReduceOp, Backend, BinaryOp, CmpOp, DType, ReduceOp, UnaryOp};
-use tests::checks::{
+use tessera_conformance::checks::{
     arg_reduce, binary, cast, comparison, concat, constructors, conv, display, gradients, indexing,
     kinks, losses, matmul, pool, random, reduce, softmax, statistics, unary, views, where_select,
 };
-use tests::suite::{assert_family, Capabilities, Family};
+use tessera_conformance::suite::{assert_family, Capabilities, Family};
+use tessera_core::{ArgReduceOp, Backend, BinaryOp, CmpOp, DType, ReduceOp, UnaryOp};
+use tessera_opencl::OpenCl;
 
 /// The dtypes of `candidates` the device supports.
 fn on_device(dev: &OpenCl, candidates: impl IntoIterator<Item = DType>) -> Vec<DType> {
@@ -220,7 +220,7 @@ fn gradients() {
 fn device_memory_and_fused_composites() {
     let dev = device_or_skip!();
     let capabilities = Capabilities::declared_by(&dev);
-    let config = tests::runner::RunConfig::from_env();
+    let config = tessera_conformance::runner::RunConfig::from_env();
     for family in [Family::Device, Family::Memory, Family::Fused] {
         assert_family(&dev, family, &capabilities, &config);
     }

@@ -2,10 +2,10 @@
 //! its own property: the trait's source is parsed here, so a method added to (or removed from)
 //! `tensor-core/src/backend.rs` without a matching row of the coverage matrix fails this test.
 
-use tests::suite::contract::{
+use tessera_conformance::suite::contract::{
     contract_table, rows_of, trait_methods, BACKEND_METHODS, STORAGE_METHODS,
 };
-use tests::suite::Family;
+use tessera_conformance::suite::Family;
 
 /// The trait as it is now (a change to the file rebuilds this test).
 const BACKEND_RS: &str = include_str!("../../tensor-core/src/backend.rs");

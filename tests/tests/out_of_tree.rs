@@ -1,5 +1,5 @@
 //! A crate outside the workspace uses the harness through path dependencies: this builds and
-//! runs `conformance-example` (whose whole test is one `tests::conformance_suite!` line) with
+//! runs `conformance-example` (whose whole test is one `tessera_conformance::conformance_suite!` line) with
 //! cargo, sharing this workspace's target folder so that nothing already built is rebuilt.
 //!
 //! The nested run uses 16 cases per property: it proves the wiring (the macro, the public API,
@@ -33,7 +33,7 @@ fn an_outside_crate_checks_a_backend_with_one_macro_line() {
         output.status.success(),
         "the out-of-tree suite failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
     );
-    let families = tests::suite::Family::ALL.len();
+    let families = tessera_conformance::suite::Family::ALL.len();
     assert!(
         stdout.contains(&format!("test result: ok. {families} passed")),
         "expected the {families} generated tests to pass\n{stdout}"

@@ -8,11 +8,11 @@
 //! arithmetic, and checks that the harness's tolerance accepts the first and rejects the second.
 //! The planted-bug tests (`planted_bugs/classes.rs`, class 5) show the same through the suite.
 
-use tensor_core::DType;
-use tests::checks::softmax::{magnitude, tolerance, SoftmaxCase, SoftmaxOp};
-use tests::compare::{check_value, Tolerance, F64_EPS};
-use tests::reference::{softmax, RefArray};
-use tests::strategies::TensorCase;
+use tessera_conformance::checks::softmax::{magnitude, tolerance, SoftmaxCase, SoftmaxOp};
+use tessera_conformance::compare::{check_value, Tolerance, F64_EPS};
+use tessera_conformance::reference::{softmax, RefArray};
+use tessera_conformance::strategies::TensorCase;
+use tessera_core::DType;
 
 /// sigmoid(x) to the last bit: `1 / (1 + e^-x)` evaluated in f64 for an f32 argument.
 fn sigmoid_exact(x: f64) -> f64 {
@@ -23,7 +23,7 @@ fn sigmoid_exact(x: f64) -> f64 {
 fn simple_and_transcendental_classes_count_ulps() {
     for dtype in [DType::F32, DType::F64] {
         let eps = if dtype == DType::F32 {
-            tests::compare::F32_EPS
+            tessera_conformance::compare::F32_EPS
         } else {
             F64_EPS
         };

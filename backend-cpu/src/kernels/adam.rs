@@ -1,11 +1,11 @@
 //! One Adam/AdamW step in a single pass over contiguous parameter, gradient and moments. It
 //! performs the same f32/f64 operations in the same order as the composite chain
-//! (`tensor_core::composite::adam_update`), so the results are identical bit for bit.
+//! (`tessera_core::composite::adam_update`), so the results are identical bit for bit.
 
 use std::mem::MaybeUninit;
 
 use rayon::prelude::*;
-use tensor_core::backend::AdamUpdate;
+use tessera_core::backend::AdamUpdate;
 
 use super::num::Num;
 use crate::parallel::{chunk_len, worth_parallel};

@@ -8,7 +8,7 @@ use crate::checks::unsupported;
 use crate::parallel::split_reduction;
 use crate::CpuStorage;
 use std::ops::Range;
-use tensor_core::{ArgReduceOp, DType, Layout, Result};
+use tessera_core::{ArgReduceOp, DType, Layout, Result};
 
 /// Marks a partial result that has seen no element yet.
 const NONE: usize = usize::MAX;

@@ -15,7 +15,7 @@
 //! split over the threads instead.
 
 use rayon::prelude::*;
-use tensor_core::Conv2dParams;
+use tessera_core::Conv2dParams;
 
 use super::gemm::{gemm, parallel_gemm, GemmElement, MatMut, MatRef};
 

@@ -1,7 +1,7 @@
 //! Constant and random fills of fresh storages.
 
 use crate::parallel::fill_chunks;
-use tensor_core::Element;
+use tessera_core::Element;
 
 /// `numel` copies of `value` converted like [`Element::from_f64`].
 pub(crate) fn full<T: Element>(numel: usize, value: f64) -> Vec<T> {

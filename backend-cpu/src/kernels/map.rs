@@ -14,7 +14,7 @@
 use crate::parallel::{fill_chunks, worth_parallel};
 use crate::strided::StridedPlan;
 use rayon::prelude::*;
-use tensor_core::Layout;
+use tessera_core::Layout;
 
 /// Side of the square tiles used for transposed operands.
 const TILE: usize = 32;

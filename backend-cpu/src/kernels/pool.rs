@@ -3,7 +3,7 @@
 //! window position of its maximum, and the gradients scatter into their own plane only.
 
 use rayon::prelude::*;
-use tensor_core::Pool2dParams;
+use tessera_core::Pool2dParams;
 
 use super::num::Num;
 use crate::parallel::worth_parallel;

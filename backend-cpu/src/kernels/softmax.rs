@@ -2,7 +2,7 @@
 //!
 //! Each row is read once into its output slot and then transformed in place, instead of the
 //! five to seven full-tensor passes of the composite default. The arithmetic is the composite's
-//! (`tensor_core::composite::softmax`): softmax and log-softmax shift by the row maximum
+//! (`tessera_core::composite::softmax`): softmax and log-softmax shift by the row maximum
 //! (NaN-propagating; a row with `+inf`, or only `-inf`, is NaN as in PyTorch),
 //! `softmax = e / sum(e)` with `e = exp(x - max)` and `log_softmax = (x - max) - ln(sum(e))`;
 //! log-sum-exp shifts by the maximum replaced by 0 when infinite. Sums are pairwise. Other
@@ -13,7 +13,7 @@ use super::reducer::{reduce_slice, MaxOp, SumOp};
 use crate::parallel::fill_rows;
 use crate::strided::StridedPlan;
 use crate::CpuStorage;
-use tensor_core::{FloatElement, Layout};
+use tessera_core::{FloatElement, Layout};
 
 /// Which function of the row to compute.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

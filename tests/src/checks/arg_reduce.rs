@@ -9,7 +9,7 @@ use crate::strategies::{
     ValueProfile, ValueRegime,
 };
 use proptest::prelude::*;
-use tensor_core::{ArgReduceOp, Backend, DType};
+use tessera_core::{ArgReduceOp, Backend, DType};
 
 /// One arg-reduction.
 #[derive(Clone, Debug)]

@@ -8,7 +8,7 @@ use crate::strategies::{
     broadcast_pair, special_rate, tensor_case, Pattern, TensorCase, ValueProfile,
 };
 use proptest::prelude::*;
-use tensor_core::{Backend, BinaryOp, DType};
+use tessera_core::{Backend, BinaryOp, DType};
 
 /// One application of a binary op.
 #[derive(Clone, Debug)]

@@ -6,7 +6,7 @@ use crate::reference::elementwise;
 use crate::runner::check_property_systematic;
 use crate::strategies::{Pattern, TensorCase};
 use proptest::prelude::*;
-use tensor_core::{Backend, CmpOp, DType};
+use tessera_core::{Backend, CmpOp, DType};
 
 /// One comparison.
 #[derive(Clone, Debug)]

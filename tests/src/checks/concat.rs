@@ -9,7 +9,7 @@ use crate::strategies::{
     ValueProfile, ValueRegime,
 };
 use proptest::prelude::*;
-use tensor_core::{Backend, DType, Tensor};
+use tessera_core::{Backend, DType, Tensor};
 
 /// `cat` or `stack`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

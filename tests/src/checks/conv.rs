@@ -9,7 +9,7 @@ use crate::strategies::{
     ValueProfile, ValueRegime,
 };
 use proptest::prelude::*;
-use tensor_core::{Backend, BinaryOp, Conv2dParams, DType};
+use tessera_core::{Backend, BinaryOp, Conv2dParams, DType};
 
 /// Which piece of the convolution.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

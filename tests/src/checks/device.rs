@@ -14,7 +14,7 @@ use crate::reference::{reduce, RefArray};
 use crate::runner::check_property_systematic;
 use crate::strategies::{shape, tensor_case, Pattern, TensorCase, ValueProfile};
 use proptest::prelude::*;
-use tensor_core::{Backend, DType, HostData, ReduceOp, Tensor};
+use tessera_core::{Backend, DType, HostData, ReduceOp, Tensor};
 
 /// Which method.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,7 +87,7 @@ fn zeros(dtype: DType, n: usize) -> HostData {
 /// Checks one case.
 pub fn check<B: Backend>(dev: &B, case: &DeviceCase) -> Result<(), String> {
     let dtype = case.input.dtype;
-    let failed = |what: &'static str| move |e: tensor_core::Error| format!("{what}: {e}");
+    let failed = |what: &'static str| move |e: tessera_core::Error| format!("{what}: {e}");
     match case.op {
         DeviceOp::Name => {
             let name = dev.name();

@@ -11,8 +11,8 @@ use crate::strategies::{
     Pattern, TensorCase, ValueRegime,
 };
 use proptest::prelude::*;
-use tensor_core::backend::AdamUpdate;
-use tensor_core::{Backend, DType};
+use tessera_core::backend::AdamUpdate;
+use tessera_core::{Backend, DType};
 
 /// Which fused composite.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

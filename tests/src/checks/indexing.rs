@@ -10,7 +10,7 @@ use crate::strategies::{
     tensor_case_of_kind, LayoutKind, Pattern, TensorCase, ValueProfile, ValueRegime,
 };
 use proptest::prelude::*;
-use tensor_core::{Backend, DType};
+use tessera_core::{Backend, DType};
 
 /// Which indexing op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -12,10 +12,10 @@ use crate::compare::{compare_values, Tolerance};
 use crate::reference::{pool, RefArray};
 use crate::runner::check_property;
 use crate::strategies::{regime_value, shape_with, LayoutRecipe, TensorCase, ValueRegime};
-use autograd::{enable_grad, Var};
 use proptest::prelude::*;
-use tensor_core::random::sample_f64;
-use tensor_core::{Backend, DType, Distribution, Pool2dParams, Tensor};
+use tessera_autograd::{enable_grad, Var};
+use tessera_core::random::sample_f64;
+use tessera_core::{Backend, DType, Distribution, Pool2dParams, Tensor};
 
 /// The slope of the leaky ReLU checked.
 pub const LEAKY_SLOPE: f64 = 0.25;
@@ -177,7 +177,7 @@ fn expected(case: &KinkCase, r: &[f64]) -> Vec<RefArray> {
 }
 
 /// The op on the inputs as variables.
-fn apply<B: Backend>(kink: Kink, x: &[Var<B>]) -> tensor_core::Result<Var<B>> {
+fn apply<B: Backend>(kink: Kink, x: &[Var<B>]) -> tessera_core::Result<Var<B>> {
     match kink {
         Kink::Relu => x[0].relu(),
         Kink::LeakyRelu => x[0].leaky_relu(LEAKY_SLOPE),
@@ -192,12 +192,12 @@ fn apply<B: Backend>(kink: Kink, x: &[Var<B>]) -> tensor_core::Result<Var<B>> {
 /// PyTorch's rule (the simple tolerance: the gradients are `r`, `slope * r`, `r / count`).
 pub fn check<B: Backend>(dev: &B, case: &KinkCase) -> Result<(), String> {
     let dtype = case.inputs[0].dtype;
-    let failed = |e: tensor_core::Error| format!("{e}");
+    let failed = |e: tessera_core::Error| format!("{e}");
     let params: Vec<Var<B>> = case
         .inputs
         .iter()
         .map(|c| c.build(dev).map(Var::param))
-        .collect::<tensor_core::Result<_>>()
+        .collect::<tessera_core::Result<_>>()
         .map_err(failed)?;
     let y = enable_grad(|| apply(case.kink, &params)).map_err(failed)?;
     let r = upstream(y.numel());

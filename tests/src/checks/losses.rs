@@ -9,9 +9,9 @@ use crate::compare::{compare_values, Tolerance};
 use crate::reference::RefArray;
 use crate::runner::check_property;
 use crate::strategies::{regime_values, ValueRegime};
-use autograd::{enable_grad, Var};
 use proptest::prelude::*;
-use tensor_core::{Backend, DType, Tensor};
+use tessera_autograd::{enable_grad, Var};
+use tessera_core::{Backend, DType, Tensor};
 
 /// A loss checked at large logits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,7 +126,7 @@ fn reference(case: &LossCase) -> (f64, f64, Option<Scaled>) {
 /// huge numbers).
 pub fn check<B: Backend>(dev: &B, case: &LossCase) -> Result<(), String> {
     let dtype = case.dtype;
-    let failed = |e: tensor_core::Error| format!("{e}");
+    let failed = |e: tessera_core::Error| format!("{e}");
     let [n, k] = case.dims;
     let logits = Tensor::from_f64_values(&case.logits, [n, k], dtype, dev).map_err(failed)?;
     let x = Var::param(logits);

@@ -10,7 +10,7 @@ use crate::strategies::{
     LayoutRecipe, Pattern, ShapePattern, TensorCase, ValueProfile, ValueRegime, ViewStep,
 };
 use proptest::prelude::*;
-use tensor_core::{Backend, DType};
+use tessera_core::{Backend, DType};
 
 /// One matrix product.
 #[derive(Clone, Debug)]

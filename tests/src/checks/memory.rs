@@ -14,7 +14,7 @@ use crate::strategies::{
     Pattern, TensorCase, ValueProfile, ALL_SPECIALS,
 };
 use proptest::prelude::*;
-use tensor_core::{AssignMode, Backend, BackendStorage, DType, HostData, Layout, Tensor};
+use tessera_core::{AssignMode, Backend, BackendStorage, DType, HostData, Layout, Tensor};
 
 /// Which memory primitive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -283,7 +283,7 @@ fn same_bits(got: &HostData, want: &HostData) -> Result<(), String> {
 pub fn check<B: Backend>(dev: &B, op: MemoryOp, case: &MemoryCase) -> Result<(), String> {
     let failed = |what: &str| {
         let what = what.to_string();
-        move |e: tensor_core::Error| format!("{what} returned an error: {e}")
+        move |e: tessera_core::Error| format!("{what} returned an error: {e}")
     };
     match case {
         MemoryCase::Upload(data) => {

@@ -33,7 +33,7 @@ use crate::compare::describe_inputs;
 use crate::strategies::{elementwise_patterns, Pattern, TensorCase, ValueRegime};
 use proptest::prelude::*;
 use std::fmt::Debug;
-use tensor_core::{Backend, DType, Tensor};
+use tessera_core::{Backend, DType, Tensor};
 
 /// The float dtypes.
 pub const FLOAT_DTYPES: [DType; 2] = [DType::F32, DType::F64];

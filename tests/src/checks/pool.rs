@@ -9,7 +9,7 @@ use crate::strategies::{
     Pattern, TensorCase, ValueProfile, ValueRegime,
 };
 use proptest::prelude::*;
-use tensor_core::{Backend, DType, Pool2dParams};
+use tessera_core::{Backend, DType, Pool2dParams};
 
 /// Which pooling piece.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -12,7 +12,7 @@ use crate::strategies::{
     value, LayoutKind, Pattern, TensorCase, ValueProfile, ValueRegime,
 };
 use proptest::prelude::*;
-use tensor_core::{Backend, DType};
+use tessera_core::{Backend, DType};
 
 /// Which member of the family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

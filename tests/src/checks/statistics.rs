@@ -9,7 +9,7 @@ use crate::strategies::{
     TensorCase, ValueProfile, ValueRegime,
 };
 use proptest::prelude::*;
-use tensor_core::{Backend, DType, ReduceOp};
+use tessera_core::{Backend, DType, ReduceOp};
 
 /// Which statistic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,8 +2,8 @@
 //! from their definitions (PyTorch's `threshold_backward` and `torch.optim.Adam(W)`).
 
 use super::{elementwise::round_to, RefArray};
-use tensor_core::backend::AdamUpdate;
-use tensor_core::DType;
+use tessera_core::backend::AdamUpdate;
+use tessera_core::DType;
 
 /// The gradient of `relu` at `x` given `grad`: 0 where `x <= 0` (0 at `x == 0` and `-0`),
 /// `grad` elsewhere, NaN `x` included (PyTorch's `threshold_backward(grad, x, 0)`).

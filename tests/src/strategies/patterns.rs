@@ -19,7 +19,7 @@ use super::layouts::{LayoutRecipe, TensorCase, ViewStep};
 use super::values::{regime_values, ValueRegime};
 use proptest::prelude::*;
 use std::fmt;
-use tensor_core::DType;
+use tessera_core::DType;
 
 /// Cases drawn per pattern in each run.
 pub const PATTERN_CASES: u32 = 2;
@@ -453,7 +453,7 @@ mod tests {
     use super::*;
     use proptest::strategy::ValueTree;
     use proptest::test_runner::TestRunner;
-    use tensor_core::Layout;
+    use tessera_core::Layout;
 
     #[test]
     fn each_kind_builds_the_layout_it_names() {

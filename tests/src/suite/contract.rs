@@ -1,4 +1,4 @@
-//! The backend contract as the suite sees it: every method of `tensor_core::Backend`, required
+//! The backend contract as the suite sees it: every method of `tessera_core::Backend`, required
 //! or provided, and the rows of the coverage matrix whose property checks it directly.
 //!
 //! [`BACKEND_METHODS`] is checked against the trait's source at test time (the `tests` crate's
@@ -8,7 +8,7 @@
 
 use super::op::{Family, Op};
 
-/// Every method of `tensor_core::Backend`, in the trait's order.
+/// Every method of `tessera_core::Backend`, in the trait's order.
 pub const BACKEND_METHODS: [&str; 34] = [
     "name",
     "device",
@@ -46,7 +46,7 @@ pub const BACKEND_METHODS: [&str; 34] = [
     "adam_update",
 ];
 
-/// Every method of `tensor_core::BackendStorage`: checked on every storage the memory family's
+/// Every method of `tessera_core::BackendStorage`: checked on every storage the memory family's
 /// primitives return (`upload`, `full`, `copy_strided`).
 pub const STORAGE_METHODS: [&str; 3] = ["dtype", "len", "is_empty"];
 

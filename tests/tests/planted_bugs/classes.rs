@@ -16,14 +16,14 @@
 
 use crate::planted;
 use crate::planted::Bug;
-use tensor_core::{DType, UnaryOp};
-use tests::checks::fused::FusedOp;
-use tests::checks::kinks::Kink;
-use tests::checks::pool::PoolOp;
-use tests::checks::softmax::SoftmaxOp;
-use tests::runner::RunConfig;
-use tests::seed::base_seed;
-use tests::suite::{check_cell, run_family, Capabilities, Family, Op, Outcome};
+use tessera_conformance::checks::fused::FusedOp;
+use tessera_conformance::checks::kinks::Kink;
+use tessera_conformance::checks::pool::PoolOp;
+use tessera_conformance::checks::softmax::SoftmaxOp;
+use tessera_conformance::runner::RunConfig;
+use tessera_conformance::seed::base_seed;
+use tessera_conformance::suite::{check_cell, run_family, Capabilities, Family, Op, Outcome};
+use tessera_core::{DType, UnaryOp};
 
 /// Seeds per bug.
 const SEEDS: u64 = 10;

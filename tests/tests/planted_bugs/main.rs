@@ -7,8 +7,8 @@ mod classes;
 mod planted;
 mod suite;
 
-use backend_example::ExampleBackend;
 use planted::{Bug, Planted};
+use tessera_backend_example::ExampleBackend;
 
 /// The example backend carrying `bug`.
 pub fn planted(bug: Bug) -> Planted<ExampleBackend> {

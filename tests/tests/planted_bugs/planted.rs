@@ -8,8 +8,8 @@
 //! edge convention (a finite softmax shift, a ReLU gradient that blocks NaN), and a formula one
 //! rounding away from the right one (sigmoid through `tanh`, log-softmax as `x - logsumexp`).
 
-use tensor_core::backend::{AdamTensors, AdamUpdate};
-use tensor_core::{
+use tessera_core::backend::{AdamTensors, AdamUpdate};
+use tessera_core::{
     composite, ArgReduceOp, AssignMode, Backend, BackendStorage, BinaryOp, CmpOp, DType, Device,
     Distribution, HostData, Layout, Pool2dParams, ReduceOp, Result, Tensor, UnaryOp,
 };
