@@ -290,7 +290,17 @@ impl<B: Backend, R: Backend> Backend for Checked<B, R> {
         let spec = OpSpec::new(op.name(), &[layout], layout.dims(), tolerance);
         let b = self.under_test.unary(op, &x.under_test, layout)?;
         let r = self.reference.unary(op, &x.reference, layout)?;
-        self.settle(spec, b, r, None)
+        // gelu's `x/2 * (1 + erf(x/√2))` cancels for negative x: its rounding is relative to
+        // `|x| / 2`, not to the (small) result.
+        let magnitude = match op {
+            UnaryOp::Gelu => self
+                .magnitude_of(x.dtype(), &[(&x.reference, layout)], |r, abs| {
+                    r.copy_strided(&abs[0], &Layout::contiguous(layout.shape().clone()))
+                })?
+                .map(|m| m.into_iter().map(|v| 0.5 * v).collect()),
+            _ => None,
+        };
+        self.settle(spec, b, r, magnitude)
     }
 
     fn binary(

@@ -120,7 +120,7 @@ mod tests {
         let c = comparison(Tolerance::simple(DType::F32));
         let a = HostData::F32(vec![1.0, f32::NAN, f32::INFINITY, -0.0]);
         assert!(c.check(&a, &a.clone()).is_ok());
-        let close = HostData::F32(vec![1.00001, f32::NAN, f32::INFINITY, 0.0]);
+        let close = HostData::F32(vec![1.000_000_2, f32::NAN, f32::INFINITY, 0.0]);
         assert!(c.check(&close, &a).is_ok());
     }
 

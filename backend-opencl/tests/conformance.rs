@@ -7,8 +7,9 @@ mod common;
 
 use tessera_conformance::checks::{
     arg_reduce, binary, cast, comparison, concat, constructors, conv, display, gradients, indexing,
-    matmul, pool, random, reduce, softmax, statistics, unary, views, where_select,
+    kinks, losses, matmul, pool, random, reduce, softmax, statistics, unary, views, where_select,
 };
+use tessera_conformance::suite::{assert_family, Capabilities, Family};
 use tessera_core::{ArgReduceOp, Backend, BinaryOp, CmpOp, DType, ReduceOp, UnaryOp};
 use tessera_opencl::OpenCl;
 
@@ -200,5 +201,27 @@ fn gradients() {
         for dtype in floats(&dev) {
             gradients::run(&dev, op, dtype);
         }
+    }
+    for kink in kinks::Kink::ALL {
+        for dtype in floats(&dev) {
+            kinks::run(&dev, kink, dtype);
+        }
+    }
+    for loss in losses::LossOp::ALL {
+        for dtype in floats(&dev) {
+            losses::run(&dev, loss, dtype);
+        }
+    }
+}
+
+/// The families that check the contract's other methods directly: name, device,
+/// supports_dtype and synchronize; the memory primitives; relu_backward and adam_update.
+#[test]
+fn device_memory_and_fused_composites() {
+    let dev = device_or_skip!();
+    let capabilities = Capabilities::declared_by(&dev);
+    let config = tessera_conformance::runner::RunConfig::from_env();
+    for family in [Family::Device, Family::Memory, Family::Fused] {
+        assert_family(&dev, family, &capabilities, &config);
     }
 }

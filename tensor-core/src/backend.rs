@@ -372,17 +372,20 @@ pub trait Backend: Clone + Send + Sync + fmt::Debug + 'static {
         composite::concat(tensors, axis)
     }
 
-    /// Softmax along `axis`, shifted by the maximum for stability.
+    /// Softmax along `axis`, shifted by the maximum for stability. A row containing `+inf` or
+    /// NaN, or only `-inf`, is NaN throughout (PyTorch's results).
     fn softmax(&self, x: &Tensor<Self>, axis: usize) -> Result<Tensor<Self>> {
         composite::softmax(x, axis)
     }
 
-    /// Log-softmax along `axis` (`x - logsumexp(x)`).
+    /// Log-softmax along `axis`: `(x - max) - log(sum(exp(x - max)))`; NaN rows as
+    /// [`Backend::softmax`].
     fn log_softmax(&self, x: &Tensor<Self>, axis: usize) -> Result<Tensor<Self>> {
         composite::log_softmax(x, axis)
     }
 
-    /// `log(sum(exp(x)))` along `axis`, keeping it as size 1, computed stably.
+    /// `log(sum(exp(x)))` along `axis`, keeping it as size 1, computed stably: `+inf` when the
+    /// row holds `+inf`, `-inf` when it holds only `-inf`, NaN with a NaN.
     fn logsumexp(&self, x: &Tensor<Self>, axis: usize) -> Result<Tensor<Self>> {
         composite::logsumexp(x, axis)
     }
@@ -420,7 +423,9 @@ pub trait Backend: Clone + Send + Sync + fmt::Debug + 'static {
     }
 
     /// Max pooling of `x: [n, c, h, w]`; returns the output and, per output element, the `I64`
-    /// position of the maximum inside its window (`kh_index * kw + kw_index`).
+    /// position of the maximum inside its window (`kh_index * kw + kw_index`): the first
+    /// position on ties, the first NaN, and, when nothing in the window beats `-inf`, its first
+    /// position inside the input (never a padding position, as PyTorch).
     fn max_pool2d(
         &self,
         x: &Tensor<Self>,
@@ -457,8 +462,9 @@ pub trait Backend: Clone + Send + Sync + fmt::Debug + 'static {
 
     // ----- fused element-wise composites -----
 
-    /// Gradient of ReLU: `grad` where `x > 0`, else 0; `x` and `grad` share one shape and
-    /// dtype. Default: [`crate::composite::relu_backward`] (a compare and a select).
+    /// Gradient of ReLU: 0 where `x <= 0` (so at `x == 0`), else `grad` (also where `x` is
+    /// NaN, as PyTorch); `x` and `grad` share one shape and dtype. Default:
+    /// [`crate::composite::relu_backward`] (a compare and a select).
     fn relu_backward(&self, x: &Tensor<Self>, grad: &Tensor<Self>) -> Result<Tensor<Self>> {
         composite::relu_backward(x, grad)
     }

@@ -4,10 +4,13 @@
 //!
 //! A failure is shrunk by proptest, then minimised further by [`crate::minimize`]. [`falsify`]
 //! returns the minimal counterexample as a value; [`check_property`] panics with its
-//! description.
+//! description. [`falsify_systematic`] first runs every [`Pattern`] of a property (the layout
+//! kinds and broadcast patterns of `crate::strategies::patterns`, a few cases each), then the
+//! random cases, so that every structure is checked in every run whatever the seed.
 
 use crate::minimize::minimize;
 use crate::seed::{base_seed, property_seed, SEED_VARIABLE};
+use crate::strategies::{Pattern, PATTERN_CASES};
 use proptest::strategy::Strategy;
 use proptest::test_runner::{
     Config, FileFailurePersistence, RngSeed, TestCaseError, TestError, TestRunner,
@@ -24,6 +27,11 @@ pub struct RunConfig {
     pub base_seed: u64,
     /// Folder of the regression files (one per property), or `None` to persist nothing.
     pub regressions: Option<PathBuf>,
+    /// Cases drawn from each systematic pattern before the random ones ([`PATTERN_CASES`]).
+    pub pattern_cases: u32,
+    /// Whether a failure is minimised beyond proptest's shrinking ([`crate::minimize`]); off
+    /// where only the fact of a failure matters (the harness's own seed-robustness tests).
+    pub minimize: bool,
 }
 
 impl RunConfig {
@@ -34,6 +42,8 @@ impl RunConfig {
             cases: Config::default().cases,
             base_seed: base_seed(),
             regressions: None,
+            pattern_cases: PATTERN_CASES,
+            minimize: true,
         }
     }
 
@@ -48,6 +58,20 @@ impl RunConfig {
     /// The same configuration with `cases` cases.
     pub fn with_cases(self, cases: u32) -> Self {
         RunConfig { cases, ..self }
+    }
+
+    /// The same configuration with base seed `base_seed`.
+    pub fn with_base_seed(self, base_seed: u64) -> Self {
+        RunConfig { base_seed, ..self }
+    }
+
+    /// The same configuration without minimising failures (faster when only the fact of a
+    /// failure is checked).
+    pub fn without_minimizing(self) -> Self {
+        RunConfig {
+            minimize: false,
+            ..self
+        }
     }
 
     /// The regression file of property `name`: its name with every character other than a
@@ -177,13 +201,43 @@ where
     };
     match runner.run(&strategy, |case| check(&case).map_err(TestCaseError::fail)) {
         Ok(()) => Ok(()),
-        Err(TestError::Fail(reason, case)) => {
+        Err(TestError::Fail(reason, case)) if config.minimize => {
             let seed = property_seed(config.base_seed, name);
             let (case, reason) = minimize(&strategy, seed, case, reason.to_string(), &check);
             Err(failure(reason, Some(case)))
         }
+        Err(TestError::Fail(reason, case)) => Err(failure(reason.to_string(), Some(case))),
         Err(TestError::Abort(reason)) => Err(failure(format!("aborted: {reason}"), None)),
     }
+}
+
+/// Runs every pattern (`config.pattern_cases` cases each, not persisted: they run in every run
+/// anyway), then `config.cases` random cases from `random` as [`falsify`] does. The first
+/// failure is returned, minimised within its pattern, whose label is appended to the property
+/// name (`"binary mul f32 [lhs [a, 1], rhs [b]]"`).
+pub fn falsify_systematic<S>(
+    name: &str,
+    patterns: Vec<Pattern<S::Value>>,
+    random: S,
+    config: &RunConfig,
+    check: impl Fn(&S::Value) -> Result<(), String>,
+) -> Result<(), Counterexample<S::Value>>
+where
+    S: Strategy,
+    S::Value: Debug,
+{
+    if config.pattern_cases > 0 {
+        let systematic = RunConfig {
+            cases: config.pattern_cases,
+            regressions: None,
+            ..config.clone()
+        };
+        for pattern in patterns {
+            let labelled = format!("{name} [{}]", pattern.label);
+            falsify(&labelled, pattern.strategy, &systematic, &check)?;
+        }
+    }
+    falsify(name, random, config, check)
 }
 
 /// Checks `check` on values drawn from `strategy` (no persistence); on failure, shrinks and
@@ -195,6 +249,23 @@ where
     S::Value: Debug,
 {
     if let Err(counterexample) = falsify(name, strategy, &RunConfig::from_env(), check) {
+        panic!("{counterexample}");
+    }
+}
+
+/// [`check_property`] with the systematic patterns first ([`falsify_systematic`]).
+pub fn check_property_systematic<S>(
+    name: &str,
+    patterns: Vec<Pattern<S::Value>>,
+    random: S,
+    check: impl Fn(&S::Value) -> Result<(), String>,
+) where
+    S: Strategy,
+    S::Value: Debug,
+{
+    if let Err(counterexample) =
+        falsify_systematic(name, patterns, random, &RunConfig::from_env(), check)
+    {
         panic!("{counterexample}");
     }
 }

@@ -7,7 +7,7 @@ use tessera_conformance::suite::{run_family, Capabilities, Family, Op, Outcome};
 use tessera_core::{DType, UnaryOp};
 
 /// The macro with a capability declaration: only `where_select` on f32 and bool stays declared,
-/// so the other 19 generated tests check nothing and pass at once.
+/// so the other 22 generated tests check nothing and pass at once.
 mod only_where {
     use super::*;
 

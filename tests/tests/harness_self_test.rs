@@ -199,7 +199,7 @@ fn a_layout_bug_is_caught_with_the_offending_layout() {
     let dev = faulty(Fault::UnaryAssumesContiguous);
     let msg = fails(|| unary::run(&dev, UnaryOp::Neg, DType::F32))
         .expect("the layout bug must be caught");
-    assert!(msg.contains("property `unary neg f32` failed"), "{msg}");
+    assert!(msg.contains("property `unary neg f32"), "{msg}");
     assert!(
         msg.contains("strides") && msg.contains("minimal failing input"),
         "{msg}"
@@ -211,7 +211,7 @@ fn an_operand_order_bug_is_caught() {
     let dev = faulty(Fault::SubSwapsOperands);
     let msg = fails(|| binary::run(&dev, BinaryOp::Sub, DType::I64))
         .expect("swapped operands must be caught");
-    assert!(msg.contains("property `binary sub i64` failed"), "{msg}");
+    assert!(msg.contains("property `binary sub i64"), "{msg}");
     // The other ops are unaffected.
     binary::run(&dev, BinaryOp::Add, DType::I64);
 }

@@ -75,7 +75,8 @@ fn for_each_plane<U: Send>(
 
 /// Max pooling of a contiguous `x`: the maxima and the `kh_index * kw + kw_index` window
 /// position of each (padding reads as -inf; ties go to the first position; a NaN wins, the
-/// first one, as `argmax` rules).
+/// first one, as `argmax` rules; a window where nothing beats -inf points at its first
+/// position inside the input, as PyTorch).
 pub(crate) fn max_pool2d<T: Num>(x: &[T], g: &PoolGeometry) -> (Vec<T>, Vec<i64>) {
     let (kh, kw) = g.p.kernel;
     let len = g.planes * g.plane_out();
@@ -189,15 +190,22 @@ fn max_plane_padded<T: Num>(src: &[T], g: &PoolGeometry, vals: &mut [T], idx: &m
     let (kh, kw) = g.p.kernel;
     for y in 0..g.oh {
         for xx in 0..g.ow {
+            // Padding reads as -inf, so it never beats a position inside the input: skipping it
+            // makes the first position inside the window the start (PyTorch's index when every
+            // value is -inf).
             let mut best = T::LOWEST;
             let mut arg = 0i64;
+            let mut started = false;
             for i in 0..kh {
                 for j in 0..kw {
-                    let v = g.tap((y, xx), (i, j)).map_or(T::LOWEST, |at| src[at]);
-                    let t = (i * kw + j) as i64;
-                    if t == 0 || beats(v, best) {
+                    let Some(at) = g.tap((y, xx), (i, j)) else {
+                        continue;
+                    };
+                    let v = src[at];
+                    if !started || beats(v, best) {
                         best = v;
-                        arg = t;
+                        arg = (i * kw + j) as i64;
+                        started = true;
                     }
                 }
             }

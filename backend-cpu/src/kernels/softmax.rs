@@ -2,10 +2,11 @@
 //!
 //! Each row is read once into its output slot and then transformed in place, instead of the
 //! five to seven full-tensor passes of the composite default. The arithmetic is the composite's
-//! (`tessera_core::composite::softmax`): the shift is the row maximum (NaN-propagating), replaced
-//! by 0 when infinite, `softmax = e / sum(e)` with `e = exp(x - shift)`, and
-//! `log_softmax = x - (ln(sum(e)) + shift)`; sums are pairwise. Other axes, and empty rows, are
-//! left to the composite (return `None`).
+//! (`tessera_core::composite::softmax`): softmax and log-softmax shift by the row maximum
+//! (NaN-propagating; a row with `+inf`, or only `-inf`, is NaN as in PyTorch),
+//! `softmax = e / sum(e)` with `e = exp(x - max)` and `log_softmax = (x - max) - ln(sum(e))`;
+//! log-sum-exp shifts by the maximum replaced by 0 when infinite. Sums are pairwise. Other
+//! axes, and empty rows, are left to the composite (return `None`).
 
 use super::num::Num;
 use super::reducer::{reduce_slice, MaxOp, SumOp};
@@ -73,7 +74,7 @@ fn rows<T: FloatElement + Num>(op: RowOp, x: &[T], layout: &Layout) -> Vec<T> {
             for (r, o) in chunk.iter_mut().enumerate() {
                 let [base] = outer.offsets_at(first + r);
                 load(base, &mut scratch);
-                let shift = shift_of(&scratch);
+                let shift = finite_shift_of(&scratch);
                 exp_shifted(&mut scratch, shift);
                 *o = reduce_slice::<T, SumOp>(&scratch).ln() + shift;
             }
@@ -90,7 +91,7 @@ fn rows<T: FloatElement + Num>(op: RowOp, x: &[T], layout: &Layout) -> Vec<T> {
         for (r, row) in chunk.chunks_mut(n).enumerate() {
             let [base] = outer.offsets_at(first + r);
             load(base, row);
-            let shift = shift_of(row);
+            let shift = reduce_slice::<T, MaxOp>(row);
             if op == RowOp::Softmax {
                 exp_shifted(row, shift);
                 let sum = reduce_slice::<T, SumOp>(row);
@@ -98,11 +99,14 @@ fn rows<T: FloatElement + Num>(op: RowOp, x: &[T], layout: &Layout) -> Vec<T> {
                     *v = *v / sum;
                 }
             } else {
-                scratch.copy_from_slice(row);
-                exp_shifted(&mut scratch, shift);
-                let lse = reduce_slice::<T, SumOp>(&scratch).ln() + shift;
                 for v in row.iter_mut() {
-                    *v = *v - lse;
+                    *v = *v - shift;
+                }
+                scratch.copy_from_slice(row);
+                exp_shifted(&mut scratch, T::zero());
+                let log_sum = reduce_slice::<T, SumOp>(&scratch).ln();
+                for v in row.iter_mut() {
+                    *v = *v - log_sum;
                 }
             }
         }
@@ -110,8 +114,8 @@ fn rows<T: FloatElement + Num>(op: RowOp, x: &[T], layout: &Layout) -> Vec<T> {
     out
 }
 
-/// The row maximum (NaN if any element is NaN), or 0 when it is infinite.
-fn shift_of<T: FloatElement + Num>(row: &[T]) -> T {
+/// The row maximum (NaN if any element is NaN), or 0 when it is infinite (log-sum-exp's shift).
+fn finite_shift_of<T: FloatElement + Num>(row: &[T]) -> T {
     let m = reduce_slice::<T, MaxOp>(row);
     if m.is_infinite() {
         T::zero()

@@ -31,6 +31,8 @@ macro_rules! conformance_suite_or_skip {
             };
         }
 
+        family!(device, Device);
+        family!(memory, Memory);
         family!(unary, Unary);
         family!(binary, Binary);
         family!(comparison, Comparison);
@@ -46,6 +48,7 @@ macro_rules! conformance_suite_or_skip {
         family!(softmax, Softmax);
         family!(conv, Conv);
         family!(pool, Pool);
+        family!(fused, Fused);
         family!(random, Random);
         family!(constructors, Constructors);
         family!(display, Display);
@@ -54,7 +57,7 @@ macro_rules! conformance_suite_or_skip {
 
         #[test]
         fn every_family_has_a_test() {
-            assert_eq!(tessera_conformance::suite::Family::ALL.len(), 20);
+            assert_eq!(tessera_conformance::suite::Family::ALL.len(), 23);
         }
     };
 }

@@ -1,8 +1,9 @@
 /* Fused softmax, log-softmax and log-sum-exp along a row: one work-group of TS_REDUCE_WG
  * work-items per row, row r starting at view_at(outer, r) with element stride `stride`.
  * The arithmetic is tensor_core::composite::softmax's: shift = row maximum (NaN-propagating),
- * replaced by 0 when infinite; e = exp(x - shift); softmax = e / sum(e);
- * log_softmax = x - (log(sum(e)) + shift); logsumexp = log(sum(e)) + shift (one per row). */
+ * which log-sum-exp alone replaces by 0 when infinite (so softmax and log-softmax of a row with
+ * +inf, or of only -inf, are NaN, as in PyTorch); e = exp(x - shift); softmax = e / sum(e);
+ * log_softmax = (x - shift) - log(sum(e)); logsumexp = log(sum(e)) + shift (one per row). */
 
 #if defined(TS_FLOAT)
 
@@ -36,7 +37,7 @@ KERNEL void softmax_rows(i64 rows, i64 k, GLOBAL const T* x, View outer, i64 str
     BARRIER();
     SOFTMAX_TREE(t_max)
     T shift = scratch[0];
-    if (shift == T_HIGHEST || shift == T_LOWEST) shift = (T)0;
+    if (mode == TS_LOGSUMEXP && (shift == T_HIGHEST || shift == T_LOWEST)) shift = (T)0;
     BARRIER();
 
     T s = (T)0;
@@ -51,10 +52,10 @@ KERNEL void softmax_rows(i64 rows, i64 k, GLOBAL const T* x, View outer, i64 str
         if (lid == 0) out[row] = log(total) + shift;
         return;
     }
-    T lse = log(total) + shift;
+    T log_total = log(total);
     for (i64 r = lid; r < k; r += TS_REDUCE_WG) {
-        T v = x[base + r * stride];
-        out[row * k + r] = mode == TS_SOFTMAX ? exp(v - shift) / total : v - lse;
+        T v = x[base + r * stride] - shift;
+        out[row * k + r] = mode == TS_SOFTMAX ? exp(v) / total : v - log_total;
     }
 }
 

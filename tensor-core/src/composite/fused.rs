@@ -5,10 +5,11 @@
 use crate::backend::{AdamTensors, AdamUpdate};
 use crate::{Backend, Result, Tensor};
 
-/// The gradient of `relu(x)` given the upstream `grad`: `grad` where `x > 0`, else 0 (also at
-/// 0 and for NaN, PyTorch's choice).
+/// The gradient of `relu(x)` given the upstream `grad`: 0 where `x <= 0` (so 0 at `x == 0`),
+/// `grad` elsewhere, NaN included: PyTorch's `threshold_backward`, which passes the gradient
+/// where `x` is NaN.
 pub fn relu_backward<B: Backend>(x: &Tensor<B>, grad: &Tensor<B>) -> Result<Tensor<B>> {
-    x.gt_scalar(0.0)?.where_select(grad, &grad.zeros_like()?)
+    x.le_scalar(0.0)?.where_select(&grad.zeros_like()?, grad)
 }
 
 /// One Adam/AdamW step of one parameter, as a chain of tensor ops (see [`AdamUpdate`]):

@@ -26,10 +26,37 @@ fn windows<B: Backend>(x: &Tensor<B>, p: Pool2dParams, pad_value: f64) -> Result
         .reshape([n, c, oh, ow, p.kernel.0 * p.kernel.1])
 }
 
-/// Max pooling: the maxima and their positions inside each window.
+/// Max pooling: the maxima and their positions inside each window (the first on ties, the
+/// first NaN; a window where nothing beats `-inf` points at its first position inside the
+/// input, as PyTorch, rather than at the padding).
 pub fn max_pool2d<B: Backend>(x: &Tensor<B>, p: Pool2dParams) -> Result<(Tensor<B>, Tensor<B>)> {
     let win = windows(x, p, f64::NEG_INFINITY)?;
-    Ok((win.max(&[-1], false)?, win.argmax(-1, false)?))
+    let (max, arg) = (win.max(&[-1], false)?, win.argmax(-1, false)?);
+    if p.padding == (0, 0) {
+        return Ok((max, arg));
+    }
+    let d = x.dims();
+    let (oh, ow) = (max.dims()[2], max.dims()[3]);
+    let first = |o: usize, k: usize, s: usize, pad: usize, len: usize| {
+        (0..k).find(|&t| (o * s + t).checked_sub(pad).is_some_and(|i| i < len))
+    };
+    let mut first_inside = Vec::with_capacity(oh * ow);
+    for oy in 0..oh {
+        for ox in 0..ow {
+            let ky = first(oy, p.kernel.0, p.stride.0, p.padding.0, d[2]);
+            let kx = first(ox, p.kernel.1, p.stride.1, p.padding.1, d[3]);
+            let tap = match (ky, kx) {
+                (Some(ky), Some(kx)) => ky * p.kernel.1 + kx,
+                _ => 0,
+            };
+            first_inside.push(tap as i64);
+        }
+    }
+    let first_inside = Tensor::from_vec(first_inside, [oh, ow], x.backend())?;
+    let arg = max
+        .eq_scalar(f64::NEG_INFINITY)?
+        .where_select(&first_inside, &arg)?;
+    Ok((max, arg))
 }
 
 /// Adds `contribution(tap)` for every kernel tap into a zero gradient of the padded input.

@@ -3,8 +3,11 @@
 use super::{build, op_failed, signed_axis, with_inputs};
 use crate::compare::{assert_close, Tolerance};
 use crate::reference::{reduce, views};
-use crate::runner::check_property;
-use crate::strategies::{shape_with, special_rate, tensor_case, TensorCase, ValueProfile};
+use crate::runner::check_property_systematic;
+use crate::strategies::{
+    shape_with, special_rate, tensor_case, tensor_case_in_regime, LayoutKind, Pattern, TensorCase,
+    ValueProfile, ValueRegime,
+};
 use proptest::prelude::*;
 use tessera_core::{ArgReduceOp, Backend, DType};
 
@@ -58,6 +61,69 @@ pub fn cases(op: ArgReduceOp, dtype: DType) -> BoxedStrategy<ArgReduceCase> {
         .boxed()
 }
 
+/// A case of `op` along `axis` (`None`: random) of a rank-3 input (sizes `2..=4`) of `kind`
+/// and `regime`.
+fn structured(
+    op: ArgReduceOp,
+    dtype: DType,
+    axis: Option<usize>,
+    kind: LayoutKind,
+    regime: ValueRegime,
+) -> BoxedStrategy<ArgReduceCase> {
+    let axis = match axis {
+        Some(a) => Just(a).boxed(),
+        None => (0usize..3).boxed(),
+    };
+    (
+        prop::collection::vec(2usize..=4, 3),
+        axis,
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_flat_map(move |(s, axis, axis_from_end, keepdim)| {
+            tensor_case_in_regime(dtype, s, kind, regime).prop_map(move |input| ArgReduceCase {
+                op,
+                axis,
+                axis_from_end,
+                keepdim,
+                input,
+            })
+        })
+        .boxed()
+}
+
+/// The systematic cases of `op` on `dtype`: every layout kind, every axis of a rank-3 input,
+/// and the value regimes, ties first (values in `{-1, -0, 0, 1, 2}`: the first index must win,
+/// and `-0 == 0` is a tie).
+pub fn patterns(op: ArgReduceOp, dtype: DType) -> Vec<Pattern<ArgReduceCase>> {
+    let mut out = Vec::new();
+    for kind in LayoutKind::ALL {
+        out.push(Pattern::new(
+            format!("input {kind}"),
+            structured(op, dtype, None, kind, ValueRegime::Ordinary),
+        ));
+    }
+    for axis in 0..3 {
+        out.push(Pattern::new(
+            format!("axis {axis} of 3"),
+            structured(
+                op,
+                dtype,
+                Some(axis),
+                LayoutKind::Contiguous,
+                ValueRegime::Ordinary,
+            ),
+        ));
+    }
+    for regime in [ValueRegime::Ties, ValueRegime::Specials, ValueRegime::Huge] {
+        out.push(Pattern::new(
+            regime.name(),
+            structured(op, dtype, None, LayoutKind::Contiguous, regime),
+        ));
+    }
+    out
+}
+
 /// Compares `argmax`/`argmin` with the reference (exact `i64`).
 pub fn check<B: Backend>(dev: &B, case: &ArgReduceCase) -> Result<(), String> {
     let x = build(dev, &case.input, "input")?;
@@ -78,7 +144,10 @@ pub fn check<B: Backend>(dev: &B, case: &ArgReduceCase) -> Result<(), String> {
 
 /// Checks `op` on `dtype` over 256 random cases.
 pub fn run<B: Backend>(dev: &B, op: ArgReduceOp, dtype: DType) {
-    check_property(&format!("{} {dtype}", op.name()), cases(op, dtype), |c| {
-        check(dev, c)
-    });
+    check_property_systematic(
+        &format!("{} {dtype}", op.name()),
+        patterns(op, dtype),
+        cases(op, dtype),
+        |c| check(dev, c),
+    );
 }

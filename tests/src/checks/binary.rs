@@ -1,10 +1,12 @@
 //! Binary ops with broadcasting between two independently laid-out operands.
 
-use super::{build, op_failed, with_inputs};
+use super::{build, elementwise_cases, op_failed, with_inputs};
 use crate::compare::{assert_close, Tolerance};
 use crate::reference::elementwise;
-use crate::runner::check_property;
-use crate::strategies::{broadcast_pair, special_rate, tensor_case, TensorCase, ValueProfile};
+use crate::runner::check_property_systematic;
+use crate::strategies::{
+    broadcast_pair, special_rate, tensor_case, Pattern, TensorCase, ValueProfile,
+};
 use proptest::prelude::*;
 use tessera_core::{Backend, BinaryOp, DType};
 
@@ -45,6 +47,17 @@ pub fn cases(op: BinaryOp, dtype: DType) -> BoxedStrategy<BinaryCase> {
         .boxed()
 }
 
+/// The systematic cases of `op` on `dtype`: every broadcast pattern of two operands (which
+/// operand, which axes have stride 0, which leading axes are missing), every layout kind of
+/// each operand, and the value regimes (`1e4`, ties and zeros, NaN/inf/-0).
+pub fn patterns(op: BinaryOp, dtype: DType) -> Vec<Pattern<BinaryCase>> {
+    elementwise_cases(&["lhs", "rhs"], vec![dtype, dtype], move |v| BinaryCase {
+        op,
+        lhs: v[0].clone(),
+        rhs: v[1].clone(),
+    })
+}
+
 /// Compares `lhs.binary(op, rhs)` with the reference.
 pub fn check<B: Backend>(dev: &B, case: &BinaryCase) -> Result<(), String> {
     let dtype = case.lhs.dtype;
@@ -62,10 +75,11 @@ pub fn check<B: Backend>(dev: &B, case: &BinaryCase) -> Result<(), String> {
     assert_close(&got, dtype, &expected, tol).map_err(with_inputs(&[&a, &b]))
 }
 
-/// Checks `op` on `dtype` over 256 random cases.
+/// Checks `op` on `dtype`: the systematic patterns, then 256 random cases.
 pub fn run<B: Backend>(dev: &B, op: BinaryOp, dtype: DType) {
-    check_property(
+    check_property_systematic(
         &format!("binary {} {dtype}", op.name()),
+        patterns(op, dtype),
         cases(op, dtype),
         |c| check(dev, c),
     );

@@ -1,10 +1,10 @@
 //! Casts between every pair of dtypes.
 
-use super::{build, op_failed, with_inputs};
+use super::{build, elementwise_cases, op_failed, with_inputs};
 use crate::compare::{assert_close, Tolerance};
 use crate::reference::elementwise;
-use crate::runner::check_property;
-use crate::strategies::{shape, tensor_case_from, value, TensorCase, ValueProfile};
+use crate::runner::check_property_systematic;
+use crate::strategies::{shape, tensor_case_from, value, Pattern, TensorCase, ValueProfile};
 use proptest::prelude::*;
 use tessera_core::{Backend, DType};
 
@@ -57,6 +57,14 @@ pub fn cases(from: DType, to: DType) -> BoxedStrategy<CastCase> {
         .boxed()
 }
 
+/// The systematic cases of `from -> to`: every layout kind and the value regimes.
+pub fn patterns(from: DType, to: DType) -> Vec<Pattern<CastCase>> {
+    elementwise_cases(&["input"], vec![from], move |mut v| CastCase {
+        input: v.remove(0),
+        to,
+    })
+}
+
 /// Compares `x.to_dtype(to)` with the reference conversion (exact: every cast is a
 /// single correctly defined rounding).
 pub fn check<B: Backend>(dev: &B, case: &CastCase) -> Result<(), String> {
@@ -68,7 +76,10 @@ pub fn check<B: Backend>(dev: &B, case: &CastCase) -> Result<(), String> {
 
 /// Checks the cast `from -> to` over 256 random cases.
 pub fn run<B: Backend>(dev: &B, from: DType, to: DType) {
-    check_property(&format!("cast {from} -> {to}"), cases(from, to), |c| {
-        check(dev, c)
-    });
+    check_property_systematic(
+        &format!("cast {from} -> {to}"),
+        patterns(from, to),
+        cases(from, to),
+        |c| check(dev, c),
+    );
 }

@@ -1,10 +1,10 @@
 //! Comparisons with broadcasting; the result is a bool tensor.
 
-use super::{binary::operand_pair, build, op_failed, with_inputs};
+use super::{binary::operand_pair, build, elementwise_cases, op_failed, with_inputs};
 use crate::compare::{assert_close, Tolerance};
 use crate::reference::elementwise;
-use crate::runner::check_property;
-use crate::strategies::TensorCase;
+use crate::runner::check_property_systematic;
+use crate::strategies::{Pattern, TensorCase};
 use proptest::prelude::*;
 use tessera_core::{Backend, CmpOp, DType};
 
@@ -26,6 +26,16 @@ pub fn cases(op: CmpOp, dtype: DType) -> BoxedStrategy<CompareCase> {
         .boxed()
 }
 
+/// The systematic cases of `op` on `dtype`: the broadcast patterns, layout kinds and value
+/// regimes of a binary op.
+pub fn patterns(op: CmpOp, dtype: DType) -> Vec<Pattern<CompareCase>> {
+    elementwise_cases(&["lhs", "rhs"], vec![dtype, dtype], move |v| CompareCase {
+        op,
+        lhs: v[0].clone(),
+        rhs: v[1].clone(),
+    })
+}
+
 /// Compares `lhs.compare(op, rhs)` with IEEE comparisons in the reference.
 pub fn check<B: Backend>(dev: &B, case: &CompareCase) -> Result<(), String> {
     let a = build(dev, &case.lhs, "lhs")?;
@@ -37,10 +47,11 @@ pub fn check<B: Backend>(dev: &B, case: &CompareCase) -> Result<(), String> {
     assert_close(&got, DType::Bool, &expected, Tolerance::EXACT).map_err(with_inputs(&[&a, &b]))
 }
 
-/// Checks `op` on `dtype` over 256 random cases.
+/// Checks `op` on `dtype`: the systematic patterns, then 256 random cases.
 pub fn run<B: Backend>(dev: &B, op: CmpOp, dtype: DType) {
-    check_property(
+    check_property_systematic(
         &format!("compare {} {dtype}", op.name()),
+        patterns(op, dtype),
         cases(op, dtype),
         |c| check(dev, c),
     );

@@ -3,8 +3,11 @@
 use super::{build, op_failed, with_inputs};
 use crate::compare::{assert_close, Tolerance};
 use crate::reference::{indexing, RefArray};
-use crate::runner::check_property;
-use crate::strategies::{shape_with, special_rate, tensor_case, TensorCase, ValueProfile};
+use crate::runner::check_property_systematic;
+use crate::strategies::{
+    shape_with, special_rate, tensor_case, tensor_case_in_regime, LayoutKind, Pattern, TensorCase,
+    ValueProfile, ValueRegime,
+};
 use proptest::prelude::*;
 use tessera_core::{Backend, DType, Tensor};
 
@@ -77,6 +80,91 @@ pub fn cases(op: JoinOp, dtype: DType) -> BoxedStrategy<ConcatCase> {
         .boxed()
 }
 
+/// Three rank-3 parts (sizes `2..=4`, for `Cat` `1..=3` along the axis) joined along `axis`
+/// (`None`: random), part `laid_out` laid out as `kind`, the others contiguous.
+fn structured(
+    op: JoinOp,
+    dtype: DType,
+    axis: Option<usize>,
+    laid_out: usize,
+    kind: LayoutKind,
+    regime: ValueRegime,
+) -> BoxedStrategy<ConcatCase> {
+    let out_rank = 3 + usize::from(op == JoinOp::Stack);
+    let axis = match axis {
+        Some(a) => Just(a).boxed(),
+        None => (0..out_rank).boxed(),
+    };
+    (
+        prop::collection::vec(2usize..=4, 3),
+        prop::collection::vec(1usize..=3, 3),
+        axis,
+    )
+        .prop_flat_map(move |(s, lens, axis)| {
+            let parts: Vec<BoxedStrategy<TensorCase>> = (0..3)
+                .map(|i| {
+                    let mut shape = s.clone();
+                    if op == JoinOp::Cat {
+                        shape[axis] = lens[i];
+                    }
+                    let k = if i == laid_out {
+                        kind
+                    } else {
+                        LayoutKind::Contiguous
+                    };
+                    tensor_case_in_regime(dtype, shape, k, regime)
+                })
+                .collect();
+            parts.prop_map(move |parts| ConcatCase {
+                op,
+                axis: axis as isize,
+                resolved_axis: axis,
+                parts,
+            })
+        })
+        .boxed()
+}
+
+/// The systematic cases of `op` on `dtype`: every layout kind of the first and the last of
+/// three parts, every axis, and the special values (copied bit for bit).
+pub fn patterns(op: JoinOp, dtype: DType) -> Vec<Pattern<ConcatCase>> {
+    let mut out = Vec::new();
+    for kind in LayoutKind::ALL {
+        for part in [0, 2] {
+            out.push(Pattern::new(
+                format!("part {part} {kind}"),
+                structured(op, dtype, None, part, kind, ValueRegime::Ordinary),
+            ));
+        }
+    }
+    let out_rank = 3 + usize::from(op == JoinOp::Stack);
+    for axis in 0..out_rank {
+        out.push(Pattern::new(
+            format!("axis {axis} of {out_rank}"),
+            structured(
+                op,
+                dtype,
+                Some(axis),
+                0,
+                LayoutKind::Contiguous,
+                ValueRegime::Ordinary,
+            ),
+        ));
+    }
+    out.push(Pattern::new(
+        ValueRegime::Specials.name(),
+        structured(
+            op,
+            dtype,
+            None,
+            0,
+            LayoutKind::Contiguous,
+            ValueRegime::Specials,
+        ),
+    ));
+    out
+}
+
 /// Compares the join with the reference (exact: values are only moved).
 pub fn check<B: Backend>(dev: &B, case: &ConcatCase) -> Result<(), String> {
     let dtype = case.parts[0].dtype;
@@ -102,7 +190,10 @@ pub fn check<B: Backend>(dev: &B, case: &ConcatCase) -> Result<(), String> {
 
 /// Checks `op` on `dtype` over 256 random cases.
 pub fn run<B: Backend>(dev: &B, op: JoinOp, dtype: DType) {
-    check_property(&format!("{op:?} {dtype}"), cases(op, dtype), |c| {
-        check(dev, c)
-    });
+    check_property_systematic(
+        &format!("{op:?} {dtype}"),
+        patterns(op, dtype),
+        cases(op, dtype),
+        |c| check(dev, c),
+    );
 }

@@ -3,8 +3,11 @@
 use super::{build, op_failed, with_inputs};
 use crate::compare::{assert_close_scaled, Tolerance};
 use crate::reference::{conv, elementwise, views, RefArray};
-use crate::runner::check_property;
-use crate::strategies::{special_rate, tensor_case, TensorCase, ValueProfile};
+use crate::runner::check_property_systematic;
+use crate::strategies::{
+    special_rate, tensor_case, tensor_case_in_regime, LayoutKind, Pattern, TensorCase,
+    ValueProfile, ValueRegime,
+};
 use proptest::prelude::*;
 use tessera_core::{Backend, BinaryOp, Conv2dParams, DType};
 
@@ -102,6 +105,153 @@ pub fn cases(op: ConvOp, dtype: DType) -> BoxedStrategy<ConvCase> {
         .boxed()
 }
 
+/// Which tensor of a convolution case a layout kind applies to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Operand {
+    X,
+    Weight,
+    Bias,
+    GradOut,
+}
+
+/// The geometry of a structured case: kernel `(kh, kw)`, stride, padding, dilation.
+type Geometry = (
+    (usize, usize),
+    (usize, usize),
+    (usize, usize),
+    (usize, usize),
+);
+
+/// The named geometries every piece runs on: a plain 2x2 or 3x3 kernel, stride 2, padding 1,
+/// dilation 2, a 1x1 kernel, and an uneven one (`2x3`, stride `(1, 2)`, padding `(1, 0)`).
+fn geometries() -> Vec<(&'static str, BoxedStrategy<Geometry>)> {
+    let k = || 2usize..=3;
+    vec![
+        (
+            "plain",
+            k().prop_map(|k| ((k, k), (1, 1), (0, 0), (1, 1))).boxed(),
+        ),
+        (
+            "stride 2",
+            k().prop_map(|k| ((k, k), (2, 2), (0, 0), (1, 1))).boxed(),
+        ),
+        (
+            "padding 1",
+            k().prop_map(|k| ((k, k), (1, 1), (1, 1), (1, 1))).boxed(),
+        ),
+        (
+            "dilation 2",
+            k().prop_map(|k| ((k, k), (1, 1), (0, 0), (2, 2))).boxed(),
+        ),
+        ("kernel 1x1", Just(((1, 1), (1, 1), (0, 0), (1, 1))).boxed()),
+        ("uneven", Just(((2, 3), (1, 2), (1, 0), (1, 1))).boxed()),
+    ]
+}
+
+/// A case of `op` with sizes `2..=3` (batch, channels, outputs), the geometry from `geometry`,
+/// and `special` laid out as `kind` (the others contiguous).
+fn structured(
+    op: ConvOp,
+    dtype: DType,
+    geometry: BoxedStrategy<Geometry>,
+    special: Operand,
+    kind: LayoutKind,
+) -> BoxedStrategy<ConvCase> {
+    (
+        geometry,
+        (2usize..=3, 2usize..=3, 2usize..=3),
+        (0usize..=2, 0usize..=2),
+    )
+        .prop_flat_map(
+            move |((kernel, stride, padding, dilation), (n, c, o), (eh, ew))| {
+                let span = |k: usize, d: usize| d * (k - 1) + 1;
+                let h = span(kernel.0, dilation.0)
+                    .saturating_sub(2 * padding.0)
+                    .max(2)
+                    + eh;
+                let w = span(kernel.1, dilation.1)
+                    .saturating_sub(2 * padding.1)
+                    .max(2)
+                    + ew;
+                let params = Conv2dParams {
+                    stride,
+                    padding,
+                    dilation,
+                };
+                let (xd, wd) = ([n, c, h, w], [o, c, kernel.0, kernel.1]);
+                let [oh, ow] = conv::conv_out_hw(&xd, &wd, params);
+                let case = move |which: Operand, shape: Vec<usize>| {
+                    let k = if which == special {
+                        kind
+                    } else {
+                        LayoutKind::Contiguous
+                    };
+                    tensor_case_in_regime(dtype, shape, k, ValueRegime::Ordinary)
+                };
+                let bias = if op == ConvOp::Forward {
+                    case(Operand::Bias, vec![o]).prop_map(Some).boxed()
+                } else {
+                    Just(None).boxed()
+                };
+                let grad = if op == ConvOp::Forward {
+                    Just(None).boxed()
+                } else {
+                    case(Operand::GradOut, vec![n, o, oh, ow])
+                        .prop_map(Some)
+                        .boxed()
+                };
+                (
+                    Just(params),
+                    case(Operand::X, xd.to_vec()),
+                    case(Operand::Weight, wd.to_vec()),
+                    bias,
+                    grad,
+                )
+            },
+        )
+        .prop_map(move |(params, x, weight, bias, grad_out)| ConvCase {
+            op,
+            params,
+            x,
+            weight,
+            bias,
+            grad_out,
+        })
+        .boxed()
+}
+
+/// The systematic cases of `op` on `dtype`: every named geometry, and every layout kind of
+/// each tensor the piece reads (x and weight; bias for the forward pass, grad_out for the
+/// gradients; the input gradient does not read x).
+pub fn patterns(op: ConvOp, dtype: DType) -> Vec<Pattern<ConvCase>> {
+    let mut out = Vec::new();
+    for (name, geometry) in geometries() {
+        out.push(Pattern::new(
+            name,
+            structured(op, dtype, geometry, Operand::X, LayoutKind::Contiguous),
+        ));
+    }
+    let operands: &[(Operand, &str)] = match op {
+        ConvOp::Forward => &[
+            (Operand::X, "x"),
+            (Operand::Weight, "weight"),
+            (Operand::Bias, "bias"),
+        ],
+        ConvOp::BackwardInput => &[(Operand::Weight, "weight"), (Operand::GradOut, "grad_out")],
+        ConvOp::BackwardWeight => &[(Operand::X, "x"), (Operand::GradOut, "grad_out")],
+    };
+    for &(operand, name) in operands {
+        for kind in LayoutKind::ALL.into_iter().skip(1) {
+            let (_, geometry) = geometries().swap_remove(2);
+            out.push(Pattern::new(
+                format!("{name} {kind}, padding 1"),
+                structured(op, dtype, geometry, operand, kind),
+            ));
+        }
+    }
+    out
+}
+
 /// Adds `bias[o]` to every `[n, o, .., ..]` element.
 fn add_bias(dtype: DType, y: &RefArray, bias: &RefArray) -> RefArray {
     let b = views::reshape(bias, &[1, bias.numel(), 1, 1]);
@@ -169,9 +319,12 @@ pub fn check<B: Backend>(dev: &B, case: &ConvCase) -> Result<(), String> {
     }
 }
 
-/// Checks `op` on `dtype` over 256 random cases.
+/// Checks `op` on `dtype`: the systematic patterns, then 256 random cases.
 pub fn run<B: Backend>(dev: &B, op: ConvOp, dtype: DType) {
-    check_property(&format!("{op:?} {dtype}"), cases(op, dtype), |c| {
-        check(dev, c)
-    });
+    check_property_systematic(
+        &format!("{op:?} {dtype}"),
+        patterns(op, dtype),
+        cases(op, dtype),
+        |c| check(dev, c),
+    );
 }

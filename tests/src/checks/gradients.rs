@@ -793,6 +793,14 @@ fn compare_to_cpu(what: &str, got: &[f64], expected: &[f64], tol: Tolerance) -> 
     Ok(())
 }
 
+/// The tolerance of f32 outputs and gradients against the CPU's, relative to the largest CPU
+/// value of the tensor: `1e-5 + (1e-4 + 4 * 64 * 2^-24)` of it. Looser than the op classes
+/// because both sides run whole chains of ops (forward and backward) whose order of
+/// operations differs between backends; the op-level properties are where tightness lives.
+pub fn gradient_tolerance() -> Tolerance {
+    Tolerance::loose(1e-5, 1e-4 + 4.0 * 64.0 * crate::compare::F32_EPS)
+}
+
 /// The same computation on `dev` and on the CPU backend (f32): outputs and gradients must
 /// agree within the f32 accumulation tolerance.
 pub fn check_against_cpu<B: Backend>(dev: &B, case: &GradCase) -> Result<(), String> {
@@ -802,8 +810,7 @@ pub fn check_against_cpu<B: Backend>(dev: &B, case: &GradCase) -> Result<(), Str
     if got.dims != cpu.dims {
         return Err(format!("output shape {:?}, CPU {:?}", got.dims, cpu.dims));
     }
-    let dtype = case.inputs[0].dtype;
-    let tol = Tolerance::accumulation(dtype, 64);
+    let tol = gradient_tolerance();
     let inputs = build_inputs(dev, case)?;
     compare_to_cpu("output", &got.output, &cpu.output, tol)
         .and_then(|_| {

@@ -4,9 +4,10 @@
 use super::{build, op_failed, with_inputs};
 use crate::compare::{assert_close, assert_close_scaled, Tolerance};
 use crate::reference::{indexing, RefArray};
-use crate::runner::check_property;
+use crate::runner::check_property_systematic;
 use crate::strategies::{
-    shape_with, special_rate, tensor_case, tensor_case_from, TensorCase, ValueProfile,
+    shape_with, special_rate, tensor_case, tensor_case_from, tensor_case_in_regime,
+    tensor_case_of_kind, LayoutKind, Pattern, TensorCase, ValueProfile, ValueRegime,
 };
 use proptest::prelude::*;
 use tessera_core::{Backend, DType};
@@ -109,6 +110,124 @@ pub fn cases(op: IndexOp, dtype: DType) -> BoxedStrategy<IndexCase> {
         .boxed()
 }
 
+/// The layout kinds of one structured case: data, indices and (scatter_add) source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Kinds {
+    input: LayoutKind,
+    indices: LayoutKind,
+    src: LayoutKind,
+}
+
+/// A case of `op` along `axis` (`None`: random) of a rank-3 input (sizes `2..=4`) of `regime`,
+/// every tensor laid out as `kinds` says; indices repeat (several sources may hit a target).
+fn structured(
+    op: IndexOp,
+    dtype: DType,
+    axis: Option<usize>,
+    kinds: Kinds,
+    regime: ValueRegime,
+) -> BoxedStrategy<IndexCase> {
+    let axis = match axis {
+        Some(a) => Just(a).boxed(),
+        None => (0usize..3).boxed(),
+    };
+    (prop::collection::vec(2usize..=4, 3), axis)
+        .prop_flat_map(move |(s, axis)| {
+            let size = s[axis];
+            let index_shape = match op {
+                IndexOp::IndexSelect => (2usize..=5).prop_map(|l| vec![l]).boxed(),
+                IndexOp::Gather | IndexOp::ScatterAdd => {
+                    let x = s.clone();
+                    (prop::collection::vec(1usize..=4, 3), 2usize..=5)
+                        .prop_map(move |(d, along)| {
+                            (0..3)
+                                .map(|a| if a == axis { along } else { d[a].min(x[a]) })
+                                .collect()
+                        })
+                        .boxed()
+                }
+            };
+            (
+                Just(axis),
+                tensor_case_in_regime(dtype, s, kinds.input, regime),
+                index_shape.prop_flat_map(move |is| {
+                    let src = match op {
+                        IndexOp::ScatterAdd => {
+                            tensor_case_in_regime(dtype, is.clone(), kinds.src, regime)
+                                .prop_map(Some)
+                                .boxed()
+                        }
+                        _ => Just(None).boxed(),
+                    };
+                    (
+                        tensor_case_of_kind(DType::I64, is, kinds.indices, index_value(size)),
+                        src,
+                    )
+                }),
+            )
+        })
+        .prop_map(move |(axis, input, (indices, src))| IndexCase {
+            op,
+            axis,
+            input,
+            indices,
+            src,
+        })
+        .boxed()
+}
+
+/// The systematic cases of `op` on data of `dtype`: every layout kind of the data, of the
+/// indices (a broadcast index tensor repeats indices) and of scatter_add's source; every axis
+/// of a rank-3 input; and the value regimes of the data.
+pub fn patterns(op: IndexOp, dtype: DType) -> Vec<Pattern<IndexCase>> {
+    let plain = Kinds {
+        input: LayoutKind::Contiguous,
+        indices: LayoutKind::Contiguous,
+        src: LayoutKind::Contiguous,
+    };
+    let mut out = Vec::new();
+    for kind in LayoutKind::ALL {
+        let mut tensors = vec![
+            (
+                "input",
+                Kinds {
+                    input: kind,
+                    ..plain
+                },
+            ),
+            (
+                "indices",
+                Kinds {
+                    indices: kind,
+                    ..plain
+                },
+            ),
+        ];
+        if op == IndexOp::ScatterAdd {
+            tensors.push(("src", Kinds { src: kind, ..plain }));
+        }
+        for (name, kinds) in tensors {
+            out.push(Pattern::new(
+                format!("{name} {kind}"),
+                structured(op, dtype, None, kinds, ValueRegime::Ordinary),
+            ));
+        }
+    }
+    for axis in 0..3 {
+        out.push(Pattern::new(
+            format!("axis {axis} of 3"),
+            structured(op, dtype, Some(axis), plain, ValueRegime::Ordinary),
+        ));
+    }
+    for regime in [ValueRegime::Huge, ValueRegime::Specials] {
+        out.push(Pattern::new(
+            regime.name(),
+            structured(op, dtype, None, plain, regime),
+        ));
+    }
+    out
+}
+
 /// Compares the op with the reference (exact for the selections, accumulation tolerance for
 /// scatter_add, whose order of additions is unspecified).
 pub fn check<B: Backend>(dev: &B, case: &IndexCase) -> Result<(), String> {
@@ -158,7 +277,10 @@ pub fn check<B: Backend>(dev: &B, case: &IndexCase) -> Result<(), String> {
 
 /// Checks `op` on data of `dtype` over 256 random cases.
 pub fn run<B: Backend>(dev: &B, op: IndexOp, dtype: DType) {
-    check_property(&format!("{op:?} {dtype}"), cases(op, dtype), |c| {
-        check(dev, c)
-    });
+    check_property_systematic(
+        &format!("{op:?} {dtype}"),
+        patterns(op, dtype),
+        cases(op, dtype),
+        |c| check(dev, c),
+    );
 }

@@ -10,10 +10,15 @@ pub mod comparison;
 pub mod concat;
 pub mod constructors;
 pub mod conv;
+pub mod device;
 pub mod display;
+pub mod fused;
 pub mod gradients;
 pub mod indexing;
+pub mod kinks;
+pub mod losses;
 pub mod matmul;
+pub mod memory;
 pub mod metamorphic;
 pub mod pool;
 pub mod random;
@@ -25,7 +30,9 @@ pub mod views;
 pub mod where_select;
 
 use crate::compare::describe_inputs;
-use crate::strategies::TensorCase;
+use crate::strategies::{elementwise_patterns, Pattern, TensorCase, ValueRegime};
+use proptest::prelude::*;
+use std::fmt::Debug;
 use tessera_core::{Backend, DType, Tensor};
 
 /// The float dtypes.
@@ -64,4 +71,41 @@ pub(crate) fn signed_axis(axis: usize, rank: usize, from_end: bool) -> isize {
     } else {
         axis as isize
     }
+}
+
+/// The value regimes every element-wise op gets a systematic pattern of (on contiguous
+/// full-shape operands), besides the structural patterns on ordinary values.
+pub const VALUE_REGIMES: [ValueRegime; 3] =
+    [ValueRegime::Huge, ValueRegime::Ties, ValueRegime::Specials];
+
+/// The systematic patterns of an element-wise op of `dtypes.len()` operands named `names`:
+/// every structure of [`elementwise_patterns`] on ordinary values, then each of
+/// [`VALUE_REGIMES`] on full-shape contiguous operands; `make` turns the operands into a case.
+pub(crate) fn elementwise_cases<T: Debug + 'static>(
+    names: &[&str],
+    dtypes: Vec<DType>,
+    make: impl Fn(Vec<TensorCase>) -> T + Clone + 'static,
+) -> Vec<Pattern<T>> {
+    let n = dtypes.len();
+    let patterns = elementwise_patterns(n);
+    let mut out: Vec<Pattern<T>> = patterns
+        .iter()
+        .map(|p| {
+            let make = make.clone();
+            let strategy = p
+                .strategy(dtypes.clone(), vec![ValueRegime::Ordinary; n])
+                .prop_map(make)
+                .boxed();
+            Pattern::new(p.label(names), strategy)
+        })
+        .collect();
+    for regime in VALUE_REGIMES {
+        let make = make.clone();
+        let strategy = patterns[0]
+            .strategy(dtypes.clone(), vec![regime; n])
+            .prop_map(make)
+            .boxed();
+        out.push(Pattern::new(regime.name(), strategy));
+    }
+    out
 }

@@ -3,8 +3,11 @@
 use super::{build, op_failed, with_inputs};
 use crate::compare::{assert_close, assert_close_scaled, Tolerance};
 use crate::reference::pool;
-use crate::runner::check_property;
-use crate::strategies::{special_rate, tensor_case, tensor_case_from, TensorCase, ValueProfile};
+use crate::runner::check_property_systematic;
+use crate::strategies::{
+    regime_value, special_rate, tensor_case, tensor_case_from, tensor_case_of_kind, LayoutKind,
+    Pattern, TensorCase, ValueProfile, ValueRegime,
+};
 use proptest::prelude::*;
 use tessera_core::{Backend, DType, Pool2dParams};
 
@@ -105,6 +108,132 @@ pub fn cases(op: PoolOp, dtype: DType) -> BoxedStrategy<PoolCase> {
         .boxed()
 }
 
+/// A named window: `(name, kernel, stride, padding)`.
+type NamedWindow = (&'static str, (usize, usize), (usize, usize), (usize, usize));
+
+/// The named windows every piece runs on.
+const WINDOWS: [NamedWindow; 5] = [
+    ("2x2 stride 2", (2, 2), (2, 2), (0, 0)),
+    ("3x3 stride 1 padding 1", (3, 3), (1, 1), (1, 1)),
+    ("3x3 stride 2 padding 1", (3, 3), (2, 2), (1, 1)),
+    ("1x1", (1, 1), (1, 1), (0, 0)),
+    ("2x3 stride (1, 2) padding (1, 1)", (2, 3), (1, 2), (1, 1)),
+];
+
+/// A case of `op` with `n, c` in `1..=2` and an input at least 2x2, the window `w`, the input
+/// (or `grad_out`) laid out as `kind` with values from `value`, and the window positions
+/// (max backward) laid out as `argmax_kind`.
+fn structured(
+    op: PoolOp,
+    dtype: DType,
+    w: (usize, usize, usize, usize, usize, usize),
+    kind: LayoutKind,
+    argmax_kind: LayoutKind,
+    value: BoxedStrategy<f64>,
+) -> BoxedStrategy<PoolCase> {
+    let (kh, kw, sh, sw, ph, pw) = w;
+    let params = Pool2dParams {
+        kernel: (kh, kw),
+        stride: (sh, sw),
+        padding: (ph, pw),
+    };
+    ((1usize..=2, 2usize..=3), (0usize..=3, 0usize..=3))
+        .prop_flat_map(move |((n, c), (eh, ew))| {
+            let dims = vec![n, c, kh.max(2) + eh, kw.max(2) + ew];
+            let [oh, ow] = pool::pool_out_hw(&dims, params);
+            let out_dims = vec![n, c, oh, ow];
+            let input_shape = match op {
+                PoolOp::Max | PoolOp::Avg => dims.clone(),
+                PoolOp::MaxBackward | PoolOp::AvgBackward => out_dims.clone(),
+            };
+            let argmax = if op == PoolOp::MaxBackward {
+                let taps = (0..kh * kw).prop_map(|t| t as f64).boxed();
+                tensor_case_of_kind(DType::I64, out_dims, argmax_kind, taps)
+                    .prop_map(Some)
+                    .boxed()
+            } else {
+                Just(None).boxed()
+            };
+            (
+                Just(dims),
+                tensor_case_of_kind(dtype, input_shape, kind, value.clone()),
+                argmax,
+            )
+        })
+        .prop_map(move |(input_dims, input, window_argmax)| PoolCase {
+            op,
+            params,
+            input_dims,
+            input,
+            window_argmax,
+        })
+        .boxed()
+}
+
+/// The systematic cases of `op` on `dtype`: every named window; every layout kind of the input
+/// (of `grad_out` and of the window positions for the gradients); and, for max pooling, ties
+/// (the first position wins), NaN and inputs mostly `-inf` (a window of `-inf` next to the
+/// padding points at its first position inside the input).
+pub fn patterns(op: PoolOp, dtype: DType) -> Vec<Pattern<PoolCase>> {
+    let ordinary = || regime_value(dtype, ValueRegime::Ordinary);
+    let window = |i: usize| {
+        let (_, k, s, p) = WINDOWS[i];
+        (k.0, k.1, s.0, s.1, p.0, p.1)
+    };
+    let c = LayoutKind::Contiguous;
+    let mut out = Vec::new();
+    for (i, (name, ..)) in WINDOWS.iter().enumerate() {
+        out.push(Pattern::new(
+            *name,
+            structured(op, dtype, window(i), c, c, ordinary()),
+        ));
+    }
+    let tensor = match op {
+        PoolOp::Max | PoolOp::Avg => "input",
+        _ => "grad_out",
+    };
+    for kind in LayoutKind::ALL.into_iter().skip(1) {
+        out.push(Pattern::new(
+            format!("{tensor} {kind}"),
+            structured(op, dtype, window(1), kind, c, ordinary()),
+        ));
+        if op == PoolOp::MaxBackward {
+            out.push(Pattern::new(
+                format!("window_argmax {kind}"),
+                structured(op, dtype, window(1), c, kind, ordinary()),
+            ));
+        }
+    }
+    if op == PoolOp::Max {
+        let mostly_minus_inf = prop::sample::select(vec![
+            f64::NEG_INFINITY,
+            f64::NEG_INFINITY,
+            f64::NEG_INFINITY,
+            1.0,
+        ])
+        .boxed();
+        for (label, value) in [
+            (
+                ValueRegime::Ties.name(),
+                regime_value(dtype, ValueRegime::Ties),
+            ),
+            (
+                ValueRegime::Specials.name(),
+                regime_value(dtype, ValueRegime::Specials),
+            ),
+            ("mostly -inf", mostly_minus_inf),
+        ] {
+            for i in [0, 2] {
+                out.push(Pattern::new(
+                    format!("{label}, {}", WINDOWS[i].0),
+                    structured(op, dtype, window(i), c, c, value.clone()),
+                ));
+            }
+        }
+    }
+    out
+}
+
 /// Compares the piece with the reference loops.
 pub fn check<B: Backend>(dev: &B, case: &PoolCase) -> Result<(), String> {
     let dtype = case.input.dtype;
@@ -176,9 +305,12 @@ pub fn check<B: Backend>(dev: &B, case: &PoolCase) -> Result<(), String> {
     }
 }
 
-/// Checks `op` on `dtype` over 256 random cases.
+/// Checks `op` on `dtype`: the systematic patterns, then 256 random cases.
 pub fn run<B: Backend>(dev: &B, op: PoolOp, dtype: DType) {
-    check_property(&format!("{op:?} {dtype}"), cases(op, dtype), |c| {
-        check(dev, c)
-    });
+    check_property_systematic(
+        &format!("{op:?} {dtype}"),
+        patterns(op, dtype),
+        cases(op, dtype),
+        |c| check(dev, c),
+    );
 }

@@ -3,8 +3,11 @@
 use super::{build, op_failed, signed_axis, with_inputs};
 use crate::compare::{assert_close, assert_close_scaled, Tolerance};
 use crate::reference::{reduce, views, RefArray};
-use crate::runner::check_property;
-use crate::strategies::{axis_subset, shape, special_rate, tensor_case, TensorCase, ValueProfile};
+use crate::runner::check_property_systematic;
+use crate::strategies::{
+    axis_subset, shape, special_rate, tensor_case, tensor_case_in_regime, LayoutKind, Pattern,
+    TensorCase, ValueProfile, ValueRegime,
+};
 use proptest::prelude::*;
 use tessera_core::{Backend, DType, ReduceOp};
 
@@ -89,6 +92,80 @@ pub fn cases(op: ReduceOp, dtype: DType) -> BoxedStrategy<ReduceCase> {
         .boxed()
 }
 
+/// A case of `op` over `axes` (`None`: a random subset) of a rank-3 input (sizes `2..=4`) of
+/// `kind` and `regime`.
+fn structured(
+    op: ReduceOp,
+    dtype: DType,
+    axes: Option<Vec<usize>>,
+    kind: LayoutKind,
+    regime: ValueRegime,
+) -> BoxedStrategy<ReduceCase> {
+    let axes = match axes {
+        Some(a) => Just(a).boxed(),
+        None => axis_subset(3),
+    };
+    (
+        prop::collection::vec(2usize..=4, 3),
+        axes,
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_flat_map(move |(s, axes, keepdim, from_end)| {
+            let signed: Vec<isize> = axes.iter().map(|&a| signed_axis(a, 3, from_end)).collect();
+            tensor_case_in_regime(dtype, s, kind, regime).prop_map(move |input| ReduceCase {
+                op,
+                axes: signed.clone(),
+                keepdim,
+                input,
+            })
+        })
+        .boxed()
+}
+
+/// The systematic cases of `op` on `dtype`: every layout kind, every axis subset of a rank-3
+/// input (the empty one reduces everything), and the value regimes (products only on ties and
+/// specials, where they stay exact).
+pub fn patterns(op: ReduceOp, dtype: DType) -> Vec<Pattern<ReduceCase>> {
+    let mut out = Vec::new();
+    for kind in LayoutKind::ALL {
+        out.push(Pattern::new(
+            format!("input {kind}"),
+            structured(op, dtype, None, kind, ValueRegime::Ordinary),
+        ));
+    }
+    for mask in 0..8usize {
+        let axes: Vec<usize> = (0..3).filter(|a| mask >> a & 1 == 1).collect();
+        out.push(Pattern::new(
+            format!("axes {axes:?} of 3"),
+            structured(
+                op,
+                dtype,
+                Some(axes),
+                LayoutKind::Contiguous,
+                ValueRegime::Ordinary,
+            ),
+        ));
+    }
+    let regimes: &[ValueRegime] = if op == ReduceOp::Prod {
+        &[ValueRegime::Ties, ValueRegime::Specials]
+    } else {
+        &[
+            ValueRegime::Huge,
+            ValueRegime::Shifted,
+            ValueRegime::Ties,
+            ValueRegime::Specials,
+        ]
+    };
+    for &regime in regimes {
+        out.push(Pattern::new(
+            regime.name(),
+            structured(op, dtype, None, LayoutKind::Contiguous, regime),
+        ));
+    }
+    out
+}
+
 /// The expected result of `case` with the requested `keepdim`.
 fn reshape_for_keepdim(
     kept: RefArray,
@@ -132,8 +209,9 @@ pub fn check<B: Backend>(dev: &B, case: &ReduceCase) -> Result<(), String> {
 
 /// Checks `op` on `dtype` over 256 random cases.
 pub fn run<B: Backend>(dev: &B, op: ReduceOp, dtype: DType) {
-    check_property(
+    check_property_systematic(
         &format!("reduce {} {dtype}", op.name()),
+        patterns(op, dtype),
         cases(op, dtype),
         |c| check(dev, c),
     );

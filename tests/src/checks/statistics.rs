@@ -3,8 +3,11 @@
 use super::{build, op_failed, with_inputs};
 use crate::compare::{assert_close_scaled, Tolerance};
 use crate::reference::{reduce, views, RefArray};
-use crate::runner::check_property;
-use crate::strategies::{axis_subset, shape, special_rate, tensor_case, TensorCase, ValueProfile};
+use crate::runner::check_property_systematic;
+use crate::strategies::{
+    axis_subset, shape, special_rate, tensor_case, tensor_case_in_regime, LayoutKind, Pattern,
+    TensorCase, ValueProfile, ValueRegime,
+};
 use proptest::prelude::*;
 use tessera_core::{Backend, DType, ReduceOp};
 
@@ -63,6 +66,74 @@ pub fn cases(dtype: DType) -> BoxedStrategy<StatisticCase> {
         .boxed()
 }
 
+/// A mean or variance over `axes` (`None`: a random subset) of a rank-3 input (sizes
+/// `2..=4`) of `kind` and `regime`.
+fn structured(
+    dtype: DType,
+    axes: Option<Vec<usize>>,
+    kind: LayoutKind,
+    regime: ValueRegime,
+) -> BoxedStrategy<StatisticCase> {
+    let axes = match axes {
+        Some(a) => Just(a).boxed(),
+        None => axis_subset(3),
+    };
+    let stat = prop_oneof![
+        Just(Statistic::Mean),
+        (0usize..=1).prop_map(|correction| Statistic::Var { correction })
+    ];
+    (
+        prop::collection::vec(2usize..=4, 3),
+        axes,
+        stat,
+        any::<bool>(),
+    )
+        .prop_flat_map(move |(s, axes, stat, keepdim)| {
+            tensor_case_in_regime(dtype, s, kind, regime).prop_map(move |input| StatisticCase {
+                stat,
+                axes: axes.clone(),
+                keepdim,
+                input,
+            })
+        })
+        .boxed()
+}
+
+/// The systematic cases on `dtype`: every layout kind, every axis subset of a rank-3 input,
+/// and the value regimes (values shifted by up to `1e4` for the variance's cancellation).
+pub fn patterns(dtype: DType) -> Vec<Pattern<StatisticCase>> {
+    let mut out = Vec::new();
+    for kind in LayoutKind::ALL {
+        out.push(Pattern::new(
+            format!("input {kind}"),
+            structured(dtype, None, kind, ValueRegime::Ordinary),
+        ));
+    }
+    for mask in 0..8usize {
+        let axes: Vec<usize> = (0..3).filter(|a| mask >> a & 1 == 1).collect();
+        out.push(Pattern::new(
+            format!("axes {axes:?} of 3"),
+            structured(
+                dtype,
+                Some(axes),
+                LayoutKind::Contiguous,
+                ValueRegime::Ordinary,
+            ),
+        ));
+    }
+    for regime in [
+        ValueRegime::Huge,
+        ValueRegime::Shifted,
+        ValueRegime::Specials,
+    ] {
+        out.push(Pattern::new(
+            regime.name(),
+            structured(dtype, None, LayoutKind::Contiguous, regime),
+        ));
+    }
+    out
+}
+
 /// Compares `mean` / `var` with the reference, with an error magnitude of `mean(|x|)` or
 /// [`reduce::var_magnitude`].
 pub fn check<B: Backend>(dev: &B, case: &StatisticCase) -> Result<(), String> {
@@ -98,9 +169,12 @@ pub fn check<B: Backend>(dev: &B, case: &StatisticCase) -> Result<(), String> {
         .map_err(with_inputs(&[&x]))
 }
 
-/// Checks mean and var on `dtype` over 256 random cases.
+/// Checks mean and var on `dtype`: the systematic patterns, then 256 random cases.
 pub fn run<B: Backend>(dev: &B, dtype: DType) {
-    check_property(&format!("mean/var {dtype}"), cases(dtype), |c| {
-        check(dev, c)
-    });
+    check_property_systematic(
+        &format!("mean/var {dtype}"),
+        patterns(dtype),
+        cases(dtype),
+        |c| check(dev, c),
+    );
 }

@@ -7,8 +7,11 @@
 use super::{build, op_failed, with_inputs};
 use crate::compare::{assert_close, Tolerance};
 use crate::reference::{numel, views, RefArray};
-use crate::runner::check_property;
-use crate::strategies::{shape, tensor_case, TensorCase, ValueProfile};
+use crate::runner::check_property_systematic;
+use crate::strategies::{
+    shape, tensor_case, tensor_case_in_regime, LayoutKind, Pattern, TensorCase, ValueProfile,
+    ValueRegime,
+};
 use proptest::prelude::*;
 use tessera_core::{Backend, DType, Tensor};
 
@@ -256,6 +259,26 @@ pub fn cases(dtype: DType) -> BoxedStrategy<ViewCase> {
         .boxed()
 }
 
+/// The systematic cases on `dtype`: a chain from a rank-3 tensor (sizes `2..=4`) of every
+/// layout kind.
+pub fn patterns(dtype: DType) -> Vec<Pattern<ViewCase>> {
+    LayoutKind::ALL
+        .into_iter()
+        .map(|kind| {
+            let strategy = prop::collection::vec(2usize..=4, 3)
+                .prop_flat_map(move |s| {
+                    (
+                        tensor_case_in_regime(dtype, s, kind, ValueRegime::Specials),
+                        prop::collection::vec(view_op(), 1..=4),
+                    )
+                })
+                .prop_map(|(input, ops)| ViewCase { input, ops })
+                .boxed();
+            Pattern::new(format!("input {kind}"), strategy)
+        })
+        .collect()
+}
+
 /// Applies the chain, comparing the values after every step (exact: views move nothing).
 pub fn check<B: Backend>(dev: &B, case: &ViewCase) -> Result<(), String> {
     let dtype = case.input.dtype;
@@ -286,5 +309,10 @@ pub fn check<B: Backend>(dev: &B, case: &ViewCase) -> Result<(), String> {
 
 /// Checks view chains on `dtype` over 256 random cases.
 pub fn run<B: Backend>(dev: &B, dtype: DType) {
-    check_property(&format!("views {dtype}"), cases(dtype), |c| check(dev, c));
+    check_property_systematic(
+        &format!("views {dtype}"),
+        patterns(dtype),
+        cases(dtype),
+        |c| check(dev, c),
+    );
 }

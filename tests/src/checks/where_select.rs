@@ -1,11 +1,11 @@
 //! `where`: a bool mask selecting between two branches, all three broadcast together.
 
-use super::{build, op_failed, with_inputs};
+use super::{build, elementwise_cases, op_failed, with_inputs};
 use crate::compare::{assert_close, Tolerance};
 use crate::reference::elementwise;
-use crate::runner::check_property;
+use crate::runner::check_property_systematic;
 use crate::strategies::{
-    broadcastable_to, shape, special_rate, tensor_case, TensorCase, ValueProfile,
+    broadcastable_to, shape, special_rate, tensor_case, Pattern, TensorCase, ValueProfile,
 };
 use proptest::prelude::*;
 use tessera_core::{Backend, DType};
@@ -48,6 +48,20 @@ pub fn cases(dtype: DType) -> BoxedStrategy<WhereCase> {
         .boxed()
 }
 
+/// The systematic cases with branches of `dtype`: each operand broadcast in each way, every
+/// layout kind of each operand, and the value regimes.
+pub fn patterns(dtype: DType) -> Vec<Pattern<WhereCase>> {
+    elementwise_cases(
+        &["cond", "on_true", "on_false"],
+        vec![DType::Bool, dtype, dtype],
+        |v| WhereCase {
+            cond: v[0].clone(),
+            on_true: v[1].clone(),
+            on_false: v[2].clone(),
+        },
+    )
+}
+
 /// Compares `cond.where_select(on_true, on_false)` with the reference.
 pub fn check<B: Backend>(dev: &B, case: &WhereCase) -> Result<(), String> {
     let c = build(dev, &case.cond, "cond")?;
@@ -68,5 +82,10 @@ pub fn check<B: Backend>(dev: &B, case: &WhereCase) -> Result<(), String> {
 
 /// Checks `where` with branches of `dtype` over 256 random cases.
 pub fn run<B: Backend>(dev: &B, dtype: DType) {
-    check_property(&format!("where {dtype}"), cases(dtype), |c| check(dev, c));
+    check_property_systematic(
+        &format!("where {dtype}"),
+        patterns(dtype),
+        cases(dtype),
+        |c| check(dev, c),
+    );
 }

@@ -7,6 +7,7 @@
 mod array;
 pub mod conv;
 pub mod elementwise;
+pub mod fused;
 pub mod indexing;
 pub mod linalg;
 pub mod pool;

@@ -49,17 +49,20 @@ fn for_each_window_tap(
 }
 
 /// Max pooling with `-inf` padding: the maxima (NaN-propagating) and the first position of the
-/// maximum inside each window (`ky * kw + kx`; a NaN wins, as in argmax).
+/// maximum inside each window (`ky * kw + kx`; a NaN wins, as in argmax). Padding never wins:
+/// a window whose values are all `-inf` points at its first position inside the input, as
+/// PyTorch's `max_pool2d` does (a window with no position inside the input, possible only for
+/// an empty input, is `-inf` at position 0).
 pub fn max_pool2d(x: &RefArray, p: Pool2dParams) -> (RefArray, RefArray) {
     let [oh, ow] = pool_out_hw(&x.shape, p);
     let shape = vec![x.shape[0], x.shape[1], oh, ow];
-    let mut best = RefArray::full(shape.clone(), f64::NAN);
+    let mut best = RefArray::full(shape.clone(), f64::NEG_INFINITY);
     let mut arg = RefArray::full(shape, -1.0);
     for_each_window_tap(&x.shape, p, |[n, c, oy, ox], tap, pos| {
-        let v = match pos {
-            Some((y, xx)) => x.at(&[n, c, y, xx]),
-            None => f64::NEG_INFINITY,
+        let Some((y, xx)) = pos else {
+            return;
         };
+        let v = x.at(&[n, c, y, xx]);
         let idx = [n, c, oy, ox];
         let (b, a) = (best.at(&idx), arg.at(&idx));
         let take = a < 0.0 || (!b.is_nan() && (v.is_nan() || v > b));
@@ -68,7 +71,7 @@ pub fn max_pool2d(x: &RefArray, p: Pool2dParams) -> (RefArray, RefArray) {
             *arg.at_mut(&idx) = tap as f64;
         }
     });
-    (best, arg)
+    (best, arg.map(|a| a.max(0.0)))
 }
 
 /// Gradient of max pooling: each window's gradient goes to the input position of tap
@@ -141,5 +144,10 @@ mod tests {
         assert_eq!(m.shape, vec![1, 1, 3, 3]);
         assert_eq!(m.data[0], 1.0);
         assert_eq!(a.data[0], 3.0);
+        // All -inf: the first position inside the input, never the padding (PyTorch).
+        let x = RefArray::new(vec![1, 1, 2, 2], vec![f64::NEG_INFINITY; 4]);
+        let (m, a) = max_pool2d(&x, padded);
+        assert_eq!(m.data, vec![f64::NEG_INFINITY; 9]);
+        assert_eq!(a.data, vec![3.0, 2.0, 2.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0]);
     }
 }

@@ -9,7 +9,7 @@
 use super::values::{values, ValueProfile};
 use crate::reference::{numel, views, RefArray};
 use proptest::prelude::*;
-use tessera_core::{Backend, DType, Result, Tensor};
+use tessera_core::{Backend, DType, Layout, Result, Shape, Tensor};
 
 /// One view applied to the tensor built so far.
 #[derive(Clone, Debug, PartialEq)]
@@ -111,6 +111,25 @@ impl LayoutRecipe {
     /// Number of source values the recipe needs.
     pub fn source_numel(&self) -> usize {
         numel(&self.source_shape)
+    }
+
+    /// The layout the recipe builds over a contiguous storage of `source_shape`, computed with
+    /// tensor-core's view arithmetic.
+    pub fn layout(&self) -> Result<Layout> {
+        let mut l = Layout::contiguous(self.source_shape.clone());
+        for step in &self.steps {
+            l = match step {
+                ViewStep::Slice {
+                    axis,
+                    start,
+                    end,
+                    step,
+                } => l.slice(*axis as isize, *start, *end, *step)?,
+                ViewStep::Permute { perm } => l.permute(perm)?,
+                ViewStep::Broadcast { shape } => l.broadcast_to(&Shape::from(shape.clone()))?,
+            };
+        }
+        Ok(l)
     }
 
     /// Uploads `source` (row-major values of `source_shape`) as `dtype` and applies the views.

@@ -111,3 +111,93 @@ pub fn values(dtype: DType, profile: ValueProfile, n: usize) -> BoxedStrategy<Ve
 pub fn special_rate() -> BoxedStrategy<u32> {
     prop_oneof![3 => Just(0u32), 2 => Just(3u32), 1 => Just(25u32)].boxed()
 }
+
+/// A family of values a systematic pattern draws from: each exposes a class of bugs that
+/// ordinary values hide.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ValueRegime {
+    /// [`ValueProfile::FINITE`]: small integers and reals in `[-10, 10)`.
+    Ordinary,
+    /// Uniform in `[-1e4, 1e4)`: `exp` overflows, so formulas without a max shift or with an
+    /// overflowing intermediate (`exp(x) / (1 + exp(x))`) give NaN or infinity.
+    Huge,
+    /// Reals in `[-10, 10)` plus one offset in `±[1e3, 1e4]` shared by the whole tensor:
+    /// shift-invariant ops (softmax, variance) must not lose the small differences to the
+    /// large common part.
+    Shifted,
+    /// Exact kinks and ties: `-0.0`, `0.0`, `±1` and `2`, so that `x == 0` and equal elements
+    /// are everywhere.
+    Ties,
+    /// NaN, `±inf` and `±0` with some ordinary values between them.
+    Specials,
+}
+
+impl ValueRegime {
+    /// Lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ValueRegime::Ordinary => "ordinary values",
+            ValueRegime::Huge => "|x| up to 1e4",
+            ValueRegime::Shifted => "shifted by up to 1e4",
+            ValueRegime::Ties => "zeros and ties",
+            ValueRegime::Specials => "NaN, inf, -0",
+        }
+    }
+}
+
+/// One value of `dtype` in `regime` (the shared offset of [`ValueRegime::Shifted`] is added by
+/// [`regime_values`]; alone it draws the unshifted part). Integers and bools ignore the regime
+/// except for ties (small integers) and specials (`i64::MIN` and `i64::MAX`).
+pub fn regime_value(dtype: DType, regime: ValueRegime) -> BoxedStrategy<f64> {
+    let round = move |v: f64| {
+        if dtype == DType::F32 {
+            v as f32 as f64
+        } else {
+            v
+        }
+    };
+    match (dtype, regime) {
+        (DType::Bool, _) => prop_oneof![Just(0.0), Just(1.0)].boxed(),
+        (DType::I64, ValueRegime::Ties) => (-1i64..=2).prop_map(|v| v as f64).boxed(),
+        (DType::I64, ValueRegime::Specials) => {
+            value(dtype, ValueProfile::DEFAULT.with_specials(30))
+        }
+        (DType::I64, _) => value(dtype, ValueProfile::FINITE),
+        (_, ValueRegime::Ordinary | ValueRegime::Shifted) => value(dtype, ValueProfile::FINITE),
+        (_, ValueRegime::Huge) => prop_oneof![
+            1 => (-4i64..=4).prop_map(|v| v as f64),
+            4 => (-1e4..1e4f64).prop_map(round),
+        ]
+        .boxed(),
+        (_, ValueRegime::Ties) => prop::sample::select(vec![-0.0, 0.0, 1.0, -1.0, 2.0]).boxed(),
+        (_, ValueRegime::Specials) => prop_oneof![
+            3 => prop::sample::select(vec![f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0, 0.0]),
+            2 => value(dtype, ValueProfile::FINITE),
+        ]
+        .boxed(),
+    }
+}
+
+/// `n` values of `dtype` in `regime`: for [`ValueRegime::Shifted`], one offset drawn from
+/// `±[1e3, 1e4]` added to every value (rounded to the dtype).
+pub fn regime_values(dtype: DType, regime: ValueRegime, n: usize) -> BoxedStrategy<Vec<f64>> {
+    let each = prop::collection::vec(regime_value(dtype, regime), n);
+    if regime != ValueRegime::Shifted || !dtype.is_float() {
+        return each.boxed();
+    }
+    (each, prop_oneof![1e3..=1e4f64, -1e4..=-1e3f64])
+        .prop_map(move |(values, offset)| {
+            values
+                .into_iter()
+                .map(|v| {
+                    let s = v + offset;
+                    if dtype == DType::F32 {
+                        s as f32 as f64
+                    } else {
+                        s
+                    }
+                })
+                .collect()
+        })
+        .boxed()
+}

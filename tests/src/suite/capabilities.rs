@@ -10,6 +10,7 @@ use tessera_core::{Backend, DType};
 /// remove what the backend does not do yet:
 ///
 /// ```
+/// use tessera_conformance::checks::softmax::SoftmaxOp;
 /// use tessera_conformance::suite::{Capabilities, Family, Op};
 /// use tessera_core::DType;
 /// let caps = Capabilities::all()
@@ -17,7 +18,7 @@ use tessera_core::{Backend, DType};
 ///     .without_family(Family::Conv)
 ///     .without_op(Op::Matmul);
 /// assert!(!caps.declares(Op::Matmul, DType::F32));
-/// assert!(caps.declares(Op::Softmax, DType::F32));
+/// assert!(caps.declares(Op::Softmax(SoftmaxOp::Softmax), DType::F32));
 /// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct Capabilities {

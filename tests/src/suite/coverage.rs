@@ -130,13 +130,13 @@ impl fmt::Display for Coverage {
         for d in DType::ALL {
             write!(f, "  {:11}", d.name())?;
         }
-        writeln!(f)?;
+        writeln!(f, "  Backend method")?;
         for row in &self.rows {
             write!(f, "{:width$}", label(row))?;
             for outcome in row.outcomes {
                 write!(f, "  {:11}", outcome.cell())?;
             }
-            writeln!(f)?;
+            writeln!(f, "  {}", row.op.method().unwrap_or("(composition)"))?;
         }
         let count = |o| self.cells(o).len();
         write!(

@@ -1,7 +1,7 @@
 //! [`conformance_suite!`](crate::conformance_suite): the one line a backend author writes.
 
-/// Generates one `#[test]` per op family ([`Family::ALL`](crate::suite::Family::ALL): `unary`,
-/// `binary`, ..., `gradients`, `metamorphic`) checking a backend against the reference.
+/// Generates one `#[test]` per op family ([`Family::ALL`](crate::suite::Family::ALL): `device`,
+/// `memory`, `unary`, ..., `gradients`, `metamorphic`) checking a backend against the reference.
 ///
 /// ```ignore
 /// // tests/conformance.rs of a backend crate:
@@ -37,6 +37,8 @@ macro_rules! conformance_suite {
     ($backend:ty, $make:expr, $capabilities:expr $(,)?) => {
         $crate::__conformance_tests! {
             $backend, $make, $capabilities;
+            device: Device,
+            memory: Memory,
             unary: Unary,
             binary: Binary,
             comparison: Comparison,
@@ -52,6 +54,7 @@ macro_rules! conformance_suite {
             softmax: Softmax,
             conv: Conv,
             pool: Pool,
+            fused: Fused,
             random: Random,
             constructors: Constructors,
             display: Display,

@@ -5,6 +5,7 @@
 
 mod capabilities;
 mod cell;
+pub mod contract;
 mod coverage;
 mod macros;
 mod op;

@@ -3,10 +3,16 @@
 
 use crate::checks::concat::JoinOp;
 use crate::checks::conv::ConvOp;
+use crate::checks::device::DeviceOp;
+use crate::checks::fused::FusedOp;
 use crate::checks::gradients::GradOp;
 use crate::checks::indexing::IndexOp;
+use crate::checks::kinks::Kink;
+use crate::checks::losses::LossOp;
+use crate::checks::memory::MemoryOp;
 use crate::checks::metamorphic::Law;
 use crate::checks::pool::PoolOp;
+use crate::checks::softmax::SoftmaxOp;
 use crate::checks::FLOAT_DTYPES;
 use std::fmt;
 use tessera_core::{ArgReduceOp, BinaryOp, CmpOp, DType, ReduceOp, UnaryOp};
@@ -14,6 +20,10 @@ use tessera_core::{ArgReduceOp, BinaryOp, CmpOp, DType, ReduceOp, UnaryOp};
 /// A family of ops: one test of the generated suite.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Family {
+    /// The backend's identity and housekeeping: name, device, supports_dtype, synchronize.
+    Device,
+    /// The memory primitives: upload, download, full, copy_strided, assign.
+    Memory,
     /// Element-wise maps.
     Unary,
     /// Broadcasting binary ops.
@@ -44,6 +54,8 @@ pub enum Family {
     Conv,
     /// Pooling and its gradients.
     Pool,
+    /// The fused element-wise composites: relu_backward, adam_update.
+    Fused,
     /// Counter-based random numbers.
     Random,
     /// arange, linspace, eye, full.
@@ -58,7 +70,9 @@ pub enum Family {
 
 impl Family {
     /// Every family, in the order the suite runs them.
-    pub const ALL: [Family; 20] = [
+    pub const ALL: [Family; 23] = [
+        Family::Device,
+        Family::Memory,
         Family::Unary,
         Family::Binary,
         Family::Comparison,
@@ -74,6 +88,7 @@ impl Family {
         Family::Softmax,
         Family::Conv,
         Family::Pool,
+        Family::Fused,
         Family::Random,
         Family::Constructors,
         Family::Display,
@@ -84,6 +99,8 @@ impl Family {
     /// Snake-case name (also the name of the generated test).
     pub fn name(self) -> &'static str {
         match self {
+            Family::Device => "device",
+            Family::Memory => "memory",
             Family::Unary => "unary",
             Family::Binary => "binary",
             Family::Comparison => "comparison",
@@ -99,6 +116,7 @@ impl Family {
             Family::Softmax => "softmax",
             Family::Conv => "conv",
             Family::Pool => "pool",
+            Family::Fused => "fused",
             Family::Random => "random",
             Family::Constructors => "constructors",
             Family::Display => "display",
@@ -110,6 +128,8 @@ impl Family {
     /// The ops of the family: the rows of its coverage matrix.
     pub fn ops(self) -> Vec<Op> {
         match self {
+            Family::Device => DeviceOp::ALL.into_iter().map(Op::Device).collect(),
+            Family::Memory => MemoryOp::ALL.into_iter().map(Op::Memory).collect(),
             Family::Unary => UnaryOp::ALL.into_iter().map(Op::Unary).collect(),
             Family::Binary => BinaryOp::ALL.into_iter().map(Op::Binary).collect(),
             Family::Comparison => CmpOp::ALL.into_iter().map(Op::Compare).collect(),
@@ -129,7 +149,7 @@ impl Family {
             ],
             Family::Concat => vec![Op::Join(JoinOp::Cat), Op::Join(JoinOp::Stack)],
             Family::Views => vec![Op::Views],
-            Family::Softmax => vec![Op::Softmax],
+            Family::Softmax => SoftmaxOp::ALL.into_iter().map(Op::Softmax).collect(),
             Family::Conv => vec![
                 Op::Conv(ConvOp::Forward),
                 Op::Conv(ConvOp::BackwardInput),
@@ -141,10 +161,16 @@ impl Family {
                 Op::Pool(PoolOp::MaxBackward),
                 Op::Pool(PoolOp::AvgBackward),
             ],
+            Family::Fused => FusedOp::ALL.into_iter().map(Op::Fused).collect(),
             Family::Random => vec![Op::Random, Op::RandomMoments],
             Family::Constructors => vec![Op::Constructors],
             Family::Display => vec![Op::DisplaySmall, Op::DisplaySummary],
-            Family::Gradients => GradOp::all().into_iter().map(Op::Gradient).collect(),
+            Family::Gradients => GradOp::all()
+                .into_iter()
+                .map(Op::Gradient)
+                .chain(Kink::ALL.into_iter().map(Op::Kink))
+                .chain(LossOp::ALL.into_iter().map(Op::Loss))
+                .collect(),
             Family::Metamorphic => Law::ALL.into_iter().map(Op::Law).collect(),
         }
     }
@@ -159,6 +185,10 @@ impl fmt::Display for Family {
 /// One row of the coverage matrix: an op (or a property of several ops) checked per dtype.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
+    /// A method of the backend's identity and housekeeping.
+    Device(DeviceOp),
+    /// A memory primitive.
+    Memory(MemoryOp),
     /// A unary map.
     Unary(UnaryOp),
     /// A binary op.
@@ -183,12 +213,14 @@ pub enum Op {
     Join(JoinOp),
     /// Chains of views.
     Views,
-    /// softmax, log_softmax and logsumexp.
-    Softmax,
+    /// softmax, log_softmax or logsumexp.
+    Softmax(SoftmaxOp),
     /// conv2d or one of its gradients.
     Conv(ConvOp),
     /// A pooling op or its gradient.
     Pool(PoolOp),
+    /// A fused element-wise composite.
+    Fused(FusedOp),
     /// Counter-based draws, element by element.
     Random,
     /// Moments of large draws.
@@ -201,6 +233,10 @@ pub enum Op {
     DisplaySummary,
     /// The gradient of an op through autograd.
     Gradient(GradOp),
+    /// A gradient exactly at a kink or a tie, against PyTorch's rule.
+    Kink(Kink),
+    /// An exp-based loss at large logits, through autograd.
+    Loss(LossOp),
     /// A metamorphic law.
     Law(Law),
 }
@@ -214,6 +250,8 @@ impl Op {
     /// The family the op belongs to.
     pub fn family(self) -> Family {
         match self {
+            Op::Device(_) => Family::Device,
+            Op::Memory(_) => Family::Memory,
             Op::Unary(_) => Family::Unary,
             Op::Binary(_) => Family::Binary,
             Op::Compare(_) => Family::Comparison,
@@ -226,13 +264,14 @@ impl Op {
             Op::Index(_) => Family::Indexing,
             Op::Join(_) => Family::Concat,
             Op::Views => Family::Views,
-            Op::Softmax => Family::Softmax,
+            Op::Softmax(_) => Family::Softmax,
             Op::Conv(_) => Family::Conv,
             Op::Pool(_) => Family::Pool,
+            Op::Fused(_) => Family::Fused,
             Op::Random | Op::RandomMoments => Family::Random,
             Op::Constructors => Family::Constructors,
             Op::DisplaySmall | Op::DisplaySummary => Family::Display,
-            Op::Gradient(_) => Family::Gradients,
+            Op::Gradient(_) | Op::Kink(_) | Op::Loss(_) => Family::Gradients,
             Op::Law(_) => Family::Metamorphic,
         }
     }
@@ -240,6 +279,9 @@ impl Op {
     /// Short name within its family (`"exp"`, `"to f32"`, `"scatter_add"`, ...).
     pub fn name(self) -> String {
         match self {
+            Op::Device(op) => op.name().into(),
+            Op::Memory(op) => op.name().into(),
+            Op::Fused(op) => op.name().into(),
             Op::Unary(op) => op.name().into(),
             Op::Binary(op) => op.name().into(),
             Op::Compare(op) => op.name().into(),
@@ -255,7 +297,7 @@ impl Op {
             Op::Join(JoinOp::Cat) => "cat".into(),
             Op::Join(JoinOp::Stack) => "stack".into(),
             Op::Views => "view chains".into(),
-            Op::Softmax => "softmax/log_softmax/logsumexp".into(),
+            Op::Softmax(op) => op.name().into(),
             Op::Conv(ConvOp::Forward) => "conv2d".into(),
             Op::Conv(ConvOp::BackwardInput) => "conv2d_backward_input".into(),
             Op::Conv(ConvOp::BackwardWeight) => "conv2d_backward_weight".into(),
@@ -269,8 +311,51 @@ impl Op {
             Op::DisplaySmall => "small tensors".into(),
             Op::DisplaySummary => "summarised".into(),
             Op::Gradient(op) => op.name(),
+            Op::Kink(k) => k.name().into(),
+            Op::Loss(l) => l.name().into(),
             Op::Law(law) => law.name().into(),
         }
+    }
+
+    /// The `Backend` method whose result this row's property checks directly, or `None` for
+    /// rows that check `tensor-core` compositions of several methods (statistics, view chains,
+    /// constructors, printing, gradients, metamorphic laws).
+    pub fn method(self) -> Option<&'static str> {
+        Some(match self {
+            Op::Device(op) => op.name(),
+            Op::Memory(op) => op.name(),
+            Op::Fused(op) => op.name(),
+            Op::Unary(_) => "unary",
+            Op::Binary(_) => "binary",
+            Op::Compare(_) => "compare",
+            Op::Where => "where_select",
+            Op::CastTo(_) => "cast",
+            Op::Reduce(_) => "reduce",
+            Op::ArgReduce(_) => "arg_reduce",
+            Op::Matmul => "matmul",
+            Op::Index(IndexOp::IndexSelect) => "index_select",
+            Op::Index(IndexOp::Gather) => "gather",
+            Op::Index(IndexOp::ScatterAdd) => "scatter_add",
+            Op::Join(_) => "concat",
+            Op::Softmax(op) => op.name(),
+            Op::Conv(ConvOp::Forward) => "conv2d",
+            Op::Conv(ConvOp::BackwardInput) => "conv2d_backward_input",
+            Op::Conv(ConvOp::BackwardWeight) => "conv2d_backward_weight",
+            Op::Pool(PoolOp::Max) => "max_pool2d",
+            Op::Pool(PoolOp::Avg) => "avg_pool2d",
+            Op::Pool(PoolOp::MaxBackward) => "max_pool2d_backward",
+            Op::Pool(PoolOp::AvgBackward) => "avg_pool2d_backward",
+            Op::Random | Op::RandomMoments => "random",
+            Op::MeanVar
+            | Op::Views
+            | Op::Constructors
+            | Op::DisplaySmall
+            | Op::DisplaySummary
+            | Op::Gradient(_)
+            | Op::Kink(_)
+            | Op::Loss(_)
+            | Op::Law(_) => return None,
+        })
     }
 
     /// The dtypes the op is defined for (other columns of its row read "-").
@@ -279,7 +364,9 @@ impl Op {
             Op::Unary(op) => dtypes_where(|d| op.supports(d)),
             Op::Binary(op) => dtypes_where(|d| op.supports(d)),
             Op::Index(IndexOp::ScatterAdd) => vec![DType::F32, DType::F64, DType::I64],
-            Op::Compare(_)
+            Op::Device(_)
+            | Op::Memory(_)
+            | Op::Compare(_)
             | Op::Where
             | Op::CastTo(_)
             | Op::Reduce(_)
@@ -292,12 +379,15 @@ impl Op {
             Op::DisplaySummary => vec![DType::I64],
             Op::MeanVar
             | Op::Matmul
-            | Op::Softmax
+            | Op::Softmax(_)
             | Op::Conv(_)
             | Op::Pool(_)
+            | Op::Fused(_)
             | Op::Random
             | Op::RandomMoments
-            | Op::Gradient(_) => FLOAT_DTYPES.to_vec(),
+            | Op::Gradient(_)
+            | Op::Kink(_)
+            | Op::Loss(_) => FLOAT_DTYPES.to_vec(),
             Op::Law(law) => law.dtypes(),
         }
     }
@@ -315,6 +405,9 @@ impl Op {
                 vec![DType::I64]
             }
             Op::Gradient(GradOp::Where) => vec![DType::Bool],
+            Op::Kink(Kink::MaxPoolTies) => vec![DType::Bool, DType::I64],
+            Op::Kink(_) => vec![DType::Bool],
+            Op::Loss(LossOp::CrossEntropy) => vec![DType::Bool, DType::I64],
             Op::Law(Law::ArgmaxPointsAtMax) => vec![DType::I64],
             _ => vec![],
         }

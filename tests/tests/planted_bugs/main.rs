@@ -3,6 +3,7 @@
 //! elements, and `Checked<Planted, Cpu>` must report the divergence as a typed error.
 
 mod checked;
+mod classes;
 mod planted;
 mod suite;
 

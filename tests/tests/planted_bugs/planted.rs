@@ -1,8 +1,17 @@
 //! [`Planted<B>`]: a backend that delegates to `B` but plants one realistic kernel bug.
+//!
+//! The bugs of the five classes (see `classes.rs`) are what a vendor's first kernels
+//! get wrong: a method the suite never called (a fused Adam without its bias correction, a ReLU
+//! gradient that passes at 0), a formula that is right on small values only (softmax without
+//! its max shift, sigmoid as `e^x / (1 + e^x)`, max pooling keeping the last of tied maxima),
+//! a structure drawn too rarely (batch offsets computed as if the batch axes were one), an
+//! edge convention (a finite softmax shift, a ReLU gradient that blocks NaN), and a formula one
+//! rounding away from the right one (sigmoid through `tanh`, log-softmax as `x - logsumexp`).
 
+use tessera_core::backend::{AdamTensors, AdamUpdate};
 use tessera_core::{
-    ArgReduceOp, AssignMode, Backend, BackendStorage, BinaryOp, CmpOp, DType, Device, Distribution,
-    HostData, Layout, ReduceOp, Result, UnaryOp,
+    composite, ArgReduceOp, AssignMode, Backend, BackendStorage, BinaryOp, CmpOp, DType, Device,
+    Distribution, HostData, Layout, Pool2dParams, ReduceOp, Result, Tensor, UnaryOp,
 };
 
 /// The bug a [`Planted`] backend carries.
@@ -20,6 +29,33 @@ pub enum Bug {
     MatmulIgnoresTranspose,
     /// `max` reductions skip NaN instead of propagating it.
     MaxSwallowsNan,
+    /// Class 1: the fused Adam step forgets the second moment's bias correction
+    /// (`m / (sqrt(v) + eps)` instead of `m / (sqrt(v) / sqrt(1 - beta2^t) + eps)`).
+    AdamDropsBiasCorrection,
+    /// Classes 1 and 2: the ReLU gradient passes where `x >= 0`, so also at `x == 0`.
+    ReluGradAtZero,
+    /// Class 2: softmax as `exp(x) / sum(exp(x))`, without the max shift (overflows for large
+    /// `x`).
+    SoftmaxWithoutShift,
+    /// Class 2: sigmoid as `e^x / (1 + e^x)` (NaN once `e^x` overflows).
+    SigmoidOverflows,
+    /// Class 2: max pooling compares with `>=`, so the last of tied maxima wins.
+    MaxPoolLastTie,
+    /// Class 3: batched matmul computes each operand's batch offset as `flat batch index *
+    /// innermost batch stride`: right for contiguous batches and fully broadcast ones, wrong
+    /// when only one of two batch axes is broadcast (or the batch axes are permuted).
+    MatmulFlatBatch,
+    /// Class 4: softmax shifts by the maximum replaced by 0 when infinite (as log-sum-exp does),
+    /// so a row with `+inf` is `[0, NaN, 0]` instead of PyTorch's NaN row.
+    SoftmaxFiniteShift,
+    /// Class 4: the ReLU gradient blocks a NaN input (`x > 0`), where PyTorch passes it.
+    ReluGradBlocksNan,
+    /// Class 5: sigmoid as `0.5 * tanh(x / 2) + 0.5`, equal in exact arithmetic but one
+    /// rounding of 1 away for negative `x`, where the result is small.
+    SigmoidViaTanh,
+    /// Class 5: log-softmax as `x - logsumexp(x)`, which rounds the large `max + log(sum)`
+    /// before subtracting (off by an ulp of `|max|` near the maximum).
+    LogSoftmaxMinusLse,
 }
 
 /// `B` with one planted [`Bug`].
@@ -75,6 +111,59 @@ impl<B: Backend> Planted<B> {
             DType::F64 => HostData::F64(wrong),
             DType::I64 => HostData::I64(wrong.iter().map(|&v| v as i64).collect()),
             DType::Bool => HostData::Bool(wrong.iter().map(|&v| u8::from(v != 0.0)).collect()),
+        };
+        Ok((
+            self.inner.upload(data)?,
+            Layout::contiguous(layout.shape().clone()),
+        ))
+    }
+
+    /// `f32_map` / `f64_map` applied on the host to the elements of `layout`, as a kernel of
+    /// that precision computes them; a contiguous result.
+    fn host_map(
+        &self,
+        storage: &B::Storage,
+        layout: &Layout,
+        f32_map: impl Fn(f32) -> f32,
+        f64_map: impl Fn(f64) -> f64,
+    ) -> Result<B::Storage> {
+        let data = match self.read(storage, layout)? {
+            HostData::F32(v) => HostData::F32(v.into_iter().map(f32_map).collect()),
+            HostData::F64(v) => HostData::F64(v.into_iter().map(f64_map).collect()),
+            other => other,
+        };
+        self.inner.upload(data)
+    }
+
+    /// The operand of a batched matmul as a kernel reads it that takes the batch offset of
+    /// flat batch index `b` to be `b * (innermost batch stride)`: a contiguous copy of those
+    /// matrices (offsets wrap around the storage, where a device would read out of bounds).
+    fn flat_batch(&self, storage: &B::Storage, layout: &Layout) -> Result<(B::Storage, Layout)> {
+        let (d, s) = (layout.dims(), layout.strides());
+        let r = d.len();
+        if r < 4 || layout.numel() == 0 {
+            return Ok((
+                self.inner.copy_strided(storage, layout)?,
+                Layout::contiguous(layout.shape().clone()),
+            ));
+        }
+        let batches: usize = d[..r - 2].iter().product();
+        let inner = s[r - 3] as usize;
+        let len = storage.len();
+        let mut out = Vec::new();
+        let all = self.read(storage, &Layout::contiguous([len]))?.to_f64_vec();
+        for b in 0..batches {
+            let base = layout.offset() + b * inner;
+            for i in 0..d[r - 2] {
+                for j in 0..d[r - 1] {
+                    let at = base + i * s[r - 2] as usize + j * s[r - 1] as usize;
+                    out.push(all[at % len]);
+                }
+            }
+        }
+        let data = match storage.dtype() {
+            DType::F32 => HostData::F32(out.iter().map(|&v| v as f32).collect()),
+            _ => HostData::F64(out),
         };
         Ok((
             self.inner.upload(data)?,
@@ -140,7 +229,21 @@ impl<B: Backend> Backend for Planted<B> {
         self.inner.cast(s, l, dtype)
     }
     fn unary(&self, op: UnaryOp, x: &B::Storage, l: &Layout) -> Result<B::Storage> {
-        self.inner.unary(op, x, l)
+        match (self.bug, op) {
+            (Bug::SigmoidOverflows, UnaryOp::Sigmoid) => self.host_map(
+                x,
+                l,
+                |v| v.exp() / (1.0 + v.exp()),
+                |v| v.exp() / (1.0 + v.exp()),
+            ),
+            (Bug::SigmoidViaTanh, UnaryOp::Sigmoid) => self.host_map(
+                x,
+                l,
+                |v| 0.5 * (0.5 * v).tanh() + 0.5,
+                |v| 0.5 * (0.5 * v).tanh() + 0.5,
+            ),
+            _ => self.inner.unary(op, x, l),
+        }
     }
     fn binary(
         &self,
@@ -232,6 +335,11 @@ impl<B: Backend> Backend for Planted<B> {
             let (al, bl) = (self.ignore_transpose(a, al), self.ignore_transpose(b, bl));
             return self.inner.matmul(a, &al, b, &bl);
         }
+        if self.bug == Bug::MatmulFlatBatch {
+            let (a, al) = self.flat_batch(a, al)?;
+            let (b, bl) = self.flat_batch(b, bl)?;
+            return self.inner.matmul(&a, &al, &b, &bl);
+        }
         self.inner.matmul(a, al, b, bl)
     }
     fn index_select(
@@ -275,5 +383,105 @@ impl<B: Backend> Backend for Planted<B> {
         offset: u64,
     ) -> Result<B::Storage> {
         self.inner.random(dist, n, dtype, seed, offset)
+    }
+
+    fn softmax(&self, x: &Tensor<Self>, axis: usize) -> Result<Tensor<Self>> {
+        let a = [axis as isize];
+        match self.bug {
+            Bug::SoftmaxWithoutShift => {
+                let e = x.exp()?;
+                e.div(&e.sum(&a, true)?)
+            }
+            Bug::SoftmaxFiniteShift => {
+                let m = x.max(&a, true)?;
+                let shift = m
+                    .abs()?
+                    .eq_scalar(f64::INFINITY)?
+                    .where_select(&m.zeros_like()?, &m)?;
+                let e = x.sub(&shift)?.exp()?;
+                e.div(&e.sum(&a, true)?)
+            }
+            _ => composite::softmax(x, axis),
+        }
+    }
+
+    fn log_softmax(&self, x: &Tensor<Self>, axis: usize) -> Result<Tensor<Self>> {
+        if self.bug == Bug::LogSoftmaxMinusLse {
+            return x.sub(&composite::logsumexp(x, axis)?);
+        }
+        composite::log_softmax(x, axis)
+    }
+
+    fn max_pool2d(
+        &self,
+        x: &Tensor<Self>,
+        params: Pool2dParams,
+    ) -> Result<(Tensor<Self>, Tensor<Self>)> {
+        let (values, positions) = composite::max_pool2d(x, params)?;
+        if self.bug != Bug::MaxPoolLastTie {
+            return Ok((values, positions));
+        }
+        // The same windows with `>=`: the last position of the maximum.
+        let d = x.dims().to_vec();
+        let (oh, ow) = (values.dims()[2], values.dims()[3]);
+        let v = x.to_vec_f64()?;
+        let (kh, kw) = params.kernel;
+        let mut last = Vec::with_capacity(d[0] * d[1] * oh * ow);
+        for plane in 0..d[0] * d[1] {
+            for oy in 0..oh {
+                for ox in 0..ow {
+                    let mut best: Option<(f64, usize)> = None;
+                    for t in 0..kh * kw {
+                        let y = (oy * params.stride.0 + t / kw).checked_sub(params.padding.0);
+                        let xx = (ox * params.stride.1 + t % kw).checked_sub(params.padding.1);
+                        let (Some(y), Some(xx)) = (y, xx) else {
+                            continue;
+                        };
+                        if y >= d[2] || xx >= d[3] {
+                            continue;
+                        }
+                        let value = v[(plane * d[2] + y) * d[3] + xx];
+                        let take = match best {
+                            None => true,
+                            Some((b, _)) => !b.is_nan() && (value >= b || value.is_nan()),
+                        };
+                        if take {
+                            best = Some((value, t));
+                        }
+                    }
+                    last.push(best.map_or(0, |(_, t)| t as i64));
+                }
+            }
+        }
+        let positions = Tensor::from_vec(last, values.dims().to_vec(), self)?;
+        Ok((values, positions))
+    }
+
+    fn relu_backward(&self, x: &Tensor<Self>, grad: &Tensor<Self>) -> Result<Tensor<Self>> {
+        match self.bug {
+            Bug::ReluGradAtZero => x.ge_scalar(0.0)?.where_select(grad, &grad.zeros_like()?),
+            Bug::ReluGradBlocksNan => x.gt_scalar(0.0)?.where_select(grad, &grad.zeros_like()?),
+            _ => composite::relu_backward(x, grad),
+        }
+    }
+
+    fn adam_update(
+        &self,
+        param: &Tensor<Self>,
+        grad: &Tensor<Self>,
+        exp_avg: &Tensor<Self>,
+        exp_avg_sq: &Tensor<Self>,
+        max_exp_avg_sq: Option<&Tensor<Self>>,
+        update: AdamUpdate,
+    ) -> Result<AdamTensors<Self>> {
+        let update = if self.bug == Bug::AdamDropsBiasCorrection {
+            AdamUpdate {
+                bias_correction2_sqrt: 1.0,
+                ..update
+            }
+        } else {
+            update
+        };
+        composite::adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, update)
     }
 }

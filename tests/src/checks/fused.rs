@@ -1,0 +1,373 @@
+//! The fused element-wise composites, called directly on the backend: `relu_backward` (exact
+//! zeros in `x` everywhere: the gradient at `x == 0` is 0) and `adam_update` (bias corrections
+//! of the first steps, coupled and decoupled weight decay, AMSGrad), against their definitions.
+
+use super::{op_failed, with_inputs};
+use crate::compare::{assert_close, assert_close_scaled, Tolerance};
+use crate::reference::fused::{self, AdamInputs};
+use crate::runner::check_property_systematic;
+use crate::strategies::{
+    regime_value, same_shape_patterns, shape, tensor_case_from, tensor_case_of_kind, LayoutKind,
+    Pattern, TensorCase, ValueRegime,
+};
+use proptest::prelude::*;
+use tessera_core::backend::AdamUpdate;
+use tessera_core::{Backend, DType};
+
+/// Which fused composite.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FusedOp {
+    /// `relu_backward(x, grad)`.
+    ReluBackward,
+    /// `adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, update)`.
+    AdamUpdate,
+}
+
+impl FusedOp {
+    /// Both.
+    pub const ALL: [FusedOp; 2] = [FusedOp::ReluBackward, FusedOp::AdamUpdate];
+
+    /// The Backend method's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            FusedOp::ReluBackward => "relu_backward",
+            FusedOp::AdamUpdate => "adam_update",
+        }
+    }
+}
+
+/// One Adam step's hyper-parameters, as `nn`'s optimiser derives an [`AdamUpdate`] from them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamHyper {
+    /// Learning rate.
+    pub lr: f64,
+    /// `β1`.
+    pub beta1: f64,
+    /// `β2`.
+    pub beta2: f64,
+    /// `eps`.
+    pub eps: f64,
+    /// The step number `t` (1 for the first step, where the bias corrections are largest).
+    pub step: i32,
+    /// Weight decay `λ` and whether it is AdamW's decoupled one.
+    pub decay: Option<(f64, bool)>,
+}
+
+impl AdamHyper {
+    /// The coefficients of the step.
+    pub fn update(&self) -> AdamUpdate {
+        let (coupled, decoupled) = match self.decay {
+            None => (0.0, 1.0),
+            Some((l, false)) => (l, 1.0),
+            Some((l, true)) => (0.0, 1.0 - self.lr * l),
+        };
+        AdamUpdate {
+            beta1: self.beta1,
+            beta2: self.beta2,
+            step_size: self.lr / (1.0 - self.beta1.powi(self.step)),
+            bias_correction2_sqrt: (1.0 - self.beta2.powi(self.step)).sqrt(),
+            eps: self.eps,
+            coupled_decay: coupled,
+            decoupled_factor: decoupled,
+        }
+    }
+}
+
+/// One case of a fused composite.
+#[derive(Clone, Debug)]
+pub enum FusedCase {
+    /// `relu_backward(x, grad)`.
+    Relu {
+        /// The ReLU's input: exact zeros (both signs) are frequent.
+        x: TensorCase,
+        /// The upstream gradient.
+        grad: TensorCase,
+    },
+    /// One Adam step.
+    Adam {
+        /// Hyper-parameters.
+        hyper: AdamHyper,
+        /// Parameter, gradient, first moment, second moment (>= 0) and, for AMSGrad, the
+        /// running maximum (>= 0).
+        tensors: Vec<TensorCase>,
+    },
+}
+
+/// Values of a ReLU input: kinks (`±0`) and ties, ordinary values, specials.
+fn relu_x_value(dtype: DType) -> BoxedStrategy<f64> {
+    prop_oneof![
+        2 => regime_value(dtype, ValueRegime::Ties),
+        2 => regime_value(dtype, ValueRegime::Ordinary),
+        1 => regime_value(dtype, ValueRegime::Specials),
+    ]
+    .boxed()
+}
+
+/// Hyper-parameters: the first five steps or step 1000, every decay mode.
+fn hyper() -> BoxedStrategy<AdamHyper> {
+    (
+        prop::sample::select(vec![1e-3, 1e-2, 0.1, 1.0]),
+        prop::sample::select(vec![0.9, 0.5, 0.0]),
+        prop::sample::select(vec![0.999, 0.99, 0.5]),
+        prop::sample::select(vec![1e-8, 1e-3]),
+        prop_oneof![3 => 1i32..=5, 1 => Just(1000)],
+        prop_oneof![
+            Just(None),
+            prop::sample::select(vec![0.01, 0.1]).prop_map(|l| Some((l, false))),
+            prop::sample::select(vec![0.01, 0.1]).prop_map(|l| Some((l, true))),
+        ],
+    )
+        .prop_map(|(lr, beta1, beta2, eps, step, decay)| AdamHyper {
+            lr,
+            beta1,
+            beta2,
+            eps,
+            step,
+            decay,
+        })
+        .boxed()
+}
+
+/// The value of Adam tensor `i` (0 param, 1 grad, 2 exp_avg, 3 exp_avg_sq, 4 max): moments of
+/// the second order are non-negative; the gradient's values follow `grad_regime`.
+fn adam_value(dtype: DType, i: usize, grad_regime: ValueRegime) -> BoxedStrategy<f64> {
+    match i {
+        1 => regime_value(dtype, grad_regime),
+        3 | 4 => regime_value(dtype, ValueRegime::Ordinary)
+            .prop_map(f64::abs)
+            .boxed(),
+        _ => regime_value(dtype, ValueRegime::Ordinary),
+    }
+}
+
+/// An Adam case with the hyper-parameters from `hyper`, tensors of rank 3 (sizes `2..=4`), or
+/// of `shape` when given, tensor `i` laid out as `kinds[i]`.
+fn adam_case(
+    dtype: DType,
+    hyper: BoxedStrategy<AdamHyper>,
+    amsgrad: BoxedStrategy<bool>,
+    kinds: [LayoutKind; 5],
+    grad_regime: ValueRegime,
+    random_shape: bool,
+) -> BoxedStrategy<FusedCase> {
+    let dims = if random_shape {
+        shape()
+    } else {
+        prop::collection::vec(2usize..=4, 3).boxed()
+    };
+    (hyper, amsgrad, dims)
+        .prop_flat_map(move |(hyper, amsgrad, s)| {
+            let count = if amsgrad { 5 } else { 4 };
+            let tensors: Vec<BoxedStrategy<TensorCase>> = (0..count)
+                .map(|i| {
+                    let value = adam_value(dtype, i, grad_regime);
+                    if random_shape {
+                        tensor_case_from(dtype, s.clone(), value)
+                    } else {
+                        tensor_case_of_kind(dtype, s.clone(), kinds[i], value)
+                    }
+                })
+                .collect();
+            (Just(hyper), tensors)
+        })
+        .prop_map(|(hyper, tensors)| FusedCase::Adam { hyper, tensors })
+        .boxed()
+}
+
+/// Random cases of `op` on `dtype`: any shape and layout.
+pub fn cases(op: FusedOp, dtype: DType) -> BoxedStrategy<FusedCase> {
+    match op {
+        FusedOp::ReluBackward => shape()
+            .prop_flat_map(move |s| {
+                (
+                    tensor_case_from(dtype, s.clone(), relu_x_value(dtype)),
+                    tensor_case_from(dtype, s, regime_value(dtype, ValueRegime::Ordinary)),
+                )
+            })
+            .prop_map(|(x, grad)| FusedCase::Relu { x, grad })
+            .boxed(),
+        FusedOp::AdamUpdate => adam_case(
+            dtype,
+            hyper(),
+            any::<bool>().boxed(),
+            [LayoutKind::Contiguous; 5],
+            ValueRegime::Ordinary,
+            true,
+        ),
+    }
+}
+
+/// The systematic cases of `op` on `dtype`: every layout kind of every operand; for the ReLU
+/// gradient inputs made of zeros and ties, then of specials (a NaN input passes the
+/// gradient); for Adam every decay mode with and without AMSGrad at the first step and at step
+/// 1000, and gradients up to `1e4` and special.
+pub fn patterns(op: FusedOp, dtype: DType) -> Vec<Pattern<FusedCase>> {
+    let mut out = Vec::new();
+    match op {
+        FusedOp::ReluBackward => {
+            for p in same_shape_patterns(2) {
+                let strategy = p
+                    .strategy(
+                        vec![dtype; 2],
+                        vec![ValueRegime::Ties, ValueRegime::Ordinary],
+                    )
+                    .prop_map(|v| FusedCase::Relu {
+                        x: v[0].clone(),
+                        grad: v[1].clone(),
+                    })
+                    .boxed();
+                out.push(Pattern::new(
+                    format!("{}, x zeros and ties", p.label(&["x", "grad"])),
+                    strategy,
+                ));
+            }
+            let plain = &same_shape_patterns(2)[0];
+            let strategy = plain
+                .strategy(
+                    vec![dtype; 2],
+                    vec![ValueRegime::Specials, ValueRegime::Ordinary],
+                )
+                .prop_map(|v| FusedCase::Relu {
+                    x: v[0].clone(),
+                    grad: v[1].clone(),
+                })
+                .boxed();
+            out.push(Pattern::new("x NaN, inf, -0", strategy));
+        }
+        FusedOp::AdamUpdate => {
+            let names = ["param", "grad", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"];
+            let plain = [LayoutKind::Contiguous; 5];
+            for (i, name) in names.iter().enumerate() {
+                for kind in LayoutKind::ALL.into_iter().skip(1) {
+                    let mut kinds = plain;
+                    kinds[i] = kind;
+                    out.push(Pattern::new(
+                        format!("{name} {kind}"),
+                        adam_case(
+                            dtype,
+                            hyper(),
+                            Just(i == 4).boxed(),
+                            kinds,
+                            ValueRegime::Ordinary,
+                            false,
+                        ),
+                    ));
+                }
+            }
+            for (label, decay) in [
+                ("no decay", None),
+                ("coupled decay", Some((0.1, false))),
+                ("decoupled decay", Some((0.1, true))),
+            ] {
+                for amsgrad in [false, true] {
+                    for step in [1, 1000] {
+                        let hyper = hyper()
+                            .prop_map(move |h| AdamHyper { decay, step, ..h })
+                            .boxed();
+                        let ams = if amsgrad { ", AMSGrad" } else { "" };
+                        out.push(Pattern::new(
+                            format!("{label}{ams}, step {step}"),
+                            adam_case(
+                                dtype,
+                                hyper,
+                                Just(amsgrad).boxed(),
+                                plain,
+                                ValueRegime::Ordinary,
+                                false,
+                            ),
+                        ));
+                    }
+                }
+            }
+            for regime in [ValueRegime::Huge, ValueRegime::Specials] {
+                out.push(Pattern::new(
+                    format!("grad {}", regime.name()),
+                    adam_case(dtype, hyper(), any::<bool>().boxed(), plain, regime, false),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Checks one case against the reference.
+pub fn check<B: Backend>(dev: &B, case: &FusedCase) -> Result<(), String> {
+    match case {
+        FusedCase::Relu { x, grad } => {
+            let dtype = x.dtype;
+            let (xt, gt) = (super::build(dev, x, "x")?, super::build(dev, grad, "grad")?);
+            let got = dev
+                .relu_backward(&xt, &gt)
+                .map_err(op_failed("relu_backward", &[&xt, &gt]))?;
+            let expected = fused::relu_backward(&x.reference(), &grad.reference());
+            // The result is `grad` or 0: exact (either sign of a zero).
+            assert_close(&got, dtype, &expected, Tolerance::SAME_VALUE)
+                .map_err(with_inputs(&[&xt, &gt]))
+        }
+        FusedCase::Adam { hyper, tensors } => {
+            let dtype = tensors[0].dtype;
+            let built = tensors
+                .iter()
+                .map(|t| super::build(dev, t, "an Adam input"))
+                .collect::<Result<Vec<_>, _>>()?;
+            let refs: Vec<_> = tensors.iter().map(TensorCase::reference).collect();
+            let update = hyper.update();
+            let got = dev
+                .adam_update(
+                    &built[0],
+                    &built[1],
+                    &built[2],
+                    &built[3],
+                    built.get(4),
+                    update,
+                )
+                .map_err(op_failed("adam_update", &built.iter().collect::<Vec<_>>()))?;
+            let inputs = AdamInputs {
+                param: &refs[0],
+                grad: &refs[1],
+                exp_avg: &refs[2],
+                exp_avg_sq: &refs[3],
+                max_exp_avg_sq: refs.get(4),
+            };
+            let expected = fused::adam(dtype, &inputs, update);
+            let tol = Tolerance::accumulation(dtype, 8);
+            let described = |what: &str, e: String| format!("{what}: {e}\n  update {update:?}");
+            let outputs = [
+                ("param", Some(&got.param)),
+                ("exp_avg", Some(&got.exp_avg)),
+                ("exp_avg_sq", Some(&got.exp_avg_sq)),
+                ("max_exp_avg_sq", got.max_exp_avg_sq.as_ref()),
+            ];
+            for (k, (what, tensor)) in outputs.into_iter().enumerate() {
+                let wanted = k < 3 || tensors.len() == 5;
+                match (tensor, wanted) {
+                    (Some(t), true) => assert_close_scaled(
+                        t,
+                        dtype,
+                        &expected.values[k],
+                        &expected.magnitudes[k],
+                        tol,
+                    )
+                    .map_err(|e| described(what, e))
+                    .map_err(with_inputs(&built.iter().collect::<Vec<_>>()))?,
+                    (None, false) => {}
+                    (Some(_), false) => {
+                        return Err(format!("{what} returned without AMSGrad"));
+                    }
+                    (None, true) => return Err(format!("{what} missing with AMSGrad")),
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Checks `op` on `dtype`: the systematic patterns, then 256 random cases.
+pub fn run<B: Backend>(dev: &B, op: FusedOp, dtype: DType) {
+    check_property_systematic(
+        &format!("fused {} {dtype}", op.name()),
+        patterns(op, dtype),
+        cases(op, dtype),
+        |c| check(dev, c),
+    );
+}
