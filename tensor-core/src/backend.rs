@@ -78,7 +78,8 @@ impl HostData {
         self.len() == 0
     }
 
-    /// Every element converted to f64 (bools as 0/1).
+    /// Every element converted to f64 (bools as 0/1). Aborts like any `Vec` when the host
+    /// cannot hold the copy; [`HostData::try_to_f64_vec`] returns an error instead.
     pub fn to_f64_vec(&self) -> Vec<f64> {
         match self {
             HostData::F32(v) => v.iter().map(|&x| x as f64).collect(),
@@ -86,6 +87,24 @@ impl HostData {
             HostData::I64(v) => v.iter().map(|&x| x as f64).collect(),
             HostData::Bool(v) => v.iter().map(|&x| f64::from(x != 0)).collect(),
         }
+    }
+
+    /// [`HostData::to_f64_vec`], allocated fallibly: [`crate::Error::OutOfMemory`] when the host
+    /// cannot hold the copy.
+    pub fn try_to_f64_vec(&self) -> crate::Result<Vec<f64>> {
+        let mut out = Vec::new();
+        out.try_reserve_exact(self.len())
+            .map_err(|_| crate::Error::OutOfMemory {
+                device: "host".into(),
+                requested_bytes: self.len().saturating_mul(8),
+            })?;
+        match self {
+            HostData::F32(v) => out.extend(v.iter().map(|&x| x as f64)),
+            HostData::F64(v) => out.extend_from_slice(v),
+            HostData::I64(v) => out.extend(v.iter().map(|&x| x as f64)),
+            HostData::Bool(v) => out.extend(v.iter().map(|&x| f64::from(x != 0))),
+        }
+        Ok(out)
     }
 }
 

@@ -37,6 +37,7 @@ pub mod error;
 pub mod kernels;
 pub mod layout;
 mod layout_checks;
+pub mod limits;
 pub mod ops;
 pub mod random;
 pub mod shape;

@@ -28,7 +28,7 @@ pub(crate) fn pad2d<B: Backend>(
     }
     let d = x.dims();
     let mut out = Tensor::full(
-        [d[0], d[1], d[2] + 2 * ph, d[3] + 2 * pw],
+        [d[0], d[1], padded(d[2], ph)?, padded(d[3], pw)?],
         value,
         x.dtype(),
         x.backend(),
@@ -36,6 +36,17 @@ pub(crate) fn pad2d<B: Backend>(
     let interior = out.layout().narrow(2, ph, d[2])?.narrow(3, pw, d[3])?;
     out.assign_into(&interior, x, false)?;
     Ok(out)
+}
+
+/// `len + 2 * padding`, or [`crate::Error::SizeOverflow`] when it overflows.
+pub(crate) fn padded(len: usize, padding: usize) -> Result<usize> {
+    padding
+        .checked_mul(2)
+        .and_then(|both| both.checked_add(len))
+        .ok_or_else(|| crate::Error::SizeOverflow {
+            op: "pad2d",
+            msg: format!("{len} + 2 * {padding} overflows"),
+        })
 }
 
 /// The layout, inside a contiguous `[n, c, hp, wp]` tensor, of the input positions that kernel
