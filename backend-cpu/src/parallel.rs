@@ -5,6 +5,9 @@
 //! and split larger outputs into a few chunks per thread above it.
 
 use rayon::prelude::*;
+use tensor_core::Result as TensorResult;
+
+use crate::alloc::try_filled;
 
 /// Element count from which kernels run in parallel.
 pub(crate) const PARALLEL_THRESHOLD: usize = 32 * 1024;
@@ -74,14 +77,14 @@ pub(crate) fn split_reduction<P: Clone + Send + Sync>(
     min_outputs: usize,
     block: impl Fn(std::ops::Range<usize>, std::ops::Range<usize>, &mut [P]) + Sync,
     merge: impl Fn(&mut P, P),
-) -> Vec<P> {
-    let mut out = vec![identity.clone(); out_len];
+) -> TensorResult<Vec<P>> {
+    let mut out = try_filled(out_len, identity.clone())?;
     if out_len == 0 || red_len == 0 {
-        return out;
+        return Ok(out);
     }
     if !worth_parallel(out_len.saturating_mul(red_len)) {
         block(0..out_len, 0..red_len, &mut out);
-        return out;
+        return Ok(out);
     }
     let out_chunk = chunk_len(out_len, min_outputs.max(MIN_CHUNK.div_ceil(red_len)));
     let out_chunks = out_len.div_ceil(out_chunk);
@@ -98,15 +101,15 @@ pub(crate) fn split_reduction<P: Clone + Send + Sync>(
         let partials: Vec<Vec<P>> = (0..red_len.div_ceil(piece))
             .into_par_iter()
             .map(|p| {
-                let mut part = vec![identity.clone(); out_len];
+                let mut part = try_filled(out_len, identity.clone())?;
                 block(
                     0..out_len,
                     p * piece..((p + 1) * piece).min(red_len),
                     &mut part,
                 );
-                part
+                Ok(part)
             })
-            .collect();
+            .collect::<TensorResult<_>>()?;
         let mut partials = partials.into_iter();
         if let Some(first) = partials.next() {
             out = first;
@@ -119,7 +122,26 @@ pub(crate) fn split_reduction<P: Clone + Send + Sync>(
     } else {
         block(0..out_len, 0..red_len, &mut out);
     }
-    out
+    Ok(out)
+}
+
+/// Like [`fill_rows`] for a fallible `fill`; returns the first error in chunk order.
+pub(crate) fn try_fill_rows<U: Send>(
+    out: &mut [U],
+    row_len: usize,
+    fill: impl Fn(usize, &mut [U]) -> TensorResult<()> + Sync,
+) -> TensorResult<()> {
+    if row_len == 0 || out.is_empty() {
+        return Ok(());
+    }
+    if !worth_parallel(out.len()) {
+        return fill(0, out);
+    }
+    let rows = out.len() / row_len;
+    let rows_per_chunk = chunk_len(rows, MIN_CHUNK.div_ceil(row_len));
+    out.par_chunks_mut(rows_per_chunk * row_len)
+        .enumerate()
+        .try_for_each(|(i, c)| fill(i * rows_per_chunk, c))
 }
 
 /// Fills `out`, made of rows of `row_len` elements, by calling `fill(first_row, rows)` on

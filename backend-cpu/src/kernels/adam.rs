@@ -6,8 +6,10 @@ use std::mem::MaybeUninit;
 
 use rayon::prelude::*;
 use tensor_core::backend::AdamUpdate;
+use tensor_core::{Error, Result};
 
 use super::num::Num;
+use crate::alloc::try_with_capacity;
 use crate::parallel::{chunk_len, worth_parallel};
 
 /// A float the Adam kernel runs on.
@@ -62,11 +64,12 @@ pub(crate) type AdamOutputs<T> = (Vec<T>, Vec<T>, Vec<T>, Option<Vec<T>>);
 /// Elements per parallel task, at least.
 const MIN_CHUNK: usize = 16 * 1024;
 
-/// A vector of `len` elements the caller promises to write in full, without zeroing it first.
-fn uninit<T>(len: usize) -> Vec<MaybeUninit<T>> {
-    let mut v = Vec::with_capacity(len);
+/// A vector of `len` elements the caller promises to write in full, without zeroing it first
+/// (allocated fallibly: [`tensor_core::Error::OutOfMemory`] when the memory is not there).
+fn uninit<T>(len: usize) -> Result<Vec<MaybeUninit<T>>> {
+    let mut v = try_with_capacity(len)?;
     v.resize_with(len, MaybeUninit::uninit);
-    v
+    Ok(v)
 }
 
 /// The vector once every element has been written.
@@ -81,12 +84,27 @@ unsafe fn assume_init<T>(v: Vec<MaybeUninit<T>>) -> Vec<T> {
 }
 
 /// Runs the step over every element.
-pub(crate) fn adam_update<T: AdamFloat>(x: &AdamInputs<'_, T>, u: &AdamUpdate) -> AdamOutputs<T> {
+pub(crate) fn adam_update<T: AdamFloat>(
+    x: &AdamInputs<'_, T>,
+    u: &AdamUpdate,
+) -> Result<AdamOutputs<T>> {
     let len = x.param.len();
-    let mut param = uninit::<T>(len);
-    let mut exp_avg = uninit::<T>(len);
-    let mut exp_avg_sq = uninit::<T>(len);
-    let mut max = x.max_exp_avg_sq.map(|_| uninit::<T>(len));
+    let lengths = [
+        x.grad.len(),
+        x.exp_avg.len(),
+        x.exp_avg_sq.len(),
+        x.max_exp_avg_sq.map_or(len, <[T]>::len),
+    ];
+    if lengths.iter().any(|&l| l != len) {
+        return Err(Error::InvalidArgument {
+            op: "adam_update",
+            msg: format!("the parameter has {len} elements but the other operands {lengths:?}"),
+        });
+    }
+    let mut param = uninit::<T>(len)?;
+    let mut exp_avg = uninit::<T>(len)?;
+    let mut exp_avg_sq = uninit::<T>(len)?;
+    let mut max = x.max_exp_avg_sq.map(|_| uninit::<T>(len)).transpose()?;
     let chunk = if worth_parallel(len) {
         chunk_len(len, MIN_CHUNK)
     } else {
@@ -140,14 +158,15 @@ pub(crate) fn adam_update<T: AdamFloat>(x: &AdamInputs<'_, T>, u: &AdamUpdate) -
                 )
             }),
     }
-    // SAFETY: the chunks cover every element and `step_chunk` writes each output element.
+    // SAFETY: the chunks cover every element and `step_chunk` writes each output element
+    // (every input has the length of the outputs, checked above).
     unsafe {
-        (
+        Ok((
             assume_init(param),
             assume_init(exp_avg),
             assume_init(exp_avg_sq),
             max.map(|m| assume_init(m)),
-        )
+        ))
     }
 }
 

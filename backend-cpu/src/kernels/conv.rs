@@ -15,9 +15,10 @@
 //! split over the threads instead.
 
 use rayon::prelude::*;
-use tensor_core::Conv2dParams;
+use tensor_core::{Conv2dParams, Error, Result};
 
 use super::gemm::{gemm, parallel_gemm, GemmElement, MatMut, MatRef};
+use crate::alloc::{checked_len, try_resize, try_zeroed};
 
 /// The sizes of one convolution: input `[n, c, h, w]`, weight `[o, c, kh, kw]`, output
 /// `[n, o, oh, ow]`, and the parameters.
@@ -36,17 +37,36 @@ pub(crate) struct ConvGeometry {
 }
 
 impl ConvGeometry {
-    /// The geometry of `input_dims` convolved with `weight_dims` into `out_dims` (all rank 4,
-    /// checked by tensor-core).
+    /// The geometry of `input_dims` convolved with `weight_dims` into `out_dims`, which the
+    /// caller has checked with `tensor_core::tensor::check_conv2d` (rank 4, equal channel
+    /// counts, a window that fits). The channel count is the weight's (a mismatch with the
+    /// input is an error here too), and every buffer size the kernels use is checked, so no
+    /// later product overflows and every GEMM operand has exactly the size of its slice.
     pub(crate) fn new(
+        op: &'static str,
         input_dims: &[usize],
         weight_dims: &[usize],
         out_dims: &[usize],
         p: Conv2dParams,
-    ) -> Self {
-        ConvGeometry {
+    ) -> Result<Self> {
+        if input_dims.len() != 4 || weight_dims.len() != 4 || out_dims.len() != 4 {
+            return Err(Error::InvalidArgument {
+                op,
+                msg: format!("dims {input_dims:?}, {weight_dims:?}, {out_dims:?} must be rank 4"),
+            });
+        }
+        if input_dims[1] != weight_dims[1] {
+            return Err(Error::InvalidArgument {
+                op,
+                msg: format!(
+                    "input {input_dims:?} has {} channels but weight {weight_dims:?} expects {}",
+                    input_dims[1], weight_dims[1]
+                ),
+            });
+        }
+        let g = ConvGeometry {
             n: input_dims[0],
-            c: input_dims[1],
+            c: weight_dims[1],
             h: input_dims[2],
             w: input_dims[3],
             o: weight_dims[0],
@@ -55,7 +75,23 @@ impl ConvGeometry {
             oh: out_dims[2],
             ow: out_dims[3],
             p,
+        };
+        checked_len(op, &[g.n, g.c, g.h, g.w])?;
+        checked_len(op, &[g.o, g.c, g.kh, g.kw])?;
+        checked_len(op, &[g.n, g.o, g.oh, g.ow])?;
+        checked_len(op, &[g.c, g.kh, g.kw, g.oh, g.ow])?;
+        Ok(g)
+    }
+
+    /// Errors unless `values` has the `expected` length of the operand `what`.
+    fn check_len(op: &'static str, what: &str, values: usize, expected: usize) -> Result<()> {
+        if values != expected {
+            return Err(Error::InvalidArgument {
+                op,
+                msg: format!("{what} has {values} elements, not the {expected} its dims need"),
+            });
         }
+        Ok(())
     }
 
     /// Rows of a column buffer: `c * kh * kw`.
@@ -173,23 +209,27 @@ fn per_sample_tasks(g: &ConvGeometry) -> bool {
 
 /// `x: [n, c, h, w]` (contiguous) convolved with `weight: [o, c, kh, kw]` (contiguous):
 /// the contiguous output `[n, o, oh, ow]`.
-pub(crate) fn conv2d<T: GemmElement>(x: &[T], weight: &[T], g: &ConvGeometry) -> Vec<T> {
+pub(crate) fn conv2d<T: GemmElement>(x: &[T], weight: &[T], g: &ConvGeometry) -> Result<Vec<T>> {
+    const OP: &str = "conv2d";
     let (patch, positions) = (g.patch(), g.positions());
-    let mut out = vec![T::ZERO; g.n * g.o * positions];
+    ConvGeometry::check_len(OP, "input", x.len(), g.n * g.image())?;
+    ConvGeometry::check_len(OP, "weight", weight.len(), g.o * patch)?;
+    let mut out = try_zeroed::<T>(g.n * g.o * positions)?;
     if out.is_empty() {
-        return out;
+        return Ok(out);
     }
     let w_mat = MatRef::row_major(weight, patch);
-    let sample = |b: usize, out_b: &mut [T], cols: &mut Vec<T>, split: bool| {
-        cols.resize(patch * positions, T::ZERO);
+    let sample = |b: usize, out_b: &mut [T], cols: &mut Vec<T>, split: bool| -> Result<()> {
+        try_resize(cols, patch * positions, T::ZERO)?;
         im2col_sample(&x[b * g.image()..(b + 1) * g.image()], g, cols);
         let dims = (g.o, patch, positions);
         let (b_mat, c_mat) = (
             MatRef::row_major(cols, positions),
             MatMut::row_major(out_b, positions),
         );
-        // SAFETY: W is [o, patch], cols [patch, positions] and out_b [o, positions], all
-        // row-major slices of exactly those sizes; out_b is this task's own.
+        // SAFETY: W is [o, patch] (its length checked above), cols [patch, positions] and
+        // out_b [o, positions], all row-major slices of exactly those sizes; out_b is this
+        // task's own.
         unsafe {
             if split {
                 parallel_gemm(dims, w_mat, b_mat, T::ZERO, c_mat)
@@ -197,18 +237,19 @@ pub(crate) fn conv2d<T: GemmElement>(x: &[T], weight: &[T], g: &ConvGeometry) ->
                 gemm(dims, w_mat, b_mat, T::ZERO, c_mat)
             }
         }
+        Ok(())
     };
     if per_sample_tasks(g) {
         out.par_chunks_mut(g.o * positions)
             .enumerate()
-            .for_each_init(Vec::new, |cols, (b, out_b)| sample(b, out_b, cols, false));
+            .try_for_each_init(Vec::new, |cols, (b, out_b)| sample(b, out_b, cols, false))?;
     } else {
         let mut cols = Vec::new();
         for (b, out_b) in out.chunks_mut(g.o * positions).enumerate() {
-            sample(b, out_b, &mut cols, true);
+            sample(b, out_b, &mut cols, true)?;
         }
     }
-    out
+    Ok(out)
 }
 
 /// The input gradient `[n, c, h, w]` of a convolution, from `grad_out: [n, o, oh, ow]` and the
@@ -217,24 +258,27 @@ pub(crate) fn conv2d_backward_input<T: GemmElement + std::ops::AddAssign>(
     grad_out: &[T],
     weight: &[T],
     g: &ConvGeometry,
-) -> Vec<T> {
+) -> Result<Vec<T>> {
+    const OP: &str = "conv2d_backward_input";
     let (patch, positions) = (g.patch(), g.positions());
-    let mut dx = vec![T::ZERO; g.n * g.image()];
+    ConvGeometry::check_len(OP, "grad_out", grad_out.len(), g.n * g.o * positions)?;
+    ConvGeometry::check_len(OP, "weight", weight.len(), g.o * patch)?;
+    let mut dx = try_zeroed::<T>(g.n * g.image())?;
     if dx.is_empty() || positions == 0 {
-        return dx;
+        return Ok(dx);
     }
     let w_t = MatRef::row_major(weight, patch).t();
-    let sample = |b: usize, dx_b: &mut [T], cols: &mut Vec<T>, split: bool| {
-        cols.resize(patch * positions, T::ZERO);
+    let sample = |b: usize, dx_b: &mut [T], cols: &mut Vec<T>, split: bool| -> Result<()> {
+        try_resize(cols, patch * positions, T::ZERO)?;
         let g_b = &grad_out[b * g.o * positions..(b + 1) * g.o * positions];
         let dims = (patch, g.o, positions);
         let (b_mat, c_mat) = (
             MatRef::row_major(g_b, positions),
             MatMut::row_major(cols, positions),
         );
-        // SAFETY: Wᵀ is [patch, o] (strides swapped over the [o, patch] weight), g_b
-        // [o, positions] and cols [patch, positions], all inside their slices; cols is this
-        // task's own.
+        // SAFETY: Wᵀ is [patch, o] (strides swapped over the [o, patch] weight, whose length
+        // is checked above, with the channel count taken from the weight), g_b [o, positions]
+        // and cols [patch, positions], all inside their slices; cols is this task's own.
         unsafe {
             if split {
                 parallel_gemm(dims, w_t, b_mat, T::ZERO, c_mat)
@@ -243,18 +287,19 @@ pub(crate) fn conv2d_backward_input<T: GemmElement + std::ops::AddAssign>(
             }
         }
         col2im_sample(cols, g, dx_b);
+        Ok(())
     };
     if per_sample_tasks(g) {
         dx.par_chunks_mut(g.image())
             .enumerate()
-            .for_each_init(Vec::new, |cols, (b, dx_b)| sample(b, dx_b, cols, false));
+            .try_for_each_init(Vec::new, |cols, (b, dx_b)| sample(b, dx_b, cols, false))?;
     } else {
         let mut cols = Vec::new();
         for (b, dx_b) in dx.chunks_mut(g.image()).enumerate() {
-            sample(b, dx_b, &mut cols, true);
+            sample(b, dx_b, &mut cols, true)?;
         }
     }
-    dx
+    Ok(dx)
 }
 
 /// The weight gradient `[o, c, kh, kw]` of a convolution, from the input `x: [n, c, h, w]` and
@@ -265,15 +310,18 @@ pub(crate) fn conv2d_backward_weight<T: GemmElement + std::ops::AddAssign>(
     x: &[T],
     grad_out: &[T],
     g: &ConvGeometry,
-) -> Vec<T> {
+) -> Result<Vec<T>> {
+    const OP: &str = "conv2d_backward_weight";
     let (patch, positions) = (g.patch(), g.positions());
+    ConvGeometry::check_len(OP, "input", x.len(), g.n * g.image())?;
+    ConvGeometry::check_len(OP, "grad_out", grad_out.len(), g.n * g.o * positions)?;
     let len = g.o * patch;
     if len == 0 || g.n == 0 || positions == 0 {
-        return vec![T::ZERO; len];
+        return try_zeroed(len);
     }
-    let accumulate = |samples: std::ops::Range<usize>, split: bool| {
-        let mut acc = vec![T::ZERO; len];
-        let mut cols = vec![T::ZERO; patch * positions];
+    let accumulate = |samples: std::ops::Range<usize>, split: bool| -> Result<Vec<T>> {
+        let mut acc = try_zeroed::<T>(len)?;
+        let mut cols = try_zeroed::<T>(patch * positions)?;
         for b in samples {
             im2col_sample(&x[b * g.image()..(b + 1) * g.image()], g, &mut cols);
             let g_b = &grad_out[b * g.o * positions..(b + 1) * g.o * positions];
@@ -281,8 +329,9 @@ pub(crate) fn conv2d_backward_weight<T: GemmElement + std::ops::AddAssign>(
             let a_mat = MatRef::row_major(g_b, positions);
             let b_mat = MatRef::row_major(&cols, positions).t();
             let c_mat = MatMut::row_major(&mut acc, patch);
-            // SAFETY: g_b is [o, positions], colsᵀ [positions, patch] (strides swapped) and
-            // acc [o, patch], all inside their own buffers; acc belongs to this run.
+            // SAFETY: g_b is [o, positions] (grad_out's length checked above), colsᵀ
+            // [positions, patch] (strides swapped) and acc [o, patch], all inside their own
+            // buffers; acc belongs to this run.
             unsafe {
                 if split {
                     parallel_gemm(dims, a_mat, b_mat, T::ONE, c_mat)
@@ -291,7 +340,7 @@ pub(crate) fn conv2d_backward_weight<T: GemmElement + std::ops::AddAssign>(
                 }
             }
         }
-        acc
+        Ok(acc)
     };
     if !per_sample_tasks(g) {
         return accumulate(0..g.n, true);
@@ -301,13 +350,15 @@ pub(crate) fn conv2d_backward_weight<T: GemmElement + std::ops::AddAssign>(
     let partials: Vec<Vec<T>> = (0..g.n.div_ceil(per_run))
         .into_par_iter()
         .map(|r| accumulate(r * per_run..((r + 1) * per_run).min(g.n), false))
-        .collect();
+        .collect::<Result<_>>()?;
     let mut partials = partials.into_iter();
-    let mut total = partials.next().expect("at least one run");
+    let Some(mut total) = partials.next() else {
+        return try_zeroed(len);
+    };
     for part in partials {
         for (t, p) in total.iter_mut().zip(part) {
             *t += p;
         }
     }
-    total
+    Ok(total)
 }

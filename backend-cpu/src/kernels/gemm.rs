@@ -15,7 +15,9 @@ const PARALLEL_MACS: usize = 1 << 18;
 const MIN_BLOCK: usize = 32;
 
 /// An element type `matrixmultiply` multiplies.
-pub(crate) trait GemmElement: Copy + Send + Sync + Default + 'static {
+pub(crate) trait GemmElement:
+    crate::alloc::Zeroable + Send + Sync + Default + 'static
+{
     /// Zero.
     const ZERO: Self;
     /// One.

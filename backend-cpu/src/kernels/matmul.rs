@@ -7,6 +7,7 @@
 //! per task instead.
 
 use super::gemm::{gemm, parallel_gemm, GemmElement, MatMut, MatRef};
+use crate::alloc::{checked_len, try_with_capacity, try_zeroed};
 use crate::checks::{dtype_mismatch, unsupported};
 use crate::strided::StridedPlan;
 use crate::CpuStorage;
@@ -113,8 +114,8 @@ fn batched_gemm<T: GemmElement>(
     shape: &ProductShape,
 ) -> Result<Vec<T>> {
     let ProductShape { m, k, n, .. } = *shape;
-    let batch: usize = shape.batch_dims.iter().product();
-    let mut out = vec![T::default(); batch * m * n];
+    let batch = checked_len("matmul", &shape.batch_dims)?;
+    let mut out = try_zeroed::<T>(checked_len("matmul", &[batch, m, n])?)?;
     if out.is_empty() || k == 0 {
         return Ok(out);
     }
@@ -126,7 +127,7 @@ fn batched_gemm<T: GemmElement>(
         [ll.offset(), rl.offset()],
     );
     let [sa, sb] = batch_plan.inner_strides();
-    let mut operands = Vec::with_capacity(batch);
+    let mut operands = try_with_capacity(batch)?;
     batch_plan.for_each_run(0, batch, |_, [oa, ob], len| {
         for i in 0..len {
             let lhs = Matrix {

@@ -1,19 +1,23 @@
 //! The ReLU gradient in one pass: `grad` where `x > 0`, else 0.
 
 use rayon::prelude::*;
+use tensor_core::Result;
 
 use super::num::Num;
+use crate::alloc::try_with_capacity;
 use crate::parallel::worth_parallel;
 
 /// `out[i] = if x[i] > 0 { grad[i] } else { 0 }` over two contiguous slices of one length.
 ///
-/// The output is collected element by element (in parallel when large), so it is written once
-/// rather than zeroed first and then overwritten.
-pub(crate) fn relu_backward<T: Num>(x: &[T], grad: &[T]) -> Vec<T> {
+/// The output is reserved once (fallibly) and then extended element by element (in parallel
+/// when large), so it is written once rather than zeroed first and then overwritten.
+pub(crate) fn relu_backward<T: Num>(x: &[T], grad: &[T]) -> Result<Vec<T>> {
     let pick = |(&v, &g): (&T, &T)| if v > T::ZERO { g } else { T::ZERO };
+    let mut out = try_with_capacity(x.len().min(grad.len()))?;
     if worth_parallel(x.len()) {
-        x.par_iter().zip(grad).map(pick).collect()
+        out.par_extend(x.par_iter().zip(grad).map(pick));
     } else {
-        x.iter().zip(grad).map(pick).collect()
+        out.extend(x.iter().zip(grad).map(pick));
     }
+    Ok(out)
 }

@@ -59,16 +59,6 @@ impl<B: Backend> Tensor<B> {
     /// Like [`Tensor::from_parts`] for an already shared storage.
     pub fn from_shared(backend: &B, storage: Arc<B::Storage>, layout: Layout) -> Result<Self> {
         const OP: &str = "from_parts";
-        layout.shape().check_size(OP)?;
-        if layout.offset() > storage.len() {
-            return Err(Error::InvalidArgument {
-                op: OP,
-                msg: format!(
-                    "layout {layout:?} starts past the end of a storage of {} elements",
-                    storage.len()
-                ),
-            });
-        }
         layout.check_fits(OP, storage.len())?;
         Ok(Tensor {
             storage,
@@ -264,7 +254,7 @@ impl<B: Backend> Tensor<B> {
         }
         // `end - start` may overflow to infinity; the count is checked before any cast.
         let count = ((end - start) / step).ceil().max(0.0);
-        if !(count < isize::MAX as f64) {
+        if count.is_nan() || count >= isize::MAX as f64 {
             return Err(Error::SizeOverflow {
                 op: OP,
                 msg: format!("{start}..{end} in steps of {step} has {count:e} elements"),

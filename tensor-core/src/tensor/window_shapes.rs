@@ -168,7 +168,8 @@ pub fn check_conv2d_backward_weight(
 }
 
 /// `[n, c, oh, ow]` for a pooling window over `input: [n, c, h, w]`, or an error saying why it
-/// does not fit (rank, kernel and stride of at least 1, padding at most half the window).
+/// does not fit (rank, kernel and stride of at least 1, padding at most half the window, a
+/// window whose positions fit an `i64`).
 pub fn pool_output_dims(op: &'static str, input: &[usize], p: Pool2dParams) -> Result<[usize; 4]> {
     rank4(op, "input", input)?;
     positive_pair(op, "kernel", p.kernel)?;
@@ -182,6 +183,20 @@ pub fn pool_output_dims(op: &'static str, input: &[usize], p: Pool2dParams) -> R
     };
     if p.padding.0 > p.kernel.0 / 2 || p.padding.1 > p.kernel.1 / 2 {
         return Err(bad());
+    }
+    // Max pooling reports window positions `i * kw + j` as i64.
+    if p.kernel
+        .0
+        .checked_mul(p.kernel.1)
+        .is_none_or(|taps| i64::try_from(taps).is_err())
+    {
+        return Err(Error::SizeOverflow {
+            op,
+            msg: format!(
+                "a {:?} window has more positions than an i64 can name",
+                p.kernel
+            ),
+        });
     }
     let oh = window_output_len(input[2], p.kernel.0, p.stride.0, p.padding.0, 1).ok_or_else(bad)?;
     let ow = window_output_len(input[3], p.kernel.1, p.stride.1, p.padding.1, 1).ok_or_else(bad)?;
