@@ -20,6 +20,60 @@ pub(crate) fn threads() -> usize {
     rayon::current_num_threads().max(1)
 }
 
+/// The thresholds at which the kernels with `unsafe` code (GEMM, batched GEMM, convolution,
+/// fused Adam) split their work over rayon. Production code uses [`Parallelism::current`]; the
+/// unit tests also use [`Parallelism::eager`], which splits even tiny inputs, so that inputs
+/// small enough for Miri still run every parallel path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Parallelism {
+    /// Worker threads to plan for.
+    pub(crate) threads: usize,
+    /// Multiply-adds below which one GEMM runs on the calling thread.
+    pub(crate) gemm_min_macs: usize,
+    /// Smallest block side (rows or columns) of a split GEMM handed to one task.
+    pub(crate) gemm_min_block: usize,
+    /// Total multiply-adds from which a batch of small products is spread one per task.
+    pub(crate) batch_min_work: usize,
+    /// Smallest chunk of an element-wise fused kernel handed to one task.
+    pub(crate) min_chunk: usize,
+}
+
+impl Parallelism {
+    /// The production thresholds for rayon's current pool.
+    pub(crate) fn current() -> Self {
+        Parallelism {
+            threads: threads(),
+            gemm_min_macs: 1 << 18,
+            gemm_min_block: 32,
+            batch_min_work: 1 << 17,
+            min_chunk: 16 * 1024,
+        }
+    }
+
+    /// Splits everything that can be split, planning for `threads` threads (whatever the pool
+    /// has: rayon runs the tasks on the threads it has).
+    #[cfg(test)]
+    pub(crate) fn eager(threads: usize) -> Self {
+        Parallelism {
+            threads,
+            gemm_min_macs: 0,
+            gemm_min_block: 1,
+            batch_min_work: 0,
+            min_chunk: 1,
+        }
+    }
+
+    /// True when `work` elements of an element-wise kernel justify several tasks.
+    pub(crate) fn worth_parallel(&self, work: usize) -> bool {
+        self.threads > 1 && (work >= PARALLEL_THRESHOLD || self.min_chunk == 1)
+    }
+
+    /// Chunk length that gives each thread about four chunks, never below `min_chunk`.
+    pub(crate) fn chunk_len(&self, total: usize) -> usize {
+        total.div_ceil(self.threads * 4).max(self.min_chunk).max(1)
+    }
+}
+
 /// True when `work` elements justify using several threads.
 pub(crate) fn worth_parallel(work: usize) -> bool {
     work >= PARALLEL_THRESHOLD && threads() > 1

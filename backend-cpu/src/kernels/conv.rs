@@ -17,8 +17,9 @@
 use rayon::prelude::*;
 use tensor_core::{Conv2dParams, Error, Result};
 
-use super::gemm::{gemm, parallel_gemm, GemmElement, MatMut, MatRef};
+use super::gemm::{gemm, split_gemm, GemmElement, MatMut, MatRef};
 use crate::alloc::{checked_len, try_resize, try_zeroed};
+use crate::parallel::Parallelism;
 
 /// The sizes of one convolution: input `[n, c, h, w]`, weight `[o, c, kh, kw]`, output
 /// `[n, o, oh, ow]`, and the parameters.
@@ -34,6 +35,8 @@ pub(crate) struct ConvGeometry {
     oh: usize,
     ow: usize,
     p: Conv2dParams,
+    /// When the samples or the GEMMs are spread over rayon.
+    split: Parallelism,
 }
 
 impl ConvGeometry {
@@ -75,12 +78,19 @@ impl ConvGeometry {
             oh: out_dims[2],
             ow: out_dims[3],
             p,
+            split: Parallelism::current(),
         };
         checked_len(op, &[g.n, g.c, g.h, g.w])?;
         checked_len(op, &[g.o, g.c, g.kh, g.kw])?;
         checked_len(op, &[g.n, g.o, g.oh, g.ow])?;
         checked_len(op, &[g.c, g.kh, g.kw, g.oh, g.ow])?;
         Ok(g)
+    }
+
+    /// The same geometry with other parallelism thresholds.
+    #[cfg(test)]
+    pub(crate) fn with_split(self, split: Parallelism) -> Self {
+        ConvGeometry { split, ..self }
     }
 
     /// Errors unless `values` has the `expected` length of the operand `what`.
@@ -204,7 +214,7 @@ fn col2im_sample<T: GemmElement + std::ops::AddAssign>(cols: &[T], g: &ConvGeome
 
 /// True when the samples should be spread over rayon (else each GEMM is split instead).
 fn per_sample_tasks(g: &ConvGeometry) -> bool {
-    g.n >= 2 && crate::parallel::threads() >= 2
+    g.n >= 2 && g.split.threads >= 2
 }
 
 /// `x: [n, c, h, w]` (contiguous) convolved with `weight: [o, c, kh, kw]` (contiguous):
@@ -232,7 +242,7 @@ pub(crate) fn conv2d<T: GemmElement>(x: &[T], weight: &[T], g: &ConvGeometry) ->
         // task's own.
         unsafe {
             if split {
-                parallel_gemm(dims, w_mat, b_mat, T::ZERO, c_mat)
+                split_gemm(g.split, dims, w_mat, b_mat, T::ZERO, c_mat)
             } else {
                 gemm(dims, w_mat, b_mat, T::ZERO, c_mat)
             }
@@ -281,7 +291,7 @@ pub(crate) fn conv2d_backward_input<T: GemmElement + std::ops::AddAssign>(
         // and cols [patch, positions], all inside their slices; cols is this task's own.
         unsafe {
             if split {
-                parallel_gemm(dims, w_t, b_mat, T::ZERO, c_mat)
+                split_gemm(g.split, dims, w_t, b_mat, T::ZERO, c_mat)
             } else {
                 gemm(dims, w_t, b_mat, T::ZERO, c_mat)
             }
@@ -334,7 +344,7 @@ pub(crate) fn conv2d_backward_weight<T: GemmElement + std::ops::AddAssign>(
             // buffers; acc belongs to this run.
             unsafe {
                 if split {
-                    parallel_gemm(dims, a_mat, b_mat, T::ONE, c_mat)
+                    split_gemm(g.split, dims, a_mat, b_mat, T::ONE, c_mat)
                 } else {
                     gemm(dims, a_mat, b_mat, T::ONE, c_mat)
                 }
@@ -345,7 +355,7 @@ pub(crate) fn conv2d_backward_weight<T: GemmElement + std::ops::AddAssign>(
     if !per_sample_tasks(g) {
         return accumulate(0..g.n, true);
     }
-    let runs = crate::parallel::threads().min(g.n);
+    let runs = g.split.threads.min(g.n);
     let per_run = g.n.div_ceil(runs);
     let partials: Vec<Vec<T>> = (0..g.n.div_ceil(per_run))
         .into_par_iter()
@@ -361,4 +371,99 @@ pub(crate) fn conv2d_backward_weight<T: GemmElement + std::ops::AddAssign>(
         }
     }
     Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    //! Miri-sized tests of the three `unsafe` GEMM calls (forward, input and weight gradients)
+    //! on the per-sample and the split paths, against the definitions of the convolution
+    //! (`miri_` prefix: see `docs/SOUNDNESS.md`).
+    use super::*;
+
+    /// A geometry from dims, with the output dims the forward pass produces.
+    fn geometry(x: [usize; 4], w: [usize; 4], p: Conv2dParams) -> ConvGeometry {
+        let out = tensor_core::tensor::check_conv2d(&x, &w, p).unwrap();
+        ConvGeometry::new("test", &x, &w, &out, p).unwrap()
+    }
+
+    /// The input position `(row, col)` tap `(i, j)` of output `(y, x)` reads, if not padding.
+    fn tap(g: &ConvGeometry, (y, x): (usize, usize), (i, j): (usize, usize)) -> Option<usize> {
+        let iy = (y * g.p.stride.0 + i * g.p.dilation.0) as isize - g.p.padding.0 as isize;
+        let ix = (x * g.p.stride.1 + j * g.p.dilation.1) as isize - g.p.padding.1 as isize;
+        (iy >= 0 && ix >= 0 && (iy as usize) < g.h && (ix as usize) < g.w)
+            .then(|| iy as usize * g.w + ix as usize)
+    }
+
+    /// Calls `f(b, o, ci, out_pos, in_pos, w_pos)` for every multiply-add of the convolution.
+    fn for_each_mac(g: &ConvGeometry, mut f: impl FnMut(usize, usize, usize)) {
+        for b in 0..g.n {
+            for o in 0..g.o {
+                for ci in 0..g.c {
+                    for y in 0..g.oh {
+                        for x in 0..g.ow {
+                            for i in 0..g.kh {
+                                for j in 0..g.kw {
+                                    if let Some(at) = tap(g, (y, x), (i, j)) {
+                                        let out = ((b * g.o + o) * g.oh + y) * g.ow + x;
+                                        let input = (b * g.c + ci) * g.h * g.w + at;
+                                        let weight = ((o * g.c + ci) * g.kh + i) * g.kw + j;
+                                        f(out, input, weight);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn values(len: usize, seed: usize) -> Vec<f64> {
+        (0..len)
+            .map(|i| ((i * 3 + seed) % 5) as f64 - 2.0)
+            .collect()
+    }
+
+    #[test]
+    fn miri_convolution_and_its_gradients_match_the_definition() {
+        let p = Conv2dParams {
+            stride: (2, 1),
+            padding: (1, 0),
+            dilation: (1, 2),
+        };
+        for n in [1, 3] {
+            let base = geometry([n, 2, 4, 5], [3, 2, 2, 2], p);
+            let x = values(base.n * base.image(), 1);
+            let w = values(base.o * base.patch(), 2);
+            let gy = values(base.n * base.o * base.positions(), 3);
+            let (mut y, mut dx, mut dw) =
+                (vec![0.0; gy.len()], vec![0.0; x.len()], vec![0.0; w.len()]);
+            for_each_mac(&base, |o, i, k| {
+                y[o] += x[i] * w[k];
+                dx[i] += gy[o] * w[k];
+                dw[k] += gy[o] * x[i];
+            });
+            let serial = Parallelism {
+                threads: 1,
+                ..Parallelism::eager(1)
+            };
+            for split in [serial, Parallelism::eager(2), Parallelism::eager(3)] {
+                let g = base.with_split(split);
+                assert_eq!(conv2d(&x, &w, &g).unwrap(), y, "n={n} {split:?}");
+                assert_eq!(conv2d_backward_input(&gy, &w, &g).unwrap(), dx);
+                assert_eq!(conv2d_backward_weight(&x, &gy, &g).unwrap(), dw);
+            }
+        }
+    }
+
+    #[test]
+    fn miri_operands_of_the_wrong_size_never_reach_the_gemm() {
+        let g = geometry([1, 1, 1, 1], [1, 1, 1, 1], Conv2dParams::default());
+        assert!(conv2d(&[1.0f32], &[], &g).is_err());
+        assert!(conv2d_backward_input(&[1.0f32], &[1.0, 2.0], &g).is_err());
+        assert!(conv2d_backward_weight(&[1.0f32, 2.0], &[1.0], &g).is_err());
+        // Issue 11's reproducer: input dims with 2 channels, a weight with 1.
+        let p = Conv2dParams::default();
+        assert!(ConvGeometry::new("t", &[1, 2, 1, 1], &[1, 1, 1, 1], &[1, 1, 1, 1], p).is_err());
+    }
 }

@@ -9,10 +9,7 @@
 
 use rayon::prelude::*;
 
-/// Multiply-adds below which a product runs on the calling thread.
-const PARALLEL_MACS: usize = 1 << 18;
-/// Smallest block side (rows or columns) handed to one task.
-const MIN_BLOCK: usize = 32;
+use crate::parallel::Parallelism;
 
 /// An element type `matrixmultiply` multiplies.
 pub(crate) trait GemmElement:
@@ -164,24 +161,26 @@ pub(crate) unsafe fn gemm<T: GemmElement>(
     }
 }
 
-/// `C = A·B + beta·C` split over rayon's threads when it is large enough: into blocks of
-/// columns when `n >= m` (each block re-packs A, the smaller operand then), else of rows.
+/// `C = A·B + beta·C`, split over rayon's threads when `split` (normally
+/// [`Parallelism::current`]) says it is large enough: into blocks of columns when `n >= m`
+/// (each block re-packs A, the smaller operand then), else of rows.
 ///
 /// # Safety
 /// As [`gemm`]; additionally no other thread may read or write C meanwhile.
-pub(crate) unsafe fn parallel_gemm<T: GemmElement>(
+pub(crate) unsafe fn split_gemm<T: GemmElement>(
+    split: Parallelism,
     (m, k, n): (usize, usize, usize),
     a: MatRef<T>,
     b: MatRef<T>,
     beta: T,
     c: MatMut<T>,
 ) {
-    let threads = crate::parallel::threads();
+    let threads = split.threads;
     let macs = m.saturating_mul(k).saturating_mul(n);
     let split_cols = n >= m;
     let side = if split_cols { n } else { m };
-    let blocks = (2 * threads).min(side / MIN_BLOCK);
-    if threads < 2 || macs < PARALLEL_MACS || blocks < 2 {
+    let blocks = (2 * threads).min(side / split.gemm_min_block.max(1));
+    if threads < 2 || macs < split.gemm_min_macs || blocks < 2 {
         // SAFETY: forwarded.
         unsafe { gemm((m, k, n), a, b, beta, c) };
         return;
@@ -218,4 +217,164 @@ pub(crate) unsafe fn parallel_gemm<T: GemmElement>(
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    //! Miri-sized tests of every `unsafe` block here (`miri_` prefix: see `docs/SOUNDNESS.md`).
+    use super::*;
+
+    /// A strided matrix inside `data`: element `(i, j)` is `data[offset + i * rs + j * cs]`.
+    #[derive(Clone, Copy)]
+    struct Strided {
+        offset: usize,
+        rs: usize,
+        cs: usize,
+    }
+
+    impl Strided {
+        fn at(&self, i: usize, j: usize) -> usize {
+            self.offset + i * self.rs + j * self.cs
+        }
+    }
+
+    /// `C = A·B + beta·C` by its definition, on a copy of `c`.
+    #[allow(clippy::too_many_arguments)]
+    fn definition(
+        (m, k, n): (usize, usize, usize),
+        a: &[f64],
+        sa: Strided,
+        b: &[f64],
+        sb: Strided,
+        beta: f64,
+        c: &[f64],
+        sc: Strided,
+    ) -> Vec<f64> {
+        let mut out = c.to_vec();
+        for i in 0..m {
+            for j in 0..n {
+                let dot: f64 = (0..k).map(|p| a[sa.at(i, p)] * b[sb.at(p, j)]).sum();
+                out[sc.at(i, j)] = dot + beta * c[sc.at(i, j)];
+            }
+        }
+        out
+    }
+
+    /// Values that make every product distinct and exact in f64 and f32.
+    fn values(len: usize, seed: usize) -> Vec<f64> {
+        (0..len)
+            .map(|i| ((i * 7 + seed * 3) % 11) as f64 - 5.0)
+            .collect()
+    }
+
+    /// One product through [`split_gemm`] with `split`, checked against [`definition`]. A is
+    /// stored transposed or not, C sits inside a larger buffer (row stride `n + 1`, offset 2)
+    /// whose other elements must stay untouched.
+    fn check(split: Parallelism, dims: (usize, usize, usize), transpose_a: bool, beta: f64) {
+        let (m, k, n) = dims;
+        let a = values(m * k + 1, 1);
+        let sa = if transpose_a {
+            Strided {
+                offset: 1,
+                rs: 1,
+                cs: m,
+            }
+        } else {
+            Strided {
+                offset: 1,
+                rs: k,
+                cs: 1,
+            }
+        };
+        let b = values(k * n, 2);
+        let sb = Strided {
+            offset: 0,
+            rs: n,
+            cs: 1,
+        };
+        let sc = Strided {
+            offset: 2,
+            rs: n + 1,
+            cs: 1,
+        };
+        let c0 = values(2 + m * (n + 1), 3);
+        let expected = definition(dims, &a, sa, &b, sb, beta, &c0, sc);
+        let mut c = c0.clone();
+        let mat = |data: &[f64], s: Strided| MatRef {
+            ptr: data[s.offset..].as_ptr(),
+            rs: s.rs as isize,
+            cs: s.cs as isize,
+        };
+        let c_mat = MatMut {
+            ptr: c[sc.offset..].as_mut_ptr(),
+            rs: sc.rs as isize,
+            cs: 1,
+        };
+        // SAFETY: every element A, B and C reach is inside `a`, `b` and `c` by construction
+        // (the strided maps above), C does not alias A or B, and nothing else touches `c`.
+        unsafe { split_gemm(split, dims, mat(&a, sa), mat(&b, sb), beta, c_mat) };
+        assert_eq!(
+            c, expected,
+            "{dims:?} transpose_a={transpose_a} beta={beta}"
+        );
+    }
+
+    #[test]
+    fn miri_gemm_matches_the_definition_on_strided_operands() {
+        let serial = Parallelism {
+            threads: 1,
+            ..Parallelism::eager(1)
+        };
+        for dims in [
+            (0, 2, 3),
+            (2, 0, 3),
+            (3, 2, 0),
+            (1, 1, 1),
+            (3, 4, 2),
+            (2, 3, 5),
+        ] {
+            for transpose_a in [false, true] {
+                for beta in [0.0, 1.0] {
+                    check(serial, dims, transpose_a, beta);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn miri_split_gemm_blocks_cover_the_output_exactly_once() {
+        // With beta = 1 an element updated twice would hold 2·AB + C, one skipped only C.
+        let eager = Parallelism::eager(2);
+        for dims in [(7, 3, 2), (2, 3, 7), (5, 1, 5), (4, 2, 9)] {
+            for transpose_a in [false, true] {
+                check(eager, dims, transpose_a, 1.0);
+                check(eager, dims, transpose_a, 0.0);
+            }
+        }
+    }
+
+    #[test]
+    fn miri_sgemm_matches_the_definition() {
+        let (m, k, n) = (3, 2, 4);
+        let a: Vec<f32> = values(m * k, 4).iter().map(|&v| v as f32).collect();
+        let b: Vec<f32> = values(k * n, 5).iter().map(|&v| v as f32).collect();
+        let mut c = vec![0f32; m * n];
+        // SAFETY: row-major operands of exactly their sizes; `c` is not aliased.
+        unsafe {
+            split_gemm(
+                Parallelism::eager(2),
+                (m, k, n),
+                MatRef::row_major(&a, k),
+                MatRef::row_major(&b, n),
+                0.0,
+                MatMut::row_major(&mut c, n),
+            )
+        };
+        for i in 0..m {
+            for j in 0..n {
+                let dot: f32 = (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum();
+                assert_eq!(c[i * n + j], dot);
+            }
+        }
+    }
 }
