@@ -82,7 +82,8 @@ impl<B: Backend> Conv2d<B> {
         let weight_dims = [config.out_channels, config.in_channels, kh, kw];
         let weight = init::default_weight(weight_dims, dtype, generator, backend)?;
         let bias = if config.bias {
-            let fan_in = config.in_channels * kh * kw;
+            // The weight exists, so this product is within the size limits.
+            let fan_in = config.in_channels.saturating_mul(kh).saturating_mul(kw);
             Some(init::default_bias(
                 config.out_channels,
                 fan_in,
