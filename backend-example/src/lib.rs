@@ -28,6 +28,7 @@
 
 #![warn(missing_docs)]
 
+mod alloc;
 pub mod backend;
 mod elementwise;
 mod floats;
