@@ -15,7 +15,7 @@ use tensor_core::{ArgReduceOp, DType, Layout, Result};
 const NONE: usize = usize::MAX;
 
 /// The `I64` index of the extremum along `axis`; the output has the input shape with `axis`
-/// set to 1. An empty axis gives index 0 (`tensor-core` rejects that case beforehand).
+/// set to 1. An empty axis has no extremum: an error (`tensor-core` rejects it beforehand too).
 pub(crate) fn arg_reduce(
     op: ArgReduceOp,
     x: &CpuStorage,
@@ -23,6 +23,12 @@ pub(crate) fn arg_reduce(
     axis: usize,
 ) -> Result<CpuStorage> {
     layout.check_axis(op.name(), axis)?;
+    if layout.dims()[axis] == 0 {
+        return Err(tensor_core::Error::InvalidArgument {
+            op: op.name(),
+            msg: format!("axis {axis} of shape {} is empty", layout.shape()),
+        });
+    }
     let plan = ReducePlan::new(layout, &[axis], op.name())?;
     Ok(CpuStorage::I64(match x {
         CpuStorage::F32(v) => arg_typed(op, v, &plan)?,

@@ -1,0 +1,154 @@
+//! `nn` layers (constructors with huge and zero sizes, forward passes, modes) and losses.
+
+use super::kinds::*;
+use super::{op, FuzzBackend, Op};
+use crate::machine::Layer;
+use autograd::Var;
+use nn::layers::{
+    AvgPool2d, BatchNorm1d, BatchNorm2d, Conv2d, Conv2dConfig, Dropout, Embedding, Flatten,
+    LayerNorm, Linear, MaxPool2d, ReLU, Sequential, Softmax, GELU,
+};
+use nn::loss::{
+    bce_with_logits, cross_entropy, cross_entropy_with_label_smoothing, mse_loss, nll_loss,
+};
+use nn::Module;
+use tensor_core::Generator;
+
+/// A layer register value.
+fn layer<B: FuzzBackend>(module: impl Module<B> + 'static, cost_per_input: usize) -> Layer<B> {
+    Layer {
+        module: Box::new(module),
+        cost_per_input: cost_per_input.max(1),
+    }
+}
+
+/// The work of creating a layer with `params` parameters (0 when the request is so large
+/// that it must fail at once).
+fn params_work(params: usize) -> usize {
+    super::alloc_work(params)
+}
+
+/// The entries of this family.
+pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
+    vec![
+        op("Linear::new", 4, &[SIZE, SIZE, B, DT, SEED], OUT_L, |c| {
+            let (i, o) = (c.size(0), c.size(1));
+            let mut g = Generator::new(c.seed(4));
+            let l = Linear::new(i, o, c.flag(2), c.dtype(3), &mut g, c.backend());
+            Ok(l.map(|l| layer(l, o)).into())
+        })
+        .work(|c| Ok(params_work(c.size(0).saturating_mul(c.size(1))))),
+        op(
+            "Conv2d::new",
+            3,
+            &[SIZE, SIZE, SIZE, SIZE, CONV, DT, SEED],
+            OUT_L,
+            |c| {
+                let (i, o, kh, kw) = (c.size(0), c.size(1), c.size(2), c.size(3));
+                let mut config = Conv2dConfig::new(i, o, (kh, kw));
+                config.params = c.conv(4);
+                let mut g = Generator::new(c.seed(6));
+                let l = Conv2d::new(config, c.dtype(5), &mut g, c.backend());
+                Ok(l.map(|l| layer(l, o.saturating_mul(kh).saturating_mul(kw)))
+                    .into())
+            },
+        )
+        .work(|c| {
+            let n = [c.size(0), c.size(1), c.size(2), c.size(3)]
+                .iter()
+                .try_fold(1usize, |a, &d| a.checked_mul(d))
+                .unwrap_or(usize::MAX);
+            Ok(params_work(n))
+        }),
+        op("BatchNorm1d::new", 2, &[SIZE, DT], OUT_L, |c| {
+            Ok(BatchNorm1d::new(c.size(0), c.dtype(1), c.backend())
+                .map(|l| layer(l, 8))
+                .into())
+        })
+        .work(|c| Ok(params_work(c.size(0)))),
+        op("BatchNorm2d::new", 2, &[SIZE, DT], OUT_L, |c| {
+            Ok(BatchNorm2d::new(c.size(0), c.dtype(1), c.backend())
+                .map(|l| layer(l, 8))
+                .into())
+        })
+        .work(|c| Ok(params_work(c.size(0)))),
+        op("LayerNorm::new", 2, &[DIMS, DT], OUT_L, |c| {
+            Ok(LayerNorm::new(c.dims(0), c.dtype(1), c.backend())
+                .map(|l| layer(l, 8))
+                .into())
+        })
+        .work(|c| Ok(params_work(super::numel(&c.dims(0))))),
+        op("Embedding::new", 2, &[SIZE, SIZE, DT, SEED], OUT_L, |c| {
+            let mut g = Generator::new(c.seed(3));
+            let l = Embedding::new(c.size(0), c.size(1), c.dtype(2), &mut g, c.backend());
+            Ok(l.map(|l| layer(l, c.size(1))).into())
+        })
+        .work(|c| Ok(params_work(c.size(0).saturating_mul(c.size(1))))),
+        op("Dropout::new", 2, &[F, SEED], OUT_L, |c| {
+            Ok(Dropout::new(c.float(0), c.seed(1))
+                .map(|l| layer(l, 4))
+                .into())
+        }),
+        op("MaxPool2d::new", 2, &[POOL], OUT_L, |c| {
+            let p = c.pool(0);
+            Ok(MaxPool2d::new(p)
+                .map(|l| layer(l, p.kernel.0.saturating_mul(p.kernel.1)))
+                .into())
+        }),
+        op("AvgPool2d::new", 1, &[POOL], OUT_L, |c| {
+            let p = c.pool(0);
+            Ok(AvgPool2d::new(p)
+                .map(|l| layer(l, p.kernel.0.saturating_mul(p.kernel.1)))
+                .into())
+        }),
+        op("Flatten::with_axes", 1, &[AXIS, AXIS], OUT_L, |c| {
+            Ok(Ok::<_, String>(layer(Flatten::with_axes(c.axis(0), c.axis(1)), 1)).into())
+        }),
+        op("Sequential::new().with(..)", 1, &[AXIS], OUT_L, |c| {
+            let s = Sequential::new()
+                .with(ReLU::new())
+                .with(Softmax::new(c.axis(0)))
+                .with(GELU::new());
+            Ok(Ok::<_, String>(layer(s, 8)).into())
+        }),
+        op("Module::forward", 10, &[L, V], OUT_V, |c| {
+            Ok(c.layer(0)?.module.forward(&c.v(1)?).into())
+        }),
+        op("Module::set_training", 2, &[L, B], NONE, |c| {
+            c.layer(0)?.module.set_training(c.flag(1));
+            Ok(Ok::<_, String>(()).into())
+        }),
+        op("Module::num_parameters", 1, &[L], NONE, |c| {
+            let _ = c.layer(0)?.module.num_parameters();
+            Ok(Ok::<_, String>(()).into())
+        }),
+        op("mse_loss", 2, &[V, V], OUT_V, |c| {
+            Ok(mse_loss(&c.v(0)?, &c.v(1)?).into())
+        }),
+        op("cross_entropy", 3, &[V, T], OUT_V, |c| {
+            Ok(cross_entropy(&c.v(0)?, &c.t(1)?).into())
+        }),
+        op(
+            "cross_entropy_with_label_smoothing",
+            1,
+            &[V, T, F],
+            OUT_V,
+            |c| Ok(cross_entropy_with_label_smoothing(&c.v(0)?, &c.t(1)?, c.float(2)).into()),
+        ),
+        op("nll_loss", 2, &[V, T], OUT_V, |c| {
+            Ok(nll_loss(&c.v(0)?, &c.t(1)?).into())
+        }),
+        op("bce_with_logits", 1, &[V, V], OUT_V, |c| {
+            Ok(bce_with_logits(&c.v(0)?, &c.v(1)?).into())
+        }),
+        op("layer training step", 3, &[L, V], NONE, |c| {
+            // Forward, a scalar loss, backward: what a training loop does with the layer.
+            let (l, x) = (c.layer(0)?, c.v(1)?);
+            let run = || -> tensor_core::Result<()> {
+                let y: Var<B> = l.module.forward(&x)?;
+                y.sum_all()?.backward()
+            };
+            Ok(run().into())
+        }),
+    ]
+}
