@@ -363,7 +363,9 @@ impl<B: FuzzBackend> Machine<B> {
     }
 
     /// Runs one step of the table `ops`: the operation under `catch_unwind`, then the
-    /// invariants of what it returned. Fills the step's output registers.
+    /// invariants of what it returned. Fills the step's output registers; after a failure
+    /// each output takes the value of the step's first argument of its kind (a tensor or a
+    /// variable), so that the program goes on exercising the operations after it.
     pub fn run_step(&mut self, ops: &[Op<B>], step: &Step) -> StepResult {
         let op = &ops[step.op];
         let result = catch_unwind(AssertUnwindSafe(|| self.execute(op, step)));
@@ -376,15 +378,27 @@ impl<B: FuzzBackend> Machine<B> {
         };
         let mut values = values.into_iter();
         for &(kind, index) in &step.outputs {
-            let regs = &mut self.regs[slot(kind)];
-            debug_assert_eq!(regs.len(), index, "outputs fill registers in order");
+            debug_assert_eq!(self.regs[slot(kind)].len(), index, "outputs fill in order");
             let value = match (&result, values.next()) {
                 (StepResult::Ok, Some(v)) if v.kind() == kind => Some(v),
-                _ => None,
+                _ => self.fallback(step, kind),
             };
-            regs.push(value);
+            self.regs[slot(kind)].push(value);
         }
         result
+    }
+
+    /// The value a failed step's output of `kind` takes: a clone of its first tensor or
+    /// variable argument of that kind, if it has one that holds a value.
+    fn fallback(&self, step: &Step, kind: Kind) -> Option<Value<B>> {
+        step.args.iter().find_map(|a| match a {
+            Arg::Reg(k, r) if *k == kind => match &self.regs[slot(kind)][*r] {
+                Some(Value::Tensor(t)) => Some(Value::Tensor(t.clone())),
+                Some(Value::Var(v)) => Some(Value::Var(v.clone())),
+                _ => None,
+            },
+            _ => None,
+        })
     }
 
     /// The operation and the checks of its results (inside `catch_unwind`).

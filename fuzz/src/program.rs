@@ -128,7 +128,8 @@ impl fmt::Display for ProgramText<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "// program {} on {:?} (cargo run -p fuzz -- show --seed {})",
+            "// program {} on {:?} (cargo run -p fuzz -- replay --seed {}); a failed step's \
+             outputs hold its first argument of their kind",
             self.program.seed, self.program.backend, self.program.seed
         )?;
         for (i, step) in self.program.steps.iter().enumerate() {
