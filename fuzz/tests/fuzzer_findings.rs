@@ -59,7 +59,8 @@ fn empty_layouts_with_huge_strides_are_copied_without_overflow() {
 #[test]
 fn fused_composites_reject_operands_of_other_shapes() {
     // The composite Adam step and ReLU gradient broadcast mismatched operands silently.
-    for dev in [Cpu::new()] {
+    let dev = Cpu::new();
+    {
         let p = Tensor::ones([3, 1], DType::F32, &dev).unwrap();
         let g = Tensor::ones([1, 2], DType::F32, &dev).unwrap();
         let u = AdamUpdate {
