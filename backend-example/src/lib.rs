@@ -27,6 +27,7 @@
 //! `tensor_core::composite`, which are written in terms of the primitives.
 
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod alloc;
 pub mod backend;

@@ -10,6 +10,8 @@
 //! * [`checkpoint`]: safetensors files, and [`training`]: steps, evaluation, training state and
 //!   the job behind the `train` command, with the reference [`models`].
 
+#![forbid(unsafe_code)]
+
 pub mod checkpoint;
 pub mod clip;
 pub mod data;

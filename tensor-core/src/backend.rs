@@ -10,8 +10,31 @@
 //!   already broadcast to one shape (broadcast dimensions have stride 0), matmul operands share
 //!   their batch dimensions, dtypes match where they must. A backend still returns `Err`, never
 //!   panics, on anything it cannot do (an unsupported dtype, a failed allocation, a driver error).
-//! * Data-dependent checks (an index out of range) are the backend's job and give
-//!   [`crate::Error::IndexOutOfRange`].
+//! * Data-dependent checks (an index out of range, a max-pooling window position outside the
+//!   window) are the backend's job and give [`crate::Error::IndexOutOfRange`].
+//!
+//! # What a backend may rely on, and what it must check itself
+//! Through [`Tensor`], every call a backend receives has been validated (see [`crate::limits`]
+//! and the checks of each `Tensor` method): every layout fits its storage and its shape is
+//! within the size limits (rank at most [`crate::Shape::MAX_RANK`], extent at most
+//! `isize::MAX`); every output it is asked for needs at most `isize::MAX` bytes; axes are in
+//! range; convolution and pooling parameters are valid (strides, dilations and kernels of at
+//! least 1), channel counts agree, and a gradient's `grad_out` has exactly the shape the
+//! forward pass produces. But the methods of this trait are public too and may be called
+//! directly, so a backend must still, at the entry of each method:
+//! * run [`Layout::check_fits`] on every (storage, layout) pair it reads or writes (which
+//!   also checks the size limits), and check the axes and the operands' shapes it relies on
+//!   (`check_axis`, `check_same_shape`, `check_indices_fit`; the convolution and pooling checks
+//!   of [`crate::tensor`]), returning `Err` when they fail;
+//! * allocate fallibly (`try_reserve`, or its driver's allocation call) and return
+//!   [`crate::Error::OutOfMemory`] naming the bytes when a request cannot be met, never
+//!   abort;
+//! * compute sizes with checked arithmetic where its operands' sizes are combined (an output of
+//!   `m * n` elements from valid but huge operands), returning
+//!   [`crate::Error::SizeOverflow`];
+//! * never panic and never read or write outside a storage, whatever it is given.
+//!
+//! The CPU and example backends do all of this and are fuzzed for it (`fuzz/`).
 //!
 //! # Required and overridable
 //! The required methods are the primitives: memory movement, casts, element-wise maps,
