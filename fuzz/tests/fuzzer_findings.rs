@@ -81,3 +81,39 @@ fn fused_composites_reject_operands_of_other_shapes() {
     let g = Tensor::ones([1], DType::F64, &dev).unwrap();
     assert!(dev.relu_backward(&p, &g).is_err());
 }
+
+#[test]
+fn composites_accept_strides_and_dilations_that_are_never_stepped() {
+    // A stride of usize::MAX with one output position (or a dilation with one tap) is valid;
+    // the composites turned it into a negative view stride and failed where the CPU kernels
+    // answered.
+    let dev = Cpu::new();
+    let x = Tensor::randn([1, 2, 3, 3], DType::F64, 1, &dev).unwrap();
+    let w = Tensor::randn([2, 2, 2, 2], DType::F64, 2, &dev).unwrap();
+    let p = tensor_core::Conv2dParams {
+        stride: (usize::MAX, 1),
+        padding: (0, 0),
+        dilation: (1, 1),
+    };
+    let y = x.conv2d(&w, None, p).unwrap();
+    assert_eq!(y.dims(), &[1, 2, 1, 2]);
+    let reference = tensor_core::composite::conv2d(&x, &w, p).unwrap();
+    assert_eq!(y.to_vec::<f64>().unwrap().len(), 4);
+    for (a, b) in y
+        .to_vec::<f64>()
+        .unwrap()
+        .iter()
+        .zip(reference.to_vec::<f64>().unwrap())
+    {
+        assert!((a - b).abs() < 1e-12, "{a} vs {b}");
+    }
+    let gw = tensor_core::composite::conv2d_backward_weight(&x, &y, w.dims(), p).unwrap();
+    assert_eq!(gw.dims(), w.dims());
+    let pool = tensor_core::Pool2dParams {
+        kernel: (2, 2),
+        stride: (usize::MAX, usize::MAX),
+        padding: (0, 0),
+    };
+    let (m, _) = tensor_core::composite::max_pool2d(&x, pool).unwrap();
+    assert_eq!(m.dims(), &[1, 2, 1, 1]);
+}

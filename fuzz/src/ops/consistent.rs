@@ -4,6 +4,7 @@
 //! gradients of the shapes of what they differentiate, and the backend's (possibly fused)
 //! kernels against the reference composites of `tensor_core::composite`.
 
+use super::differential::values_differ as differs;
 use super::kinds::*;
 use super::{op, FuzzBackend, Op};
 use crate::machine::{Ctx, Layer, Outcome};
@@ -27,43 +28,6 @@ fn float_dtype<B: FuzzBackend>(c: &Ctx<'_, B>, i: usize) -> DType {
 /// Size argument `i` reduced to `0..=max`.
 fn small<B: FuzzBackend>(c: &Ctx<'_, B>, i: usize, max: usize) -> usize {
     c.size(i) % (max + 1)
-}
-
-/// `Some(message)` when `got` and `want` differ beyond the tolerance of `dtype` (relative to
-/// the largest magnitude), with NaN only where NaN is expected.
-fn differs<B: FuzzBackend>(
-    what: &str,
-    got: &Tensor<B>,
-    want: &Tensor<B>,
-) -> Result<Option<String>> {
-    if got.dims() != want.dims() || got.dtype() != want.dtype() {
-        return Ok(Some(format!(
-            "{what}: {} {} where the reference gives {} {}",
-            got.dtype(),
-            got.shape(),
-            want.dtype(),
-            want.shape()
-        )));
-    }
-    let (a, b) = (got.to_vec_f64()?, want.to_vec_f64()?);
-    let tol = if got.dtype() == DType::F64 {
-        1e-9
-    } else {
-        1e-4
-    };
-    let scale = b
-        .iter()
-        .filter(|x| x.is_finite())
-        .fold(1.0f64, |m, x| m.max(x.abs()));
-    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
-        let same = (x.is_nan() && y.is_nan()) || x == y || (x - y).abs() <= tol * scale;
-        if !same {
-            return Ok(Some(format!(
-                "{what}: element {i} is {x}, the reference {y}"
-            )));
-        }
-    }
-    Ok(None)
 }
 
 /// A break when `check` found a difference, else success; errors stay errors.

@@ -26,6 +26,7 @@
 pub mod autograd_ops;
 pub mod backend_calls;
 pub mod consistent;
+pub mod differential;
 pub mod files;
 pub mod indexing;
 pub mod layers;
@@ -200,6 +201,7 @@ pub fn table<B: FuzzBackend>() -> Vec<Op<B>> {
     t.extend(optim::ops());
     t.extend(files::ops());
     t.extend(consistent::ops());
+    t.extend(differential::ops());
     t
 }
 

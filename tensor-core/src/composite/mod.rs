@@ -66,6 +66,20 @@ pub(crate) fn tap_layout(
         .slice(3, left, left + (ow.max(1) - 1) * stride.1 + 1, stride.1)
 }
 
+/// The stride of a window axis that steps `count` times by `step` elements of `unit`: exact
+/// when it is used (`count >= 2`: the window fits, so `step * (count - 1)` is inside the
+/// padded input), 0 when it is not, however large `step` is (a stride or dilation of
+/// `usize::MAX` with a single output or tap is valid).
+pub(crate) fn window_stride(step: usize, count: usize, unit: isize) -> isize {
+    if count < 2 {
+        return 0;
+    }
+    isize::try_from(step)
+        .ok()
+        .and_then(|s| s.checked_mul(unit))
+        .unwrap_or(isize::MAX)
+}
+
 /// The read-only sliding-window view `[n, c, kh, kw, oh, ow]` of a contiguous padded input.
 pub(crate) fn windows_view<B: Backend>(
     padded: &Tensor<B>,
@@ -81,10 +95,10 @@ pub(crate) fn windows_view<B: Backend>(
         vec![
             c * hp * wp,
             hp * wp,
-            dilation.0 as isize * wp,
-            dilation.1 as isize,
-            stride.0 as isize * wp,
-            stride.1 as isize,
+            window_stride(dilation.0, kernel.0, wp),
+            window_stride(dilation.1, kernel.1, 1),
+            window_stride(stride.0, out_hw.0, wp),
+            window_stride(stride.1, out_hw.1, 1),
         ],
         padded.layout().offset(),
     )

@@ -1,6 +1,6 @@
 //! Max and average pooling over sliding windows, and their gradients.
 
-use super::{pad2d, padded, tap_layout};
+use super::{pad2d, padded, tap_layout, window_stride};
 use crate::tensor::{check_pool2d_backward, interior_taps, pool_output_dims};
 use crate::{Backend, DType, Error, Pool2dParams, Result, Tensor};
 
@@ -16,8 +16,8 @@ fn windows<B: Backend>(x: &Tensor<B>, p: Pool2dParams, pad_value: f64) -> Result
             vec![
                 c as isize * hp * wp,
                 hp * wp,
-                p.stride.0 as isize * wp,
-                p.stride.1 as isize,
+                window_stride(p.stride.0, oh, wp),
+                window_stride(p.stride.1, ow, 1),
                 wp,
                 1,
             ],
