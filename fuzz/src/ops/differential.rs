@@ -250,7 +250,7 @@ fn pool_gradients_near_valid<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
             })
         }
         3 => {
-            input_dims[2] += p.stride.0.max(1); // another output height
+            input_dims[2] = input_dims[2].saturating_add(p.stride.0.max(1)); // another output height
             Ok(())
         }
         4 => {
