@@ -311,6 +311,10 @@ fn supervise(
             }
         }
         let status = child.wait();
+        // A child that died could not remove its scratch folder.
+        let _ = std::fs::remove_dir_all(
+            std::env::temp_dir().join(format!("tessera-fuzz-{}", child.id())),
+        );
         if let Some(seed) = current {
             let tail = stderr_tail.lock().map(|t| t.clone()).unwrap_or_default();
             record(
