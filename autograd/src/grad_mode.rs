@@ -43,7 +43,7 @@ impl Drop for GradModeGuard {
 /// restored afterwards, even if `f` returns early or panics.
 ///
 /// ```
-/// use autograd::{is_grad_enabled, no_grad};
+/// use tessera_autograd::{is_grad_enabled, no_grad};
 /// assert!(is_grad_enabled());
 /// no_grad(|| assert!(!is_grad_enabled()));
 /// assert!(is_grad_enabled());

@@ -3,7 +3,7 @@
 
 use crate::grad_mode::{enable_grad, no_grad};
 use crate::Var;
-use tensor_core::{Backend, DType, Error, Result, Tensor};
+use tessera_core::{Backend, DType, Error, Result, Tensor};
 
 /// Settings of [`gradcheck`].
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -16,7 +16,7 @@
 use crate::var::{lock, Var, VarInner};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use tensor_core::{Backend, Error, Result, Tensor};
+use tessera_core::{Backend, Error, Result, Tensor};
 
 /// A backward rule: from the gradient of the output to one optional gradient per parent.
 pub type BackwardFn<B> =

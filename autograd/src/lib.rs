@@ -1,9 +1,9 @@
 //! # autograd
 //!
 //! Reverse-mode automatic differentiation for Tessera, generic over any
-//! [`tensor_core::Backend`].
+//! [`tessera_core::Backend`].
 //!
-//! * [`Var<B>`] wraps a [`tensor_core::Tensor`] and records, for every op applied to it, a
+//! * [`Var<B>`] wraps a [`tessera_core::Tensor`] and records, for every op applied to it, a
 //!   backward rule and its parents. Every differentiable `Tensor` op exists on `Var` with the same
 //!   name and arguments (unary maps, broadcasting binary ops, views, reductions, softmax family,
 //!   matmul, conv2d, pooling, indexing, cat/stack, `to_dtype`) and returns `Result<Var<B>>`;
@@ -18,9 +18,9 @@
 //! from [`Var::value`].
 //!
 //! ```
-//! # fn demo<B: tensor_core::Backend>(dev: &B) -> tensor_core::Result<()> {
-//! use autograd::{no_grad, Var};
-//! use tensor_core::{DType, Tensor};
+//! # fn demo<B: tessera_core::Backend>(dev: &B) -> tessera_core::Result<()> {
+//! use tessera_autograd::{no_grad, Var};
+//! use tessera_core::{DType, Tensor};
 //! let w = Var::param(Tensor::randn([3, 2], DType::F64, 0, dev)?);
 //! let x = Var::constant(Tensor::ones([4, 3], DType::F64, dev)?);
 //! let loss = x.matmul(&w)?.tanh()?.square()?.mean_all()?;

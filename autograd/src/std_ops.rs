@@ -3,7 +3,7 @@
 
 use crate::Var;
 use std::ops::{Add, Div, Mul, Neg, Sub};
-use tensor_core::{Backend, Result};
+use tessera_core::{Backend, Result};
 
 macro_rules! std_binary_op {
     ($trait:ident, $method:ident, $var_fn:ident, $scalar_fn:ident) => {

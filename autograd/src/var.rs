@@ -5,7 +5,7 @@ use crate::graph::{BackwardFn, GradFn, Node};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
-use tensor_core::{Backend, DType, Error, Result, Shape, Tensor};
+use tessera_core::{Backend, DType, Error, Result, Shape, Tensor};
 
 /// Source of the unique ids that identify graph nodes during `backward`.
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
@@ -21,9 +21,9 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 /// op records nothing and returns a constant.
 ///
 /// ```
-/// # fn demo<B: tensor_core::Backend>(dev: &B) -> tensor_core::Result<()> {
-/// use autograd::Var;
-/// use tensor_core::Tensor;
+/// # fn demo<B: tessera_core::Backend>(dev: &B) -> tessera_core::Result<()> {
+/// use tessera_autograd::Var;
+/// use tessera_core::Tensor;
 /// let x = Var::param(Tensor::from_vec(vec![1.0f64, 2.0, 3.0], [3], dev)?);
 /// let y = x.mul(&x)?.sum_all()?; // y = sum(x^2)
 /// y.backward()?;

@@ -1,10 +1,10 @@
 //! Unit tests of the graph machinery: accumulation, freeing, no_grad, detach, deep graphs,
 //! requires_grad propagation, leaf updates, and closed-form gradients.
 
-use autograd::{is_grad_enabled, no_grad, Var};
-use backend_cpu::Cpu;
 use std::sync::Arc;
-use tensor_core::{DType, Error, Tensor};
+use tessera_autograd::{is_grad_enabled, no_grad, Var};
+use tessera_core::{DType, Error, Tensor};
+use tessera_cpu::Cpu;
 
 fn dev() -> Cpu {
     Cpu::new()

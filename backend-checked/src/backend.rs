@@ -1,19 +1,19 @@
 //! [`Checked`]: the `Backend` impl. Every primitive runs on the backend under test and on the
 //! reference, the two outputs are compared with the op's tolerance, and the first divergence
-//! beyond it is returned as [`tensor_core::Error::Divergence`].
+//! beyond it is returned as [`tessera_core::Error::Divergence`].
 
 use crate::divergence::Comparison;
 use crate::storage::CheckedStorage;
 use crate::tolerance::Tolerance;
 use std::sync::Arc;
-use tensor_core::backend::{AdamTensors, AdamUpdate};
-use tensor_core::{
+use tessera_core::backend::{AdamTensors, AdamUpdate};
+use tessera_core::{
     ArgReduceOp, AssignMode, Backend, BackendStorage, BinaryOp, CmpOp, Conv2dParams, DType, Device,
     Distribution, HostData, Layout, Pool2dParams, ReduceOp, Result, Shape, Tensor, UnaryOp,
 };
 
 /// A backend that runs every op on `B` (the backend under test) and on `R` (the reference),
-/// compares the results, and returns a typed [`tensor_core::Error::Divergence`] (op name, input
+/// compares the results, and returns a typed [`tessera_core::Error::Divergence`] (op name, input
 /// shapes, max error, first element out of tolerance) at the first disagreement.
 ///
 /// Use it to debug a new backend on a real workload: `Checked<MyGpu, Cpu>` trains a model like
@@ -32,10 +32,10 @@ use tensor_core::{
 /// [`Checked::with_tolerance_factor`] loosens them all.
 ///
 /// ```
-/// use backend_checked::Checked;
-/// use backend_cpu::Cpu;
-/// use tensor_core::{DType, Tensor};
-/// # fn main() -> tensor_core::Result<()> {
+/// use tessera_checked::Checked;
+/// use tessera_cpu::Cpu;
+/// use tessera_core::{DType, Tensor};
+/// # fn main() -> tessera_core::Result<()> {
 /// let dev = Checked::new(Cpu::new(), Cpu::new());
 /// let a = Tensor::randn([3, 4], DType::F32, 0, &dev)?;
 /// let b = a.t()?.matmul(&a)?.softmax(-1)?; // every op ran twice and agreed

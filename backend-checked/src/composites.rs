@@ -6,8 +6,8 @@ use crate::storage::CheckedStorage;
 use crate::tolerance::Tolerance;
 use crate::Checked;
 use std::sync::Arc;
-use tensor_core::backend::{AdamTensors, AdamUpdate};
-use tensor_core::{
+use tessera_core::backend::{AdamTensors, AdamUpdate};
+use tessera_core::{
     Backend, BackendStorage, Conv2dParams, DType, Error, Layout, Pool2dParams, Result, Tensor,
 };
 

@@ -1,8 +1,8 @@
 //! Comparing the two results of one op and describing the first divergence as a typed
-//! [`tensor_core::Error::Divergence`].
+//! [`tessera_core::Error::Divergence`].
 
 use crate::tolerance::{check_value, Tolerance};
-use tensor_core::{Error, HostData, Shape};
+use tessera_core::{Error, HostData, Shape};
 
 /// What the comparison of one op's outputs needs to know.
 pub(crate) struct Comparison<'a> {
@@ -102,7 +102,7 @@ impl Comparison<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tensor_core::DType;
+    use tessera_core::DType;
 
     fn comparison(tolerance: Tolerance) -> Comparison<'static> {
         Comparison {

@@ -1,8 +1,8 @@
 //! # backend-checked
 //!
 //! [`Checked<B, R>`](Checked): a Tessera backend that runs every op on a backend under test `B`
-//! and on a reference `R` (normally `backend_cpu::Cpu`), compares the two results with the op's
-//! [`Tolerance`], and returns a typed [`tensor_core::Error::Divergence`] at the first
+//! and on a reference `R` (normally `tessera_cpu::Cpu`), compares the two results with the op's
+//! [`Tolerance`], and returns a typed [`tessera_core::Error::Divergence`] at the first
 //! disagreement. It turns "my loss curve looks wrong on the GPU" into "`matmul` on inputs
 //! `[64, 784], [784, 512]` is off by 3e-2 at element [3, 17]".
 //!

@@ -3,7 +3,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use tensor_core::{Backend, BackendStorage, DType};
+use tessera_core::{Backend, BackendStorage, DType};
 
 /// A buffer on the backend under test and its mirror on the reference backend.
 ///

@@ -1,7 +1,7 @@
 //! How far a float result may be from its reference: the tolerances of the conformance harness
 //! (`tests` crate) and of [`crate::Checked`], defined once here.
 
-use tensor_core::{BinaryOp, DType, UnaryOp};
+use tessera_core::{BinaryOp, DType, UnaryOp};
 
 /// How far a float result may be from the reference: `|got - expected| <= abs + rel * scale`,
 /// where `scale` is `|expected|`, or for accumulating ops a per-element magnitude (e.g. the sum

@@ -5,7 +5,7 @@
 //! output, copy and scratch buffer of this backend comes from one of these functions; only
 //! bookkeeping proportional to the rank (dims, strides, multi-indices) uses plain `Vec`s.
 
-use tensor_core::{Error, Result};
+use tessera_core::{Error, Result};
 
 /// Element types whose all-zero bit pattern is a valid value, so that zeroed memory is an
 /// initialised vector of zeros (`0`, `+0.0`, `false`).

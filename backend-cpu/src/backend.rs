@@ -9,8 +9,8 @@ use crate::kernels::{
 use crate::storage::map_storage;
 use crate::CpuStorage;
 use crate::{fused_ops, nn_ops};
-use tensor_core::backend::{AdamTensors, AdamUpdate};
-use tensor_core::{
+use tessera_core::backend::{AdamTensors, AdamUpdate};
+use tessera_core::{
     composite, ArgReduceOp, AssignMode, Backend, BinaryOp, CmpOp, Conv2dParams, DType, Device,
     Distribution, HostData, Layout, Pool2dParams, ReduceOp, Result, Tensor, UnaryOp,
 };

@@ -1,13 +1,13 @@
 //! Defensive checks run at the entry of every primitive.
 //!
-//! `tensor-core` validates shapes and dtypes before calling a backend, but the [`tensor_core::Backend`]
+//! `tensor-core` validates shapes and dtypes before calling a backend, but the [`tessera_core::Backend`]
 //! methods are public, so a caller may hand the CPU backend a layout that does not fit its storage.
 //! These checks turn such requests into errors; after them every kernel may index its slices
 //! without further bounds reasoning (the indexing stays checked, so a bug would panic, never
 //! read out of bounds).
 
 use crate::CpuStorage;
-use tensor_core::{BackendStorage, DType, Error, Layout, Result};
+use tessera_core::{BackendStorage, DType, Error, Layout, Result};
 
 /// [`Layout::check_fits`] against the length of `storage`.
 pub(crate) fn check_storage(op: &'static str, storage: &CpuStorage, layout: &Layout) -> Result<()> {

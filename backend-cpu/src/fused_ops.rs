@@ -2,8 +2,8 @@
 //! contiguous f32/f64 operands go to the one-pass kernels; anything else returns `None` and the
 //! backend falls back to the composite default.
 
-use tensor_core::backend::{AdamTensors, AdamUpdate};
-use tensor_core::{Layout, Result, Tensor};
+use tessera_core::backend::{AdamTensors, AdamUpdate};
+use tessera_core::{Layout, Result, Tensor};
 
 use crate::checks::check_storage;
 use crate::kernels::adam::{self, AdamFloat, AdamInputs};
@@ -36,7 +36,7 @@ fn tensor<T: CpuElement>(dev: &Cpu, values: Vec<T>, dims: &[usize]) -> Result<Te
     Tensor::from_parts(dev, T::into_storage(values), Layout::contiguous(dims))
 }
 
-/// [`tensor_core::Backend::relu_backward`] on the CPU.
+/// [`tessera_core::Backend::relu_backward`] on the CPU.
 pub(crate) fn relu_backward(x: &Tensor<Cpu>, grad: &Tensor<Cpu>) -> Result<Option<Tensor<Cpu>>> {
     fn typed<T: CpuElement + crate::kernels::num::Num>(
         x: &Tensor<Cpu>,
@@ -58,7 +58,7 @@ pub(crate) fn relu_backward(x: &Tensor<Cpu>, grad: &Tensor<Cpu>) -> Result<Optio
     }
 }
 
-/// [`tensor_core::Backend::adam_update`] on the CPU.
+/// [`tessera_core::Backend::adam_update`] on the CPU.
 pub(crate) fn adam_update(
     param: &Tensor<Cpu>,
     grad: &Tensor<Cpu>,

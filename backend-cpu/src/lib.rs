@@ -17,7 +17,7 @@
 //!
 //! ## What is guaranteed
 //! Every `Backend` method of [`Cpu`] may be called directly, with any storages, layouts and
-//! arguments (not only through `tensor_core::Tensor`, which validates first), in debug and
+//! arguments (not only through `tessera_core::Tensor`, which validates first), in debug and
 //! release builds alike:
 //! * **No panic**: every primitive checks its layouts against their storages
 //!   (`Layout::check_fits`), its axes and its operands' shapes at entry; the convolution and
@@ -42,8 +42,8 @@
 //!   `Error::IndexOutOfRange`.
 //!
 //! ```
-//! use backend_cpu::{Cpu, CpuTensor};
-//! # fn main() -> tensor_core::Result<()> {
+//! use tessera_cpu::{Cpu, CpuTensor};
+//! # fn main() -> tessera_core::Result<()> {
 //! let a = CpuTensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], [2, 2], &Cpu::new())?;
 //! let b = a.matmul(&a.t()?)?;
 //! assert_eq!(b.to_vec::<f32>()?, vec![5.0, 11.0, 11.0, 25.0]);
@@ -68,4 +68,4 @@ pub use malloc_tuning::MALLOC_TUNING_ENV_VAR;
 pub use storage::{CpuElement, CpuStorage};
 
 /// A tensor on the CPU backend.
-pub type CpuTensor = tensor_core::Tensor<Cpu>;
+pub type CpuTensor = tessera_core::Tensor<Cpu>;

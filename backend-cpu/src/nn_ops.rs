@@ -2,16 +2,16 @@
 //! to the direct kernels in `kernels::conv` and `kernels::pool`; other dtypes return `None` so
 //! that the backend falls back to the composite defaults.
 //!
-//! `Backend` methods are public, so each entry runs the checks of `tensor_core::Tensor`'s own
+//! `Backend` methods are public, so each entry runs the checks of `tessera_core::Tensor`'s own
 //! method again (ranks, channels, parameters, `grad_out` shapes) before a kernel sees the data.
 
 use std::borrow::Cow;
 
-use tensor_core::tensor::{
+use tessera_core::tensor::{
     check_conv2d, check_conv2d_backward_input, check_conv2d_backward_weight, check_pool2d_backward,
     pool_output_dims,
 };
-use tensor_core::{Conv2dParams, Layout, Pool2dParams, Result, Tensor};
+use tessera_core::{Conv2dParams, Layout, Pool2dParams, Result, Tensor};
 
 use crate::alloc::Zeroable;
 use crate::checks::check_storage;
@@ -51,12 +51,12 @@ fn tensor(dev: &Cpu, storage: CpuStorage, dims: &[usize]) -> Result<Tensor<Cpu>>
 macro_rules! per_float {
     ($x:expr, |$t:ident, $wrap:ident| $body:block) => {
         match $x.dtype() {
-            tensor_core::DType::F32 => {
+            tessera_core::DType::F32 => {
                 type $t = f32;
                 let $wrap = CpuStorage::F32;
                 $body
             }
-            tensor_core::DType::F64 => {
+            tessera_core::DType::F64 => {
                 type $t = f64;
                 let $wrap = CpuStorage::F64;
                 $body
@@ -66,7 +66,7 @@ macro_rules! per_float {
     };
 }
 
-/// [`tensor_core::Backend::conv2d`] on the CPU.
+/// [`tessera_core::Backend::conv2d`] on the CPU.
 pub(crate) fn conv2d(
     x: &Tensor<Cpu>,
     weight: &Tensor<Cpu>,
@@ -84,7 +84,7 @@ pub(crate) fn conv2d(
     })
 }
 
-/// [`tensor_core::Backend::conv2d_backward_input`] on the CPU.
+/// [`tessera_core::Backend::conv2d_backward_input`] on the CPU.
 pub(crate) fn conv2d_backward_input(
     grad_out: &Tensor<Cpu>,
     weight: &Tensor<Cpu>,
@@ -103,7 +103,7 @@ pub(crate) fn conv2d_backward_input(
     })
 }
 
-/// [`tensor_core::Backend::conv2d_backward_weight`] on the CPU.
+/// [`tessera_core::Backend::conv2d_backward_weight`] on the CPU.
 pub(crate) fn conv2d_backward_weight(
     x: &Tensor<Cpu>,
     grad_out: &Tensor<Cpu>,
@@ -122,7 +122,7 @@ pub(crate) fn conv2d_backward_weight(
     })
 }
 
-/// [`tensor_core::Backend::max_pool2d`] on the CPU.
+/// [`tessera_core::Backend::max_pool2d`] on the CPU.
 pub(crate) fn max_pool2d(
     x: &Tensor<Cpu>,
     p: Pool2dParams,
@@ -142,7 +142,7 @@ pub(crate) fn max_pool2d(
     })
 }
 
-/// [`tensor_core::Backend::max_pool2d_backward`] on the CPU.
+/// [`tessera_core::Backend::max_pool2d_backward`] on the CPU.
 pub(crate) fn max_pool2d_backward(
     grad_out: &Tensor<Cpu>,
     window_argmax: &Tensor<Cpu>,
@@ -167,7 +167,7 @@ pub(crate) fn max_pool2d_backward(
     })
 }
 
-/// [`tensor_core::Backend::avg_pool2d`] on the CPU.
+/// [`tessera_core::Backend::avg_pool2d`] on the CPU.
 pub(crate) fn avg_pool2d(x: &Tensor<Cpu>, p: Pool2dParams) -> Result<Option<Tensor<Cpu>>> {
     let out_dims = pool_output_dims("avg_pool2d", x.dims(), p)?;
     let g = PoolGeometry::new("avg_pool2d", x.dims(), &out_dims, p)?;
@@ -181,7 +181,7 @@ pub(crate) fn avg_pool2d(x: &Tensor<Cpu>, p: Pool2dParams) -> Result<Option<Tens
     })
 }
 
-/// [`tensor_core::Backend::avg_pool2d_backward`] on the CPU.
+/// [`tessera_core::Backend::avg_pool2d_backward`] on the CPU.
 pub(crate) fn avg_pool2d_backward(
     grad_out: &Tensor<Cpu>,
     input_dims: &[usize],

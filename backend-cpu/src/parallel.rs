@@ -5,7 +5,7 @@
 //! and split larger outputs into a few chunks per thread above it.
 
 use rayon::prelude::*;
-use tensor_core::Result as TensorResult;
+use tessera_core::Result as TensorResult;
 
 use crate::alloc::try_filled;
 

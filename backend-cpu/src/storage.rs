@@ -1,7 +1,7 @@
 //! [`CpuStorage`]: host memory holding one dtype, and [`CpuElement`], the bridge from a Rust
 //! element type to its storage variant.
 
-use tensor_core::{BackendStorage, DType, Element, HostData};
+use tessera_core::{BackendStorage, DType, Element, HostData};
 
 /// A CPU buffer: a plain `Vec` of one of the four dtypes (booleans as bytes, 0 or 1).
 #[derive(Clone, Debug, PartialEq)]

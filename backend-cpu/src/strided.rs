@@ -66,7 +66,7 @@ impl<const N: usize> StridedPlan<N> {
     }
 
     /// The plan of `N` layouts that share the shape of the first one.
-    pub(crate) fn from_layouts(layouts: [&tensor_core::Layout; N]) -> Self {
+    pub(crate) fn from_layouts(layouts: [&tessera_core::Layout; N]) -> Self {
         Self::new(
             layouts.first().map_or(&[][..], |l| l.dims()),
             std::array::from_fn(|k| layouts[k].strides()),
@@ -249,7 +249,7 @@ fn sub_scaled<const N: usize>(offsets: &mut [usize; N], strides: &[usize; N], ti
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tensor_core::Layout;
+    use tessera_core::Layout;
 
     /// Storage offsets of every element, in order, from the plan's runs.
     fn walk<const N: usize>(plan: &StridedPlan<N>, start: usize, len: usize) -> Vec<[usize; N]> {

@@ -7,9 +7,9 @@
 //! `ARCH` is `sm_XY` (a cubin for exactly that GPU generation) or `compute_XY` (PTX the driver
 //! compiles for that generation or newer); the default is `sm_80,sm_86,sm_89,sm_90,compute_80`.
 
-use backend_cuda::kernels::{self, Arch};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use tessera_cuda::kernels::{self, Arch};
 
 /// The architectures compiled when none are given.
 const DEFAULT_ARCHS: &str = "sm_80,sm_86,sm_89,sm_90,compute_80";

@@ -1,22 +1,22 @@
-//! [`Cuda`]: the [`tensor_core::Backend`] of an NVIDIA GPU.
+//! [`Cuda`]: the [`tessera_core::Backend`] of an NVIDIA GPU.
 
 use crate::cuda::driver::CudaDriver;
 use crate::cuda::registry;
 use crate::options::CudaOptions;
 use crate::storage::CudaStorage;
-use gpu_engine::GemmEngine;
-use gpu_engine::Gpu;
-use gpu_engine::RuntimeStats;
 use std::fmt;
 use std::path::PathBuf;
-use tensor_core::Result;
+use tessera_core::Result;
+use tessera_gpu::GemmEngine;
+use tessera_gpu::Gpu;
+use tessera_gpu::RuntimeStats;
 
 /// An NVIDIA GPU. Cheap to clone; every handle on one device shares its context, stream,
 /// caching allocator, kernel modules and cuBLAS handle.
 ///
 /// Ops queue work on the device's one stream and return at once; only reading data back
-/// ([`tensor_core::Tensor::to_vec`] and friends, i.e. [`tensor_core::Backend::download`]) and
-/// [`tensor_core::Backend::synchronize`] wait for the device. Errors raised by queued work (an
+/// ([`tessera_core::Tensor::to_vec`] and friends, i.e. [`tessera_core::Backend::download`]) and
+/// [`tessera_core::Backend::synchronize`] wait for the device. Errors raised by queued work (an
 /// index out of range, a failed kernel) are reported there, naming the kernels that may have
 /// raised them.
 #[derive(Clone)]
@@ -38,7 +38,7 @@ impl Cuda {
     /// Device `ordinal` with the options of [`CudaOptions::from_env`].
     ///
     /// # Errors
-    /// [`tensor_core::Error::NoDevice`] when there is no CUDA driver (the `libcuda` link stub
+    /// [`tessera_core::Error::NoDevice`] when there is no CUDA driver (the `libcuda` link stub
     /// answers) or no such device; a driver error when the context cannot be created.
     pub fn new(ordinal: usize) -> Result<Self> {
         Self::with_options(ordinal, CudaOptions::from_env()?)
@@ -121,4 +121,4 @@ impl fmt::Debug for Cuda {
     }
 }
 
-gpu_engine::impl_gpu_backend!(Cuda, CudaStorage);
+tessera_gpu::impl_gpu_backend!(Cuda, CudaStorage);

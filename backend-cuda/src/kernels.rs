@@ -1,4 +1,4 @@
-//! The shared kernels of [`tensor_core::kernels`] as this backend compiles them: the modules it
+//! The shared kernels of [`tessera_core::kernels`] as this backend compiles them: the modules it
 //! loads, their NVRTC options, and the tools to check them without a GPU ([`compile`],
 //! [`ptxas_check`]) or to compile them ahead of time for a machine without NVRTC
 //! ([`precompile`], read back through [`KERNELS_DIR_ENV_VAR`]).
@@ -12,11 +12,11 @@
 use crate::cuda::library_search::find_executable;
 use crate::cuda::nvrtc::{Nvrtc, NvrtcOutput};
 use crate::options::DEFAULT_TILES;
-use gpu_engine::ModuleKey;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use tensor_core::kernels::{program_source, Dialect, GemmTiles, Program};
-use tensor_core::{DType, Error, Result};
+use tessera_core::kernels::{program_source, Dialect, GemmTiles, Program};
+use tessera_core::{DType, Error, Result};
+use tessera_gpu::ModuleKey;
 
 pub use crate::cuda::nvrtc::NvrtcError;
 

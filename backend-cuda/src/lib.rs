@@ -7,8 +7,8 @@
 //!   driver is installed, `build.rs` generates a link stub (soname `libcuda.so.1`, every `cu*`
 //!   function answering `CUDA_ERROR_NO_DEVICE`) so that the crate builds and its tests start and
 //!   skip. A binary built against the stub loads the real driver where one is installed.
-//!   Without a driver or device, [`Cuda::new`] returns [`tensor_core::Error::NoDevice`].
-//! * **Kernels** are the shared sources of [`tensor_core::kernels`] (the same as the OpenCL
+//!   Without a driver or device, [`Cuda::new`] returns [`tessera_core::Error::NoDevice`].
+//! * **Kernels** are the shared sources of [`tessera_core::kernels`] (the same as the OpenCL
 //!   backend's), compiled at run time by NVRTC (loaded with `libloading`) for the device's
 //!   architecture and cached per context, or taken from a folder of precompiled images
 //!   ([`kernels::KERNELS_DIR_ENV_VAR`]); a compile error carries NVRTC's log. [`kernels`] also
@@ -17,7 +17,7 @@
 //!   or the shared tiled kernel, chosen per handle ([`GemmEngine`], [`CudaOptions`]).
 //! * **Memory and streams**: a caching allocator with size classes per device (on
 //!   out-of-memory it frees its cache and retries once, then returns
-//!   [`tensor_core::Error::OutOfMemory`]); one stream per device and no host synchronisation
+//!   [`tessera_core::Error::OutOfMemory`]); one stream per device and no host synchronisation
 //!   between ops, only on read-back. An error raised by queued work surfaces at the next
 //!   synchronisation, naming the kernels queued since the previous one
 //!   ([`LAUNCH_BLOCKING_ENV_VAR`] names it exactly).
@@ -28,8 +28,8 @@
 //! so that the CUDA path is checked on machines without an NVIDIA GPU.
 //!
 //! ```no_run
-//! use backend_cuda::{Cuda, CudaTensor};
-//! # fn main() -> tensor_core::Result<()> {
+//! use tessera_cuda::{Cuda, CudaTensor};
+//! # fn main() -> tessera_core::Result<()> {
 //! let dev = Cuda::new(0)?; // Err(NoDevice) without a driver or GPU
 //! let a = CudaTensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], [2, 2], &dev)?;
 //! let b = a.matmul(&a.t()?)?; // queued, not waited for
@@ -55,9 +55,9 @@ mod stub_source;
 pub use backend::{Cuda, MemoryUsage};
 pub use cuda::driver_error::INSTALL_HINT;
 pub use cuda::registry::device_count;
-pub use gpu_engine::{GemmEngine, RuntimeStats, LAUNCH_BLOCKING_ENV_VAR};
 pub use options::{CudaOptions, DEFAULT_TILES, GEMM_ENV_VAR, TILES_ENV_VAR};
 pub use storage::CudaStorage;
+pub use tessera_gpu::{GemmEngine, RuntimeStats, LAUNCH_BLOCKING_ENV_VAR};
 
 /// A tensor on an NVIDIA GPU.
-pub type CudaTensor = tensor_core::Tensor<Cuda>;
+pub type CudaTensor = tessera_core::Tensor<Cuda>;

@@ -1,8 +1,8 @@
 //! [`CudaOptions`]: how a [`crate::Cuda`] handle computes matrix products.
 
-use gpu_engine::{GemmConfig, GemmEngine, GemmOptions};
-use tensor_core::kernels::GemmTiles;
-use tensor_core::{Error, Result};
+use tessera_core::kernels::GemmTiles;
+use tessera_core::{Error, Result};
+use tessera_gpu::{GemmConfig, GemmEngine, GemmOptions};
 
 /// Environment variable read by [`CudaOptions::from_env`]: `auto`, `cublas` (or `blas`) or
 /// `tiled`.

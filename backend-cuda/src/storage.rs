@@ -1,10 +1,10 @@
 //! [`CudaStorage`]: device memory holding elements of one dtype on an NVIDIA GPU.
 
 use crate::cuda::driver::CudaDriver;
-use gpu_engine::GpuStorage;
-use gpu_engine::StorageOf;
 use std::fmt;
-use tensor_core::{BackendStorage, DType};
+use tessera_core::{BackendStorage, DType};
+use tessera_gpu::GpuStorage;
+use tessera_gpu::StorageOf;
 
 /// Device memory for `len()` elements of one dtype (booleans as bytes). Dropping it gives the
 /// memory back to its device's caching allocator.

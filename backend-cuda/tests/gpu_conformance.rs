@@ -5,8 +5,8 @@
 
 include!("common/suite.rs");
 
-use backend_cuda::{Cuda, GemmEngine};
-use tensor_core::{DType, Error, Tensor};
+use tessera_core::{DType, Error, Tensor};
+use tessera_cuda::{Cuda, GemmEngine};
 
 /// Device 0, or None after printing why the test is skipped.
 fn cuda() -> Option<Cuda> {
@@ -30,7 +30,7 @@ fn matmul_with_the_tiled_kernel() {
     let tiled = dev.with_gemm(GemmEngine::Tiled);
     let before = tiled.stats().blas_calls;
     for dtype in [DType::F32, DType::F64] {
-        tests::checks::matmul::run(&tiled, dtype);
+        tessera_conformance::checks::matmul::run(&tiled, dtype);
     }
     assert_eq!(
         tiled.stats().blas_calls,
@@ -49,7 +49,7 @@ fn matmul_with_cublas() {
     let blas = dev.with_gemm(GemmEngine::Blas);
     let before = blas.stats().blas_calls;
     for dtype in [DType::F32, DType::F64] {
-        tests::checks::matmul::run(&blas, dtype);
+        tessera_conformance::checks::matmul::run(&blas, dtype);
     }
     assert!(blas.stats().blas_calls > before, "cuBLAS was never called");
 }
@@ -57,7 +57,7 @@ fn matmul_with_cublas() {
 #[test]
 fn a_chain_of_ops_waits_only_at_read_back_and_reuses_memory() {
     let Some(dev) = cuda() else { return };
-    let step = |seed: u64| -> tensor_core::Result<Vec<f32>> {
+    let step = |seed: u64| -> tessera_core::Result<Vec<f32>> {
         let a = Tensor::<Cuda>::randn([64, 64], DType::F32, seed, &dev)?;
         let b = a.matmul(&a.t()?)?;
         let c = (&b + 1.0)?.relu()?.sum(&[1], false)?;

@@ -3,8 +3,8 @@
 //! next read-back on the device whichever thread makes it, so no other test may share the
 //! device. Skips, printing why, without a CUDA driver or device.
 
-use backend_cuda::Cuda;
-use tensor_core::{Error, Tensor};
+use tessera_core::{Error, Tensor};
+use tessera_cuda::Cuda;
 
 #[test]
 fn an_out_of_range_index_surfaces_at_read_back() {

@@ -1,8 +1,8 @@
 //! Without a CUDA driver or device (the link stub answers), the backend gives a typed error
 //! saying so; with one, it opens. Either way the test binary starts: that is the link stub's job.
 
-use backend_cuda::{device_count, Cuda};
-use tensor_core::Error;
+use tessera_core::Error;
+use tessera_cuda::{device_count, Cuda};
 
 #[test]
 fn opening_a_device_gives_no_device_or_a_working_device() {

@@ -5,7 +5,7 @@
 //! `pip install nvidia-cuda-nvcc-cu12`. Without them the tests print why and skip, unless
 //! `TESSERA_REQUIRE_NVRTC=1` (set by CI), which turns a missing tool into a failure.
 
-use backend_cuda::kernels::{self, Arch};
+use tessera_cuda::kernels::{self, Arch};
 
 /// Architectures checked: Ampere (A100) and Hopper (H100/H200).
 const ARCHS: [u32; 2] = [80, 90];

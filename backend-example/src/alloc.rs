@@ -3,7 +3,7 @@
 //! never an abort of the whole process (`Vec`'s own allocation aborts). A device backend gets
 //! the same answer from its driver's allocation call and must pass it on the same way.
 
-use tensor_core::{Error, Result};
+use tessera_core::{Error, Result};
 
 /// The error for `len` elements of `T`.
 fn out_of_memory<T>(len: usize) -> Error {

@@ -4,7 +4,7 @@
 
 use crate::strided::read;
 use crate::{elementwise, indexing, matmul, memory, reduce, ExampleStorage};
-use tensor_core::{
+use tessera_core::{
     ArgReduceOp, AssignMode, Backend, BackendStorage, BinaryOp, CmpOp, DType, Device, Distribution,
     Error, HostData, Layout, ReduceOp, Result, UnaryOp,
 };

@@ -1,9 +1,9 @@
 //! Element-wise kernels on contiguous data: unary maps, binary ops, comparisons, select, casts.
-//! The definitions follow the documentation of the op enums in `tensor_core::ops`.
+//! The definitions follow the documentation of the op enums in `tessera_core::ops`.
 
 use crate::alloc::collect;
 use crate::floats::{from_f64s, to_f64s};
-use tensor_core::{BinaryOp, CmpOp, DType, Error, HostData, Result, UnaryOp};
+use tessera_core::{BinaryOp, CmpOp, DType, Error, HostData, Result, UnaryOp};
 
 fn unsupported(op: &'static str, dtype: DType) -> Error {
     Error::UnsupportedDType { op, dtype }

@@ -5,7 +5,7 @@
 //! once, at the cost of speed, which this backend does not care about.
 
 use crate::alloc::collect;
-use tensor_core::{DType, Error, HostData, Result};
+use tessera_core::{DType, Error, HostData, Result};
 
 /// The elements as f64 when they are floats, [`Error::UnsupportedDType`] naming `op` for i64
 /// and bool.

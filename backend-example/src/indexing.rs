@@ -5,7 +5,7 @@
 use crate::alloc::collect;
 use crate::floats::{from_f64s, to_f64s};
 use crate::strided::{pick, ravel, unravel};
-use tensor_core::{DType, Error, HostData, Result};
+use tessera_core::{DType, Error, HostData, Result};
 
 /// The i64 elements of an index tensor.
 fn index_values(op: &'static str, indices: &HostData) -> Result<Vec<i64>> {

@@ -1,20 +1,20 @@
 //! # backend-example
 //!
-//! A complete, deliberately simple [`tensor_core::Backend`]: single-threaded, naive loops, no
+//! A complete, deliberately simple [`tessera_core::Backend`]: single-threaded, naive loops, no
 //! fused kernels. It exists to be copied. `docs/BACKENDS.md` walks through it step by step, and
 //! it passes the whole conformance suite of the `tests` crate:
 //!
 //! ```ignore
 //! // tests/conformance_example.rs of the `tests` crate
-//! tests::conformance_suite!(backend_example::ExampleBackend, backend_example::ExampleBackend::new);
+//! tessera_conformance::conformance_suite!(tessera_backend_example::ExampleBackend, tessera_backend_example::ExampleBackend::new);
 //! ```
 //!
 //! How it is built (one concept per file):
 //!
 //! * [`storage`]: the device buffer. Here "device memory" is a host vector per dtype
-//!   ([`ExampleStorage`] wraps [`tensor_core::HostData`]); a GPU backend would hold a device
+//!   ([`ExampleStorage`] wraps [`tessera_core::HostData`]); a GPU backend would hold a device
 //!   pointer and a length instead.
-//! * `strided`: reading a storage through a [`tensor_core::Layout`] (any strides, broadcast
+//! * `strided`: reading a storage through a [`tessera_core::Layout`] (any strides, broadcast
 //!   zeros, an offset) into a contiguous vector, and the index arithmetic every kernel shares.
 //!   Every kernel first reads its inputs this way, so no kernel ever deals with strides: the
 //!   simplest correct way to honour the layout rules.
@@ -24,7 +24,7 @@
 //! * [`backend`]: the `Backend` impl, which only dispatches.
 //!
 //! The composites (softmax, convolution, pooling, concat) keep the default implementations of
-//! `tensor_core::composite`, which are written in terms of the primitives.
+//! `tessera_core::composite`, which are written in terms of the primitives.
 
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]

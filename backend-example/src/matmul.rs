@@ -2,7 +2,7 @@
 
 use crate::alloc::{filled, product};
 use crate::floats::{from_f64s, to_f64s};
-use tensor_core::{Error, HostData, Result};
+use tessera_core::{Error, HostData, Result};
 
 /// `lhs [..batch, m, k] @ rhs [..batch, k, n]` on contiguous data with identical batch
 /// dimensions (`tensor-core` broadcasts them before the call).

@@ -1,8 +1,8 @@
 //! Memory primitives: filling, in-place assignment and counter-based random draws.
 
 use crate::alloc::{collect, filled};
-use tensor_core::random::{sample_f32, sample_f64};
-use tensor_core::{AssignMode, DType, Distribution, Element, Error, HostData, Layout, Result};
+use tessera_core::random::{sample_f32, sample_f64};
+use tessera_core::{AssignMode, DType, Distribution, Element, Error, HostData, Layout, Result};
 
 /// `numel` copies of `value` converted to `dtype` like [`Element::from_f64`].
 pub(crate) fn full(numel: usize, dtype: DType, value: f64) -> Result<HostData> {

@@ -3,7 +3,7 @@
 use crate::alloc::{collect, filled};
 use crate::floats::{from_f64s, to_f64s};
 use crate::strided::{ravel, unravel};
-use tensor_core::{ArgReduceOp, DType, Error, HostData, ReduceOp, Result};
+use tessera_core::{ArgReduceOp, DType, Error, HostData, ReduceOp, Result};
 
 /// `dims` with every axis in `axes` set to 1: the shape of a reduction's output.
 pub(crate) fn kept_dims(dims: &[usize], axes: &[usize]) -> Vec<usize> {

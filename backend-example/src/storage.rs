@@ -1,12 +1,12 @@
 //! The device buffer of the example backend.
 
-use tensor_core::{BackendStorage, DType, HostData};
+use tessera_core::{BackendStorage, DType, HostData};
 
 /// A buffer of the example "device": one host vector of a single dtype.
 ///
 /// A real backend stores a device allocation here (a pointer, a length and a dtype). Whatever it
 /// is, it must know its dtype and its number of elements; everything else (shape, strides,
-/// offset) travels separately in a [`tensor_core::Layout`].
+/// offset) travels separately in a [`tessera_core::Layout`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct ExampleStorage {
     data: HostData,

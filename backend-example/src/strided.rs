@@ -7,7 +7,7 @@
 
 use crate::alloc::collect;
 use crate::ExampleStorage;
-use tensor_core::{BackendStorage, HostData, Layout, Result};
+use tessera_core::{BackendStorage, HostData, Layout, Result};
 
 /// The elements `layout` selects from `storage`, in row-major logical order. The layout is
 /// checked to fit the storage first (`Backend` methods are public: a caller may pass any

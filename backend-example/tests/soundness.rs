@@ -1,8 +1,8 @@
 //! Regression tests of issue 11 for the template backend, called directly (its `Backend`
 //! methods are public, so they must not rely on `tensor-core` having checked first).
 
-use backend_example::{ExampleBackend, ExampleStorage};
-use tensor_core::{Backend, DType, Distribution, Error, HostData, Layout, Tensor};
+use tessera_backend_example::{ExampleBackend, ExampleStorage};
+use tessera_core::{Backend, DType, Distribution, Error, HostData, Layout, Tensor};
 
 fn storage(v: Vec<i64>) -> ExampleStorage {
     ExampleStorage::new(HostData::I64(v))

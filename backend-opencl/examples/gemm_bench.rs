@@ -5,10 +5,10 @@
 //! ```
 //! Prints one line per size and backend: `n`, seconds per product (best of 5) and GFLOP/s.
 
-use backend_cpu::Cpu;
-use backend_opencl::OpenCl;
 use std::time::Instant;
-use tensor_core::{Backend, DType, Result, Tensor};
+use tessera_core::{Backend, DType, Result, Tensor};
+use tessera_cpu::Cpu;
+use tessera_opencl::OpenCl;
 
 /// Best-of-5 seconds for an `n x n x n` f32 product on `dev` (after a warm-up), waiting for the
 /// device each time.

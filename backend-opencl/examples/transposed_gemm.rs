@@ -1,9 +1,9 @@
 //! Times a product with a transposed right operand (the shape of a linear layer's input
 //! gradient in the MLP): `[128, 512] x [784, 512]ᵀ`, 50 times.
 
-use backend_opencl::OpenCl;
 use std::time::Instant;
-use tensor_core::{Backend, DType, Result, Tensor};
+use tessera_core::{Backend, DType, Result, Tensor};
+use tessera_opencl::OpenCl;
 
 fn main() -> Result<()> {
     let dev = OpenCl::new()?;

@@ -17,13 +17,13 @@
 
 use crate::device::DeviceInfo;
 use crate::driver::{lock, OpenClDriver};
-use gpu_engine::tuning::time_gemm;
-use gpu_engine::Runtime;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tensor_core::kernels::{program_source, Dialect, GemmTiles, Program};
-use tensor_core::{DType, Error, Result};
+use tessera_core::kernels::{program_source, Dialect, GemmTiles, Program};
+use tessera_core::{DType, Error, Result};
+use tessera_gpu::tuning::time_gemm;
+use tessera_gpu::Runtime;
 
 /// Forces a tile configuration: `bm,bn,bk,tm,tn`.
 pub const TILES_ENV_VAR: &str = "TESSERA_OPENCL_GEMM_TILES";
@@ -44,7 +44,7 @@ pub const DIRECT_CANDIDATES: [GemmTiles; 4] = [
     GemmTiles::new(64, 128, 1, 8, 8),
 ];
 
-pub use gpu_engine::{GemmConfig, GemmKernel};
+pub use tessera_gpu::{GemmConfig, GemmKernel};
 
 /// The folder of Tessera's caches: `$TESSERA_CACHE_DIR`, else `$XDG_CACHE_HOME/tessera`, else
 /// `$HOME/.cache/tessera`; None when none of them is set.

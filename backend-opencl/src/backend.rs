@@ -1,4 +1,4 @@
-//! [`OpenCl`]: the [`tensor_core::Backend`] of an OpenCL device: the engine of `gpu-engine` over
+//! [`OpenCl`]: the [`tessera_core::Backend`] of an OpenCL device: the engine of `gpu-engine` over
 //! an [`OpenClDriver`], one runtime per device and process.
 
 use crate::autotune::GemmConfig;
@@ -7,18 +7,18 @@ use crate::device::{find_devices, DeviceInfo, DeviceSelector};
 use crate::driver::{lock, OpenClDriver};
 use crate::error::BACKEND;
 use crate::storage::OpenClStorage;
-use gpu_engine::{GemmEngine, GemmOptions, Gpu, Runtime};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
-use tensor_core::{DType, Result};
+use tessera_core::{DType, Result};
+use tessera_gpu::{GemmEngine, GemmOptions, Gpu, Runtime};
 
 /// An OpenCL device. Cheap to clone; every handle on one device shares its context, queue,
 /// program cache and buffer pool.
 ///
 /// Ops enqueue kernels on the device's in-order queue and return at once; only reading data back
-/// ([`tensor_core::Tensor::to_vec`] and friends, i.e. [`tensor_core::Backend::download`]) and
-/// [`tensor_core::Backend::synchronize`] wait for the device. Errors detected by kernels (an
+/// ([`tessera_core::Tensor::to_vec`] and friends, i.e. [`tessera_core::Backend::download`]) and
+/// [`tessera_core::Backend::synchronize`] wait for the device. Errors detected by kernels (an
 /// index out of range) are reported there.
 #[derive(Clone)]
 pub struct OpenCl {
@@ -58,7 +58,7 @@ impl OpenCl {
     /// the first device.
     ///
     /// # Errors
-    /// [`tensor_core::Error::NoDevice`] (saying what to install) when there is no OpenCL runtime
+    /// [`tessera_core::Error::NoDevice`] (saying what to install) when there is no OpenCL runtime
     /// or device; a driver error when the context cannot be created.
     pub fn new() -> Result<Self> {
         Self::select(DeviceSelector::Default)
@@ -105,7 +105,7 @@ impl OpenCl {
         crate::autotune::gemm_config(self.gpu.runtime(), dtype)
     }
 
-    /// The engine handle (what [`gpu_engine::impl_gpu_backend!`] calls).
+    /// The engine handle (what [`tessera_gpu::impl_gpu_backend!`] calls).
     fn gpu(&self) -> &Gpu<OpenClDriver> {
         &self.gpu
     }
@@ -117,4 +117,4 @@ impl fmt::Debug for OpenCl {
     }
 }
 
-gpu_engine::impl_gpu_backend!(OpenCl, OpenClStorage);
+tessera_gpu::impl_gpu_backend!(OpenCl, OpenClStorage);

@@ -4,7 +4,7 @@ use crate::error::cl_error;
 use opencl3::memory::{create_buffer, release_mem_object, CL_MEM_READ_WRITE};
 use opencl3::types::{cl_context, cl_mem};
 use std::ptr;
-use tensor_core::Result;
+use tessera_core::Result;
 
 /// A read-write device buffer of `bytes` bytes (at least 1), released when dropped: the
 /// buffer type of [`crate::driver::OpenClDriver`].

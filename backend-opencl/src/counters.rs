@@ -21,7 +21,7 @@ pub struct RuntimeStats {
 
 impl RuntimeStats {
     /// The engine's counters of an OpenCL device and its program builds.
-    pub(crate) fn from_engine(stats: gpu_engine::RuntimeStats, program_builds: u64) -> Self {
+    pub(crate) fn from_engine(stats: tessera_gpu::RuntimeStats, program_builds: u64) -> Self {
         RuntimeStats {
             host_syncs: stats.host_syncs,
             buffers_created: stats.buffers_created,

@@ -11,7 +11,7 @@ use opencl3::device::{
 };
 use opencl3::platform::get_platforms;
 use std::fmt;
-use tensor_core::{Error, Result};
+use tessera_core::{Error, Result};
 
 /// Environment variable that selects the default device: `platform:device` or an ordinal.
 pub const DEVICE_ENV_VAR: &str = "TESSERA_OPENCL_DEVICE";

@@ -1,4 +1,4 @@
-//! [`OpenClDriver`]: the [`gpu_engine::Driver`] of one OpenCL device. The engine writes every op
+//! [`OpenClDriver`]: the [`tessera_gpu::Driver`] of one OpenCL device. The engine writes every op
 //! once; this file is what is OpenCL about them: the context, the single in-order queue
 //! (flushed every few commands so the device starts while the host keeps enqueueing), the
 //! program cache, the buffer pool, non-blocking uploads, and launch geometry as OpenCL sizes.
@@ -12,7 +12,6 @@ use crate::buffer::DeviceBuffer;
 use crate::device::{DeviceInfo, DeviceKind};
 use crate::error::{backend_error, cl, cl_error, BACKEND};
 use crate::pool::{size_class, BufferPool};
-use gpu_engine::{BlasGemm, Driver, DriverArg, DriverInfo, Launch, ModuleKey, Runtime};
 use opencl3::command_queue::{
     enqueue_fill_buffer, enqueue_read_buffer, enqueue_write_buffer, CommandQueue,
 };
@@ -26,8 +25,9 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use tensor_core::kernels::{program_source, Dialect};
-use tensor_core::{DType, Error, Result};
+use tessera_core::kernels::{program_source, Dialect};
+use tessera_core::{DType, Error, Result};
+use tessera_gpu::{BlasGemm, Driver, DriverArg, DriverInfo, Launch, ModuleKey, Runtime};
 
 /// Commands enqueued between two `clFlush` calls.
 const FLUSH_EVERY: usize = 16;
@@ -428,8 +428,8 @@ impl Driver for OpenClDriver {
     fn gemm_config(
         rt: &Arc<Runtime<Self>>,
         dtype: DType,
-        _requested: gpu_engine::GemmConfig,
-    ) -> Result<gpu_engine::GemmConfig> {
+        _requested: tessera_gpu::GemmConfig,
+    ) -> Result<tessera_gpu::GemmConfig> {
         autotune::gemm_config(rt, dtype)
     }
 }

@@ -5,7 +5,7 @@ use opencl3::error_codes::{
     CL_OUT_OF_RESOURCES, CL_PLATFORM_NOT_FOUND_KHR, DLOPEN_FUNCTION_NOT_AVAILABLE,
     DLOPEN_RUNTIME_LOAD_FAILED,
 };
-use tensor_core::Error;
+use tessera_core::Error;
 
 /// The backend name used in errors.
 pub(crate) const BACKEND: &str = "opencl";

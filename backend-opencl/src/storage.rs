@@ -1,9 +1,9 @@
 //! [`OpenClStorage`]: a pooled device buffer holding elements of one dtype.
 
 use crate::driver::OpenClDriver;
-use gpu_engine::{GpuStorage, StorageOf};
 use std::fmt;
-use tensor_core::{BackendStorage, DType};
+use tessera_core::{BackendStorage, DType};
+use tessera_gpu::{GpuStorage, StorageOf};
 
 /// Device memory for `len()` elements of one dtype (booleans as bytes). Dropping it returns the
 /// buffer to its device's pool.

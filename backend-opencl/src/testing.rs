@@ -5,8 +5,8 @@
 pub use crate::buffer::DeviceBuffer;
 use crate::device::{find_devices, DeviceSelector};
 pub use crate::driver::OpenClDriver;
-use gpu_engine::DriverInfo;
-use tensor_core::Result;
+use tessera_core::Result;
+use tessera_gpu::DriverInfo;
 
 /// A new driver on the default device ([`DeviceSelector::Default`]), not shared with
 /// [`crate::OpenCl`]'s runtimes, whose description `adjust` may change first: the backend name
@@ -14,7 +14,7 @@ use tensor_core::Result;
 /// largest grid z.
 ///
 /// # Errors
-/// [`tensor_core::Error::NoDevice`] without an OpenCL runtime or device.
+/// [`tessera_core::Error::NoDevice`] without an OpenCL runtime or device.
 pub fn open_driver(adjust: impl FnOnce(&mut DriverInfo)) -> Result<OpenClDriver> {
     let found = DeviceSelector::Default.choose(&find_devices()?)?;
     let mut driver = OpenClDriver::create(found.info, found.device, crate::error::BACKEND)?;

@@ -4,8 +4,8 @@
 
 mod common;
 
-use backend_opencl::OpenClTensor;
-use tensor_core::{Backend, Error};
+use tessera_core::{Backend, Error};
+use tessera_opencl::OpenClTensor;
 
 fn index_error(err: Error) -> (&'static str, i64, usize) {
     match err {

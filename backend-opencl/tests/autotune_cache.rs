@@ -4,9 +4,9 @@
 
 mod common;
 
-use backend_opencl::autotune::{CACHE_ENV_VAR, TILES_ENV_VAR};
 use std::process::Command;
-use tensor_core::DType;
+use tessera_core::DType;
+use tessera_opencl::autotune::{CACHE_ENV_VAR, TILES_ENV_VAR};
 
 const CHILD_VAR: &str = "TESSERA_OPENCL_TEST_CHILD";
 
@@ -16,7 +16,7 @@ fn child_reports_its_choice() {
     if std::env::var_os(CHILD_VAR).is_none() {
         return;
     }
-    let dev = backend_opencl::OpenCl::new().unwrap();
+    let dev = tessera_opencl::OpenCl::new().unwrap();
     let before = dev.stats().host_syncs;
     let config = dev.gemm_config(DType::F32).unwrap();
     eprintln!("choice={config} syncs={}", dev.stats().host_syncs - before);

@@ -1,16 +1,16 @@
-//! The conformance harness (`tests::checks`) on the default OpenCL device: every op family on
+//! The conformance harness (`tessera_conformance::checks`) on the default OpenCL device: every op family on
 //! every dtype it supports (f64 when the device has `cl_khr_fp64`), 256 random cases each
 //! (`PROPTEST_CASES` overrides), compared with the naive f64 reference. Skips with a printed
 //! reason when no OpenCL device exists.
 
 mod common;
 
-use backend_opencl::OpenCl;
-use tensor_core::{ArgReduceOp, Backend, BinaryOp, CmpOp, DType, ReduceOp, UnaryOp};
-use tests::checks::{
+use tessera_conformance::checks::{
     arg_reduce, binary, cast, comparison, concat, constructors, conv, display, gradients, indexing,
     matmul, pool, random, reduce, softmax, statistics, unary, views, where_select,
 };
+use tessera_core::{ArgReduceOp, Backend, BinaryOp, CmpOp, DType, ReduceOp, UnaryOp};
+use tessera_opencl::OpenCl;
 
 /// The dtypes of `candidates` the device supports.
 fn on_device(dev: &OpenCl, candidates: impl IntoIterator<Item = DType>) -> Vec<DType> {

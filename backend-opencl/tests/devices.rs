@@ -2,9 +2,9 @@
 
 mod common;
 
-use backend_opencl::{list_devices, DeviceSelector, OpenCl, DEVICE_ENV_VAR};
 use std::process::Command;
-use tensor_core::{Backend, Error};
+use tessera_core::{Backend, Error};
+use tessera_opencl::{list_devices, DeviceSelector, OpenCl, DEVICE_ENV_VAR};
 
 /// Set in the child process of `no_platform_gives_an_install_hint`.
 const CHILD_VAR: &str = "TESSERA_OPENCL_TEST_CHILD";

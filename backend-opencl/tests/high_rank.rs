@@ -4,8 +4,8 @@
 
 mod common;
 
-use backend_cpu::Cpu;
-use tensor_core::{Backend, Tensor};
+use tessera_core::{Backend, Tensor};
+use tessera_cpu::Cpu;
 
 /// A rank-10 tensor of shape [2; 10] whose strides cannot merge (every other axis reversed in
 /// order through a permutation), on `dev`.
@@ -22,7 +22,7 @@ fn rank_ten_layouts_match_the_cpu() {
     let dev = device_or_skip!();
     let (x, y) = (awkward(&dev), awkward(&Cpu::new()));
     // Equal up to `rel` relative error (0 for exact ops), element by element.
-    let close = |a: Tensor<backend_opencl::OpenCl>, b: Tensor<Cpu>, rel: f64| {
+    let close = |a: Tensor<tessera_opencl::OpenCl>, b: Tensor<Cpu>, rel: f64| {
         assert_eq!(a.dims(), b.dims());
         let (got, want) = (a.to_vec_f64().unwrap(), b.to_vec_f64().unwrap());
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {

@@ -6,12 +6,12 @@
 
 mod common;
 
-use backend_opencl::OpenClTensor;
-use tensor_core::{DType, Result, Tensor};
+use tessera_core::{DType, Result, Tensor};
+use tessera_opencl::OpenClTensor;
 
 /// A training-like chain of 20 ops: upload, matmul, broadcast add, relu, softmax, gather,
 /// transposed copy, reductions, casts, comparisons, where, random draws.
-fn chain(dev: &backend_opencl::OpenCl, step: u64) -> Result<OpenClTensor> {
+fn chain(dev: &tessera_opencl::OpenCl, step: u64) -> Result<OpenClTensor> {
     let x = Tensor::from_vec(
         (0..64 * 32).map(|i| (i % 7) as f32 * 0.1).collect(),
         [64, 32],

@@ -2,8 +2,8 @@
 
 mod common;
 
-use backend_opencl::OpenClTensor;
-use tensor_core::DType;
+use tessera_core::DType;
+use tessera_opencl::OpenClTensor;
 
 #[test]
 fn elementwise_matmul_and_reductions() {

@@ -2,7 +2,7 @@
 //! workspace. Failing seeds are saved under `proptest-regressions/example/` next to this crate's
 //! Cargo.toml; commit them.
 
-tests::conformance_suite!(
-    backend_example::ExampleBackend,
-    backend_example::ExampleBackend::new
+tessera_conformance::conformance_suite!(
+    tessera_backend_example::ExampleBackend,
+    tessera_backend_example::ExampleBackend::new
 );

@@ -4,14 +4,14 @@
 
 use crate::rng::Rng;
 use std::fmt;
-use tensor_core::{Conv2dParams, DType, Pool2dParams};
+use tessera_core::{Conv2dParams, DType, Pool2dParams};
 
 /// The kinds of values a program keeps in its registers, and the register references of a step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kind {
     /// A `Tensor<B>`.
     Tensor,
-    /// An `autograd::Var<B>`.
+    /// An `tessera_autograd::Var<B>`.
     Var,
     /// An `nn` layer (a `Box<dyn Module<B>>`).
     Layer,

@@ -12,10 +12,10 @@
 use crate::machine::{run_program, StepResult};
 use crate::ops::table;
 use crate::program::{BackendChoice, Program, Sig};
-use backend_cpu::Cpu;
-use backend_example::ExampleBackend;
 use std::io::Write;
 use std::time::{Duration, Instant};
+use tessera_backend_example::ExampleBackend;
+use tessera_cpu::Cpu;
 
 /// What a child runs: seeds `first, first + stride, ...`, at most `count` of them, stopping
 /// early after `deadline`.

@@ -1,8 +1,8 @@
 //! The invariants every `Ok` result must satisfy, whatever the operation: the promises of
-//! `tensor_core::limits` and of the layout rules, and that a small result reads back.
+//! `tessera_core::limits` and of the layout rules, and that a small result reads back.
 
 use crate::machine::Value;
-use tensor_core::{Backend, BackendStorage, Tensor};
+use tessera_core::{Backend, BackendStorage, Tensor};
 
 /// Results up to this many elements are read back to the host as part of the check.
 const READ_BACK_LIMIT: usize = 4096;
@@ -28,7 +28,7 @@ pub fn check_value<B: Backend>(value: &Value<B>) -> Result<(), String> {
         }
         Value::Layer(l) => {
             let mut result = Ok(());
-            let mut check = |name: &str, v: &autograd::Var<B>| {
+            let mut check = |name: &str, v: &tessera_autograd::Var<B>| {
                 if result.is_ok() {
                     result = check_tensor(&v.value()).map_err(|e| format!("{name}: {e}"));
                 }

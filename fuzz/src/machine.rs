@@ -6,16 +6,16 @@ use crate::args::{Arg, BytesRecipe, Kind};
 use crate::invariants::check_value;
 use crate::ops::{FuzzBackend, Op};
 use crate::program::{Program, Step};
-use autograd::Var;
-use nn::optim::Optimizer;
-use nn::Module;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use tensor_core::{Conv2dParams, DType, Pool2dParams, Tensor};
+use tessera_autograd::Var;
+use tessera_core::{Conv2dParams, DType, Pool2dParams, Tensor};
+use tessera_nn::optim::Optimizer;
+use tessera_nn::Module;
 
 /// An `nn` layer with the work one input element costs it (for the budget).
-pub struct Layer<B: tensor_core::Backend> {
+pub struct Layer<B: tessera_core::Backend> {
     /// The layer.
     pub module: Box<dyn Module<B>>,
     /// Work per input element of a forward pass (e.g. a Linear layer's output features).
@@ -23,7 +23,7 @@ pub struct Layer<B: tensor_core::Backend> {
 }
 
 /// A value in a register.
-pub enum Value<B: tensor_core::Backend> {
+pub enum Value<B: tessera_core::Backend> {
     /// A tensor.
     Tensor(Tensor<B>),
     /// An autograd variable.
@@ -34,7 +34,7 @@ pub enum Value<B: tensor_core::Backend> {
     Optim(Box<dyn Optimizer<B>>),
 }
 
-impl<B: tensor_core::Backend> Value<B> {
+impl<B: tessera_core::Backend> Value<B> {
     fn kind(&self) -> Kind {
         match self {
             Value::Tensor(_) => Kind::Tensor,
@@ -52,7 +52,7 @@ pub struct Skip(pub &'static str);
 
 /// What an operation returned: values for its output registers, or the error the API
 /// returned (the expected outcome of most fuzzed calls: a typed error, not a panic).
-pub enum Outcome<B: tensor_core::Backend> {
+pub enum Outcome<B: tessera_core::Backend> {
     /// Success, with the values of the step's outputs (possibly none).
     Ok(Vec<Value<B>>),
     /// The API returned an error; the message is kept for the statistics.
@@ -63,48 +63,50 @@ pub enum Outcome<B: tensor_core::Backend> {
 }
 
 /// Values an operation can return on success.
-pub trait IntoValues<B: tensor_core::Backend> {
+pub trait IntoValues<B: tessera_core::Backend> {
     /// The values, in output order.
     fn into_values(self) -> Vec<Value<B>>;
 }
 
-impl<B: tensor_core::Backend> IntoValues<B> for () {
+impl<B: tessera_core::Backend> IntoValues<B> for () {
     fn into_values(self) -> Vec<Value<B>> {
         Vec::new()
     }
 }
 
-impl<B: tensor_core::Backend> IntoValues<B> for Tensor<B> {
+impl<B: tessera_core::Backend> IntoValues<B> for Tensor<B> {
     fn into_values(self) -> Vec<Value<B>> {
         vec![Value::Tensor(self)]
     }
 }
 
-impl<B: tensor_core::Backend> IntoValues<B> for (Tensor<B>, Tensor<B>) {
+impl<B: tessera_core::Backend> IntoValues<B> for (Tensor<B>, Tensor<B>) {
     fn into_values(self) -> Vec<Value<B>> {
         vec![Value::Tensor(self.0), Value::Tensor(self.1)]
     }
 }
 
-impl<B: tensor_core::Backend> IntoValues<B> for Var<B> {
+impl<B: tessera_core::Backend> IntoValues<B> for Var<B> {
     fn into_values(self) -> Vec<Value<B>> {
         vec![Value::Var(self)]
     }
 }
 
-impl<B: tensor_core::Backend> IntoValues<B> for Layer<B> {
+impl<B: tessera_core::Backend> IntoValues<B> for Layer<B> {
     fn into_values(self) -> Vec<Value<B>> {
         vec![Value::Layer(self)]
     }
 }
 
-impl<B: tensor_core::Backend> IntoValues<B> for Box<dyn Optimizer<B>> {
+impl<B: tessera_core::Backend> IntoValues<B> for Box<dyn Optimizer<B>> {
     fn into_values(self) -> Vec<Value<B>> {
         vec![Value::Optim(self)]
     }
 }
 
-impl<B: tensor_core::Backend, T: IntoValues<B>, E: fmt::Display> From<Result<T, E>> for Outcome<B> {
+impl<B: tessera_core::Backend, T: IntoValues<B>, E: fmt::Display> From<Result<T, E>>
+    for Outcome<B>
+{
     fn from(r: Result<T, E>) -> Self {
         match r {
             Ok(v) => Outcome::Ok(v.into_values()),
@@ -114,7 +116,7 @@ impl<B: tensor_core::Backend, T: IntoValues<B>, E: fmt::Display> From<Result<T, 
 }
 
 /// The registers and scratch files of a running program.
-pub struct Machine<B: tensor_core::Backend> {
+pub struct Machine<B: tessera_core::Backend> {
     backend: B,
     regs: Vec<Vec<Option<Value<B>>>>,
     dir: PathBuf,
@@ -132,7 +134,7 @@ fn slot(kind: Kind) -> usize {
 /// What an operation sees: the machine and the step's arguments, with typed accessors. An
 /// accessor of an empty register returns [`Skip`]; an accessor of the wrong kind is a bug of
 /// the table and panics (reported like any panic, naming the operation).
-pub struct Ctx<'a, B: tensor_core::Backend> {
+pub struct Ctx<'a, B: tessera_core::Backend> {
     machine: &'a mut Machine<B>,
     args: &'a [Arg],
 }

@@ -81,8 +81,10 @@ fn main() -> ExitCode {
             };
             let program = Program::generate(seed, &sigs());
             match program.backend {
-                BackendChoice::Cpu => replay::<backend_cpu::Cpu>(&program),
-                BackendChoice::Example => replay::<backend_example::ExampleBackend>(&program),
+                BackendChoice::Cpu => replay::<tessera_cpu::Cpu>(&program),
+                BackendChoice::Example => {
+                    replay::<tessera_backend_example::ExampleBackend>(&program)
+                }
             }
         }
         _ => {

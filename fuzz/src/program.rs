@@ -26,9 +26,9 @@ pub struct Sig {
 /// The backends a program can run on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BackendChoice {
-    /// `backend_cpu::Cpu`.
+    /// `tessera_cpu::Cpu`.
     Cpu,
-    /// `backend_example::ExampleBackend`, the template vendors copy.
+    /// `tessera_backend_example::ExampleBackend`, the template vendors copy.
     Example,
 }
 

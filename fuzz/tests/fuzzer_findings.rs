@@ -1,11 +1,11 @@
 //! Regression tests of what the fuzzer found (beyond issue 11's own reproducers), each the
 //! smallest program that showed it. A new finding gets its test here the day it is fixed.
 
-use autograd::Var;
-use backend_cpu::Cpu;
-use backend_example::ExampleBackend;
-use tensor_core::backend::AdamUpdate;
-use tensor_core::{ArgReduceOp, Backend, DType, Layout, Tensor};
+use tessera_autograd::Var;
+use tessera_backend_example::ExampleBackend;
+use tessera_core::backend::AdamUpdate;
+use tessera_core::{ArgReduceOp, Backend, DType, Layout, Tensor};
+use tessera_cpu::Cpu;
 
 #[test]
 fn printing_an_empty_tensor_with_huge_dims_does_not_walk_them() {
@@ -53,7 +53,7 @@ fn empty_layouts_with_huge_strides_are_copied_without_overflow() {
     let x = dev.full(4, DType::I64, 1.0).unwrap();
     let l = Layout::strided([1, 0, 2, 8], vec![0, 3, 2, isize::MAX], 0, 4).unwrap();
     let out = dev.copy_strided(&x, &l).unwrap();
-    assert_eq!(tensor_core::BackendStorage::len(&out), 0);
+    assert_eq!(tessera_core::BackendStorage::len(&out), 0);
 }
 
 #[test]
@@ -74,7 +74,7 @@ fn fused_composites_reject_operands_of_other_shapes() {
         };
         assert!(dev.adam_update(&p, &g, &p, &p, None, u).is_err());
         assert!(dev.relu_backward(&p, &g).is_err());
-        assert!(tensor_core::composite::adam_update(&p, &p, &p, &g, None, u).is_err());
+        assert!(tessera_core::composite::adam_update(&p, &p, &p, &g, None, u).is_err());
     }
     let dev = ExampleBackend::new();
     let p = Tensor::ones([2], DType::F64, &dev).unwrap();
@@ -90,14 +90,14 @@ fn composites_accept_strides_and_dilations_that_are_never_stepped() {
     let dev = Cpu::new();
     let x = Tensor::randn([1, 2, 3, 3], DType::F64, 1, &dev).unwrap();
     let w = Tensor::randn([2, 2, 2, 2], DType::F64, 2, &dev).unwrap();
-    let p = tensor_core::Conv2dParams {
+    let p = tessera_core::Conv2dParams {
         stride: (usize::MAX, 1),
         padding: (0, 0),
         dilation: (1, 1),
     };
     let y = x.conv2d(&w, None, p).unwrap();
     assert_eq!(y.dims(), &[1, 2, 1, 2]);
-    let reference = tensor_core::composite::conv2d(&x, &w, p).unwrap();
+    let reference = tessera_core::composite::conv2d(&x, &w, p).unwrap();
     assert_eq!(y.to_vec::<f64>().unwrap().len(), 4);
     for (a, b) in y
         .to_vec::<f64>()
@@ -107,13 +107,13 @@ fn composites_accept_strides_and_dilations_that_are_never_stepped() {
     {
         assert!((a - b).abs() < 1e-12, "{a} vs {b}");
     }
-    let gw = tensor_core::composite::conv2d_backward_weight(&x, &y, w.dims(), p).unwrap();
+    let gw = tessera_core::composite::conv2d_backward_weight(&x, &y, w.dims(), p).unwrap();
     assert_eq!(gw.dims(), w.dims());
-    let pool = tensor_core::Pool2dParams {
+    let pool = tessera_core::Pool2dParams {
         kernel: (2, 2),
         stride: (usize::MAX, usize::MAX),
         padding: (0, 0),
     };
-    let (m, _) = tensor_core::composite::max_pool2d(&x, pool).unwrap();
+    let (m, _) = tessera_core::composite::max_pool2d(&x, pool).unwrap();
     assert_eq!(m.dims(), &[1, 2, 1, 1]);
 }

@@ -7,12 +7,12 @@
 //! (with overflow checks); `cargo xtask fuzz` runs it in release (without), and both must pass:
 //! no check relies on overflow checks or debug assertions.
 
-use autograd::Var;
-use backend_cpu::Cpu;
-use backend_example::ExampleBackend;
-use nn::layers::{BatchNorm1d, BatchNorm2d, Conv2d, Conv2dConfig, Embedding, Linear};
 use std::sync::Once;
-use tensor_core::{Backend, Conv2dParams, DType, Error, Generator, Pool2dParams, Tensor};
+use tessera_autograd::Var;
+use tessera_backend_example::ExampleBackend;
+use tessera_core::{Backend, Conv2dParams, DType, Error, Generator, Pool2dParams, Tensor};
+use tessera_cpu::Cpu;
+use tessera_nn::layers::{BatchNorm1d, BatchNorm2d, Conv2d, Conv2dConfig, Embedding, Linear};
 
 static LIMIT: Once = Once::new();
 
@@ -25,11 +25,11 @@ fn ones<B: Backend>(dims: &[usize], dev: &B) -> Tensor<B> {
     Tensor::ones(dims.to_vec(), DType::F32, dev).expect("small tensor")
 }
 
-fn is_size_overflow<T>(r: tensor_core::Result<T>) -> bool {
+fn is_size_overflow<T>(r: tessera_core::Result<T>) -> bool {
     matches!(r, Err(Error::SizeOverflow { .. }))
 }
 
-fn is_oom<T>(r: tensor_core::Result<T>, bytes: usize) -> bool {
+fn is_oom<T>(r: tessera_core::Result<T>, bytes: usize) -> bool {
     matches!(r, Err(Error::OutOfMemory { requested_bytes, .. }) if requested_bytes >= bytes)
 }
 
@@ -353,13 +353,13 @@ fn reproducer_5_gzip_idx_is_streamed_against_its_header() {
         enc.write_all(bytes).unwrap();
         enc.finish().unwrap()
     };
-    let mut file = gzip(&nn::data::idx::encode_idx(&[16], &[1; 16]).unwrap());
+    let mut file = gzip(&tessera_nn::data::idx::encode_idx(&[16], &[1; 16]).unwrap());
     file.extend(gzip(&vec![0u8; 1 << 20]).repeat(3 << 10));
     assert!(file.len() < 4 << 20, "{} bytes", file.len());
     let dir = tempfile_dir();
     let path = dir.join("bomb-idx1-ubyte.gz");
     std::fs::write(&path, &file).unwrap();
-    let err = nn::data::read_idx(&path).unwrap_err();
+    let err = tessera_nn::data::read_idx(&path).unwrap_err();
     assert!(err.to_string().contains("trailing"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -387,13 +387,13 @@ fn reproducer_5_atomic_saves_leave_no_temporaries() {
     let stale = dir.join(format!(".model.safetensors.tmp-{}-0", u32::MAX - 7));
     std::fs::write(&stale, vec![0u8; 1 << 16]).unwrap();
     let t = ones(&[2], &dev);
-    nn::checkpoint::save(&target, [("t", &t)], &Default::default()).unwrap();
+    tessera_nn::checkpoint::save(&target, [("t", &t)], &Default::default()).unwrap();
     assert!(!stale.exists(), "the next save removes the stale temporary");
     // A save that fails (the target is a non-empty folder) removes its own temporary.
     let busy = dir.join("busy");
     std::fs::create_dir(&busy).unwrap();
     std::fs::write(busy.join("inside"), b"x").unwrap();
-    assert!(nn::checkpoint::save(&busy, [("t", &t)], &Default::default()).is_err());
+    assert!(tessera_nn::checkpoint::save(&busy, [("t", &t)], &Default::default()).is_err());
     let left: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -426,9 +426,9 @@ fn reproducer_5_checkpoint_loader_rejects_what_save_never_writes() {
             format!(r#"{{"a":{{"dtype":"F32","shape":[{ones}],"data_offsets":[0,4]}}}}"#),
         ),
     ] {
-        let err = nn::checkpoint::load(&path, &dev).unwrap_err();
+        let err = tessera_nn::checkpoint::load(&path, &dev).unwrap_err();
         assert!(
-            matches!(err, nn::Error::Format { .. }),
+            matches!(err, tessera_nn::Error::Format { .. }),
             "{}: {err:?}",
             path.display()
         );
@@ -459,7 +459,7 @@ fn reproducer_6_example_backend_indices_and_counters() {
     // An offset near u64::MAX panicked in the memory code.
     let r = Tensor::random(
         [4],
-        tensor_core::Distribution::Uniform {
+        tessera_core::Distribution::Uniform {
             low: 0.0,
             high: 1.0,
         },
@@ -473,7 +473,7 @@ fn reproducer_6_example_backend_indices_and_counters() {
     // Same numbers as the CPU backend, wrap included.
     let c = Tensor::random(
         [4],
-        tensor_core::Distribution::Uniform {
+        tessera_core::Distribution::Uniform {
             low: 0.0,
             high: 1.0,
         },

@@ -1,17 +1,17 @@
-//! [`impl_gpu_backend!`]: the [`tensor_core::Backend`] implementation of a type that holds a
+//! [`impl_gpu_backend!`]: the [`tessera_core::Backend`] implementation of a type that holds a
 //! [`crate::Gpu`], written once for every driver.
 
-/// Implements `tensor_core::Backend` for `$backend` with storage `$storage`.
+/// Implements `tessera_core::Backend` for `$backend` with storage `$storage`.
 ///
-/// `$backend` must have a method `fn gpu(&self) -> &gpu_engine::Gpu<D>` and `$storage` must
-/// implement [`crate::StorageOf<D>`]; the invoking crate must depend on `tensor_core`. Softmax,
+/// `$backend` must have a method `fn gpu(&self) -> &tessera_gpu::Gpu<D>` and `$storage` must
+/// implement [`crate::StorageOf<D>`]; the invoking crate must depend on `tessera_core`. Softmax,
 /// log-softmax and log-sum-exp use the fused kernel where it applies, conv2d and its weight
 /// gradient im2col plus the GEMM; every other composite keeps its default.
 ///
 /// ```ignore
-/// pub struct MyGpu { gpu: gpu_engine::Gpu<MyDriver> }
-/// impl MyGpu { fn gpu(&self) -> &gpu_engine::Gpu<MyDriver> { &self.gpu } }
-/// gpu_engine::impl_gpu_backend!(MyGpu, gpu_engine::GpuStorage<MyDriver>);
+/// pub struct MyGpu { gpu: tessera_gpu::Gpu<MyDriver> }
+/// impl MyGpu { fn gpu(&self) -> &tessera_gpu::Gpu<MyDriver> { &self.gpu } }
+/// tessera_gpu::impl_gpu_backend!(MyGpu, tessera_gpu::GpuStorage<MyDriver>);
 /// ```
 #[macro_export]
 macro_rules! impl_gpu_backend {
@@ -20,47 +20,47 @@ macro_rules! impl_gpu_backend {
             use $crate::__private::RowOp;
             use $crate::StorageOf;
 
-            impl tensor_core::Backend for $backend {
+            impl tessera_core::Backend for $backend {
                 type Storage = $storage;
 
                 fn name(&self) -> &'static str {
                     self.gpu().name()
                 }
 
-                fn device(&self) -> tensor_core::Device {
+                fn device(&self) -> tessera_core::Device {
                     self.gpu().device()
                 }
 
-                fn supports_dtype(&self, _dtype: tensor_core::DType) -> bool {
+                fn supports_dtype(&self, _dtype: tessera_core::DType) -> bool {
                     true
                 }
 
-                fn upload(&self, data: tensor_core::HostData) -> tensor_core::Result<$storage> {
+                fn upload(&self, data: tessera_core::HostData) -> tessera_core::Result<$storage> {
                     self.gpu().upload(data).map(StorageOf::wrap)
                 }
 
                 fn download(
                     &self,
                     storage: &$storage,
-                    layout: &tensor_core::Layout,
-                ) -> tensor_core::Result<tensor_core::HostData> {
+                    layout: &tessera_core::Layout,
+                ) -> tessera_core::Result<tessera_core::HostData> {
                     self.gpu().download(storage.gpu(), layout)
                 }
 
                 fn full(
                     &self,
                     numel: usize,
-                    dtype: tensor_core::DType,
+                    dtype: tessera_core::DType,
                     value: f64,
-                ) -> tensor_core::Result<$storage> {
+                ) -> tessera_core::Result<$storage> {
                     self.gpu().full(numel, dtype, value).map(StorageOf::wrap)
                 }
 
                 fn copy_strided(
                     &self,
                     storage: &$storage,
-                    layout: &tensor_core::Layout,
-                ) -> tensor_core::Result<$storage> {
+                    layout: &tessera_core::Layout,
+                ) -> tessera_core::Result<$storage> {
                     self.gpu()
                         .copy_strided(storage.gpu(), layout)
                         .map(StorageOf::wrap)
@@ -69,11 +69,11 @@ macro_rules! impl_gpu_backend {
                 fn assign(
                     &self,
                     dst: &mut $storage,
-                    dst_layout: &tensor_core::Layout,
+                    dst_layout: &tessera_core::Layout,
                     src: &$storage,
-                    src_layout: &tensor_core::Layout,
-                    mode: tensor_core::AssignMode,
-                ) -> tensor_core::Result<()> {
+                    src_layout: &tessera_core::Layout,
+                    mode: tessera_core::AssignMode,
+                ) -> tessera_core::Result<()> {
                     self.gpu()
                         .assign(dst.gpu(), dst_layout, src.gpu(), src_layout, mode)
                 }
@@ -81,9 +81,9 @@ macro_rules! impl_gpu_backend {
                 fn cast(
                     &self,
                     storage: &$storage,
-                    layout: &tensor_core::Layout,
-                    dtype: tensor_core::DType,
-                ) -> tensor_core::Result<$storage> {
+                    layout: &tessera_core::Layout,
+                    dtype: tessera_core::DType,
+                ) -> tessera_core::Result<$storage> {
                     self.gpu()
                         .cast(storage.gpu(), layout, dtype)
                         .map(StorageOf::wrap)
@@ -91,21 +91,21 @@ macro_rules! impl_gpu_backend {
 
                 fn unary(
                     &self,
-                    op: tensor_core::UnaryOp,
+                    op: tessera_core::UnaryOp,
                     x: &$storage,
-                    layout: &tensor_core::Layout,
-                ) -> tensor_core::Result<$storage> {
+                    layout: &tessera_core::Layout,
+                ) -> tessera_core::Result<$storage> {
                     self.gpu().unary(op, x.gpu(), layout).map(StorageOf::wrap)
                 }
 
                 fn binary(
                     &self,
-                    op: tensor_core::BinaryOp,
+                    op: tessera_core::BinaryOp,
                     lhs: &$storage,
-                    lhs_layout: &tensor_core::Layout,
+                    lhs_layout: &tessera_core::Layout,
                     rhs: &$storage,
-                    rhs_layout: &tensor_core::Layout,
-                ) -> tensor_core::Result<$storage> {
+                    rhs_layout: &tessera_core::Layout,
+                ) -> tessera_core::Result<$storage> {
                     self.gpu()
                         .binary(op, lhs.gpu(), lhs_layout, rhs.gpu(), rhs_layout)
                         .map(StorageOf::wrap)
@@ -113,12 +113,12 @@ macro_rules! impl_gpu_backend {
 
                 fn compare(
                     &self,
-                    op: tensor_core::CmpOp,
+                    op: tessera_core::CmpOp,
                     lhs: &$storage,
-                    lhs_layout: &tensor_core::Layout,
+                    lhs_layout: &tessera_core::Layout,
                     rhs: &$storage,
-                    rhs_layout: &tensor_core::Layout,
-                ) -> tensor_core::Result<$storage> {
+                    rhs_layout: &tessera_core::Layout,
+                ) -> tessera_core::Result<$storage> {
                     self.gpu()
                         .compare(op, lhs.gpu(), lhs_layout, rhs.gpu(), rhs_layout)
                         .map(StorageOf::wrap)
@@ -127,12 +127,12 @@ macro_rules! impl_gpu_backend {
                 fn where_select(
                     &self,
                     cond: &$storage,
-                    cond_layout: &tensor_core::Layout,
+                    cond_layout: &tessera_core::Layout,
                     on_true: &$storage,
-                    true_layout: &tensor_core::Layout,
+                    true_layout: &tessera_core::Layout,
                     on_false: &$storage,
-                    false_layout: &tensor_core::Layout,
-                ) -> tensor_core::Result<$storage> {
+                    false_layout: &tessera_core::Layout,
+                ) -> tessera_core::Result<$storage> {
                     self.gpu()
                         .where_select(
                             (cond.gpu(), cond_layout),
@@ -144,11 +144,11 @@ macro_rules! impl_gpu_backend {
 
                 fn reduce(
                     &self,
-                    op: tensor_core::ReduceOp,
+                    op: tessera_core::ReduceOp,
                     x: &$storage,
-                    layout: &tensor_core::Layout,
+                    layout: &tessera_core::Layout,
                     axes: &[usize],
-                ) -> tensor_core::Result<$storage> {
+                ) -> tessera_core::Result<$storage> {
                     self.gpu()
                         .reduce(op, x.gpu(), layout, axes)
                         .map(StorageOf::wrap)
@@ -156,11 +156,11 @@ macro_rules! impl_gpu_backend {
 
                 fn arg_reduce(
                     &self,
-                    op: tensor_core::ArgReduceOp,
+                    op: tessera_core::ArgReduceOp,
                     x: &$storage,
-                    layout: &tensor_core::Layout,
+                    layout: &tessera_core::Layout,
                     axis: usize,
-                ) -> tensor_core::Result<$storage> {
+                ) -> tessera_core::Result<$storage> {
                     self.gpu()
                         .arg_reduce(op, x.gpu(), layout, axis)
                         .map(StorageOf::wrap)
@@ -169,10 +169,10 @@ macro_rules! impl_gpu_backend {
                 fn matmul(
                     &self,
                     lhs: &$storage,
-                    lhs_layout: &tensor_core::Layout,
+                    lhs_layout: &tessera_core::Layout,
                     rhs: &$storage,
-                    rhs_layout: &tensor_core::Layout,
-                ) -> tensor_core::Result<$storage> {
+                    rhs_layout: &tessera_core::Layout,
+                ) -> tessera_core::Result<$storage> {
                     self.gpu()
                         .matmul(lhs.gpu(), lhs_layout, rhs.gpu(), rhs_layout)
                         .map(StorageOf::wrap)
@@ -181,11 +181,11 @@ macro_rules! impl_gpu_backend {
                 fn index_select(
                     &self,
                     x: &$storage,
-                    layout: &tensor_core::Layout,
+                    layout: &tessera_core::Layout,
                     axis: usize,
                     indices: &$storage,
-                    indices_layout: &tensor_core::Layout,
-                ) -> tensor_core::Result<$storage> {
+                    indices_layout: &tessera_core::Layout,
+                ) -> tessera_core::Result<$storage> {
                     self.gpu()
                         .index_select(x.gpu(), layout, axis, indices.gpu(), indices_layout)
                         .map(StorageOf::wrap)
@@ -194,11 +194,11 @@ macro_rules! impl_gpu_backend {
                 fn gather(
                     &self,
                     x: &$storage,
-                    layout: &tensor_core::Layout,
+                    layout: &tessera_core::Layout,
                     axis: usize,
                     indices: &$storage,
-                    indices_layout: &tensor_core::Layout,
-                ) -> tensor_core::Result<$storage> {
+                    indices_layout: &tessera_core::Layout,
+                ) -> tessera_core::Result<$storage> {
                     self.gpu()
                         .gather(x.gpu(), layout, axis, indices.gpu(), indices_layout)
                         .map(StorageOf::wrap)
@@ -207,13 +207,13 @@ macro_rules! impl_gpu_backend {
                 fn scatter_add(
                     &self,
                     base: &$storage,
-                    base_layout: &tensor_core::Layout,
+                    base_layout: &tessera_core::Layout,
                     axis: usize,
                     indices: &$storage,
-                    indices_layout: &tensor_core::Layout,
+                    indices_layout: &tessera_core::Layout,
                     src: &$storage,
-                    src_layout: &tensor_core::Layout,
-                ) -> tensor_core::Result<$storage> {
+                    src_layout: &tessera_core::Layout,
+                ) -> tessera_core::Result<$storage> {
                     self.gpu()
                         .scatter_add(
                             (base.gpu(), base_layout),
@@ -226,29 +226,29 @@ macro_rules! impl_gpu_backend {
 
                 fn random(
                     &self,
-                    dist: tensor_core::Distribution,
+                    dist: tessera_core::Distribution,
                     numel: usize,
-                    dtype: tensor_core::DType,
+                    dtype: tessera_core::DType,
                     seed: u64,
                     offset: u64,
-                ) -> tensor_core::Result<$storage> {
+                ) -> tessera_core::Result<$storage> {
                     self.gpu()
                         .random(dist, numel, dtype, seed, offset)
                         .map(StorageOf::wrap)
                 }
 
-                fn synchronize(&self) -> tensor_core::Result<()> {
+                fn synchronize(&self) -> tessera_core::Result<()> {
                     self.gpu().synchronize()
                 }
 
                 fn conv2d(
                     &self,
-                    x: &tensor_core::Tensor<Self>,
-                    weight: &tensor_core::Tensor<Self>,
-                    params: tensor_core::Conv2dParams,
-                ) -> tensor_core::Result<tensor_core::Tensor<Self>> {
+                    x: &tessera_core::Tensor<Self>,
+                    weight: &tessera_core::Tensor<Self>,
+                    params: tessera_core::Conv2dParams,
+                ) -> tessera_core::Result<tessera_core::Tensor<Self>> {
                     if x.rank() != 4 || weight.rank() != 4 || !x.dtype().is_float() {
-                        return tensor_core::composite::conv2d(x, weight, params);
+                        return tessera_core::composite::conv2d(x, weight, params);
                     }
                     let columns = |kernel, out_hw| {
                         let (s, l) = self.gpu().im2col(
@@ -258,24 +258,24 @@ macro_rules! impl_gpu_backend {
                             params,
                             out_hw,
                         )?;
-                        tensor_core::Tensor::from_parts(self, StorageOf::wrap(s), l)
+                        tessera_core::Tensor::from_parts(self, StorageOf::wrap(s), l)
                     };
                     $crate::__private::conv2d(x, weight, params, &columns)
                 }
 
                 fn conv2d_backward_weight(
                     &self,
-                    x: &tensor_core::Tensor<Self>,
-                    grad_out: &tensor_core::Tensor<Self>,
+                    x: &tessera_core::Tensor<Self>,
+                    grad_out: &tessera_core::Tensor<Self>,
                     weight_dims: &[usize],
-                    params: tensor_core::Conv2dParams,
-                ) -> tensor_core::Result<tensor_core::Tensor<Self>> {
+                    params: tessera_core::Conv2dParams,
+                ) -> tessera_core::Result<tessera_core::Tensor<Self>> {
                     if x.rank() != 4
                         || grad_out.rank() != 4
                         || weight_dims.len() != 4
                         || !x.dtype().is_float()
                     {
-                        return tensor_core::composite::conv2d_backward_weight(
+                        return tessera_core::composite::conv2d_backward_weight(
                             x,
                             grad_out,
                             weight_dims,
@@ -290,16 +290,16 @@ macro_rules! impl_gpu_backend {
                             params,
                             out_hw,
                         )?;
-                        tensor_core::Tensor::from_parts(self, StorageOf::wrap(s), l)
+                        tessera_core::Tensor::from_parts(self, StorageOf::wrap(s), l)
                     };
                     $crate::__private::conv2d_backward_weight(x, grad_out, weight_dims, &columns)
                 }
 
                 fn softmax(
                     &self,
-                    x: &tensor_core::Tensor<Self>,
+                    x: &tessera_core::Tensor<Self>,
                     axis: usize,
-                ) -> tensor_core::Result<tensor_core::Tensor<Self>> {
+                ) -> tessera_core::Result<tessera_core::Tensor<Self>> {
                     let fused = self.gpu().fused_rows(
                         RowOp::Softmax,
                         x.storage().gpu(),
@@ -308,17 +308,17 @@ macro_rules! impl_gpu_backend {
                     )?;
                     match fused {
                         Some((s, l)) => {
-                            tensor_core::Tensor::from_parts(self, StorageOf::wrap(s), l)
+                            tessera_core::Tensor::from_parts(self, StorageOf::wrap(s), l)
                         }
-                        None => tensor_core::composite::softmax(x, axis),
+                        None => tessera_core::composite::softmax(x, axis),
                     }
                 }
 
                 fn log_softmax(
                     &self,
-                    x: &tensor_core::Tensor<Self>,
+                    x: &tessera_core::Tensor<Self>,
                     axis: usize,
-                ) -> tensor_core::Result<tensor_core::Tensor<Self>> {
+                ) -> tessera_core::Result<tessera_core::Tensor<Self>> {
                     let fused = self.gpu().fused_rows(
                         RowOp::LogSoftmax,
                         x.storage().gpu(),
@@ -327,17 +327,17 @@ macro_rules! impl_gpu_backend {
                     )?;
                     match fused {
                         Some((s, l)) => {
-                            tensor_core::Tensor::from_parts(self, StorageOf::wrap(s), l)
+                            tessera_core::Tensor::from_parts(self, StorageOf::wrap(s), l)
                         }
-                        None => tensor_core::composite::log_softmax(x, axis),
+                        None => tessera_core::composite::log_softmax(x, axis),
                     }
                 }
 
                 fn logsumexp(
                     &self,
-                    x: &tensor_core::Tensor<Self>,
+                    x: &tessera_core::Tensor<Self>,
                     axis: usize,
-                ) -> tensor_core::Result<tensor_core::Tensor<Self>> {
+                ) -> tessera_core::Result<tessera_core::Tensor<Self>> {
                     let fused = self.gpu().fused_rows(
                         RowOp::LogSumExp,
                         x.storage().gpu(),
@@ -346,9 +346,9 @@ macro_rules! impl_gpu_backend {
                     )?;
                     match fused {
                         Some((s, l)) => {
-                            tensor_core::Tensor::from_parts(self, StorageOf::wrap(s), l)
+                            tessera_core::Tensor::from_parts(self, StorageOf::wrap(s), l)
                         }
-                        None => tensor_core::composite::logsumexp(x, axis),
+                        None => tessera_core::composite::logsumexp(x, axis),
                     }
                 }
             }

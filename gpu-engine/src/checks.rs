@@ -5,7 +5,7 @@ use crate::driver::Driver;
 use crate::runtime::Runtime;
 use crate::storage::GpuStorage;
 use std::sync::Arc;
-use tensor_core::{BackendStorage, DType, Error, Layout, Result};
+use tessera_core::{BackendStorage, DType, Error, Layout, Result};
 
 /// Errors unless `storage` lives on `rt` and every element `layout` reaches is inside it.
 pub(crate) fn check_operand<D: Driver>(

@@ -7,8 +7,8 @@ use crate::runtime::Runtime;
 use crate::view::View;
 use std::fmt;
 use std::sync::Arc;
-use tensor_core::kernels::{GemmTiles, Program};
-use tensor_core::{DType, Result};
+use tessera_core::kernels::{GemmTiles, Program};
+use tessera_core::{DType, Result};
 
 /// A compiled program: one of the shared kernel programs for one dtype, plus extra defines
 /// (the GEMM tile sizes).
@@ -164,7 +164,7 @@ pub struct DriverInfo {
     /// Global memory in bytes.
     pub memory_bytes: u64,
     /// Whether the device computes in f64 (otherwise every f64 op is
-    /// [`tensor_core::Error::UnsupportedDType`]).
+    /// [`tessera_core::Error::UnsupportedDType`]).
     pub supports_f64: bool,
     /// Work-items per block of one-dimensional element-wise launches.
     pub launch_group: u32,
@@ -185,7 +185,7 @@ impl fmt::Display for DriverInfo {
 /// The raw device operations: what a vendor implements to run every Tessera op on a GPU-like
 /// device (see the crate documentation). Every command goes to one in-order stream (queue);
 /// only [`Driver::read`] and [`Driver::synchronize`] wait for the device. Kernels are the shared
-/// sources of [`tensor_core::kernels`], built by the driver for each [`ModuleKey`].
+/// sources of [`tessera_core::kernels`], built by the driver for each [`ModuleKey`].
 pub trait Driver: Send + Sync + Sized + 'static {
     /// One device allocation.
     type Buffer: Send + Sync + fmt::Debug;
@@ -195,7 +195,7 @@ pub trait Driver: Send + Sync + Sized + 'static {
 
     /// `bytes` (> 0) bytes of device memory with undefined contents, and whether they were
     /// reused from a cache. Out of memory (after freeing any cache) is
-    /// [`tensor_core::Error::OutOfMemory`].
+    /// [`tessera_core::Error::OutOfMemory`].
     fn alloc(&self, bytes: usize) -> Result<(Self::Buffer, bool)>;
 
     /// Gives back a buffer no longer referenced by the host. Work already queued that uses it

@@ -1,8 +1,8 @@
 //! The device's error flag: where indexing kernels record the first out-of-range index (see
-//! `report_index_error` in `tensor_core`'s `common.cl.c`), read back at the next
+//! `report_index_error` in `tessera_core`'s `common.cl.c`), read back at the next
 //! synchronisation.
 
-use tensor_core::Error;
+use tessera_core::Error;
 
 /// Number of i32 words of the flag.
 pub(crate) const FLAG_WORDS: usize = 8;

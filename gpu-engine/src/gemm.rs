@@ -3,8 +3,8 @@
 //! [`GemmOptions`].
 
 use std::fmt;
-use tensor_core::kernels::GemmTiles;
-use tensor_core::{Error, Result};
+use tessera_core::kernels::GemmTiles;
+use tessera_core::{Error, Result};
 
 /// Which GEMM implementation matrix products use.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

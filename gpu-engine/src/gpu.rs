@@ -1,6 +1,6 @@
-//! [`Gpu`]: every primitive of the [`tensor_core::Backend`] contract at the storage level, over
-//! any [`Driver`]: operand checks, then the op. `backend_cuda::Cuda` holds a `Gpu<CudaDriver>`,
-//! `backend_opencl::OpenCl` a `Gpu<OpenClDriver>`.
+//! [`Gpu`]: every primitive of the [`tessera_core::Backend`] contract at the storage level, over
+//! any [`Driver`]: operand checks, then the op. `tessera_cuda::Cuda` holds a `Gpu<CudaDriver>`,
+//! `tessera_opencl::OpenCl` a `Gpu<OpenClDriver>`.
 
 use crate::checks::check_operand;
 use crate::driver::Driver;
@@ -10,7 +10,7 @@ use crate::ops::{conv, elementwise, indexing, matmul, random, reduce, softmax, t
 use crate::runtime::Runtime;
 use crate::storage::GpuStorage;
 use std::sync::Arc;
-use tensor_core::{
+use tessera_core::{
     ArgReduceOp, AssignMode, BackendStorage, BinaryOp, CmpOp, Conv2dParams, DType, Device,
     Distribution, Error, HostData, Layout, ReduceOp, Result, UnaryOp,
 };
@@ -87,31 +87,31 @@ impl<D: Driver> Gpu<D> {
         }
     }
 
-    /// [`tensor_core::Backend::upload`] at the storage level (operands checked first).
+    /// [`tessera_core::Backend::upload`] at the storage level (operands checked first).
     pub fn upload(&self, data: HostData) -> Result<GpuStorage<D>> {
         self.check_dtype("upload", data.dtype())?;
         self.rt.upload(&data)
     }
 
-    /// [`tensor_core::Backend::download`] at the storage level (operands checked first).
+    /// [`tessera_core::Backend::download`] at the storage level (operands checked first).
     pub fn download(&self, s: &GpuStorage<D>, l: &Layout) -> Result<HostData> {
         self.check("download", s, l)?;
         transfer::download(&self.rt, s, l)
     }
 
-    /// [`tensor_core::Backend::full`] at the storage level (operands checked first).
+    /// [`tessera_core::Backend::full`] at the storage level (operands checked first).
     pub fn full(&self, numel: usize, dtype: DType, value: f64) -> Result<GpuStorage<D>> {
         self.check_dtype("full", dtype)?;
         transfer::full(&self.rt, numel, dtype, value)
     }
 
-    /// [`tensor_core::Backend::copy_strided`] at the storage level (operands checked first).
+    /// [`tessera_core::Backend::copy_strided`] at the storage level (operands checked first).
     pub fn copy_strided(&self, s: &GpuStorage<D>, l: &Layout) -> Result<GpuStorage<D>> {
         self.check("copy_strided", s, l)?;
         elementwise::copy_strided(&self.rt, s, l)
     }
 
-    /// [`tensor_core::Backend::assign`] at the storage level (operands checked first).
+    /// [`tessera_core::Backend::assign`] at the storage level (operands checked first).
     pub fn assign(
         &self,
         dst: &GpuStorage<D>,
@@ -125,20 +125,20 @@ impl<D: Driver> Gpu<D> {
         elementwise::assign(&self.rt, dst, dst_layout, src, src_layout, mode)
     }
 
-    /// [`tensor_core::Backend::cast`] at the storage level (operands checked first).
+    /// [`tessera_core::Backend::cast`] at the storage level (operands checked first).
     pub fn cast(&self, s: &GpuStorage<D>, l: &Layout, dtype: DType) -> Result<GpuStorage<D>> {
         self.check("cast", s, l)?;
         self.check_dtype("cast", dtype)?;
         elementwise::cast(&self.rt, s, l, dtype)
     }
 
-    /// [`tensor_core::Backend::unary`] at the storage level (operands checked first).
+    /// [`tessera_core::Backend::unary`] at the storage level (operands checked first).
     pub fn unary(&self, op: UnaryOp, x: &GpuStorage<D>, l: &Layout) -> Result<GpuStorage<D>> {
         self.check(op.name(), x, l)?;
         elementwise::unary(&self.rt, op, x, l)
     }
 
-    /// [`tensor_core::Backend::binary`] at the storage level (operands checked first).
+    /// [`tessera_core::Backend::binary`] at the storage level (operands checked first).
     pub fn binary(
         &self,
         op: BinaryOp,
@@ -152,7 +152,7 @@ impl<D: Driver> Gpu<D> {
         elementwise::binary(&self.rt, op, a, la, b, lb)
     }
 
-    /// [`tensor_core::Backend::compare`] at the storage level (operands checked first).
+    /// [`tessera_core::Backend::compare`] at the storage level (operands checked first).
     pub fn compare(
         &self,
         op: CmpOp,
@@ -166,7 +166,7 @@ impl<D: Driver> Gpu<D> {
         elementwise::compare(&self.rt, op, a, la, b, lb)
     }
 
-    /// [`tensor_core::Backend::where_select`] at the storage level (operands checked first).
+    /// [`tessera_core::Backend::where_select`] at the storage level (operands checked first).
     pub fn where_select(
         &self,
         cond: (&GpuStorage<D>, &Layout),
@@ -179,7 +179,7 @@ impl<D: Driver> Gpu<D> {
         elementwise::where_select(&self.rt, cond, on_true, on_false)
     }
 
-    /// [`tensor_core::Backend::reduce`] at the storage level (operands checked first).
+    /// [`tessera_core::Backend::reduce`] at the storage level (operands checked first).
     pub fn reduce(
         &self,
         op: ReduceOp,
@@ -191,7 +191,7 @@ impl<D: Driver> Gpu<D> {
         reduce::reduce(&self.rt, op, x, l, axes)
     }
 
-    /// [`tensor_core::Backend::arg_reduce`] at the storage level (operands checked first).
+    /// [`tessera_core::Backend::arg_reduce`] at the storage level (operands checked first).
     pub fn arg_reduce(
         &self,
         op: ArgReduceOp,
@@ -203,7 +203,7 @@ impl<D: Driver> Gpu<D> {
         reduce::arg_reduce(&self.rt, op, x, l, axis)
     }
 
-    /// [`tensor_core::Backend::matmul`] at the storage level (operands checked first).
+    /// [`tessera_core::Backend::matmul`] at the storage level (operands checked first).
     pub fn matmul(
         &self,
         a: &GpuStorage<D>,
@@ -216,7 +216,7 @@ impl<D: Driver> Gpu<D> {
         matmul::matmul(&self.rt, &self.options, a, la, b, lb)
     }
 
-    /// [`tensor_core::Backend::index_select`] at the storage level (operands checked first).
+    /// [`tessera_core::Backend::index_select`] at the storage level (operands checked first).
     pub fn index_select(
         &self,
         x: &GpuStorage<D>,
@@ -230,7 +230,7 @@ impl<D: Driver> Gpu<D> {
         indexing::index_select(&self.rt, x, l, axis, indices, il)
     }
 
-    /// [`tensor_core::Backend::gather`] at the storage level (operands checked first).
+    /// [`tessera_core::Backend::gather`] at the storage level (operands checked first).
     pub fn gather(
         &self,
         x: &GpuStorage<D>,
@@ -244,7 +244,7 @@ impl<D: Driver> Gpu<D> {
         indexing::gather(&self.rt, x, l, axis, indices, il)
     }
 
-    /// [`tensor_core::Backend::scatter_add`] at the storage level (operands checked first).
+    /// [`tessera_core::Backend::scatter_add`] at the storage level (operands checked first).
     pub fn scatter_add(
         &self,
         base: (&GpuStorage<D>, &Layout),
@@ -260,7 +260,7 @@ impl<D: Driver> Gpu<D> {
         )
     }
 
-    /// [`tensor_core::Backend::random`] at the storage level (operands checked first).
+    /// [`tessera_core::Backend::random`] at the storage level (operands checked first).
     pub fn random(
         &self,
         dist: Distribution,
@@ -273,7 +273,7 @@ impl<D: Driver> Gpu<D> {
         random::random(&self.rt, dist, numel, dtype, seed, offset)
     }
 
-    /// [`tensor_core::Backend::synchronize`] at the storage level (operands checked first).
+    /// [`tessera_core::Backend::synchronize`] at the storage level (operands checked first).
     pub fn synchronize(&self) -> Result<()> {
         self.rt.finish()
     }

@@ -1,7 +1,7 @@
 //! The kernels queued since the last synchronisation, so that an error raised asynchronously
 //! (an illegal address, a launch failure) names the op that may have caused it.
 
-use tensor_core::{DType, Error};
+use tessera_core::{DType, Error};
 
 /// Distinct kernels remembered between two synchronisations (the most recent ones).
 const REMEMBERED: usize = 8;

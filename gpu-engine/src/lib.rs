@@ -7,7 +7,7 @@
 //! [`Driver`]: a dozen raw device operations (allocate, release, write, read, fill, launch a
 //! kernel, synchronise, an optional BLAS GEMM, a description of the device).
 //!
-//! The kernels are the shared sources of [`tensor_core::kernels`] (OpenCL C, and CUDA C through
+//! The kernels are the shared sources of [`tessera_core::kernels`] (OpenCL C, and CUDA C through
 //! a dialect prelude); a driver builds each [`ModuleKey`] it is asked to launch from them.
 //! `backend-cuda` and `backend-opencl` are both drivers over this crate.
 //!
@@ -19,7 +19,7 @@
 //!    that tensors of different handles can meet); [`Gpu::new`] a handle with [`GemmOptions`].
 //! 3. Define your backend type holding a [`Gpu`] (method `fn gpu(&self) -> &Gpu<YourDriver>`)
 //!    and a storage type implementing [`StorageOf`], then invoke [`impl_gpu_backend!`] to get
-//!    the whole [`tensor_core::Backend`] contract.
+//!    the whole [`tessera_core::Backend`] contract.
 //!
 //! What the device did is counted in [`RuntimeStats`]; errors raised by queued work surface at
 //! the next read-back or synchronisation, naming the kernels queued since the previous one

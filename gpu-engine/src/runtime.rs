@@ -16,7 +16,7 @@ use crate::launch_log::{LaunchLog, LAUNCH_BLOCKING_ENV_VAR};
 use crate::storage::GpuStorage;
 use crate::view::View;
 use std::sync::{Arc, Mutex, MutexGuard};
-use tensor_core::{BackendStorage, DType, Error, HostData, Result};
+use tessera_core::{BackendStorage, DType, Error, HostData, Result};
 
 /// A kernel argument as the ops write it.
 #[derive(Clone, Copy, Debug)]

@@ -5,7 +5,7 @@ use crate::driver::Driver;
 use crate::runtime::Runtime;
 use std::fmt;
 use std::sync::Arc;
-use tensor_core::{BackendStorage, DType};
+use tessera_core::{BackendStorage, DType};
 
 /// Device memory for `len` elements of one dtype (booleans as bytes), given back to the
 /// driver ([`Driver::release`]) when dropped.

@@ -10,7 +10,7 @@ use crate::ops::transfer::full;
 use crate::runtime::Runtime;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tensor_core::{DType, Result};
+use tessera_core::{DType, Result};
 
 /// The best of three timed runs of a `size`-cube product of `dtype` with `config` (after a
 /// warm-up run that also builds the kernel). Waits for the device five times.

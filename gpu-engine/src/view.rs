@@ -1,8 +1,8 @@
 //! Strided operands as kernels see them: the [`View`] argument, and [`MapPlan`], which
 //! simplifies the layouts of operands walked together and splits ranks above [`MAX_RANK`].
 
-use tensor_core::kernels::MAX_RANK;
-use tensor_core::Layout;
+use tessera_core::kernels::MAX_RANK;
+use tessera_core::Layout;
 
 /// The kernel argument `View` of `common.cl.c`: element `i` (row-major over `dims`) is at
 /// `offset + sum(index[d] * strides[d])`. Same field order and types as the C struct, which

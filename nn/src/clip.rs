@@ -1,7 +1,7 @@
 //! Gradient clipping by global norm.
 
-use autograd::Var;
-use tensor_core::{Backend, DType, Error, Result};
+use tessera_autograd::Var;
+use tessera_core::{Backend, DType, Error, Result};
 
 /// Scales the gradients of `params` so that their global L2 norm is at most `max_norm`
 /// (PyTorch's `clip_grad_norm_`): with `norm = √(Σ ‖g‖²)` over every gradient, each gradient

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 pub enum Error {
     /// A tensor operation failed.
     #[error(transparent)]
-    Tensor(#[from] tensor_core::Error),
+    Tensor(#[from] tessera_core::Error),
 
     /// Reading or writing a file failed.
     #[error("{}: {source}", path.display())]

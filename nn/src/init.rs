@@ -10,7 +10,7 @@
 //! * kaiming: `std = gain / √fan`, uniform bound `√3 · std`;
 //! * xavier: `std = gain · √(2 / (fan_in + fan_out))`, uniform bound `√3 · std`.
 
-use tensor_core::{Backend, DType, Distribution, Error, Generator, Result, Shape, Tensor};
+use tessera_core::{Backend, DType, Distribution, Error, Generator, Result, Shape, Tensor};
 
 /// The non-linearity a layer is followed by, which sets the gain of the initialisation.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -1,7 +1,7 @@
 //! The two reference models of the `train` command and the benchmarks.
 
 use crate::layers::{Conv2d, Conv2dConfig, Flatten, Linear, MaxPool2d, ReLU, Sequential};
-use tensor_core::{Backend, DType, Generator, Result};
+use tessera_core::{Backend, DType, Generator, Result};
 
 /// Which reference model to build.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

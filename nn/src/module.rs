@@ -8,9 +8,9 @@
 //! children `"0"`, `"1"`, ... so its first layer's bias is `"0.bias"`. The names match
 //! PyTorch's `state_dict` keys for the same architecture.
 
-use autograd::Var;
 use std::sync::atomic::{AtomicBool, Ordering};
-use tensor_core::{Backend, Result};
+use tessera_autograd::Var;
+use tessera_core::{Backend, Result};
 
 /// A layer or a model: a function of one input with trainable parameters and non-trainable
 /// buffers, which behaves differently in training and evaluation mode (dropout, batch norm).

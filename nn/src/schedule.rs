@@ -2,7 +2,7 @@
 //! PyTorch's formulas ([`StepLr`], [`CosineAnnealing`]) and a [`LinearWarmup`] wrapper.
 //!
 //! ```
-//! use nn::schedule::{CosineAnnealing, LinearWarmup, LrSchedule};
+//! use tessera_nn::schedule::{CosineAnnealing, LinearWarmup, LrSchedule};
 //! let cosine = CosineAnnealing::new(0.1, 100, 0.0).unwrap();
 //! let schedule = LinearWarmup::new(cosine, 10, 0.1).unwrap();
 //! assert!((schedule.lr_at(0) - 0.01).abs() < 1e-12);   // 0.1 × start factor 0.1
@@ -12,7 +12,7 @@
 //! Drive an optimizer with `optimizer.set_learning_rate(schedule.lr_at(step))` before each
 //! step.
 
-use tensor_core::{Error, Result};
+use tessera_core::{Error, Result};
 
 /// A learning rate as a function of the (0-based) optimizer step.
 pub trait LrSchedule {

@@ -1,12 +1,12 @@
 //! Corrupt checkpoint files: every truncation, byte flips across the header, and targeted
 //! corruptions give errors naming the file, never panics.
 
-use backend_cpu::Cpu;
-use nn::checkpoint::{inspect, load, save};
-use nn::Error;
 use std::collections::BTreeMap;
 use std::path::Path;
-use tensor_core::{DType, Tensor};
+use tessera_core::{DType, Tensor};
+use tessera_cpu::Cpu;
+use tessera_nn::checkpoint::{inspect, load, save};
+use tessera_nn::Error;
 
 type T = Tensor<Cpu>;
 
@@ -32,7 +32,7 @@ fn header_len(bytes: &[u8]) -> usize {
     u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize
 }
 
-fn assert_format_error<X: std::fmt::Debug>(result: nn::Result<X>, path: &Path, what: &str) {
+fn assert_format_error<X: std::fmt::Debug>(result: tessera_nn::Result<X>, path: &Path, what: &str) {
     match result {
         Err(e @ Error::Format { .. }) => assert!(
             e.to_string().contains(&path.display().to_string()),

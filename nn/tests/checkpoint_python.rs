@@ -3,12 +3,12 @@
 //! shapes and values, and a file written by Python loads here. Skipped, with the reason printed,
 //! when `python3 -c "import safetensors.numpy"` fails (`pip install safetensors numpy`).
 
-use backend_cpu::Cpu;
-use nn::checkpoint::{load, save};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
-use tensor_core::{HostData, Tensor};
+use tessera_core::{HostData, Tensor};
+use tessera_cpu::Cpu;
+use tessera_nn::checkpoint::{load, save};
 
 type T = Tensor<Cpu>;
 

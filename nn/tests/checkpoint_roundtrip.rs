@@ -2,11 +2,13 @@
 //! bytes the safetensors specification prescribes, metadata, atomic replacement, name rules and
 //! the strict / non-strict checks.
 
-use backend_cpu::Cpu;
-use nn::checkpoint::{self, inspect, load, load_checked, save, Checkpoint, LoadMode, TensorSpec};
-use nn::Error;
 use std::collections::BTreeMap;
-use tensor_core::{DType, HostData, Tensor};
+use tessera_core::{DType, HostData, Tensor};
+use tessera_cpu::Cpu;
+use tessera_nn::checkpoint::{
+    self, inspect, load, load_checked, save, Checkpoint, LoadMode, TensorSpec,
+};
+use tessera_nn::Error;
 
 type T = Tensor<Cpu>;
 

@@ -1,9 +1,9 @@
 //! Batches uploaded to a backend: an F32 features tensor of the batch's dims and an I64 labels
 //! tensor, with the host values.
 
-use backend_cpu::Cpu;
-use nn::data::{Batch, DataLoader, LoaderConfig, MnistDataset, MnistLike, Normalization};
-use tensor_core::DType;
+use tessera_core::DType;
+use tessera_cpu::Cpu;
+use tessera_nn::data::{Batch, DataLoader, LoaderConfig, MnistDataset, MnistLike, Normalization};
 
 #[test]
 fn batches_become_f32_features_and_i64_labels() {

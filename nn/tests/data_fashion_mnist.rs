@@ -2,12 +2,12 @@
 //! label range and the data set's known balance of 6000 training / 1000 test images per class.
 //! Skipped, with the reason printed, when the files are absent.
 
-use nn::data::{
+use std::path::Path;
+use std::time::Instant;
+use tessera_nn::data::{
     DataLoader, Dataset, LoaderConfig, MnistDataset, MnistLike, Normalization, Split,
     FASHION_MNIST_DIR,
 };
-use std::path::Path;
-use std::time::Instant;
 
 fn installed() -> bool {
     let present = Path::new(FASHION_MNIST_DIR).is_dir();

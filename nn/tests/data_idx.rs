@@ -3,11 +3,11 @@
 
 use flate2::write::GzEncoder;
 use flate2::Compression;
-use nn::data::idx::{encode_idx, parse_idx, read_idx, read_idx_with_rank};
-use nn::data::{find_idx_file, MnistLike, Split};
-use nn::Error;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use tessera_nn::data::idx::{encode_idx, parse_idx, read_idx, read_idx_with_rank};
+use tessera_nn::data::{find_idx_file, MnistLike, Split};
+use tessera_nn::Error;
 
 fn gzip(bytes: &[u8]) -> Vec<u8> {
     let mut enc = GzEncoder::new(Vec::new(), Compression::default());
@@ -22,7 +22,7 @@ fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
 }
 
 /// The error must be a `Format` error naming `path`.
-fn assert_format_error(result: nn::Result<impl std::fmt::Debug>, path: &Path) -> String {
+fn assert_format_error(result: tessera_nn::Result<impl std::fmt::Debug>, path: &Path) -> String {
     match result {
         Err(e @ Error::Format { .. }) => {
             let msg = e.to_string();

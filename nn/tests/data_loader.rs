@@ -1,11 +1,13 @@
 //! DataLoader: epoch coverage, seeded order, drop_last, batch contents, prefetch equivalence,
 //! worker shutdown and error propagation; SplitMix64 against published values; normalisation.
 
-use nn::data::shuffle::{epoch_permutation, SplitMix64};
-use nn::data::{Batch, DataLoader, Dataset, LoaderConfig, MnistDataset, MnistLike, Normalization};
-use nn::{Error, Result};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+use tessera_nn::data::shuffle::{epoch_permutation, SplitMix64};
+use tessera_nn::data::{
+    Batch, DataLoader, Dataset, LoaderConfig, MnistDataset, MnistLike, Normalization,
+};
+use tessera_nn::{Error, Result};
 
 /// Item `i` has features `[i, -i, 0.5]` and label `i % 7`; counts `fill_batch` calls, fails on
 /// `fail_at` and panics on `panic_at`.

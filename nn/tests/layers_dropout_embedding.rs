@@ -1,11 +1,11 @@
 //! Dropout (mask rate, inverted scaling, evaluation identity, reproducibility) and Embedding
 //! (lookup, shapes, gradients, initialisation, bad indices).
 
-use autograd::Var;
-use backend_cpu::Cpu;
-use nn::layers::{Dropout, Embedding};
-use nn::module::Module;
-use tensor_core::{DType, Generator, Tensor};
+use tessera_autograd::Var;
+use tessera_core::{DType, Generator, Tensor};
+use tessera_cpu::Cpu;
+use tessera_nn::layers::{Dropout, Embedding};
+use tessera_nn::module::Module;
 
 fn dev() -> Cpu {
     Cpu::new()
@@ -54,8 +54,8 @@ fn dropout_masks_are_reproducible_per_seed_and_fresh_per_call() {
     // The keep decision is `uniform sample >= p` from the documented counter-based stream.
     let expected: Vec<f64> = (0..1000)
         .map(|i| {
-            let u = tensor_core::random::sample_f64(
-                tensor_core::Distribution::Uniform {
+            let u = tessera_core::random::sample_f64(
+                tessera_core::Distribution::Uniform {
                     low: 0.0,
                     high: 1.0,
                 },

@@ -1,9 +1,9 @@
 //! Initialisers: gains, fans, and the bounds and moments of every distribution against
 //! PyTorch's formulas.
 
-use backend_cpu::Cpu;
-use nn::init::{self, calculate_gain, fan_in_and_fan_out, FanMode, Nonlinearity};
-use tensor_core::{DType, Generator, Tensor};
+use tessera_core::{DType, Generator, Tensor};
+use tessera_cpu::Cpu;
+use tessera_nn::init::{self, calculate_gain, fan_in_and_fan_out, FanMode, Nonlinearity};
 
 fn dev() -> Cpu {
     Cpu::new()

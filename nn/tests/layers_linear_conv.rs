@@ -1,11 +1,11 @@
 //! Linear and Conv2d: forward passes against naive f64 loops, default initialisation bounds,
 //! gradients of the bias, and input validation.
 
-use autograd::Var;
-use backend_cpu::Cpu;
-use nn::layers::{Conv2d, Conv2dConfig, Linear};
-use nn::module::Module;
-use tensor_core::{Conv2dParams, DType, Generator, Tensor};
+use tessera_autograd::Var;
+use tessera_core::{Conv2dParams, DType, Generator, Tensor};
+use tessera_cpu::Cpu;
+use tessera_nn::layers::{Conv2d, Conv2dConfig, Linear};
+use tessera_nn::module::Module;
 
 fn dev() -> Cpu {
     Cpu::new()

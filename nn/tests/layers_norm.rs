@@ -1,11 +1,11 @@
 //! BatchNorm1d/2d (training and evaluation, running statistics) and LayerNorm against naive
 //! f64 formulas.
 
-use autograd::Var;
-use backend_cpu::Cpu;
-use nn::layers::{BatchNorm1d, BatchNorm2d, BatchNormConfig, LayerNorm};
-use nn::module::Module;
-use tensor_core::{DType, Tensor};
+use tessera_autograd::Var;
+use tessera_core::{DType, Tensor};
+use tessera_cpu::Cpu;
+use tessera_nn::layers::{BatchNorm1d, BatchNorm2d, BatchNormConfig, LayerNorm};
+use tessera_nn::module::Module;
 
 fn dev() -> Cpu {
     Cpu::new()

@@ -1,10 +1,10 @@
 //! MaxPool2d and AvgPool2d against naive window loops.
 
-use autograd::Var;
-use backend_cpu::Cpu;
-use nn::layers::{AvgPool2d, MaxPool2d};
-use nn::module::Module;
-use tensor_core::{DType, Pool2dParams, Tensor};
+use tessera_autograd::Var;
+use tessera_core::{DType, Pool2dParams, Tensor};
+use tessera_cpu::Cpu;
+use tessera_nn::layers::{AvgPool2d, MaxPool2d};
+use tessera_nn::module::Module;
 
 fn dev() -> Cpu {
     Cpu::new()

@@ -1,14 +1,14 @@
 //! Sequential composition and parameter naming (also of nested and hand-written modules),
 //! training-mode propagation, Flatten, and the activation modules against f64 formulas.
 
-use autograd::Var;
-use backend_cpu::Cpu;
-use nn::layers::{
+use tessera_autograd::Var;
+use tessera_core::{DType, Generator, Result, Tensor};
+use tessera_cpu::Cpu;
+use tessera_nn::layers::{
     BatchNorm1d, Dropout, Flatten, LeakyReLU, Linear, ReLU, Sequential, Sigmoid, Softmax, Tanh,
     GELU,
 };
-use nn::module::{child_name, Module};
-use tensor_core::{DType, Generator, Result, Tensor};
+use tessera_nn::module::{child_name, Module};
 
 type B = Cpu;
 

@@ -1,11 +1,11 @@
 //! Losses against naive f64 formulas, including extreme logits, label smoothing and gradients.
 
-use autograd::Var;
-use backend_cpu::Cpu;
-use nn::loss::{
+use tessera_autograd::Var;
+use tessera_core::{DType, Tensor};
+use tessera_cpu::Cpu;
+use tessera_nn::loss::{
     bce_with_logits, cross_entropy, cross_entropy_with_label_smoothing, mse_loss, nll_loss,
 };
-use tensor_core::{DType, Tensor};
 
 type B = Cpu;
 

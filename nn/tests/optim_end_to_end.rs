@@ -1,13 +1,13 @@
 //! End to end: a two-layer MLP trained with Adam on a small separable problem reaches 100%
 //! accuracy and a near-zero loss.
 
-use autograd::{no_grad, Var};
-use backend_cpu::Cpu;
-use nn::layers::{Linear, ReLU, Sequential};
-use nn::loss::cross_entropy;
-use nn::module::Module;
-use nn::optim::{Adam, AdamConfig, Optimizer};
-use tensor_core::{DType, Generator, Tensor};
+use tessera_autograd::{no_grad, Var};
+use tessera_core::{DType, Generator, Tensor};
+use tessera_cpu::Cpu;
+use tessera_nn::layers::{Linear, ReLU, Sequential};
+use tessera_nn::loss::cross_entropy;
+use tessera_nn::module::Module;
+use tessera_nn::optim::{Adam, AdamConfig, Optimizer};
 
 type B = Cpu;
 

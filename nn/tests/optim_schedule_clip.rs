@@ -1,11 +1,11 @@
 //! Learning-rate schedules at known steps and gradient-norm clipping.
 
-use autograd::Var;
-use backend_cpu::Cpu;
-use nn::clip::clip_grad_norm;
-use nn::schedule::{CosineAnnealing, LinearWarmup, LrSchedule, StepLr};
 use std::f64::consts::PI;
-use tensor_core::{DType, Tensor};
+use tessera_autograd::Var;
+use tessera_core::{DType, Tensor};
+use tessera_cpu::Cpu;
+use tessera_nn::clip::clip_grad_norm;
+use tessera_nn::schedule::{CosineAnnealing, LinearWarmup, LrSchedule, StepLr};
 
 type B = Cpu;
 

@@ -1,10 +1,10 @@
 //! Optimizer trajectories on a small quadratic against hand-written f64 re-implementations of
 //! PyTorch's update equations, plus state export/import and argument validation.
 
-use autograd::Var;
-use backend_cpu::Cpu;
-use nn::optim::{Adam, AdamConfig, AdamW, AdamWConfig, Optimizer, Sgd, SgdConfig};
-use tensor_core::{DType, Tensor};
+use tessera_autograd::Var;
+use tessera_core::{DType, Tensor};
+use tessera_cpu::Cpu;
+use tessera_nn::optim::{Adam, AdamConfig, AdamW, AdamWConfig, Optimizer, Sgd, SgdConfig};
 
 type B = Cpu;
 

@@ -4,18 +4,18 @@
 //! (The allocation failures of huge but addressable layers are in `fuzz/tests`, which runs
 //! them under a memory limit.)
 
-use backend_cpu::Cpu;
 use flate2::write::GzEncoder;
 use flate2::Compression;
-use nn::checkpoint;
-use nn::data::idx::{encode_idx, read_idx};
-use nn::init::fan_in_and_fan_out;
-use nn::layers::{BatchNorm1d, BatchNorm2d, Conv2d, Conv2dConfig, Embedding, Linear};
-use nn::Error;
 use std::io::Write;
-use tensor_core::{DType, Error as TensorError, Generator};
+use tessera_core::{DType, Error as TensorError, Generator};
+use tessera_cpu::Cpu;
+use tessera_nn::checkpoint;
+use tessera_nn::data::idx::{encode_idx, read_idx};
+use tessera_nn::init::fan_in_and_fan_out;
+use tessera_nn::layers::{BatchNorm1d, BatchNorm2d, Conv2d, Conv2dConfig, Embedding, Linear};
+use tessera_nn::Error;
 
-fn size_overflow<T>(r: tensor_core::Result<T>) -> bool {
+fn size_overflow<T>(r: tessera_core::Result<T>) -> bool {
     matches!(r, Err(TensorError::SizeOverflow { .. }))
 }
 

@@ -1,10 +1,10 @@
 //! The job behind the `train` command: reproducible for a seed, learns, and explains missing data.
 
-use backend_cpu::Cpu;
-use nn::data::FASHION_MNIST_DIR;
-use nn::models::ModelKind;
-use nn::training::{run_training, OptimizerKind, ScheduleKind, TrainConfig};
 use std::path::{Path, PathBuf};
+use tessera_cpu::Cpu;
+use tessera_nn::data::FASHION_MNIST_DIR;
+use tessera_nn::models::ModelKind;
+use tessera_nn::training::{run_training, OptimizerKind, ScheduleKind, TrainConfig};
 
 fn quick_config(model: ModelKind, data_dir: PathBuf) -> TrainConfig {
     TrainConfig {

@@ -1,14 +1,14 @@
 //! Saving a model with its optimizer mid-training and loading it into fresh objects restores
 //! identical predictions and an identical continuation; strict loading rejects mismatches.
 
-use autograd::{no_grad, Var};
-use backend_cpu::Cpu;
-use nn::layers::{BatchNorm1d, Linear, ReLU, Sequential};
-use nn::module::Module;
-use nn::optim::{Adam, AdamConfig};
-use nn::training::{load_training_state, save_training_state, train_step};
 use std::collections::BTreeMap;
-use tensor_core::{DType, Generator, Tensor};
+use tessera_autograd::{no_grad, Var};
+use tessera_core::{DType, Generator, Tensor};
+use tessera_cpu::Cpu;
+use tessera_nn::layers::{BatchNorm1d, Linear, ReLU, Sequential};
+use tessera_nn::module::Module;
+use tessera_nn::optim::{Adam, AdamConfig};
+use tessera_nn::training::{load_training_state, save_training_state, train_step};
 
 type B = Cpu;
 

@@ -110,7 +110,7 @@ pub enum Error {
         backend: &'static str,
         op: &'static str,
     },
-    /// A checking backend (`backend_checked::Checked`) ran `op` on the backend under test and on
+    /// A checking backend (`tessera_checked::Checked`) ran `op` on the backend under test and on
     /// a reference backend, and the two results differ beyond the op's tolerance. `max_error`
     /// is the largest absolute difference over the output (infinite for a NaN, infinity or
     /// shape mismatch); `detail` names the first element out of tolerance.

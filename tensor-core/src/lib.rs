@@ -42,8 +42,8 @@
 //! faster kernels. See the [`backend`] module for the exact rules.
 //!
 //! ```
-//! # fn demo<B: tensor_core::Backend>(dev: &B) -> tensor_core::Result<()> {
-//! use tensor_core::{Tensor, DType};
+//! # fn demo<B: tessera_core::Backend>(dev: &B) -> tessera_core::Result<()> {
+//! use tessera_core::{Tensor, DType};
 //! let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], [2, 3], dev)?;
 //! let b = a.transpose(0, 1)?;            // a view: [3, 2], no copy
 //! let c = a.matmul(&b)?;                 // [2, 2]

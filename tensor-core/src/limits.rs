@@ -25,7 +25,7 @@ impl Shape {
     /// at most `isize::MAX`.
     ///
     /// ```
-    /// use tensor_core::{Error, Shape};
+    /// use tessera_core::{Error, Shape};
     /// assert_eq!(Shape::new([2, 0, 3]).check_size("zeros").unwrap(), 0);
     /// let err = Shape::new([1 << 40, 1 << 40]).check_size("zeros").unwrap_err();
     /// assert!(matches!(err, Error::SizeOverflow { op: "zeros", .. }));

@@ -79,7 +79,7 @@ pub fn sample_f64(dist: Distribution, seed: u64, index: u64) -> f64 {
 /// A seed plus a running counter, so successive draws don't repeat numbers.
 ///
 /// ```
-/// use tensor_core::Generator;
+/// use tessera_core::Generator;
 /// let mut g = Generator::new(42);
 /// let first = g.advance(10); // reserves counters 0..10
 /// assert_eq!(first, (42, 0));

@@ -1,6 +1,6 @@
 //! Comparing a backend's tensor with a reference [`RefArray`], with per-dtype tolerances.
 //!
-//! The [`Tolerance`] type and [`check_value`] live in `backend_checked::tolerance`, shared with
+//! The [`Tolerance`] type and [`check_value`] live in `tessera_checked::tolerance`, shared with
 //! the `Checked<B, R>` backend, and are re-exported here.
 //!
 //! Every function returns `Err(description)` instead of panicking, so that proptest can shrink a
@@ -8,9 +8,9 @@
 //! the tolerance and the layout of the tensor.
 
 use crate::reference::{unravel, RefArray};
-use tensor_core::{Backend, DType, Tensor};
+use tessera_core::{Backend, DType, Tensor};
 
-pub use backend_checked::tolerance::{check_value, Tolerance, F32_EPS, F64_EPS};
+pub use tessera_checked::tolerance::{check_value, Tolerance, F32_EPS, F64_EPS};
 
 /// Compares `got` (row-major values of a tensor of `shape`) with `expected` element by element.
 /// `magnitude`, when given, has the shape of `expected` and replaces `|expected|` as the scale

@@ -1,9 +1,9 @@
 //! # Tessera conformance harness
 //!
-//! Checks any [`tensor_core::Backend`], in this workspace or in another crate, with one line:
+//! Checks any [`tessera_core::Backend`], in this workspace or in another crate, with one line:
 //!
 //! ```ignore
-//! tests::conformance_suite!(MyBackend, || MyBackend::new());
+//! tessera_conformance::conformance_suite!(MyBackend, || MyBackend::new());
 //! ```
 //!
 //! generates a test per op family that checks every op on every declared dtype against an
@@ -22,12 +22,12 @@
 //!   (NaN, infinities and `-0.0` at a controlled rate) and layout recipes that build transposed,
 //!   sliced and broadcast tensors;
 //! * [`compare`]: element-wise comparison with documented per-op, per-dtype tolerances
-//!   ([`Tolerance`], shared with `backend_checked::Checked`), returning a description of the
+//!   ([`Tolerance`], shared with `tessera_checked::Checked`), returning a description of the
 //!   first mismatch instead of panicking, so that failures shrink;
 //! * [`runner`], [`seed`], [`minimize`]: running a property (256 cases or `PROPTEST_CASES`) from
 //!   a reproducible seed, persisting failing seeds, and shrinking a failure to a minimal case.
 //!
-//! The integration tests in `tests/` run the suite on `backend_cpu::Cpu`, on the example
+//! The integration tests in `tests/` run the suite on `tessera_cpu::Cpu`, on the example
 //! backend, through `Checked<Cpu, Cpu>`, from an out-of-tree crate, and on planted bugs.
 
 pub mod checks;

@@ -1,8 +1,8 @@
 //! argmax / argmin (first index on ties, NaN wins), on the CPU backend.
 
-use backend_cpu::Cpu;
-use tensor_core::{ArgReduceOp, DType};
-use tests::checks::arg_reduce;
+use tessera_conformance::checks::arg_reduce;
+use tessera_core::{ArgReduceOp, DType};
+use tessera_cpu::Cpu;
 
 #[test]
 fn argmax() {

@@ -1,9 +1,9 @@
 //! Every binary op on every dtype it supports, with broadcasting between two independent
 //! layouts, on the CPU backend.
 
-use backend_cpu::Cpu;
-use tensor_core::BinaryOp;
-use tests::checks::binary;
+use tessera_conformance::checks::binary;
+use tessera_core::BinaryOp;
+use tessera_cpu::Cpu;
 
 macro_rules! binary_tests {
     ($($name:ident: $op:ident;)*) => {

@@ -1,10 +1,10 @@
 //! Capability declarations: undeclared cells are reported as unsupported and never run, declared
 //! ones are checked, and the macro's third argument declares them.
 
-use backend_example::ExampleBackend;
-use tensor_core::{DType, UnaryOp};
-use tests::runner::RunConfig;
-use tests::suite::{run_family, Capabilities, Family, Op, Outcome};
+use tessera_backend_example::ExampleBackend;
+use tessera_conformance::runner::RunConfig;
+use tessera_conformance::suite::{run_family, Capabilities, Family, Op, Outcome};
+use tessera_core::{DType, UnaryOp};
 
 /// The macro with a capability declaration: only `where_select` on f32 and bool stays declared,
 /// so the other 19 generated tests check nothing and pass at once.
@@ -20,7 +20,7 @@ mod only_where {
             .without_dtype(DType::I64)
     }
 
-    tests::conformance_suite!(ExampleBackend, ExampleBackend::new, declared);
+    tessera_conformance::conformance_suite!(ExampleBackend, ExampleBackend::new, declared);
 }
 
 #[test]

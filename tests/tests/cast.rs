@@ -1,8 +1,8 @@
 //! Casts between every pair of dtypes, on the CPU backend.
 
-use backend_cpu::Cpu;
-use tensor_core::DType;
-use tests::checks::cast;
+use tessera_conformance::checks::cast;
+use tessera_core::DType;
+use tessera_cpu::Cpu;
 
 macro_rules! cast_tests {
     ($($name:ident: $from:ident;)*) => {

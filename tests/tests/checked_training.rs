@@ -2,11 +2,11 @@
 //! log-softmax, gather, mean) trained by SGD through autograd. The checked run must agree with
 //! the plain run step for step, for the CPU and for the example backend.
 
-use autograd::{no_grad, Var};
-use backend_checked::Checked;
-use backend_cpu::Cpu;
-use backend_example::ExampleBackend;
-use tensor_core::{Backend, Conv2dParams, DType, Pool2dParams, Result, Tensor};
+use tessera_autograd::{no_grad, Var};
+use tessera_backend_example::ExampleBackend;
+use tessera_checked::Checked;
+use tessera_core::{Backend, Conv2dParams, DType, Pool2dParams, Result, Tensor};
+use tessera_cpu::Cpu;
 
 /// The loss after each of ten SGD steps on a fixed random batch.
 fn train<B: Backend>(dev: &B) -> Result<Vec<f32>> {

@@ -1,8 +1,8 @@
 //! Every comparison on every dtype, with broadcasting, on the CPU backend.
 
-use backend_cpu::Cpu;
-use tensor_core::{CmpOp, DType};
-use tests::checks::comparison;
+use tessera_conformance::checks::comparison;
+use tessera_core::{CmpOp, DType};
+use tessera_cpu::Cpu;
 
 macro_rules! compare_tests {
     ($($name:ident: $op:ident;)*) => {

@@ -1,8 +1,8 @@
 //! cat and stack of tensors of any layouts, on the CPU backend.
 
-use backend_cpu::Cpu;
-use tensor_core::DType;
-use tests::checks::concat::{self, JoinOp};
+use tessera_conformance::checks::concat::{self, JoinOp};
+use tessera_core::DType;
+use tessera_cpu::Cpu;
 
 #[test]
 fn cat() {

@@ -2,7 +2,7 @@
 //! sides and is compared, so any false alarm of the checker (a tolerance too tight for a
 //! legitimate difference, a wrong output shape, a layout it mishandles) fails here.
 
-use backend_checked::Checked;
-use backend_cpu::Cpu;
+use tessera_checked::Checked;
+use tessera_cpu::Cpu;
 
-tests::conformance_suite!(Checked<Cpu, Cpu>, || Checked::new(Cpu::new(), Cpu::new()));
+tessera_conformance::conformance_suite!(Checked<Cpu, Cpu>, || Checked::new(Cpu::new(), Cpu::new()));

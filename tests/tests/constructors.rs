@@ -1,7 +1,7 @@
 //! arange, linspace, eye and full, on the CPU backend.
 
-use backend_cpu::Cpu;
-use tests::checks::constructors;
+use tessera_conformance::checks::constructors;
+use tessera_cpu::Cpu;
 
 #[test]
 fn constructors_follow_their_definitions() {

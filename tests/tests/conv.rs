@@ -1,8 +1,8 @@
 //! conv2d and its input and weight gradients, on the CPU backend.
 
-use backend_cpu::Cpu;
-use tests::checks::conv::{self, ConvOp};
-use tests::checks::FLOAT_DTYPES;
+use tessera_conformance::checks::conv::{self, ConvOp};
+use tessera_conformance::checks::FLOAT_DTYPES;
+use tessera_cpu::Cpu;
 
 #[test]
 fn conv2d_forward() {

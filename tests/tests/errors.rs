@@ -1,7 +1,7 @@
 //! Bad input gives the right typed error with a clear message, never a panic (CPU backend).
 
-use backend_cpu::Cpu;
-use tensor_core::{BinaryOp, CmpOp, DType, Error, Shape, Tensor, UnaryOp};
+use tessera_core::{BinaryOp, CmpOp, DType, Error, Shape, Tensor, UnaryOp};
+use tessera_cpu::Cpu;
 
 type T = Tensor<Cpu>;
 

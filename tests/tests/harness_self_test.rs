@@ -2,13 +2,13 @@
 //! plants one fault (a layout bug, an operand-order bug, an off-by-one random offset) must make
 //! the matching property fail, while the healthy delegate passes.
 
-use backend_cpu::Cpu;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use tensor_core::{
+use tessera_conformance::checks::{binary, random, unary};
+use tessera_core::{
     ArgReduceOp, AssignMode, Backend, BinaryOp, CmpOp, DType, Device, Distribution, HostData,
     Layout, ReduceOp, Result, UnaryOp,
 };
-use tests::checks::{binary, random, unary};
+use tessera_cpu::Cpu;
 
 /// The fault a [`Faulty`] backend plants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

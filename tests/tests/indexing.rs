@@ -1,8 +1,8 @@
 //! index_select, gather and scatter_add with valid indices, on the CPU backend.
 
-use backend_cpu::Cpu;
-use tensor_core::DType;
-use tests::checks::indexing::{self, IndexOp};
+use tessera_conformance::checks::indexing::{self, IndexOp};
+use tessera_core::DType;
+use tessera_cpu::Cpu;
 
 #[test]
 fn index_select() {

@@ -1,9 +1,9 @@
 //! Matrix products (rank-1 operands, batch broadcasting, transposed operands), on the CPU
 //! backend.
 
-use backend_cpu::Cpu;
-use tensor_core::DType;
-use tests::checks::matmul;
+use tessera_conformance::checks::matmul;
+use tessera_core::DType;
+use tessera_cpu::Cpu;
 
 #[test]
 fn matmul_f32() {

@@ -1,5 +1,5 @@
 //! A crate outside the workspace uses the harness through path dependencies: this builds and
-//! runs `conformance-example` (whose whole test is one `tests::conformance_suite!` line) with
+//! runs `conformance-example` (whose whole test is one `tessera_conformance::conformance_suite!` line) with
 //! cargo, sharing this workspace's target folder so that nothing already built is rebuilt.
 //!
 //! The nested run uses 16 cases per property: it proves the wiring (the macro, the public API,

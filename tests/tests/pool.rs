@@ -1,8 +1,8 @@
 //! Max and average pooling and their gradients, on the CPU backend.
 
-use backend_cpu::Cpu;
-use tests::checks::pool::{self, PoolOp};
-use tests::checks::FLOAT_DTYPES;
+use tessera_conformance::checks::pool::{self, PoolOp};
+use tessera_conformance::checks::FLOAT_DTYPES;
+use tessera_cpu::Cpu;
 
 macro_rules! pool_tests {
     ($($name:ident: $op:ident;)*) => {

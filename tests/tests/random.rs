@@ -1,8 +1,8 @@
 //! Counter-based random draws and their moments, on the CPU backend.
 
-use backend_cpu::Cpu;
-use tests::checks::random;
-use tests::checks::FLOAT_DTYPES;
+use tessera_conformance::checks::random;
+use tessera_conformance::checks::FLOAT_DTYPES;
+use tessera_cpu::Cpu;
 
 #[test]
 fn draws_match_the_counter_based_samples() {

@@ -1,8 +1,8 @@
 //! sum / prod / max / min over random axis subsets, keepdim both ways, on the CPU backend.
 
-use backend_cpu::Cpu;
-use tensor_core::{DType, ReduceOp};
-use tests::checks::reduce;
+use tessera_conformance::checks::reduce;
+use tessera_core::{DType, ReduceOp};
+use tessera_cpu::Cpu;
 
 macro_rules! reduce_tests {
     ($($name:ident: $op:ident;)*) => {

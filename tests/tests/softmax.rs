@@ -1,8 +1,8 @@
 //! softmax, log_softmax and logsumexp, on the CPU backend.
 
-use backend_cpu::Cpu;
-use tensor_core::DType;
-use tests::checks::softmax;
+use tessera_conformance::checks::softmax;
+use tessera_core::DType;
+use tessera_cpu::Cpu;
 
 #[test]
 fn softmax_family_f32() {

@@ -1,8 +1,8 @@
 //! mean and var over random axis subsets, on the CPU backend.
 
-use backend_cpu::Cpu;
-use tensor_core::DType;
-use tests::checks::statistics;
+use tessera_conformance::checks::statistics;
+use tessera_core::DType;
+use tessera_cpu::Cpu;
 
 #[test]
 fn mean_var_f32() {

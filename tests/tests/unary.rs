@@ -1,8 +1,8 @@
 //! Every unary op on every dtype it supports, on the CPU backend.
 
-use backend_cpu::Cpu;
-use tensor_core::{DType, UnaryOp};
-use tests::checks::unary;
+use tessera_conformance::checks::unary;
+use tessera_core::{DType, UnaryOp};
+use tessera_cpu::Cpu;
 
 macro_rules! unary_tests {
     ($($name:ident: $op:ident;)*) => {

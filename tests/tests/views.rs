@@ -1,9 +1,9 @@
 //! Chains of views (reshape round trips, permute, narrow, squeeze/unsqueeze, flatten,
 //! contiguous) on tensors of any layout, on the CPU backend.
 
-use backend_cpu::Cpu;
-use tensor_core::DType;
-use tests::checks::views;
+use tessera_conformance::checks::views;
+use tessera_core::DType;
+use tessera_cpu::Cpu;
 
 #[test]
 fn views_f32() {

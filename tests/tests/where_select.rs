@@ -1,8 +1,8 @@
 //! `where` with branches of every dtype and three-way broadcasting, on the CPU backend.
 
-use backend_cpu::Cpu;
-use tensor_core::DType;
-use tests::checks::where_select;
+use tessera_conformance::checks::where_select;
+use tessera_core::DType;
+use tessera_cpu::Cpu;
 
 #[test]
 fn where_f32() {

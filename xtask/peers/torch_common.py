@@ -1,5 +1,5 @@
 """The PyTorch side of Tessera's model suites: the same two reference models as
-`nn::models` (784-512-512-10 MLP; conv 3x3 32 -> pool -> conv 3x3 64 -> pool -> 3136-128-10),
+`tessera_nn::models` (784-512-512-10 MLP; conv 3x3 32 -> pool -> conv 3x3 64 -> pool -> 3136-128-10),
 random batches, and a description of the build for the peer_info line."""
 
 import torch

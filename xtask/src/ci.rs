@@ -75,7 +75,7 @@ pub fn steps() -> Vec<Step> {
                 "run",
                 "-q",
                 "-p",
-                "nn",
+                "tessera-nn",
                 "--bin",
                 "train",
                 "--",

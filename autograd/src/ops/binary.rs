@@ -7,7 +7,7 @@
 
 use super::{grad_if, sum_to_dims};
 use crate::Var;
-use tensor_core::{Backend, Result, Tensor};
+use tessera_core::{Backend, Result, Tensor};
 
 /// The share of the gradient of `maximum(a, b)` (or `minimum` with `a_wins = a.lt(b)`) that goes
 /// to `a`: all of it where `a` wins, half where they tie, none elsewhere.

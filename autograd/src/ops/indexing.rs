@@ -5,8 +5,8 @@
 
 use super::grad_if;
 use crate::Var;
-use tensor_core::shape::resolve_axis;
-use tensor_core::{Backend, Error, Result, Tensor};
+use tessera_core::shape::resolve_axis;
+use tessera_core::{Backend, Error, Result, Tensor};
 
 impl<B: Backend> Var<B> {
     /// Selects slices along `axis` by a rank-1 `i64` index tensor.

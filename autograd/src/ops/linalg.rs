@@ -2,7 +2,7 @@
 
 use super::{grad_if, sum_to_dims};
 use crate::Var;
-use tensor_core::{Backend, Result, Tensor};
+use tessera_core::{Backend, Result, Tensor};
 
 /// `x` as `matmul` sees it: a rank-1 operand becomes a row (`[1, k]`, on the left) or a column
 /// (`[k, 1]`, on the right).

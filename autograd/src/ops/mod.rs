@@ -14,8 +14,8 @@ mod unary;
 mod views;
 
 use crate::Var;
-use tensor_core::shape::resolve_axis;
-use tensor_core::{Backend, Error, Result, Tensor};
+use tessera_core::shape::resolve_axis;
+use tessera_core::{Backend, Error, Result, Tensor};
 
 /// `Some(f())` when `needed`, `None` otherwise: a parent's gradient, computed only if used.
 pub(crate) fn grad_if<B: Backend>(

@@ -4,7 +4,7 @@
 
 use super::grad_if;
 use crate::Var;
-use tensor_core::{Backend, Conv2dParams, Pool2dParams, Result};
+use tessera_core::{Backend, Conv2dParams, Pool2dParams, Result};
 
 impl<B: Backend> Var<B> {
     /// Softmax along `axis`; gradient `y (g - sum(g y))` along `axis`.

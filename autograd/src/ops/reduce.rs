@@ -7,7 +7,7 @@
 
 use super::{kept_dims, resolve_axes};
 use crate::Var;
-use tensor_core::{Backend, Result, Tensor};
+use tessera_core::{Backend, Result, Tensor};
 
 impl<B: Backend> Var<B> {
     /// Sum over `axes` (empty: all); the gradient is broadcast back over the reduced axes.

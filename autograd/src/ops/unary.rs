@@ -6,7 +6,7 @@
 
 use crate::Var;
 use std::f64::consts::PI;
-use tensor_core::{Backend, Result};
+use tessera_core::{Backend, Result};
 
 impl<B: Backend> Var<B> {
     /// `-x`.

@@ -5,8 +5,8 @@
 
 use super::sum_to_dims;
 use crate::Var;
-use tensor_core::shape::resolve_axis;
-use tensor_core::{Backend, DType, Result, Shape, Tensor};
+use tessera_core::shape::resolve_axis;
+use tessera_core::{Backend, DType, Result, Shape, Tensor};
 
 /// The gradient of a `slice(axis, start, .., step)` of an input with `dims`: `grad` placed into
 /// zeros at the selected positions.

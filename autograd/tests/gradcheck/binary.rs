@@ -1,9 +1,9 @@
 //! Element-wise ops of two operands with broadcasting, scalar forms and `where_select`.
 
 use crate::common::*;
-use autograd::Var;
 use proptest::prelude::*;
-use tensor_core::Tensor;
+use tessera_autograd::Var;
+use tessera_core::Tensor;
 
 /// Values on the grid `0.2 k` (`k` in -10..10).
 fn even_grid() -> BoxedStrategy<f64> {
@@ -108,8 +108,8 @@ proptest! {
         mask_rank in 0usize..=3,
     ) {
         // A mask over the last `mask_rank` axes of the broadcast shape (so it broadcasts too).
-        let out = tensor_core::Shape::new(a.dims.clone())
-            .broadcast_with("test", &tensor_core::Shape::new(b.dims.clone()))
+        let out = tessera_core::Shape::new(a.dims.clone())
+            .broadcast_with("test", &tessera_core::Shape::new(b.dims.clone()))
             .unwrap();
         let mask_dims: Vec<usize> = out.dims()[out.rank().saturating_sub(mask_rank)..].to_vec();
         let n: usize = mask_dims.iter().product();

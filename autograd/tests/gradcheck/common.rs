@@ -1,11 +1,11 @@
 //! Shared helpers of the gradcheck property tests: input strategies (values kept away from the
 //! kinks of the op under test, contiguous or not) and the check itself.
 
-use autograd::{gradcheck, GradcheckOptions, Var};
-use backend_cpu::Cpu;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-use tensor_core::{Result, Tensor};
+use tessera_autograd::{gradcheck, GradcheckOptions, Var};
+use tessera_core::{Result, Tensor};
+use tessera_cpu::Cpu;
 
 /// Cases per op: each case runs the op twice per input element.
 pub const CASES: u32 = 64;

@@ -1,9 +1,9 @@
 //! Indexing: index_select, gather, cat and stack.
 
 use crate::common::*;
-use autograd::Var;
 use proptest::prelude::*;
-use tensor_core::{DType, Tensor};
+use tessera_autograd::Var;
+use tessera_core::{DType, Tensor};
 
 /// A non-scalar input and one of its axes.
 fn input_and_axis() -> BoxedStrategy<(Input, usize)> {

@@ -2,8 +2,8 @@
 
 use crate::common::*;
 use proptest::prelude::*;
-use tensor_core::tensor::{conv_output_dims, pool_output_dims};
-use tensor_core::{Conv2dParams, Pool2dParams};
+use tessera_core::tensor::{conv_output_dims, pool_output_dims};
+use tessera_core::{Conv2dParams, Pool2dParams};
 
 /// Input `[n, c, h, w]` and weight `[o, c, kh, kw]` dims plus parameters that fit together.
 fn conv_setup() -> BoxedStrategy<(Vec<usize>, Vec<usize>, Conv2dParams)> {

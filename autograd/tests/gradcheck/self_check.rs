@@ -1,8 +1,8 @@
 //! gradcheck itself: it must reject wrong gradients and bad arguments, not only pass.
 
 use crate::common::*;
-use autograd::{gradcheck, GradcheckOptions};
-use tensor_core::{DType, Error, Tensor};
+use tessera_autograd::{gradcheck, GradcheckOptions};
+use tessera_core::{DType, Error, Tensor};
 
 #[test]
 fn a_wrong_gradient_is_reported_with_its_position_and_values() {

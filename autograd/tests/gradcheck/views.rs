@@ -2,7 +2,7 @@
 
 use crate::common::*;
 use proptest::prelude::*;
-use tensor_core::DType;
+use tessera_core::DType;
 
 /// A non-scalar input with a random axis of it.
 fn input_and_axis() -> BoxedStrategy<(Input, usize)> {
@@ -65,7 +65,7 @@ proptest! {
 
     #[test]
     fn broadcast_to((small, big) in broadcast_dims().prop_flat_map(|(a, b)| {
-        let out = tensor_core::Shape::new(a.clone()).broadcast_with("test", &tensor_core::Shape::new(b)).unwrap();
+        let out = tessera_core::Shape::new(a.clone()).broadcast_with("test", &tessera_core::Shape::new(b)).unwrap();
         (input_with(a, uniform(-2.0, 2.0)), Just(out.dims().to_vec()))
     })) {
         check(|v| v[0].broadcast_to(big.as_slice()), &[&small])?;

@@ -1,12 +1,12 @@
 //! One Adam/AdamW step in a single pass over contiguous parameter, gradient and moments. It
 //! performs the same f32/f64 operations in the same order as the composite chain
-//! (`tensor_core::composite::adam_update`), so the results are identical bit for bit.
+//! (`tessera_core::composite::adam_update`), so the results are identical bit for bit.
 
 use std::mem::MaybeUninit;
 
 use rayon::prelude::*;
-use tensor_core::backend::AdamUpdate;
-use tensor_core::{Error, Result};
+use tessera_core::backend::AdamUpdate;
+use tessera_core::{Error, Result};
 
 use super::num::Num;
 use crate::alloc::try_with_capacity;
@@ -62,7 +62,7 @@ pub(crate) struct AdamInputs<'a, T> {
 pub(crate) type AdamOutputs<T> = (Vec<T>, Vec<T>, Vec<T>, Option<Vec<T>>);
 
 /// A vector of `len` elements the caller promises to write in full, without zeroing it first
-/// (allocated fallibly: [`tensor_core::Error::OutOfMemory`] when the memory is not there).
+/// (allocated fallibly: [`tessera_core::Error::OutOfMemory`] when the memory is not there).
 fn uninit<T>(len: usize) -> Result<Vec<MaybeUninit<T>>> {
     let mut v = try_with_capacity(len)?;
     v.resize_with(len, MaybeUninit::uninit);

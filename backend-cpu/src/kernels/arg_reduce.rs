@@ -9,7 +9,7 @@ use crate::checks::unsupported;
 use crate::parallel::split_reduction;
 use crate::CpuStorage;
 use std::ops::Range;
-use tensor_core::{ArgReduceOp, DType, Layout, Result};
+use tessera_core::{ArgReduceOp, DType, Layout, Result};
 
 /// Marks a partial result that has seen no element yet.
 const NONE: usize = usize::MAX;
@@ -24,7 +24,7 @@ pub(crate) fn arg_reduce(
 ) -> Result<CpuStorage> {
     layout.check_axis(op.name(), axis)?;
     if layout.dims()[axis] == 0 {
-        return Err(tensor_core::Error::InvalidArgument {
+        return Err(tessera_core::Error::InvalidArgument {
             op: op.name(),
             msg: format!("axis {axis} of shape {} is empty", layout.shape()),
         });

@@ -5,7 +5,7 @@ use super::num::Num;
 use crate::alloc::Zeroable;
 use crate::checks::{dtype_mismatch, unsupported};
 use crate::CpuStorage;
-use tensor_core::{BackendStorage, BinaryOp, Element, FloatElement, Layout, Result};
+use tessera_core::{BackendStorage, BinaryOp, Element, FloatElement, Layout, Result};
 
 /// Applies `op` element by element (dtype support as in [`BinaryOp::supports`]).
 pub(crate) fn binary(

@@ -7,7 +7,7 @@
 use super::copy::copy_strided;
 use super::map::map1;
 use crate::CpuStorage;
-use tensor_core::{DType, Layout, Result};
+use tessera_core::{DType, Layout, Result};
 
 /// Converts every element of `x` to `dtype`; the output is contiguous.
 pub(crate) fn cast(x: &CpuStorage, layout: &Layout, dtype: DType) -> Result<CpuStorage> {

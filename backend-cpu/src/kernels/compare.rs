@@ -4,7 +4,7 @@
 use super::map::map2;
 use crate::checks::dtype_mismatch;
 use crate::CpuStorage;
-use tensor_core::{CmpOp, Layout, Result};
+use tessera_core::{CmpOp, Layout, Result};
 
 /// Compares element by element; the output is `Bool`. Booleans compare as `false < true`.
 pub(crate) fn compare(

@@ -15,7 +15,7 @@
 //! split over the threads instead.
 
 use rayon::prelude::*;
-use tensor_core::{Conv2dParams, Error, Result};
+use tessera_core::{Conv2dParams, Error, Result};
 
 use super::gemm::{gemm, split_gemm, GemmElement, MatMut, MatRef};
 use crate::alloc::{checked_len, try_resize, try_zeroed};
@@ -41,7 +41,7 @@ pub(crate) struct ConvGeometry {
 
 impl ConvGeometry {
     /// The geometry of `input_dims` convolved with `weight_dims` into `out_dims`, which the
-    /// caller has checked with `tensor_core::tensor::check_conv2d` (rank 4, equal channel
+    /// caller has checked with `tessera_core::tensor::check_conv2d` (rank 4, equal channel
     /// counts, a window that fits). The channel count is the weight's (a mismatch with the
     /// input is an error here too), and every buffer size the kernels use is checked, so no
     /// later product overflows and every GEMM operand has exactly the size of its slice.
@@ -382,7 +382,7 @@ mod tests {
 
     /// A geometry from dims, with the output dims the forward pass produces.
     fn geometry(x: [usize; 4], w: [usize; 4], p: Conv2dParams) -> ConvGeometry {
-        let out = tensor_core::tensor::check_conv2d(&x, &w, p).unwrap();
+        let out = tessera_core::tensor::check_conv2d(&x, &w, p).unwrap();
         ConvGeometry::new("test", &x, &w, &out, p).unwrap()
     }
 

@@ -8,7 +8,7 @@ use crate::parallel::worth_parallel;
 use crate::strided::StridedPlan;
 use crate::CpuStorage;
 use rayon::prelude::*;
-use tensor_core::{AssignMode, Layout, Result};
+use tessera_core::{AssignMode, Layout, Result};
 
 /// A contiguous row-major copy of the elements of `layout` (through [`map1`], which has the
 /// contiguous, broadcast, strided and tiled-transpose paths).

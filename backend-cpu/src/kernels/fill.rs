@@ -2,7 +2,7 @@
 
 use crate::alloc::{try_zeroed, Zeroable};
 use crate::parallel::fill_chunks;
-use tensor_core::{Element, Result};
+use tessera_core::{Element, Result};
 
 /// `numel` copies of `value` converted like [`Element::from_f64`].
 pub(crate) fn full<T: Element + Zeroable>(numel: usize, value: f64) -> Result<Vec<T>> {

@@ -6,7 +6,7 @@ use crate::parallel::try_fill_chunks;
 use crate::storage::map_storage;
 use crate::strided::StridedPlan;
 use crate::CpuStorage;
-use tensor_core::{Layout, Result};
+use tessera_core::{Layout, Result};
 
 const OP: &str = "gather";
 

@@ -1,7 +1,7 @@
 //! Shared validation of index tensors (`index_select`, `gather`, `scatter_add`).
 
 use crate::CpuStorage;
-use tensor_core::{BackendStorage, DType, Error, Layout, Result};
+use tessera_core::{BackendStorage, DType, Error, Layout, Result};
 
 /// The `i64` elements of an index storage, or a dtype error naming `op`.
 pub(crate) fn index_values<'a>(op: &'static str, indices: &'a CpuStorage) -> Result<&'a [i64]> {

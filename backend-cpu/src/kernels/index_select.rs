@@ -7,7 +7,7 @@ use crate::parallel::fill_rows;
 use crate::storage::map_storage;
 use crate::strided::StridedPlan;
 use crate::CpuStorage;
-use tensor_core::{Error, Layout, Result};
+use tessera_core::{Error, Layout, Result};
 
 const OP: &str = "index_select";
 

@@ -15,7 +15,7 @@ use crate::alloc::{try_zeroed, Zeroable};
 use crate::parallel::{fill_chunks, worth_parallel};
 use crate::strided::StridedPlan;
 use rayon::prelude::*;
-use tensor_core::{Layout, Result};
+use tessera_core::{Layout, Result};
 
 /// Side of the square tiles used for transposed operands.
 const TILE: usize = 32;

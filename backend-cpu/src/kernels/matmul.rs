@@ -13,7 +13,7 @@ use crate::parallel::Parallelism;
 use crate::strided::StridedPlan;
 use crate::CpuStorage;
 use rayon::prelude::*;
-use tensor_core::{BackendStorage, Error, Layout, Result};
+use tessera_core::{BackendStorage, Error, Layout, Result};
 
 /// Products with `m*k + k*n` below this are "small": a batch of them is spread one per task.
 const GEMM_THREADING_SIZE: usize = 2 * (1 << 14);

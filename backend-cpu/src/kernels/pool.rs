@@ -5,7 +5,7 @@
 use std::ops::Range;
 
 use rayon::prelude::*;
-use tensor_core::{Error, Pool2dParams, Result};
+use tessera_core::{Error, Pool2dParams, Result};
 
 use super::num::Num;
 use crate::alloc::{checked_len, try_filled, try_zeroed};
@@ -24,7 +24,7 @@ pub(crate) struct PoolGeometry {
 
 impl PoolGeometry {
     /// The geometry of pooling `input_dims` into `out_dims`, which the caller has checked with
-    /// `tensor_core::tensor::pool_output_dims` (rank 4, a window that fits); the element counts
+    /// `tessera_core::tensor::pool_output_dims` (rank 4, a window that fits); the element counts
     /// of input and output are checked here, so no later product overflows.
     pub(crate) fn new(
         op: &'static str,

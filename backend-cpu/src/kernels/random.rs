@@ -3,8 +3,8 @@
 use super::fill::counter_based;
 use crate::checks::unsupported;
 use crate::CpuStorage;
-use tensor_core::random::{sample_f32, sample_f64};
-use tensor_core::{DType, Distribution, Result};
+use tessera_core::random::{sample_f32, sample_f64};
+use tessera_core::{DType, Distribution, Result};
 
 /// `numel` samples where element `i` is `sample_*(dist, seed, offset + i)`.
 pub(crate) fn random(

@@ -22,7 +22,7 @@ use crate::parallel::split_reduction;
 use crate::strided::StridedPlan;
 use crate::CpuStorage;
 use std::ops::Range;
-use tensor_core::{Error, Layout, ReduceOp, Result};
+use tessera_core::{Error, Layout, ReduceOp, Result};
 
 /// Shortest run of contiguous outputs worth row-wise accumulation.
 const MIN_ROW_RUN: usize = 8;
@@ -42,7 +42,7 @@ pub(crate) fn reduce(
         CpuStorage::F32(v) => CpuStorage::F32(reduce_typed(op, v, &plan)?),
         CpuStorage::F64(v) => CpuStorage::F64(reduce_typed(op, v, &plan)?),
         CpuStorage::I64(v) => CpuStorage::I64(reduce_typed(op, v, &plan)?),
-        CpuStorage::Bool(_) => return Err(unsupported(op.name(), tensor_core::DType::Bool)),
+        CpuStorage::Bool(_) => return Err(unsupported(op.name(), tessera_core::DType::Bool)),
     })
 }
 

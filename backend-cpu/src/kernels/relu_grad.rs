@@ -1,7 +1,7 @@
 //! The ReLU gradient in one pass: `grad` where `x > 0`, else 0.
 
 use rayon::prelude::*;
-use tensor_core::Result;
+use tessera_core::Result;
 
 use super::num::Num;
 use crate::alloc::try_with_capacity;

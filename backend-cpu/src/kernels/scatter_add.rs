@@ -9,7 +9,7 @@ use super::num::Num;
 use crate::checks::{dtype_mismatch, unsupported};
 use crate::strided::StridedPlan;
 use crate::CpuStorage;
-use tensor_core::{DType, Layout, Result};
+use tessera_core::{DType, Layout, Result};
 
 const OP: &str = "scatter_add";
 

@@ -4,7 +4,7 @@ use super::map::map3;
 use crate::alloc::Zeroable;
 use crate::checks::dtype_mismatch;
 use crate::CpuStorage;
-use tensor_core::{BackendStorage, DType, Error, Layout, Result};
+use tessera_core::{BackendStorage, DType, Error, Layout, Result};
 
 /// `cond[i] != 0 ? on_true[i] : on_false[i]`; the output has the branches' dtype.
 pub(crate) fn where_select(

@@ -2,7 +2,7 @@
 //!
 //! Each row is read once into its output slot and then transformed in place, instead of the
 //! five to seven full-tensor passes of the composite default. The arithmetic is the composite's
-//! (`tensor_core::composite::softmax`): the shift is the row maximum (NaN-propagating), replaced
+//! (`tessera_core::composite::softmax`): the shift is the row maximum (NaN-propagating), replaced
 //! by 0 when infinite, `softmax = e / sum(e)` with `e = exp(x - shift)`, and
 //! `log_softmax = x - (ln(sum(e)) + shift)`; sums are pairwise. Other axes, and empty rows, are
 //! left to the composite (return `None`).
@@ -13,7 +13,7 @@ use crate::alloc::{checked_len, try_zeroed};
 use crate::parallel::try_fill_rows;
 use crate::strided::StridedPlan;
 use crate::CpuStorage;
-use tensor_core::{FloatElement, Layout, Result};
+use tessera_core::{FloatElement, Layout, Result};
 
 /// Which function of the row to compute.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

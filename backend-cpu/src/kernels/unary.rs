@@ -4,7 +4,7 @@ use super::map::map1;
 use crate::alloc::Zeroable;
 use crate::checks::unsupported;
 use crate::CpuStorage;
-use tensor_core::{BackendStorage, Element, FloatElement, Layout, Result, UnaryOp};
+use tessera_core::{BackendStorage, Element, FloatElement, Layout, Result, UnaryOp};
 
 /// Applies `op` to every element of `x` (dtype support as in [`UnaryOp::supports`]).
 pub(crate) fn unary(op: UnaryOp, x: &CpuStorage, layout: &Layout) -> Result<CpuStorage> {

@@ -1,7 +1,7 @@
 //! Test helpers: deterministic data, naive strided reads and tolerant comparisons.
 
-use backend_cpu::{Cpu, CpuTensor};
-use tensor_core::Layout;
+use tessera_core::Layout;
+use tessera_cpu::{Cpu, CpuTensor};
 
 /// The CPU backend.
 pub fn cpu() -> Cpu {

@@ -4,11 +4,11 @@
 //! f32/f64.
 
 use crate::common::*;
-use backend_cpu::{Cpu, CpuTensor};
-use tensor_core::{composite, Backend, Conv2dParams, Pool2dParams};
+use tessera_core::{composite, Backend, Conv2dParams, Pool2dParams};
+use tessera_cpu::{Cpu, CpuTensor};
 
 fn to_f64(t: &CpuTensor) -> Vec<f64> {
-    t.to_dtype(tensor_core::DType::F64)
+    t.to_dtype(tessera_core::DType::F64)
         .unwrap()
         .to_vec::<f64>()
         .unwrap()

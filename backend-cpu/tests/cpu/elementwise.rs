@@ -1,8 +1,8 @@
 //! Unary, binary, compare, where and cast kernels.
 
 use crate::common::*;
-use backend_cpu::{Cpu, CpuStorage, CpuTensor};
-use tensor_core::{Backend, BinaryOp, CmpOp, DType, Error, Layout, UnaryOp};
+use tessera_core::{Backend, BinaryOp, CmpOp, DType, Error, Layout, UnaryOp};
+use tessera_cpu::{Cpu, CpuStorage, CpuTensor};
 
 /// The f64 reference of each float unary op.
 fn unary_reference(op: UnaryOp, x: f64) -> f64 {

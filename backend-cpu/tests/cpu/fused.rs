@@ -3,12 +3,12 @@
 //! AMSGrad, sizes above the parallel threshold, and strided inputs (which fall back).
 
 use crate::common::*;
-use backend_cpu::CpuTensor;
-use tensor_core::backend::{AdamTensors, AdamUpdate};
-use tensor_core::{composite, Backend};
+use tessera_core::backend::{AdamTensors, AdamUpdate};
+use tessera_core::{composite, Backend};
+use tessera_cpu::CpuTensor;
 
 fn bits(t: &CpuTensor) -> Vec<f64> {
-    t.to_dtype(tensor_core::DType::F64)
+    t.to_dtype(tessera_core::DType::F64)
         .unwrap()
         .to_vec::<f64>()
         .unwrap()
@@ -56,7 +56,7 @@ fn update(coupled: f64, factor: f64, step: i32) -> AdamUpdate {
     }
 }
 
-fn same(got: &AdamTensors<backend_cpu::Cpu>, want: &AdamTensors<backend_cpu::Cpu>, what: &str) {
+fn same(got: &AdamTensors<tessera_cpu::Cpu>, want: &AdamTensors<tessera_cpu::Cpu>, what: &str) {
     assert_same_bits(&bits(&got.param), &bits(&want.param), what);
     assert_same_bits(&bits(&got.exp_avg), &bits(&want.exp_avg), what);
     assert_same_bits(&bits(&got.exp_avg_sq), &bits(&want.exp_avg_sq), what);

@@ -1,8 +1,8 @@
 //! index_select, gather and scatter_add.
 
 use crate::common::*;
-use backend_cpu::CpuTensor;
-use tensor_core::{DType, Error};
+use tessera_core::{DType, Error};
+use tessera_cpu::CpuTensor;
 
 fn indices(v: &[i64]) -> CpuTensor {
     CpuTensor::from_vec(v.to_vec(), [v.len()], &cpu()).unwrap()

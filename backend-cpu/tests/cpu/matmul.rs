@@ -1,8 +1,8 @@
 //! Batched matrix products against a naive f64 triple loop.
 
 use crate::common::*;
-use backend_cpu::{Cpu, CpuStorage, CpuTensor};
-use tensor_core::{Backend, Error, Layout};
+use tessera_core::{Backend, Error, Layout};
+use tessera_cpu::{Cpu, CpuStorage, CpuTensor};
 
 /// `[..batch, m, k] x [..batch, k, n]` on row-major values of the (already broadcast) views.
 fn matmul_reference(a: &[f64], b: &[f64], batch: usize, m: usize, k: usize, n: usize) -> Vec<f64> {

@@ -1,11 +1,11 @@
 //! Upload/download, fills, strided copies, assign and random draws.
 
 use crate::common::*;
-use backend_cpu::{Cpu, CpuStorage, CpuTensor};
-use tensor_core::random::{sample_f32, sample_f64};
-use tensor_core::{
+use tessera_core::random::{sample_f32, sample_f64};
+use tessera_core::{
     AssignMode, Backend, BackendStorage, DType, Distribution, Error, HostData, Layout, UnaryOp,
 };
+use tessera_cpu::{Cpu, CpuStorage, CpuTensor};
 
 #[test]
 fn backend_identity() {
@@ -279,11 +279,11 @@ fn layouts_outside_their_storage_are_errors_not_panics() {
         .index_select(&s, &Layout::contiguous([6]), 0, &i, &too_long)
         .is_err());
     assert!(Cpu
-        .reduce(tensor_core::ReduceOp::Sum, &s, &too_long, &[0])
+        .reduce(tessera_core::ReduceOp::Sum, &s, &too_long, &[0])
         .is_err());
     assert!(Cpu
         .reduce(
-            tensor_core::ReduceOp::Sum,
+            tessera_core::ReduceOp::Sum,
             &s,
             &Layout::contiguous([6]),
             &[1]
@@ -291,7 +291,7 @@ fn layouts_outside_their_storage_are_errors_not_panics() {
         .is_err());
     assert!(Cpu
         .arg_reduce(
-            tensor_core::ArgReduceOp::ArgMax,
+            tessera_core::ArgReduceOp::ArgMax,
             &s,
             &Layout::contiguous([6]),
             1

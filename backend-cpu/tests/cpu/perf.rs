@@ -2,8 +2,8 @@
 //! `cargo test -p backend-cpu --release -- --ignored --nocapture perf`.
 
 use crate::common::*;
-use backend_cpu::CpuTensor;
 use std::time::Instant;
+use tessera_cpu::CpuTensor;
 
 /// Best wall time in seconds of `reps` runs of `f` after one warm-up.
 fn best_of(reps: usize, mut f: impl FnMut()) -> f64 {

@@ -1,8 +1,8 @@
 //! Reductions and arg-reductions.
 
 use crate::common::*;
-use backend_cpu::{Cpu, CpuStorage, CpuTensor};
-use tensor_core::{ArgReduceOp, Backend, DType, Layout, ReduceOp};
+use tessera_core::{ArgReduceOp, Backend, DType, Layout, ReduceOp};
+use tessera_cpu::{Cpu, CpuStorage, CpuTensor};
 
 /// Naive reduction of the row-major values `vals` of shape `dims` over `axes` (kept as 1).
 fn reduce_reference(op: ReduceOp, vals: &[f64], dims: &[usize], axes: &[usize]) -> Vec<f64> {

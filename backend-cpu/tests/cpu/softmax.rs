@@ -1,8 +1,8 @@
 //! The fused softmax family against the composite defaults and a naive f64 reference.
 
 use crate::common::*;
-use backend_cpu::CpuTensor;
-use tensor_core::composite;
+use tessera_core::composite;
+use tessera_cpu::CpuTensor;
 
 /// Naive f64 log-sum-exp of one row.
 fn lse_reference(row: &[f64]) -> f64 {

@@ -10,7 +10,7 @@
 //! The logic is written against [`DeviceMemory`] so that it is tested without a GPU.
 
 use std::collections::HashMap;
-use tensor_core::{Error, Result};
+use tessera_core::{Error, Result};
 
 /// Smallest size class, in bytes.
 const MIN_CLASS: usize = 512;

@@ -6,10 +6,10 @@
 //! not use TF32 for single precision, so results match the tiled kernel's precision.
 
 use crate::cuda::library_search::{load_library, LibrarySpec};
-use gpu_engine::BlasTranspose;
 use std::ffi::{c_int, c_longlong, c_void};
 use std::fmt;
 use std::path::PathBuf;
+use tessera_gpu::BlasTranspose;
 
 /// Where cuBLAS is searched for.
 pub(crate) const CUBLAS_LIBRARY: LibrarySpec = LibrarySpec {

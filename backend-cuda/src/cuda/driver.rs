@@ -14,14 +14,14 @@ use cust::device::{Device as CuDevice, DeviceAttribute};
 use cust::module::Module;
 use cust::stream::{Stream, StreamFlags};
 use cust::sys as cu;
-use gpu_engine::View;
-use gpu_engine::{BlasGemm, BlasOperand, Driver, DriverArg, DriverInfo, Launch, ModuleKey};
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
-use tensor_core::{DType, Error, Result};
+use tessera_core::{DType, Error, Result};
+use tessera_gpu::View;
+use tessera_gpu::{BlasGemm, BlasOperand, Driver, DriverArg, DriverInfo, Launch, ModuleKey};
 
 /// Threads per block of one-dimensional launches, tree reductions and fused softmax
 /// (`TS_REDUCE_WG`): a power of two every CUDA GPU accepts.

@@ -2,7 +2,7 @@
 
 use cust::sys::{cuGetErrorName, cuGetErrorString, cudaError_enum, CUresult};
 use std::ffi::{c_char, CStr};
-use tensor_core::Error;
+use tessera_core::Error;
 
 /// The backend name used in errors and devices.
 pub(crate) const BACKEND: &str = "cuda";
@@ -51,7 +51,7 @@ fn means_no_device(code: CUresult) -> bool {
 
 /// `Ok` for `CUDA_SUCCESS`, else the error of `op`: [`Error::NoDevice`] when the driver or
 /// device is missing, [`Error::Backend`] naming the status otherwise.
-pub(crate) fn check(op: &'static str, code: CUresult) -> tensor_core::Result<()> {
+pub(crate) fn check(op: &'static str, code: CUresult) -> tessera_core::Result<()> {
     if code == cudaError_enum::CUDA_SUCCESS {
         return Ok(());
     }

@@ -5,10 +5,10 @@ use crate::cuda::driver::CudaDriver;
 use crate::cuda::driver_error::{backend_error, no_device};
 use cust::device::Device as CuDevice;
 use cust::CudaFlags;
-use gpu_engine::Runtime;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
-use tensor_core::Result;
+use tessera_core::Result;
+use tessera_gpu::Runtime;
 
 /// Initialises the driver once (`cuInit`); the error is kept for later calls.
 fn init() -> Result<()> {
@@ -24,7 +24,7 @@ fn init() -> Result<()> {
     .clone()
 }
 
-/// Number of CUDA devices; [`tensor_core::Error::NoDevice`] without a driver.
+/// Number of CUDA devices; [`tessera_core::Error::NoDevice`] without a driver.
 pub fn device_count() -> Result<usize> {
     init()?;
     CuDevice::num_devices()

@@ -9,7 +9,7 @@ conformance_suite_or_skip!(
 );
 
 mod through_blas {
-    use tensor_core::DType;
+    use tessera_core::DType;
 
     #[test]
     fn matmul_through_the_blas_mapping() {
@@ -17,7 +17,7 @@ mod through_blas {
             return;
         };
         for dtype in [DType::F32, DType::F64] {
-            tests::checks::matmul::run(&dev, dtype);
+            tessera_conformance::checks::matmul::run(&dev, dtype);
         }
     }
 }

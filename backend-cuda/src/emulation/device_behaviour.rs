@@ -2,7 +2,7 @@
 //! between ops, index errors reported at read-back, ranks above the kernels' `MAX_RANK`.
 
 use super::{emulated, private_emulated};
-use tensor_core::{Error, Layout, Tensor};
+use tessera_core::{Error, Layout, Tensor};
 
 #[test]
 fn a_chain_of_ops_waits_for_the_device_only_when_read_back() {

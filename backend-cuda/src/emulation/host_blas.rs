@@ -3,9 +3,9 @@
 //! engine's row-major to column-major mapping of the cuBLAS path without a GPU. Every other
 //! operation is the OpenCL driver's.
 
-use backend_opencl::testing::{DeviceBuffer, OpenClDriver};
-use gpu_engine::{BlasGemm, BlasOperand, BlasTranspose, Driver, DriverArg, DriverInfo, Launch};
-use tensor_core::{DType, Result};
+use tessera_core::{DType, Result};
+use tessera_gpu::{BlasGemm, BlasOperand, BlasTranspose, Driver, DriverArg, DriverInfo, Launch};
+use tessera_opencl::testing::{DeviceBuffer, OpenClDriver};
 
 /// The OpenCL driver, with a host BLAS when `with_blas`.
 pub(crate) struct HostBlas {

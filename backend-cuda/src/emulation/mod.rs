@@ -11,9 +11,9 @@ mod host_blas;
 
 use crate::cuda::driver::BLOCK;
 use crate::options::CudaOptions;
-use gpu_engine::{GemmEngine, Gpu, GpuStorage, Runtime};
 use host_blas::HostBlas;
 use std::sync::{Arc, OnceLock};
+use tessera_gpu::{GemmEngine, Gpu, GpuStorage, Runtime};
 
 /// The backend under test: the engine over OpenCL, driven like a CUDA device.
 #[derive(Clone, Debug)]
@@ -33,11 +33,11 @@ impl Emulated {
     }
 }
 
-gpu_engine::impl_gpu_backend!(Emulated, GpuStorage<HostBlas>);
+tessera_gpu::impl_gpu_backend!(Emulated, GpuStorage<HostBlas>);
 
 /// A new runtime on the first OpenCL device with CUDA's geometry, or why there is none.
 fn open(blas: bool) -> Result<Arc<Runtime<HostBlas>>, String> {
-    let driver = backend_opencl::testing::open_driver(|info| {
+    let driver = tessera_opencl::testing::open_driver(|info| {
         info.backend = "cuda";
         info.name = format!("{} (OpenCL emulation)", info.name);
         info.launch_group = BLOCK;

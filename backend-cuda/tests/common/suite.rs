@@ -1,7 +1,7 @@
-// The conformance suite of the `tests` crate (`tests::suite`: every op family, capability
+// The conformance suite of the `tests` crate (`tessera_conformance::suite`: every op family, capability
 // matrix, shrunk counterexamples), one `#[test]` per family, for a device given as an
 // expression of type `Option<B>`: None makes the test print why and return (skip), which the
-// `tests::conformance_suite!` macro cannot do.
+// `tessera_conformance::conformance_suite!` macro cannot do.
 //
 // Included (with `include!`) by the GPU conformance test (`tests/gpu_conformance.rs`, real
 // CUDA) and by the crate's OpenCL-driven unit tests (`src/emulation`), so both run exactly the
@@ -15,15 +15,15 @@ macro_rules! conformance_suite_or_skip {
                 #[test]
                 fn $name() {
                     let Some(dev) = $device else { return };
-                    let capabilities = tests::suite::Capabilities::declared_by(&dev);
-                    let mut config = tests::runner::RunConfig::from_env();
+                    let capabilities = tessera_conformance::suite::Capabilities::declared_by(&dev);
+                    let mut config = tessera_conformance::runner::RunConfig::from_env();
                     let regressions: Option<&str> = $regressions;
                     if let Some(dir) = regressions {
                         config = config.with_regressions(dir);
                     }
-                    tests::suite::assert_family(
+                    tessera_conformance::suite::assert_family(
                         &dev,
-                        tests::suite::Family::$family,
+                        tessera_conformance::suite::Family::$family,
                         &capabilities,
                         &config,
                     );
@@ -54,7 +54,7 @@ macro_rules! conformance_suite_or_skip {
 
         #[test]
         fn every_family_has_a_test() {
-            assert_eq!(tests::suite::Family::ALL.len(), 20);
+            assert_eq!(tessera_conformance::suite::Family::ALL.len(), 20);
         }
     };
 }

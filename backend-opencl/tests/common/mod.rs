@@ -1,7 +1,7 @@
 //! The device shared by the tests of one test binary, or a printed reason to skip.
 
-use backend_opencl::OpenCl;
 use std::sync::OnceLock;
+use tessera_opencl::OpenCl;
 
 /// The default OpenCL device, opened once per test binary (programs are built once per device
 /// and process, so sharing it keeps the suite fast). `None`, after printing why, when this

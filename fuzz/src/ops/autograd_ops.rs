@@ -3,8 +3,8 @@
 use super::kinds::*;
 use super::{op, FuzzBackend, Op};
 use crate::machine::{Outcome, Skip, Value};
-use autograd::{no_grad, Var};
-use tensor_core::UnaryOp;
+use tessera_autograd::{no_grad, Var};
+use tessera_core::UnaryOp;
 
 /// The documented shape of a variable output: that of variable argument 0.
 fn like_var<B: FuzzBackend>(

@@ -6,8 +6,8 @@
 use super::kinds::*;
 use super::{alloc_work, op, FuzzBackend, Op};
 use crate::machine::{Ctx, Outcome, Skip};
-use tensor_core::backend::AdamUpdate;
-use tensor_core::{
+use tessera_core::backend::AdamUpdate;
+use tessera_core::{
     ArgReduceOp, BackendStorage, BinaryOp, DType, Distribution, Layout, ReduceOp, Tensor, UnaryOp,
 };
 
@@ -38,7 +38,7 @@ fn layout_work<B: FuzzBackend>(c: &Ctx<'_, B>, i: usize) -> Result<usize, Skip> 
 
 /// A storage result, checked to hold the documented `len` elements of `dtype`.
 fn checked<B: FuzzBackend, S: BackendStorage>(
-    r: tensor_core::Result<S>,
+    r: tessera_core::Result<S>,
     len: impl Fn() -> usize,
     dtype: DType,
 ) -> Outcome<B> {
@@ -278,7 +278,7 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
                     &dl,
                     src.storage(),
                     src.layout(),
-                    tensor_core::AssignMode::Accumulate,
+                    tessera_core::AssignMode::Accumulate,
                 );
                 Ok(r.into())
             },

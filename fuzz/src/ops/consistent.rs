@@ -2,19 +2,19 @@
 //! the edge cases are still there) so that the `Ok` paths of convolution, pooling, layers,
 //! losses and optimizers run often, and check their results strictly: documented shapes,
 //! gradients of the shapes of what they differentiate, and the backend's (possibly fused)
-//! kernels against the reference composites of `tensor_core::composite`.
+//! kernels against the reference composites of `tessera_core::composite`.
 
 use super::differential::values_differ as differs;
 use super::kinds::*;
 use super::{op, FuzzBackend, Op};
 use crate::machine::{Ctx, Layer, Outcome};
-use autograd::Var;
-use nn::layers::{Conv2d, Conv2dConfig, Linear};
-use nn::loss::cross_entropy;
-use nn::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
-use nn::Module;
-use tensor_core::tensor::{conv_output_dims, pool_output_dims};
-use tensor_core::{composite, DType, Generator, Result, Tensor};
+use tessera_autograd::Var;
+use tessera_core::tensor::{conv_output_dims, pool_output_dims};
+use tessera_core::{composite, DType, Generator, Result, Tensor};
+use tessera_nn::layers::{Conv2d, Conv2dConfig, Linear};
+use tessera_nn::loss::cross_entropy;
+use tessera_nn::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
+use tessera_nn::Module;
 
 /// A float dtype from argument `i` (f32 unless it says f64).
 fn float_dtype<B: FuzzBackend>(c: &Ctx<'_, B>, i: usize) -> DType {

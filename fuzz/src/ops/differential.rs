@@ -1,5 +1,5 @@
 //! Differential checks: a backend's override of a composite against the reference default of
-//! `tensor_core::composite`, called directly with the same (random, often invalid) arguments.
+//! `tessera_core::composite`, called directly with the same (random, often invalid) arguments.
 //! Both must reject the same requests and agree on the values of the ones they accept. This
 //! catches a fused kernel that returns `Ok` where the definition has no answer: the way the
 //! CPU convolution's input gradient once read past the end of its weight (issue 11), which no
@@ -8,8 +8,8 @@
 use super::kinds::*;
 use super::{op, FuzzBackend, Op};
 use crate::machine::{Ctx, Outcome};
-use tensor_core::backend::AdamUpdate;
-use tensor_core::{composite, Conv2dParams, DType, Error, Pool2dParams, Tensor};
+use tessera_core::backend::AdamUpdate;
+use tessera_core::{composite, Conv2dParams, DType, Error, Pool2dParams, Tensor};
 
 /// Whether an error depends on the resources rather than on the request (the two sides may
 /// need different amounts of memory: the composites pad, the kernels do not).
@@ -21,8 +21,8 @@ fn resource_bound(e: &Error) -> bool {
 /// within the dtype's tolerance.
 fn agree<B: FuzzBackend>(
     what: &str,
-    backend: tensor_core::Result<Tensor<B>>,
-    reference: tensor_core::Result<Tensor<B>>,
+    backend: tessera_core::Result<Tensor<B>>,
+    reference: tessera_core::Result<Tensor<B>>,
 ) -> Outcome<B> {
     match (backend, reference) {
         (Err(e), _) | (_, Err(e)) if resource_bound(&e) => Outcome::Err(e.to_string()),
@@ -51,7 +51,7 @@ pub fn values_differ<B: FuzzBackend>(
     what: &str,
     got: &Tensor<B>,
     want: &Tensor<B>,
-) -> tensor_core::Result<Option<String>> {
+) -> tessera_core::Result<Option<String>> {
     if got.dims() != want.dims() || got.dtype() != want.dtype() {
         return Ok(Some(format!(
             "{what}: {} {} where the reference gives {} {}",
@@ -97,9 +97,9 @@ fn work_with_dims<B: FuzzBackend>(c: &Ctx<'_, B>, i: usize) -> Result<usize, cra
 /// reject the same requests and agree on the values of the others.
 fn three_way<B: FuzzBackend>(
     what: &str,
-    tensor: tensor_core::Result<Tensor<B>>,
-    backend: tensor_core::Result<Tensor<B>>,
-    reference: tensor_core::Result<Tensor<B>>,
+    tensor: tessera_core::Result<Tensor<B>>,
+    backend: tessera_core::Result<Tensor<B>>,
+    reference: tessera_core::Result<Tensor<B>>,
     expected_dims: Option<&[usize]>,
 ) -> Outcome<B> {
     for r in [&tensor, &backend, &reference] {
@@ -137,7 +137,7 @@ fn conv_gradients_near_valid<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
     let (h, w, k) = (small(3, 5) + 1, small(4, 5) + 1, small(5, 2) + 1);
     let p = c.conv(6);
     let b = c.backend();
-    let setup = || -> tensor_core::Result<(Tensor<B>, Tensor<B>, Tensor<B>)> {
+    let setup = || -> tessera_core::Result<(Tensor<B>, Tensor<B>, Tensor<B>)> {
         let x = Tensor::randn([n, ch, h, w], DType::F32, 1, b)?;
         let wt = Tensor::randn([o, ch, k, k], DType::F32, 2, b)?;
         let y = x.conv2d(&wt, None, p)?;
@@ -225,7 +225,7 @@ fn pool_gradients_near_valid<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
     );
     let p = c.pool(4);
     let b = c.backend();
-    let setup = || -> tensor_core::Result<(Tensor<B>, Tensor<B>, Tensor<B>)> {
+    let setup = || -> tessera_core::Result<(Tensor<B>, Tensor<B>, Tensor<B>)> {
         let x = Tensor::randn([n, ch, h, w], DType::F64, 4, b)?;
         let (y, at) = x.max_pool2d_with_indices(p)?;
         Ok((x, y, at))

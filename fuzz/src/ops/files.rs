@@ -6,11 +6,11 @@ use super::{op, same_values, FuzzBackend, Op};
 use crate::args::{BytesBase, BytesRecipe};
 use crate::machine::{Ctx, Outcome};
 use crate::rng::Rng;
-use nn::checkpoint::{self, LoadMode, TensorSpec};
-use nn::data::idx::{encode_idx, parse_idx, read_idx, read_idx_with_rank};
 use std::collections::BTreeMap;
 use std::io::Write;
-use tensor_core::{DType, Tensor};
+use tessera_core::{DType, Tensor};
+use tessera_nn::checkpoint::{self, LoadMode, TensorSpec};
+use tessera_nn::data::idx::{encode_idx, parse_idx, read_idx, read_idx_with_rank};
 
 /// The bytes a recipe describes: a small valid file, then `mutations` random edits (byte
 /// changes, truncations, appended garbage, a header length set to something absurd).
@@ -30,7 +30,7 @@ pub fn make_bytes(r: BytesRecipe) -> Vec<u8> {
             }
         }
         BytesBase::Safetensors => {
-            let t = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], [3], &backend_cpu::Cpu::new())
+            let t = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], [3], &tessera_cpu::Cpu::new())
                 .expect("valid tensor");
             checkpoint::serialize([("w", &t)], &BTreeMap::new()).expect("serialisable")
         }

@@ -4,7 +4,7 @@
 use super::kinds::*;
 use super::{has, op, out_tensor, same_dtype, FuzzBackend, Op};
 use crate::machine::Ctx;
-use tensor_core::{Backend, Result, Tensor};
+use tessera_core::{Backend, Result, Tensor};
 
 /// The index values of argument `i` as an `i64` tensor whose rank is that of `x`: length along
 /// `axis` (when it is an axis of `x`), 1 elsewhere, so that gather and scatter accept it.

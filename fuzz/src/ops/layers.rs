@@ -3,16 +3,16 @@
 use super::kinds::*;
 use super::{op, FuzzBackend, Op};
 use crate::machine::Layer;
-use autograd::Var;
-use nn::layers::{
+use tessera_autograd::Var;
+use tessera_core::Generator;
+use tessera_nn::layers::{
     AvgPool2d, BatchNorm1d, BatchNorm2d, Conv2d, Conv2dConfig, Dropout, Embedding, Flatten,
     LayerNorm, Linear, MaxPool2d, ReLU, Sequential, Softmax, GELU,
 };
-use nn::loss::{
+use tessera_nn::loss::{
     bce_with_logits, cross_entropy, cross_entropy_with_label_smoothing, mse_loss, nll_loss,
 };
-use nn::Module;
-use tensor_core::Generator;
+use tessera_nn::Module;
 
 /// A layer register value.
 fn layer<B: FuzzBackend>(module: impl Module<B> + 'static, cost_per_input: usize) -> Layer<B> {
@@ -144,7 +144,7 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
         op("layer training step", 3, &[L, V], NONE, |c| {
             // Forward, a scalar loss, backward: what a training loop does with the layer.
             let (l, x) = (c.layer(0)?, c.v(1)?);
-            let run = || -> tensor_core::Result<()> {
+            let run = || -> tessera_core::Result<()> {
                 let y: Var<B> = l.module.forward(&x)?;
                 y.sum_all()?.backward()
             };

@@ -4,7 +4,7 @@
 use super::kinds::*;
 use super::{has, like_input, op, out_tensor, same_dtype, FuzzBackend, Op};
 use crate::machine::{Ctx, Skip};
-use tensor_core::{BinaryOp, CmpOp, DType, ReduceOp, UnaryOp};
+use tessera_core::{BinaryOp, CmpOp, DType, ReduceOp, UnaryOp};
 
 /// The output has the broadcast shape of tensor arguments 0 and 1 and `dtype`.
 fn broadcast_of<B: FuzzBackend>(

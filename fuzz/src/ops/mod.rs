@@ -39,9 +39,9 @@ pub mod views;
 use crate::args::{ArgKind, Kind};
 use crate::machine::{Ctx, Outcome, Skip, Value};
 use crate::program::Sig;
-use backend_cpu::Cpu;
-use backend_example::ExampleBackend;
-use tensor_core::{Backend, DType, Shape, Tensor};
+use tessera_backend_example::ExampleBackend;
+use tessera_core::{Backend, DType, Shape, Tensor};
+use tessera_cpu::Cpu;
 
 /// A backend the fuzzer runs programs on.
 pub trait FuzzBackend: Backend {

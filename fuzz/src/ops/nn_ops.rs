@@ -6,8 +6,8 @@
 use super::kinds::*;
 use super::{alloc_work, has, numel, op, out_tensor, FuzzBackend, Op};
 use crate::machine::Outcome;
-use tensor_core::tensor::{conv_output_dims, pool_output_dims};
-use tensor_core::{Conv2dParams, Pool2dParams, Tensor};
+use tessera_core::tensor::{conv_output_dims, pool_output_dims};
+use tessera_core::{Conv2dParams, Pool2dParams, Tensor};
 
 /// Work of a convolution of `x_dims` with `w_dims`: outputs times taps, plus the inputs.
 fn conv_work(x_dims: &[usize], w_dims: &[usize], p: Conv2dParams) -> usize {
@@ -157,7 +157,7 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
         }),
         op("pool2d then its gradients", 3, &[T, POOL, B], NONE, |c| {
             let (x, p) = (c.t(0)?, c.pool(1));
-            let run = || -> tensor_core::Result<bool> {
+            let run = || -> tessera_core::Result<bool> {
                 let (y, at) = x.max_pool2d_with_indices(p)?;
                 let gx = y.max_pool2d_backward(&at, x.dims(), p)?;
                 let ga = x.avg_pool2d(p)?.avg_pool2d_backward(x.dims(), p)?;

@@ -4,9 +4,9 @@
 use super::kinds::*;
 use super::{op, FuzzBackend, Op};
 use crate::machine::Ctx;
-use autograd::Var;
-use nn::optim::{Adam, AdamConfig, AdamW, AdamWConfig, Optimizer, Sgd, SgdConfig};
-use tensor_core::{Backend, Tensor};
+use tessera_autograd::Var;
+use tessera_core::{Backend, Tensor};
+use tessera_nn::optim::{Adam, AdamConfig, AdamW, AdamWConfig, Optimizer, Sgd, SgdConfig};
 
 /// The parameters an optimizer is built over: layer 0's when the step has a layer, else the
 /// variable argument as one parameter (it may not even require a gradient).

@@ -5,7 +5,7 @@ use super::kinds::*;
 use super::{alloc_work, has, like_input, numel, op, out_tensor, FuzzBackend, Op};
 use crate::machine::{Ctx, Outcome, Skip};
 use crate::rng::Rng;
-use tensor_core::{DType, Distribution, Generator, Tensor};
+use tessera_core::{DType, Distribution, Generator, Tensor};
 
 /// Work of a constructor of `dims` (see [`alloc_work`]).
 fn dims_work<B: FuzzBackend>(c: &Ctx<'_, B>) -> Result<usize, Skip> {

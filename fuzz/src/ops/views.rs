@@ -4,7 +4,7 @@
 use super::kinds::*;
 use super::{has, op, out_tensor, same_dtype, FuzzBackend, Op};
 use crate::machine::Ctx;
-use tensor_core::Shape;
+use tessera_core::Shape;
 
 fn free<B: FuzzBackend>(_: &Ctx<'_, B>) -> Result<usize, crate::machine::Skip> {
     Ok(0)

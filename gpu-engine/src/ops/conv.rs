@@ -7,8 +7,8 @@ use crate::runtime::{Arg, Runtime};
 use crate::storage::GpuStorage;
 use crate::view::View;
 use std::sync::Arc;
-use tensor_core::tensor::conv_output_dims;
-use tensor_core::{Backend, BackendStorage, Conv2dParams, Error, Layout, Result, Tensor};
+use tessera_core::tensor::conv_output_dims;
+use tessera_core::{Backend, BackendStorage, Conv2dParams, Error, Layout, Result, Tensor};
 
 /// The columns `[n, c * kh * kw, oh * ow]` of `x: [n, c, h, w]` (any strides) for a
 /// `kh x kw` kernel, as a contiguous storage and its layout.

@@ -8,7 +8,7 @@ use crate::runtime::{Arg, Runtime};
 use crate::storage::GpuStorage;
 use crate::view::MapPlan;
 use std::sync::Arc;
-use tensor_core::{
+use tessera_core::{
     AssignMode, BackendStorage, BinaryOp, CmpOp, DType, Error, Layout, Result, UnaryOp,
 };
 

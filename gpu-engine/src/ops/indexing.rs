@@ -2,7 +2,7 @@
 //!
 //! Out-of-range indices are detected on the device, without waiting for it: the kernel records
 //! the first one in the device's error flag and skips the element; the next read-back
-//! (`download`) or `synchronize` reports it as [`tensor_core::Error::IndexOutOfRange`] and clears
+//! (`download`) or `synchronize` reports it as [`tessera_core::Error::IndexOutOfRange`] and clears
 //! the flag. The op itself therefore returns `Ok` and the error surfaces at the read-back, like
 //! CUDA's asynchronous errors; the offending output holds zeros where indices were bad.
 
@@ -13,8 +13,8 @@ use crate::runtime::{Arg, Runtime};
 use crate::storage::GpuStorage;
 use crate::view::{MapPlan, View};
 use std::sync::Arc;
-use tensor_core::kernels::MAX_RANK;
-use tensor_core::{BackendStorage, DType, Error, Layout, Result};
+use tessera_core::kernels::MAX_RANK;
+use tessera_core::{BackendStorage, DType, Error, Layout, Result};
 
 /// `layout`'s strides with `axis` set to 0.
 fn strides_without_axis(layout: &Layout, axis: usize) -> Vec<isize> {

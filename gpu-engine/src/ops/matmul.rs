@@ -18,7 +18,7 @@ use crate::storage::GpuStorage;
 use crate::view::MapPlan;
 use std::sync::Arc;
 
-use tensor_core::{BackendStorage, Error, Layout, Result};
+use tessera_core::{BackendStorage, Error, Layout, Result};
 
 /// Rows of A from which a B with non-unit column stride is packed for the direct kernel.
 const PACK_MIN_ROWS: usize = 8;

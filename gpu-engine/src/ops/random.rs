@@ -4,7 +4,7 @@ use crate::driver::{Driver, ModuleKey};
 use crate::runtime::{Arg, Runtime};
 use crate::storage::GpuStorage;
 use std::sync::Arc;
-use tensor_core::{DType, Distribution, Error, Result};
+use tessera_core::{DType, Distribution, Error, Result};
 
 /// `numel` samples of `dist` as `dtype` (f32 or f64).
 pub(crate) fn random<D: Driver>(

@@ -18,8 +18,8 @@ use crate::runtime::{Arg, Runtime};
 use crate::storage::GpuStorage;
 use crate::view::{MapPlan, View};
 use std::sync::Arc;
-use tensor_core::kernels::MAX_RANK;
-use tensor_core::{ArgReduceOp, BackendStorage, DType, Error, Layout, ReduceOp, Result};
+use tessera_core::kernels::MAX_RANK;
+use tessera_core::{ArgReduceOp, BackendStorage, DType, Error, Layout, ReduceOp, Result};
 
 /// Rows at most this long are reduced by one thread each.
 const SHORT_ROW: usize = 16;

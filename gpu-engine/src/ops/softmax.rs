@@ -7,8 +7,8 @@ use crate::runtime::{Arg, Runtime};
 use crate::storage::GpuStorage;
 use crate::view::MapPlan;
 use std::sync::Arc;
-use tensor_core::kernels::MAX_RANK;
-use tensor_core::{BackendStorage, Layout, Result};
+use tessera_core::kernels::MAX_RANK;
+use tessera_core::{BackendStorage, Layout, Result};
 
 /// Which function of the row (the kernel's `mode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,7 +6,7 @@ use crate::ops::elementwise::copy_strided;
 use crate::runtime::Runtime;
 use crate::storage::GpuStorage;
 use std::sync::Arc;
-use tensor_core::{DType, HostData, Layout, Result};
+use tessera_core::{DType, HostData, Layout, Result};
 
 /// A storage of `numel` copies of `value` converted like `Element::from_f64`.
 pub(crate) fn full<D: Driver>(

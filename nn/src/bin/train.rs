@@ -5,15 +5,15 @@
 //! cargo run --release -p nn --bin train -- --model mlp --epochs 5
 //! ```
 
-use backend_checked::Checked;
-use backend_cpu::Cpu;
 use clap::{Parser, ValueEnum};
-use nn::data::FASHION_MNIST_DIR;
-use nn::models::ModelKind;
-use nn::training::{run_training, OptimizerKind, ScheduleKind, TrainConfig};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use tessera_checked::Checked;
+use tessera_cpu::Cpu;
+use tessera_nn::data::FASHION_MNIST_DIR;
+use tessera_nn::models::ModelKind;
+use tessera_nn::training::{run_training, OptimizerKind, ScheduleKind, TrainConfig};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum ModelArg {
@@ -135,14 +135,14 @@ fn main() -> ExitCode {
         BackendArg::Cpu => ("cpu", run_training(&config, &Cpu::new())),
         BackendArg::Opencl => (
             "opencl",
-            backend_opencl::OpenCl::new()
+            tessera_opencl::OpenCl::new()
                 .map_err(Into::into)
                 .and_then(|dev| run_training(&config, &dev)),
         ),
         #[cfg(feature = "cuda")]
         BackendArg::Cuda => (
             "cuda",
-            backend_cuda::Cuda::new(0)
+            tessera_cuda::Cuda::new(0)
                 .map_err(Into::into)
                 .and_then(|dev| run_training(&config, &dev)),
         ),
@@ -152,14 +152,14 @@ fn main() -> ExitCode {
         ),
         BackendArg::CheckedOpencl => (
             "checked-opencl",
-            backend_opencl::OpenCl::new()
+            tessera_opencl::OpenCl::new()
                 .map_err(Into::into)
                 .and_then(|dev| run_training(&config, &Checked::new(dev, Cpu::new()))),
         ),
         #[cfg(feature = "cuda")]
         BackendArg::CheckedCuda => (
             "checked-cuda",
-            backend_cuda::Cuda::new(0)
+            tessera_cuda::Cuda::new(0)
                 .map_err(Into::into)
                 .and_then(|dev| run_training(&config, &Checked::new(dev, Cpu::new()))),
         ),

@@ -3,7 +3,7 @@
 use safetensors::tensor::View;
 use safetensors::Dtype;
 use std::borrow::Cow;
-use tensor_core::{DType, HostData};
+use tessera_core::{DType, HostData};
 
 /// The safetensors dtype that stores `dtype`.
 pub fn to_safetensors_dtype(dtype: DType) -> Dtype {

@@ -9,7 +9,7 @@ use safetensors::SafeTensors;
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
-use tensor_core::{Backend, Shape, Tensor};
+use tessera_core::{Backend, Shape, Tensor};
 
 /// The names, dims, dtypes and metadata of a checkpoint file, without its tensor data.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

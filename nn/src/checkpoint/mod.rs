@@ -25,7 +25,7 @@ pub use tensor_spec::{check_specs, LoadMode, LoadReport, TensorSpec};
 use crate::Result;
 use std::collections::BTreeMap;
 use std::path::Path;
-use tensor_core::{Backend, Tensor};
+use tessera_core::{Backend, Tensor};
 
 /// Tensors by name.
 pub type NamedTensors<B> = BTreeMap<String, Tensor<B>>;

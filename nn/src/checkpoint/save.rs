@@ -5,7 +5,7 @@ use crate::checkpoint::codec::{host_to_le_bytes, to_safetensors_dtype, EncodedTe
 use crate::{Error, Result};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use tensor_core::{Backend, Tensor};
+use tessera_core::{Backend, Tensor};
 
 /// The key safetensors reserves for the metadata in its header; no tensor may be named so.
 pub const METADATA_KEY: &str = "__metadata__";

@@ -3,7 +3,7 @@
 
 use crate::{Error, Result};
 use std::collections::{BTreeMap, BTreeSet};
-use tensor_core::{Backend, DType, Tensor};
+use tessera_core::{Backend, DType, Tensor};
 
 /// What one named tensor must look like.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

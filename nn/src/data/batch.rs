@@ -2,7 +2,7 @@
 
 use crate::data::dataset::Dataset;
 use crate::Result;
-use tensor_core::{Backend, Tensor};
+use tessera_core::{Backend, Tensor};
 
 /// A mini-batch on the host: `len()` items' features (row-major, dims `feature_dims`), their
 /// labels and the data-set indices they came from.

@@ -67,9 +67,9 @@ impl LoaderConfig {
 /// Cuts a [`Dataset`] into [`Batch`]es, one epoch at a time.
 ///
 /// ```no_run
-/// # fn demo() -> nn::Result<()> {
-/// use nn::data::{DataLoader, LoaderConfig, MnistDataset, MnistLike, Normalization, Split};
-/// let train = MnistLike::load(nn::data::FASHION_MNIST_DIR, Split::Train)?;
+/// # fn demo() -> tessera_nn::Result<()> {
+/// use tessera_nn::data::{DataLoader, LoaderConfig, MnistDataset, MnistLike, Normalization, Split};
+/// let train = MnistLike::load(tessera_nn::data::FASHION_MNIST_DIR, Split::Train)?;
 /// let dataset = MnistDataset::new(train, Normalization::FASHION_MNIST);
 /// let loader = DataLoader::new(dataset, LoaderConfig::new(128).shuffled(42))?;
 /// for epoch in 0..3 {

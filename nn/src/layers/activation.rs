@@ -2,8 +2,8 @@
 //! [`Sigmoid`], [`Tanh`] and [`Softmax`].
 
 use crate::module::{Module, TrainingMode};
-use autograd::Var;
-use tensor_core::{Backend, Error, Result};
+use tessera_autograd::Var;
+use tessera_core::{Backend, Error, Result};
 
 /// Implements `Module` for a parameter-free activation whose forward is `$forward(self, x)`.
 macro_rules! activation_module {

@@ -2,8 +2,8 @@
 //! `[n, c, h, w]`, sharing one implementation.
 
 use crate::module::{child_name, Module, TrainingMode};
-use autograd::{no_grad, Var};
-use tensor_core::{Backend, DType, Error, Result, Tensor};
+use tessera_autograd::{no_grad, Var};
+use tessera_core::{Backend, DType, Error, Result, Tensor};
 
 /// The hyper-parameters of a batch-norm layer; [`Default`] gives PyTorch's.
 #[derive(Clone, Copy, Debug, PartialEq)]

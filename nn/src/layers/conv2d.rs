@@ -2,8 +2,8 @@
 
 use crate::init;
 use crate::module::{child_name, Module, TrainingMode};
-use autograd::Var;
-use tensor_core::{Backend, Conv2dParams, DType, Error, Generator, Result, Tensor};
+use tessera_autograd::Var;
+use tessera_core::{Backend, Conv2dParams, DType, Error, Generator, Result, Tensor};
 
 /// The hyper-parameters of a [`Conv2d`]; [`Conv2dConfig::new`] gives PyTorch's defaults
 /// (stride 1, no padding, no dilation, with bias).

@@ -1,9 +1,9 @@
 //! [`Dropout`]: random zeroing with inverted scaling during training.
 
 use crate::module::{Module, TrainingMode};
-use autograd::Var;
 use std::sync::Mutex;
-use tensor_core::{Backend, Distribution, Error, Generator, Result, Tensor};
+use tessera_autograd::Var;
+use tessera_core::{Backend, Distribution, Error, Generator, Result, Tensor};
 
 /// Zeroes each element with probability `p` in training mode and scales the survivors by
 /// `1 / (1 - p)`, so the expected value is unchanged (PyTorch's `nn.Dropout`); the identity in

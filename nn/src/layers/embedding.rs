@@ -2,8 +2,8 @@
 
 use crate::init;
 use crate::module::{child_name, Module, TrainingMode};
-use autograd::Var;
-use tensor_core::{Backend, DType, Error, Generator, Result, Tensor};
+use tessera_autograd::Var;
+use tessera_core::{Backend, DType, Error, Generator, Result, Tensor};
 
 /// A table of `num_embeddings` vectors of length `embedding_dim` (PyTorch's `nn.Embedding`):
 /// the input is an `i64` tensor of indices of any shape, the output has that shape followed by

@@ -1,8 +1,8 @@
 //! [`Flatten`]: merges a range of axes into one.
 
 use crate::module::{Module, TrainingMode};
-use autograd::Var;
-use tensor_core::{Backend, Result};
+use tessera_autograd::Var;
+use tessera_core::{Backend, Result};
 
 /// Merges axes `start..=end` into one (PyTorch's `nn.Flatten`, default `start = 1`,
 /// `end = -1`: `[n, c, h, w] → [n, c·h·w]`). No parameters.

@@ -1,8 +1,8 @@
 //! [`LayerNorm`]: normalisation over the trailing dimensions of each sample.
 
 use crate::module::{child_name, Module, TrainingMode};
-use autograd::Var;
-use tensor_core::{Backend, DType, Error, Result, Shape, Tensor};
+use tessera_autograd::Var;
+use tessera_core::{Backend, DType, Error, Result, Shape, Tensor};
 
 /// Normalises over the last `normalized_shape.rank()` dimensions (PyTorch's `nn.LayerNorm`):
 /// `y = (x - mean) / √(var + eps) · weight + bias`, with the biased variance. Same behaviour in

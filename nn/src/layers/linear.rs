@@ -2,8 +2,8 @@
 
 use crate::init;
 use crate::module::{child_name, Module, TrainingMode};
-use autograd::Var;
-use tensor_core::{Backend, DType, Error, Generator, Result, Tensor};
+use tessera_autograd::Var;
+use tessera_core::{Backend, DType, Error, Generator, Result, Tensor};
 
 /// A fully connected layer: `y = x · Wᵀ + b` with `W: [out_features, in_features]` and
 /// `b: [out_features]` (PyTorch's `nn.Linear`). The input is `[.., in_features]` (any number of

@@ -1,8 +1,8 @@
 //! Pooling layers: [`MaxPool2d`] and [`AvgPool2d`] over `[n, c, h, w]` inputs.
 
 use crate::module::{Module, TrainingMode};
-use autograd::Var;
-use tensor_core::{Backend, Error, Pool2dParams, Result};
+use tessera_autograd::Var;
+use tessera_core::{Backend, Error, Pool2dParams, Result};
 
 /// Errors unless the window and stride are non-empty.
 fn check_window(op: &'static str, params: Pool2dParams) -> Result<Pool2dParams> {

@@ -1,20 +1,20 @@
 //! [`Sequential`]: a chain of modules applied in order.
 
 use crate::module::{child_name, Module, TrainingMode};
-use autograd::Var;
-use tensor_core::{Backend, Result};
+use tessera_autograd::Var;
+use tessera_core::{Backend, Result};
 
 /// Modules applied one after the other (PyTorch's `nn.Sequential`). Children are named by their
 /// position: the parameters of the first child are `"0.weight"`, `"0.bias"`, ...; an empty chain
 /// is the identity.
 ///
 /// ```
-/// use autograd::Var;
-/// use backend_cpu::Cpu;
-/// use nn::layers::{Linear, ReLU, Sequential};
-/// use nn::module::Module;
-/// use tensor_core::{DType, Generator, Tensor};
-/// # fn main() -> tensor_core::Result<()> {
+/// use tessera_autograd::Var;
+/// use tessera_cpu::Cpu;
+/// use tessera_nn::layers::{Linear, ReLU, Sequential};
+/// use tessera_nn::module::Module;
+/// use tessera_core::{DType, Generator, Tensor};
+/// # fn main() -> tessera_core::Result<()> {
 /// let (dev, mut g) = (Cpu::new(), Generator::new(0));
 /// let mlp = Sequential::new()
 ///     .with(Linear::new(4, 16, true, DType::F32, &mut g, &dev)?)

@@ -1,7 +1,7 @@
 //! Binary cross-entropy on logits.
 
-use autograd::Var;
-use tensor_core::{Backend, Error, Result};
+use tessera_autograd::Var;
+use tessera_core::{Backend, Error, Result};
 
 /// `mean(max(x, 0) - x·y + log(1 + e^-|x|))` for logits `x` and targets `y` in `[0, 1]`
 /// (PyTorch's `binary_cross_entropy_with_logits`, reduction `"mean"`, no weights). This form

@@ -1,8 +1,8 @@
 //! Cross-entropy of logits against class indices, with optional label smoothing.
 
 use super::{check_class_targets, nll_loss};
-use autograd::Var;
-use tensor_core::{Backend, Error, Result, Tensor};
+use tessera_autograd::Var;
+use tessera_core::{Backend, Error, Result, Tensor};
 
 /// `nll_loss(log_softmax(logits), targets)` (PyTorch's `cross_entropy`, reduction `"mean"`):
 /// `logits: [n, c]`, `targets: [n]` `i64` class indices. Stable for any finite logits (the

@@ -1,5 +1,5 @@
 //! Loss functions with PyTorch's formulas, all reduced by the mean over the batch, each
-//! returning a differentiable scalar [`autograd::Var`].
+//! returning a differentiable scalar [`tessera_autograd::Var`].
 //!
 //! * [`mse_loss`]: `mean((pred - target)²)`;
 //! * [`nll_loss`]: `-mean(log_probs[i, targets[i]])`;
@@ -17,7 +17,7 @@ pub use cross_entropy::{cross_entropy, cross_entropy_with_label_smoothing};
 pub use mse::mse_loss;
 pub use nll::nll_loss;
 
-use tensor_core::{Backend, DType, Error, Result, Shape, Tensor};
+use tessera_core::{Backend, DType, Error, Result, Shape, Tensor};
 
 /// Checks that `scores` is `[n, c]` and `targets` an `i64` vector `[n]` of class indices.
 fn check_class_targets<B: Backend>(

@@ -1,7 +1,7 @@
 //! Mean squared error.
 
-use autograd::Var;
-use tensor_core::{Backend, Error, Result};
+use tessera_autograd::Var;
+use tessera_core::{Backend, Error, Result};
 
 /// `mean((pred - target)²)` over every element (PyTorch's `mse_loss`, reduction `"mean"`).
 /// Both operands must have the same shape; both may be differentiated.

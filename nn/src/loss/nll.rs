@@ -1,8 +1,8 @@
 //! Negative log-likelihood of class indices.
 
 use super::check_class_targets;
-use autograd::Var;
-use tensor_core::{Backend, Result, Tensor};
+use tessera_autograd::Var;
+use tessera_core::{Backend, Result, Tensor};
 
 /// `-mean_i log_probs[i, targets[i]]` (PyTorch's `nll_loss`, reduction `"mean"`, no class
 /// weights). `log_probs: [n, c]` holds log-probabilities, `targets: [n]` `i64` class indices in

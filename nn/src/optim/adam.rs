@@ -2,9 +2,9 @@
 
 use super::named_params::{check_hyper, collect_params, step_tensor, NamedParam, StateReader};
 use super::Optimizer;
-use autograd::{no_grad, Var};
-use tensor_core::backend::{AdamTensors, AdamUpdate};
-use tensor_core::{Backend, Result, Tensor};
+use tessera_autograd::{no_grad, Var};
+use tessera_core::backend::{AdamTensors, AdamUpdate};
+use tessera_core::{Backend, Result, Tensor};
 
 /// The hyper-parameters of [`Adam`]; [`Default`] gives PyTorch's (`lr = 1e-3`,
 /// `betas = (0.9, 0.999)`, `eps = 1e-8`, no weight decay, no AMSGrad).

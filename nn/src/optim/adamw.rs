@@ -2,8 +2,8 @@
 
 use super::adam::{AdamConfig, AdamCore, WeightDecay};
 use super::Optimizer;
-use autograd::Var;
-use tensor_core::{Backend, Result, Tensor};
+use tessera_autograd::Var;
+use tessera_core::{Backend, Result, Tensor};
 
 /// The hyper-parameters of [`AdamW`]; [`Default`] gives PyTorch's (`lr = 1e-3`,
 /// `betas = (0.9, 0.999)`, `eps = 1e-8`, `weight_decay = 0.01`, no AMSGrad).

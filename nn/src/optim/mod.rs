@@ -3,7 +3,7 @@
 //!
 //! An optimizer owns handles to named parameters (typically `model.parameters()`); each
 //! [`Optimizer::step`] reads their gradients, updates its per-parameter state and writes new
-//! values with [`autograd::Var::set_value`], under [`autograd::no_grad`]. Parameters without a
+//! values with [`tessera_autograd::Var::set_value`], under [`tessera_autograd::no_grad`]. Parameters without a
 //! gradient are skipped, as in PyTorch. The update of one parameter is a short chain of
 //! element-wise tensor ops with the scalar coefficients computed on the host in f64.
 //!
@@ -21,7 +21,7 @@ pub use adam::{Adam, AdamConfig};
 pub use adamw::{AdamW, AdamWConfig};
 pub use sgd::{Sgd, SgdConfig};
 
-use tensor_core::{Backend, Result, Tensor};
+use tessera_core::{Backend, Result, Tensor};
 
 /// A first-order optimizer over a fixed set of named parameters.
 pub trait Optimizer<B: Backend> {

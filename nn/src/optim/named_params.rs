@@ -1,8 +1,8 @@
 //! What every optimizer shares: the named parameter list and the reading of saved state.
 
-use autograd::Var;
 use std::collections::{HashMap, HashSet};
-use tensor_core::{Backend, DType, Error, Result, Tensor};
+use tessera_autograd::Var;
+use tessera_core::{Backend, DType, Error, Result, Tensor};
 
 /// A parameter and the name its state is saved under.
 pub(crate) struct NamedParam<B: Backend> {

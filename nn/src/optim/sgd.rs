@@ -2,8 +2,8 @@
 
 use super::named_params::{check_hyper, collect_params, NamedParam, StateReader};
 use super::Optimizer;
-use autograd::{no_grad, Var};
-use tensor_core::{Backend, Error, Result, Tensor};
+use tessera_autograd::{no_grad, Var};
+use tessera_core::{Backend, Error, Result, Tensor};
 
 /// The hyper-parameters of [`Sgd`]; [`SgdConfig::new`] gives PyTorch's defaults for a learning
 /// rate (no momentum, no dampening, no Nesterov, no weight decay).

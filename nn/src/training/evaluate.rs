@@ -3,8 +3,8 @@
 use crate::data::{DataLoader, Dataset};
 use crate::loss::cross_entropy;
 use crate::module::Module;
-use autograd::{no_grad, Var};
-use tensor_core::{Backend, DType, Tensor};
+use tessera_autograd::{no_grad, Var};
+use tessera_core::{Backend, DType, Tensor};
 
 /// The result of [`evaluate`].
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
-use tensor_core::{Backend, DType};
+use tessera_core::{Backend, DType};
 
 /// Which optimizer the job uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

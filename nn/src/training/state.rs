@@ -7,7 +7,7 @@ use crate::optim::Optimizer;
 use crate::{Error, Result};
 use std::collections::BTreeMap;
 use std::path::Path;
-use tensor_core::{Backend, Tensor};
+use tessera_core::{Backend, Tensor};
 
 const MODEL_PREFIX: &str = "model.";
 const OPTIM_PREFIX: &str = "optim.";

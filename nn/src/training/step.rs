@@ -3,8 +3,8 @@
 use crate::loss::cross_entropy;
 use crate::module::Module;
 use crate::optim::Optimizer;
-use autograd::Var;
-use tensor_core::{Backend, Result, Tensor};
+use tessera_autograd::Var;
+use tessera_core::{Backend, Result, Tensor};
 
 /// Runs forward, cross-entropy against `labels` (`i64` class indices), backward and one
 /// optimizer step. Returns the loss as a rank-0 tensor **without reading it back**, so a GPU

@@ -13,7 +13,7 @@ use crate::{Conv2dParams, Error, Pool2dParams, Result, Shape};
 /// dilation is 0, or a size overflows).
 ///
 /// ```
-/// use tensor_core::tensor::window_output_len;
+/// use tessera_core::tensor::window_output_len;
 /// assert_eq!(window_output_len(5, 3, 1, 0, 1), Some(3));
 /// assert_eq!(window_output_len(5, 3, 2, 1, 1), Some(3));
 /// assert_eq!(window_output_len(2, 3, 1, 0, 1), None);

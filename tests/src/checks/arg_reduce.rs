@@ -6,7 +6,7 @@ use crate::reference::{reduce, views};
 use crate::runner::check_property;
 use crate::strategies::{shape_with, special_rate, tensor_case, TensorCase, ValueProfile};
 use proptest::prelude::*;
-use tensor_core::{ArgReduceOp, Backend, DType};
+use tessera_core::{ArgReduceOp, Backend, DType};
 
 /// One arg-reduction.
 #[derive(Clone, Debug)]

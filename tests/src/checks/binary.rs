@@ -6,7 +6,7 @@ use crate::reference::elementwise;
 use crate::runner::check_property;
 use crate::strategies::{broadcast_pair, special_rate, tensor_case, TensorCase, ValueProfile};
 use proptest::prelude::*;
-use tensor_core::{Backend, BinaryOp, DType};
+use tessera_core::{Backend, BinaryOp, DType};
 
 /// One application of a binary op.
 #[derive(Clone, Debug)]

@@ -6,7 +6,7 @@ use crate::reference::elementwise;
 use crate::runner::check_property;
 use crate::strategies::{shape, tensor_case_from, value, TensorCase, ValueProfile};
 use proptest::prelude::*;
-use tensor_core::{Backend, DType};
+use tessera_core::{Backend, DType};
 
 /// One cast.
 #[derive(Clone, Debug)]

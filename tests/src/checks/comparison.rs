@@ -6,7 +6,7 @@ use crate::reference::elementwise;
 use crate::runner::check_property;
 use crate::strategies::TensorCase;
 use proptest::prelude::*;
-use tensor_core::{Backend, CmpOp, DType};
+use tessera_core::{Backend, CmpOp, DType};
 
 /// One comparison.
 #[derive(Clone, Debug)]

@@ -6,7 +6,7 @@ use crate::reference::{indexing, RefArray};
 use crate::runner::check_property;
 use crate::strategies::{shape_with, special_rate, tensor_case, TensorCase, ValueProfile};
 use proptest::prelude::*;
-use tensor_core::{Backend, DType, Tensor};
+use tessera_core::{Backend, DType, Tensor};
 
 /// `cat` or `stack`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

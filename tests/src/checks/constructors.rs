@@ -6,7 +6,7 @@ use crate::reference::{elementwise::cast_value, numel, RefArray};
 use crate::runner::check_property;
 use crate::strategies::shape;
 use proptest::prelude::*;
-use tensor_core::{Backend, DType, Tensor};
+use tessera_core::{Backend, DType, Tensor};
 
 /// One constructor call.
 #[derive(Clone, Debug, PartialEq)]

@@ -6,7 +6,7 @@ use crate::reference::{conv, elementwise, views, RefArray};
 use crate::runner::check_property;
 use crate::strategies::{special_rate, tensor_case, TensorCase, ValueProfile};
 use proptest::prelude::*;
-use tensor_core::{Backend, BinaryOp, Conv2dParams, DType};
+use tessera_core::{Backend, BinaryOp, Conv2dParams, DType};
 
 /// Which piece of the convolution.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

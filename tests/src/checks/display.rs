@@ -4,7 +4,7 @@ use super::op_failed;
 use crate::runner::check_property;
 use crate::strategies::{contiguous_case, shape, TensorCase, ValueProfile};
 use proptest::prelude::*;
-use tensor_core::{Backend, DType};
+use tessera_core::{Backend, DType};
 
 /// The number-like tokens of a printed tensor's body (brackets and separators removed),
 /// `...` included; `None` when the text does not look like `tensor(<body>, dtype=.., device=..)`.
@@ -112,7 +112,7 @@ pub fn big_shapes() -> BoxedStrategy<Vec<usize>> {
 pub fn check_big<B: Backend>(dev: &B, shape: &[usize]) -> Result<(), String> {
     let n: usize = shape.iter().product();
     let values: Vec<f64> = (0..n).map(|i| i as f64).collect();
-    let t = tensor_core::Tensor::from_f64_values(&values, shape.to_vec(), DType::I64, dev)
+    let t = tessera_core::Tensor::from_f64_values(&values, shape.to_vec(), DType::I64, dev)
         .map_err(op_failed::<B, _>("from_f64_values", &[]))?;
     let text = t.to_string();
     let tokens = body_tokens(&text).ok_or_else(|| format!("unexpected format: {text}"))?;

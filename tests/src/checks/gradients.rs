@@ -1,5 +1,5 @@
 //! Gradients through the backend under test: autograd runs on the backend, and its gradients
-//! are checked by central finite differences in f64 (`autograd::gradcheck`, on the backend
+//! are checked by central finite differences in f64 (`tessera_autograd::gradcheck`, on the backend
 //! itself) and, in f32, against the gradients the CPU backend computes for the same inputs.
 //!
 //! Inputs keep away from kinks: source values are a shuffled grid (distinct, at least
@@ -11,14 +11,14 @@ use super::pool;
 use crate::compare::Tolerance;
 use crate::runner::check_property;
 use crate::strategies::{axis_subset, broadcastable_to, layout_recipe, shape_with, TensorCase};
-use autograd::{enable_grad, gradcheck, GradcheckOptions, Var};
-use backend_cpu::Cpu;
 use proptest::prelude::*;
-use tensor_core::random::sample_f64;
-use tensor_core::{
+use tessera_autograd::{enable_grad, gradcheck, GradcheckOptions, Var};
+use tessera_core::random::sample_f64;
+use tessera_core::{
     Backend, BinaryOp, Conv2dParams, DType, Distribution, Pool2dParams, Result as TResult, Tensor,
     UnaryOp,
 };
+use tessera_cpu::Cpu;
 
 /// A differentiable op whose gradient is checked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -707,7 +707,7 @@ fn build_inputs<B: Backend>(dev: &B, case: &GradCase) -> Result<Vec<Tensor<B>>, 
         .collect()
 }
 
-/// Finite differences in f64 on `dev` itself (`autograd::gradcheck`).
+/// Finite differences in f64 on `dev` itself (`tessera_autograd::gradcheck`).
 pub fn check_finite_differences<B: Backend>(dev: &B, case: &GradCase) -> Result<(), String> {
     let inputs = build_inputs(dev, case)?;
     gradcheck(
@@ -736,7 +736,7 @@ struct Computed {
 /// The output and the input gradients of `sum(op(inputs) * r)` on `dev`, where
 /// `r[i] = normal sample i of seed 7` (the same numbers on every backend).
 fn output_and_gradients<B: Backend>(dev: &B, case: &GradCase) -> Result<Computed, String> {
-    let failed = |e: tensor_core::Error| format!("{e}");
+    let failed = |e: tessera_core::Error| format!("{e}");
     let params: Vec<Var<B>> = build_inputs(dev, case)?
         .into_iter()
         .map(Var::param)

@@ -9,7 +9,7 @@ use crate::strategies::{
     shape_with, special_rate, tensor_case, tensor_case_from, TensorCase, ValueProfile,
 };
 use proptest::prelude::*;
-use tensor_core::{Backend, DType};
+use tessera_core::{Backend, DType};
 
 /// Which indexing op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

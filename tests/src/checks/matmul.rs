@@ -9,7 +9,7 @@ use crate::strategies::{
     broadcastable_to, shape_with, special_rate, tensor_case, TensorCase, ValueProfile,
 };
 use proptest::prelude::*;
-use tensor_core::{Backend, DType};
+use tessera_core::{Backend, DType};
 
 /// One matrix product.
 #[derive(Clone, Debug)]

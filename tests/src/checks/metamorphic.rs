@@ -12,7 +12,7 @@ use crate::strategies::{
     axis_subset, broadcast_pair, shape, shape_with, tensor_case, TensorCase, ValueProfile,
 };
 use proptest::prelude::*;
-use tensor_core::{Backend, BinaryOp, DType, ReduceOp, Tensor};
+use tessera_core::{Backend, BinaryOp, DType, ReduceOp, Tensor};
 
 /// A relation between results that must hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -258,7 +258,7 @@ pub fn check<B: Backend>(dev: &B, case: &MetamorphicCase) -> Result<(), String> 
         .collect::<Result<Vec<_>, _>>()?;
     let refs: Vec<&Tensor<B>> = inputs.iter().collect();
     let dtype = case.inputs[0].dtype;
-    let failed = |what: &str| op_failed::<B, tensor_core::Error>(what, &refs);
+    let failed = |what: &str| op_failed::<B, tessera_core::Error>(what, &refs);
     let x = &inputs[0];
     let same = Tolerance::SAME_VALUE;
     let outcome = match case.law {

@@ -26,7 +26,7 @@ pub mod where_select;
 
 use crate::compare::describe_inputs;
 use crate::strategies::TensorCase;
-use tensor_core::{Backend, DType, Tensor};
+use tessera_core::{Backend, DType, Tensor};
 
 /// The float dtypes.
 pub const FLOAT_DTYPES: [DType; 2] = [DType::F32, DType::F64];

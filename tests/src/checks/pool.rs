@@ -6,7 +6,7 @@ use crate::reference::pool;
 use crate::runner::check_property;
 use crate::strategies::{special_rate, tensor_case, tensor_case_from, TensorCase, ValueProfile};
 use proptest::prelude::*;
-use tensor_core::{Backend, DType, Pool2dParams};
+use tessera_core::{Backend, DType, Pool2dParams};
 
 /// Which pooling piece.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

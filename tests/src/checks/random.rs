@@ -1,5 +1,5 @@
 //! Random tensors: element `i` of a draw `(seed, offset)` must be `sample(seed, offset + i)` of
-//! `tensor_core::random` (bit-exact for uniform, to a few ulps for normal), and large draws must
+//! `tessera_core::random` (bit-exact for uniform, to a few ulps for normal), and large draws must
 //! have the right moments.
 
 use super::{op_failed, FLOAT_DTYPES};
@@ -8,8 +8,8 @@ use crate::reference::{numel, RefArray};
 use crate::runner::check_property;
 use crate::strategies::shape;
 use proptest::prelude::*;
-use tensor_core::random::{sample_f32, sample_f64};
-use tensor_core::{Backend, DType, Distribution, Generator, Tensor};
+use tessera_core::random::{sample_f32, sample_f64};
+use tessera_core::{Backend, DType, Distribution, Generator, Tensor};
 
 /// One draw.
 #[derive(Clone, Debug)]

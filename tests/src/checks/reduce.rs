@@ -6,7 +6,7 @@ use crate::reference::{reduce, views, RefArray};
 use crate::runner::check_property;
 use crate::strategies::{axis_subset, shape, special_rate, tensor_case, TensorCase, ValueProfile};
 use proptest::prelude::*;
-use tensor_core::{Backend, DType, ReduceOp};
+use tessera_core::{Backend, DType, ReduceOp};
 
 /// One reduction.
 #[derive(Clone, Debug)]

@@ -8,7 +8,7 @@ use crate::strategies::{
     shape_with, special_rate, tensor_case, TensorCase, ValueProfile, SPECIALS_NO_POS_INF,
 };
 use proptest::prelude::*;
-use tensor_core::{Backend, DType};
+use tessera_core::{Backend, DType};
 
 /// Which member of the family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,7 +6,7 @@ use crate::reference::elementwise;
 use crate::runner::check_property;
 use crate::strategies::{shape, special_rate, tensor_case, TensorCase, ValueProfile};
 use proptest::prelude::*;
-use tensor_core::{Backend, DType, UnaryOp};
+use tessera_core::{Backend, DType, UnaryOp};
 
 /// One application of a unary op.
 #[derive(Clone, Debug)]

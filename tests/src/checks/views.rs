@@ -10,7 +10,7 @@ use crate::reference::{numel, views, RefArray};
 use crate::runner::check_property;
 use crate::strategies::{shape, tensor_case, TensorCase, ValueProfile};
 use proptest::prelude::*;
-use tensor_core::{Backend, DType, Tensor};
+use tessera_core::{Backend, DType, Tensor};
 
 /// A view step with unresolved parameters.
 #[derive(Clone, Debug, PartialEq)]
@@ -170,7 +170,7 @@ impl ViewOp {
 }
 
 impl Resolved {
-    fn apply_tensor<B: Backend>(&self, t: &Tensor<B>) -> tensor_core::Result<Tensor<B>> {
+    fn apply_tensor<B: Backend>(&self, t: &Tensor<B>) -> tessera_core::Result<Tensor<B>> {
         match self {
             Resolved::Reshape(s) => t.reshape(s.clone()),
             Resolved::RoundTrip(s, back) => t.reshape(s.clone())?.reshape(back.clone()),

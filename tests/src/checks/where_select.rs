@@ -8,7 +8,7 @@ use crate::strategies::{
     broadcastable_to, shape, special_rate, tensor_case, TensorCase, ValueProfile,
 };
 use proptest::prelude::*;
-use tensor_core::{Backend, DType};
+use tessera_core::{Backend, DType};
 
 /// One select.
 #[derive(Clone, Debug)]

@@ -1,7 +1,7 @@
 //! Reference 2-D convolution (groups = 1) and its two gradients, as direct nested loops.
 
 use super::{elementwise::round_to, RefArray};
-use tensor_core::{Conv2dParams, DType};
+use tessera_core::{Conv2dParams, DType};
 
 /// Output length of a sliding window over `input` elements, or `None` when it does not fit.
 pub fn window_len(

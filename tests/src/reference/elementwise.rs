@@ -4,7 +4,7 @@
 //! becomes `inf` as it does on a device); i64 results use wrapping i64 arithmetic.
 
 use super::{views::broadcast_to, RefArray};
-use tensor_core::{BinaryOp, CmpOp, DType, UnaryOp};
+use tessera_core::{BinaryOp, CmpOp, DType, UnaryOp};
 
 /// Rounds an exact f64 result to the nearest value of `dtype` (f32 rounding, i64 truncation
 /// with saturation and NaN to 0, bool `!= 0`), returned as f64 again.
@@ -25,7 +25,7 @@ fn bool_f64(b: bool) -> f64 {
     }
 }
 
-/// `op(x)` for one element of `dtype`, from the definitions in `tensor_core::ops`.
+/// `op(x)` for one element of `dtype`, from the definitions in `tessera_core::ops`.
 pub fn unary_value(op: UnaryOp, dtype: DType, x: f64) -> f64 {
     match dtype {
         DType::F32 | DType::F64 => round_to(dtype, unary_float(op, x)),

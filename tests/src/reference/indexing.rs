@@ -1,7 +1,7 @@
 //! Reference indexing: index_select, gather, scatter_add, concatenation and stacking.
 
 use super::{elementwise::round_to, views::unsqueeze, RefArray};
-use tensor_core::DType;
+use tessera_core::DType;
 
 /// Output `[.., i, ..]` is input `[.., indices[i], ..]` along `axis`.
 pub fn index_select(x: &RefArray, axis: usize, indices: &[i64]) -> RefArray {

@@ -1,7 +1,7 @@
 //! Reference matrix product with NumPy `matmul` semantics.
 
 use super::{elementwise::broadcast_shapes, elementwise::round_to, for_each_index, RefArray};
-use tensor_core::DType;
+use tessera_core::DType;
 
 /// `a @ b`: rank-1 operands are promoted to matrices (and the promoted axis removed again),
 /// batch dimensions broadcast, every product summed in f64 by the triple loop.

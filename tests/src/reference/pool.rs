@@ -1,7 +1,7 @@
 //! Reference max and average pooling over `[n, c, h, w]` and their gradients.
 
 use super::{conv::window_len, elementwise::round_to, RefArray};
-use tensor_core::{DType, Pool2dParams};
+use tessera_core::{DType, Pool2dParams};
 
 /// `[oh, ow]` of a pooling window (panics when it does not fit).
 pub fn pool_out_hw(input: &[usize], p: Pool2dParams) -> [usize; 2] {

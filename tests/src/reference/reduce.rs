@@ -1,7 +1,7 @@
 //! Reference reductions: sum/prod/max/min over axis sets, arg-reductions, mean and variance.
 
 use super::{elementwise::round_to, for_each_index, RefArray};
-use tensor_core::{ArgReduceOp, DType, ReduceOp};
+use tessera_core::{ArgReduceOp, DType, ReduceOp};
 
 /// `shape` with every axis in `axes` set to 1 (`keepdim = true`) or removed (`keepdim = false`).
 pub fn reduced_shape(shape: &[usize], axes: &[usize], keepdim: bool) -> Vec<usize> {

@@ -1,7 +1,7 @@
 //! Reference softmax, log-softmax and log-sum-exp along one axis.
 
 use super::{elementwise::round_to, for_each_index, reduce::reduced_shape, RefArray};
-use tensor_core::DType;
+use tessera_core::DType;
 
 /// Applies `f(row) -> row` to every 1-d slice along `axis`.
 fn map_rows(x: &RefArray, axis: usize, f: impl Fn(&[f64]) -> Vec<f64>) -> RefArray {

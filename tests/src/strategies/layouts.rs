@@ -9,7 +9,7 @@
 use super::values::{values, ValueProfile};
 use crate::reference::{numel, views, RefArray};
 use proptest::prelude::*;
-use tensor_core::{Backend, DType, Result, Tensor};
+use tessera_core::{Backend, DType, Result, Tensor};
 
 /// One view applied to the tensor built so far.
 #[derive(Clone, Debug, PartialEq)]

@@ -1,7 +1,7 @@
 //! Element values per dtype: ordinary numbers plus, at a controlled rate, the IEEE specials.
 
 use proptest::prelude::*;
-use tensor_core::DType;
+use tessera_core::DType;
 
 /// NaN, both infinities and negative zero.
 pub const ALL_SPECIALS: &[f64] = &[f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0];

@@ -2,7 +2,7 @@
 //! every declared (op, dtype) pair and reports the rest as unsupported.
 
 use super::op::{Family, Op};
-use tensor_core::{Backend, DType};
+use tessera_core::{Backend, DType};
 
 /// What a backend declares it supports.
 ///
@@ -10,8 +10,8 @@ use tensor_core::{Backend, DType};
 /// remove what the backend does not do yet:
 ///
 /// ```
-/// use tests::suite::{Capabilities, Family, Op};
-/// use tensor_core::DType;
+/// use tessera_conformance::suite::{Capabilities, Family, Op};
+/// use tessera_core::DType;
 /// let caps = Capabilities::all()
 ///     .without_dtype(DType::F64)
 ///     .without_family(Family::Conv)
@@ -94,7 +94,7 @@ impl Capabilities {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tensor_core::{CmpOp, UnaryOp};
+    use tessera_core::{CmpOp, UnaryOp};
 
     #[test]
     fn exclusions_and_needed_dtypes() {

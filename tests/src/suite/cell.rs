@@ -10,7 +10,7 @@ use crate::runner::{falsify, Counterexample, Printed, RunConfig};
 use proptest::strategy::Strategy;
 use std::fmt::Debug;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use tensor_core::{Backend, DType};
+use tessera_core::{Backend, DType};
 
 /// The property name of a cell: `"<family> <op> <dtype>"`, e.g. `"unary exp f32"`.
 pub fn property_name(op: Op, dtype: DType) -> String {

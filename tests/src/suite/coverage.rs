@@ -4,7 +4,7 @@
 use super::op::Op;
 use crate::runner::{Counterexample, Printed};
 use std::fmt;
-use tensor_core::DType;
+use tessera_core::DType;
 
 /// The result of one (op, dtype) cell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -156,7 +156,7 @@ impl fmt::Display for Coverage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tensor_core::UnaryOp;
+    use tessera_core::UnaryOp;
 
     #[test]
     fn records_and_prints_cells() {

@@ -5,11 +5,11 @@
 ///
 /// ```ignore
 /// // tests/conformance.rs of a backend crate:
-/// tests::conformance_suite!(MyBackend, || MyBackend::new());
+/// tessera_conformance::conformance_suite!(MyBackend, || MyBackend::new());
 ///
 /// // Declaring less than `supports_dtype` says (unsupported cells are reported, not run):
-/// tests::conformance_suite!(MyBackend, || MyBackend::new(), |dev: &MyBackend| {
-///     tests::suite::Capabilities::declared_by(dev).without_family(tests::suite::Family::Conv)
+/// tessera_conformance::conformance_suite!(MyBackend, || MyBackend::new(), |dev: &MyBackend| {
+///     tessera_conformance::suite::Capabilities::declared_by(dev).without_family(tessera_conformance::suite::Family::Conv)
 /// });
 /// ```
 ///

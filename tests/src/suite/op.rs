@@ -9,7 +9,7 @@ use crate::checks::metamorphic::Law;
 use crate::checks::pool::PoolOp;
 use crate::checks::FLOAT_DTYPES;
 use std::fmt;
-use tensor_core::{ArgReduceOp, BinaryOp, CmpOp, DType, ReduceOp, UnaryOp};
+use tessera_core::{ArgReduceOp, BinaryOp, CmpOp, DType, ReduceOp, UnaryOp};
 
 /// A family of ops: one test of the generated suite.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -7,7 +7,7 @@ use super::coverage::{Coverage, Outcome};
 use super::op::Family;
 use crate::runner::RunConfig;
 use std::path::PathBuf;
-use tensor_core::{Backend, DType};
+use tessera_core::{Backend, DType};
 
 /// The configuration of one backend's run: regressions go to a folder named after the backend,
 /// so that two backends checked by one crate keep separate files.

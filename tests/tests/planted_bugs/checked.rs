@@ -3,12 +3,12 @@
 
 use crate::planted;
 use crate::planted::Bug;
-use backend_checked::Checked;
-use backend_cpu::Cpu;
 use std::fmt::Debug;
-use tensor_core::{Error, Result, Shape, Tensor};
+use tessera_checked::Checked;
+use tessera_core::{Error, Result, Shape, Tensor};
+use tessera_cpu::Cpu;
 
-type Dev = Checked<planted::Planted<backend_example::ExampleBackend>, Cpu>;
+type Dev = Checked<planted::Planted<tessera_backend_example::ExampleBackend>, Cpu>;
 
 fn checked(bug: Bug) -> Dev {
     Checked::new(planted(bug), Cpu::new())
@@ -38,7 +38,7 @@ fn divergence<T: Debug>(result: Result<T>) -> (&'static str, Vec<Shape>, f64) {
 
 #[test]
 fn a_wrong_broadcast_is_a_divergence_of_mul() {
-    let dev = checked(Bug::WrongBroadcast(tensor_core::BinaryOp::Mul));
+    let dev = checked(Bug::WrongBroadcast(tessera_core::BinaryOp::Mul));
     let a = tensor(&[1.0, 2.0], &[2, 1], &dev);
     let b = tensor(&[1.0, 10.0, 100.0], &[1, 3], &dev);
     // Other ops are right: add broadcasts the same operands correctly.

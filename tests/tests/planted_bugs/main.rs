@@ -6,8 +6,8 @@ mod checked;
 mod planted;
 mod suite;
 
-use backend_example::ExampleBackend;
 use planted::{Bug, Planted};
+use tessera_backend_example::ExampleBackend;
 
 /// The example backend carrying `bug`.
 pub fn planted(bug: Bug) -> Planted<ExampleBackend> {

@@ -1,6 +1,6 @@
 //! [`Planted<B>`]: a backend that delegates to `B` but plants one realistic kernel bug.
 
-use tensor_core::{
+use tessera_core::{
     ArgReduceOp, AssignMode, Backend, BackendStorage, BinaryOp, CmpOp, DType, Device, Distribution,
     HostData, Layout, ReduceOp, Result, UnaryOp,
 };

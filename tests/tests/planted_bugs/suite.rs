@@ -2,11 +2,11 @@
 
 use crate::planted;
 use crate::planted::Bug;
-use tensor_core::{BinaryOp, DType, ReduceOp};
-use tests::checks::{binary, matmul, reduce};
-use tests::runner::{falsify, RunConfig};
-use tests::strategies::TensorCase;
-use tests::suite::{run_family, Capabilities, Family, Op, Outcome};
+use tessera_conformance::checks::{binary, matmul, reduce};
+use tessera_conformance::runner::{falsify, RunConfig};
+use tessera_conformance::strategies::TensorCase;
+use tessera_conformance::suite::{run_family, Capabilities, Family, Op, Outcome};
+use tessera_core::{BinaryOp, DType, ReduceOp};
 
 /// Runs `family` on the planted backend; returns the failed cells, after checking that every
 /// other declared cell passed.
@@ -124,7 +124,7 @@ fn a_transposed_operand_ignored_by_matmul_is_caught() {
         c.recipe
             .steps
             .iter()
-            .any(|s| matches!(s, tests::strategies::ViewStep::Permute { .. }))
+            .any(|s| matches!(s, tessera_conformance::strategies::ViewStep::Permute { .. }))
     };
     assert!(permuted(&case.lhs) || permuted(&case.rhs), "{case:#?}");
 }

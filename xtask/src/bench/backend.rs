@@ -1,7 +1,7 @@
 //! Which Tessera backends a benchmark measures.
 
-use backend_cpu::Cpu;
 use clap::ValueEnum;
+use tessera_cpu::Cpu;
 
 use crate::bench::record::Record;
 use crate::bench::suites::SuiteCommand;
@@ -10,7 +10,7 @@ use crate::TaskResult;
 
 /// A Tessera backend the benchmarks can run on. Adding one: a variant here, its
 /// arm in [`BackendKind::measure`] and in [`BackendKind::is_present`] (the suites are generic
-/// over `tensor_core::Backend`, and the lifecycle report gives every accelerator a speedup
+/// over `tessera_core::Backend`, and the lifecycle report gives every accelerator a speedup
 /// column over `cpu`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, ValueEnum)]
 pub enum BackendKind {
@@ -45,9 +45,9 @@ impl BackendKind {
     pub fn is_present(self) -> bool {
         match self {
             BackendKind::Cpu => true,
-            BackendKind::Opencl => backend_opencl::OpenCl::new().is_ok(),
+            BackendKind::Opencl => tessera_opencl::OpenCl::new().is_ok(),
             #[cfg(feature = "cuda")]
-            BackendKind::Cuda => backend_cuda::Cuda::new(0).is_ok(),
+            BackendKind::Cuda => tessera_cuda::Cuda::new(0).is_ok(),
         }
     }
 
@@ -68,9 +68,9 @@ impl BackendKind {
     ) -> TaskResult<()> {
         match self {
             BackendKind::Cpu => suite.measure(&Cpu::new(), protocol, emit),
-            BackendKind::Opencl => suite.measure(&backend_opencl::OpenCl::new()?, protocol, emit),
+            BackendKind::Opencl => suite.measure(&tessera_opencl::OpenCl::new()?, protocol, emit),
             #[cfg(feature = "cuda")]
-            BackendKind::Cuda => suite.measure(&backend_cuda::Cuda::new(0)?, protocol, emit),
+            BackendKind::Cuda => suite.measure(&tessera_cuda::Cuda::new(0)?, protocol, emit),
         }
     }
 }

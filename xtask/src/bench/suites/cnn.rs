@@ -1,6 +1,6 @@
 //! The `cnn` suite: one training step of the `train` command's CNN (batch 64), in samples/s.
 
-use tensor_core::Backend;
+use tessera_core::Backend;
 
 use crate::bench::record::Record;
 use crate::bench::suites::models::ModelName;

@@ -8,7 +8,7 @@ use clap::Args;
 #[derive(Debug, Clone, PartialEq, Args)]
 pub struct DataArgs {
     /// Folder with the (Fashion-)MNIST IDX files.
-    #[arg(long, default_value = nn::data::FASHION_MNIST_DIR)]
+    #[arg(long, default_value = tessera_nn::data::FASHION_MNIST_DIR)]
     pub data: PathBuf,
     /// Timed repetitions [default: enough for about 3 s, at least 3].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
@@ -31,7 +31,7 @@ impl DataArgs {
             format!(
                 "{} does not exist; {}",
                 self.data.display(),
-                nn::data::MISSING_DATA_HINT
+                tessera_nn::data::MISSING_DATA_HINT
             )
         })
     }

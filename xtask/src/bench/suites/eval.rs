@@ -1,11 +1,11 @@
-//! The `eval` suite: one pass of `nn::training::evaluate` over the Fashion-MNIST test set.
+//! The `eval` suite: one pass of `tessera_nn::training::evaluate` over the Fashion-MNIST test set.
 
 use std::sync::Arc;
 
 use clap::Args;
-use nn::data::{DataLoader, LoaderConfig, MnistDataset, MnistLike, Normalization, Split};
-use nn::training::evaluate;
-use tensor_core::{Backend, DType};
+use tessera_core::{Backend, DType};
+use tessera_nn::data::{DataLoader, LoaderConfig, MnistDataset, MnistLike, Normalization, Split};
+use tessera_nn::training::evaluate;
 
 use crate::bench::record::Record;
 use crate::bench::suites::data_source::DataArgs;
@@ -62,7 +62,7 @@ pub fn measure<B: Backend>(
         let timing = protocol.measure(args.data.reps.map(|r| r as usize), || {
             let result = evaluate(&net, &loader, dev)?;
             samples = result.samples;
-            Ok::<_, nn::Error>(result)
+            Ok::<_, tessera_nn::Error>(result)
         })?;
         emit(
             Record::new(NAME, "tessera", dev.name(), samples, &timing)

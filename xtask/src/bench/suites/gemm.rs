@@ -1,7 +1,7 @@
 //! The `gemm` suite: C = A·B for square n×n f32 matrices of standard-normal values.
 
 use clap::Args;
-use tensor_core::{Backend, DType, Tensor};
+use tessera_core::{Backend, DType, Tensor};
 
 use crate::bench::record::Record;
 use crate::bench::timing::Protocol;
@@ -45,7 +45,7 @@ pub fn measure<B: Backend>(
     args: &GemmArgs,
     protocol: &Protocol,
     emit: &mut dyn FnMut(Record),
-) -> tensor_core::Result<()> {
+) -> tessera_core::Result<()> {
     for &n in &args.sizes {
         let a = Tensor::<B>::randn([n, n], DType::F32, 1, dev)?;
         let b = Tensor::<B>::randn([n, n], DType::F32, 2, dev)?;
@@ -53,7 +53,7 @@ pub fn measure<B: Backend>(
         let timing = protocol.measure(args.reps.map(|r| r as usize), || {
             let c = a.matmul(&b)?;
             dev.synchronize()?;
-            Ok::<_, tensor_core::Error>(c)
+            Ok::<_, tessera_core::Error>(c)
         })?;
         emit(Record::new(NAME, "tessera", dev.name(), n, &timing).with_flops(flops(n)));
     }

@@ -1,10 +1,10 @@
 //! The `infer` suite: forward passes of the reference models in eval mode without a graph,
 //! batch-1 latency and batch-256 throughput.
 
-use autograd::{no_grad, Var};
 use clap::Args;
-use nn::Module;
-use tensor_core::{Backend, DType};
+use tessera_autograd::{no_grad, Var};
+use tessera_core::{Backend, DType};
+use tessera_nn::Module;
 
 use crate::bench::record::Record;
 use crate::bench::suites::models::{model_list_words, ModelName};
@@ -72,7 +72,7 @@ pub fn measure<B: Backend>(
             let timing = protocol.measure(args.reps.map(|r| r as usize), || {
                 let logits = no_grad(|| net.forward(&x))?;
                 dev.synchronize()?;
-                Ok::<_, tensor_core::Error>(logits)
+                Ok::<_, tessera_core::Error>(logits)
             })?;
             emit(
                 Record::new(NAME, "tessera", dev.name(), batch, &timing)

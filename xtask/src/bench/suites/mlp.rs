@@ -1,6 +1,6 @@
 //! The `mlp` suite: one training step of the 784-512-512-10 MLP (batch 128), in samples/s.
 
-use tensor_core::Backend;
+use tessera_core::Backend;
 
 use crate::bench::record::Record;
 use crate::bench::suites::models::ModelName;

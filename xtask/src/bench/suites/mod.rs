@@ -8,7 +8,7 @@
 //! | `cnn` | a training step of the `train` CNN, batch 64 | train |
 //! | `infer` | forward passes, batch 1 (latency) and 256 (throughput) | infer-1, infer-batch |
 //! | `prep` | decode, normalise and batch one Fashion-MNIST epoch | prep |
-//! | `eval` | a test-set pass of `nn::training::evaluate` | eval |
+//! | `eval` | a test-set pass of `tessera_nn::training::evaluate` | eval |
 //!
 //! Adding a suite: a file here with its clap `Args` and a `measure` function generic over
 //! [`Backend`], a variant of [`SuiteCommand`] with its arms below, and optionally peers
@@ -25,7 +25,7 @@ pub mod prep;
 pub mod train_step;
 
 use clap::Subcommand;
-use tensor_core::Backend;
+use tessera_core::Backend;
 
 use crate::bench::record::Record;
 use crate::bench::timing::Protocol;
@@ -181,7 +181,7 @@ mod tests {
 
     #[test]
     fn model_suites_measure_on_the_cpu_and_emit_their_phase() {
-        let dev = backend_cpu::Cpu::new();
+        let dev = tessera_cpu::Cpu::new();
         let quick = Protocol {
             min_warmup_runs: 1,
             min_warmup_s: 0.0,

@@ -2,15 +2,15 @@
 //! GFLOP/s), and random inputs of the right shape.
 
 use clap::ValueEnum;
-use nn::models::ModelKind;
-use tensor_core::{Backend, DType, Result, Tensor};
+use tessera_core::{Backend, DType, Result, Tensor};
+use tessera_nn::models::ModelKind;
 
-/// A reference model of `nn::models`, as named on the command line and in records.
+/// A reference model of `tessera_nn::models`, as named on the command line and in records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ModelName {
-    /// `nn::models::mlp`: 784-512-512-10 with ReLU.
+    /// `tessera_nn::models::mlp`: 784-512-512-10 with ReLU.
     Mlp,
-    /// `nn::models::cnn`: two conv 3x3 + max-pool blocks, then 3136-128-10.
+    /// `tessera_nn::models::cnn`: two conv 3x3 + max-pool blocks, then 3136-128-10.
     Cnn,
 }
 
@@ -72,7 +72,7 @@ impl ModelName {
         dims.extend(self.kind().sample_dims());
         let x = Tensor::<B>::randn(dims, DType::F32, seed, dev)?;
         let labels: Vec<i64> = (0..batch as u64)
-            .map(|i| (nn::data::SplitMix64::new(seed ^ i).next_u64() % 10) as i64)
+            .map(|i| (tessera_nn::data::SplitMix64::new(seed ^ i).next_u64() % 10) as i64)
             .collect();
         let y = Tensor::from_vec(labels, [batch], dev)?;
         Ok((x, y))
@@ -107,7 +107,7 @@ mod tests {
 
     #[test]
     fn random_batches_have_the_model_input_shape() {
-        let dev = backend_cpu::Cpu::new();
+        let dev = tessera_cpu::Cpu::new();
         let (x, y) = ModelName::Cnn.random_batch(3, 1, &dev).unwrap();
         assert_eq!(x.dims(), [3, 1, 28, 28]);
         assert_eq!(y.dims(), [3]);

@@ -1,8 +1,8 @@
 //! The `prep` suite: decode, normalise and batch one Fashion-MNIST training epoch onto the
 //! device, as the `train` command's loader does.
 
-use nn::data::{DataLoader, LoaderConfig, MnistDataset, MnistLike, Normalization, Split};
-use tensor_core::Backend;
+use tessera_core::Backend;
+use tessera_nn::data::{DataLoader, LoaderConfig, MnistDataset, MnistLike, Normalization, Split};
 
 use crate::bench::record::Record;
 use crate::bench::suites::data_source::DataArgs;
@@ -18,7 +18,7 @@ pub const BATCH: usize = 64;
 /// One epoch of data preparation: reads and decodes the gzip'd IDX training files, builds the
 /// normalised data set, and walks one shuffled epoch of batches (prepared by the loader's
 /// background thread, as in training), turning each into device tensors. Returns the samples.
-pub fn one_epoch<B: Backend>(args: &DataArgs, dev: &B) -> nn::Result<usize> {
+pub fn one_epoch<B: Backend>(args: &DataArgs, dev: &B) -> tessera_nn::Result<usize> {
     let raw = MnistLike::load(&args.data, Split::Train)?;
     let dataset = MnistDataset::new(raw, Normalization::FASHION_MNIST);
     let loader = DataLoader::new(dataset, LoaderConfig::new(BATCH).shuffled(0).prefetch(2))?;
@@ -46,7 +46,7 @@ pub fn measure<B: Backend>(
     let mut samples = 0;
     let timing = protocol.measure(args.reps.map(|r| r as usize), || {
         samples = one_epoch(args, dev)?;
-        Ok::<_, nn::Error>(())
+        Ok::<_, tessera_nn::Error>(())
     })?;
     emit(
         Record::new(NAME, "tessera", dev.name(), samples, &timing)

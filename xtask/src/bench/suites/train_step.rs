@@ -2,10 +2,10 @@
 //! Adam update): the shared core of the `mlp` and `cnn` suites.
 
 use clap::Args;
-use nn::optim::{Adam, AdamConfig};
-use nn::training::train_step;
-use nn::Module;
-use tensor_core::{Backend, DType};
+use tessera_core::{Backend, DType};
+use tessera_nn::optim::{Adam, AdamConfig};
+use tessera_nn::training::train_step;
+use tessera_nn::Module;
 
 use crate::bench::record::Record;
 use crate::bench::suites::models::ModelName;
@@ -46,7 +46,7 @@ impl TrainArgs {
     }
 }
 
-/// Times `nn::training::train_step` of `model` with Adam (PyTorch's defaults) on one fixed
+/// Times `tessera_nn::training::train_step` of `model` with Adam (PyTorch's defaults) on one fixed
 /// random batch, and emits one `phase = "train"` record with samples/s and GFLOP/s. The model,
 /// optimizer and batch are made before the clock starts; each timed repetition is one step plus
 /// a `synchronize`.
@@ -67,7 +67,7 @@ pub fn measure<B: Backend>(
     let timing = protocol.measure(args.reps.map(|r| r as usize), || {
         let loss = train_step(&net, &mut optimizer, x.clone(), &y)?;
         dev.synchronize()?;
-        Ok::<_, tensor_core::Error>(loss)
+        Ok::<_, tessera_core::Error>(loss)
     })?;
     emit(
         Record::new(suite, "tessera", dev.name(), batch, &timing)
