@@ -59,21 +59,21 @@ impl Backend for Cpu {
 
     fn download(&self, storage: &CpuStorage, layout: &Layout) -> Result<HostData> {
         check_storage("download", storage, layout)?;
-        Ok(map_storage!(storage, v => copy::copy_strided(v, layout)).into_host())
+        Ok(map_storage!(storage, v => copy::copy_strided(v, layout)?).into_host())
     }
 
     fn full(&self, numel: usize, dtype: DType, value: f64) -> Result<CpuStorage> {
         Ok(match dtype {
-            DType::F32 => CpuStorage::F32(fill::full(numel, value)),
-            DType::F64 => CpuStorage::F64(fill::full(numel, value)),
-            DType::I64 => CpuStorage::I64(fill::full(numel, value)),
-            DType::Bool => CpuStorage::Bool(fill::full(numel, value)),
+            DType::F32 => CpuStorage::F32(fill::full(numel, value)?),
+            DType::F64 => CpuStorage::F64(fill::full(numel, value)?),
+            DType::I64 => CpuStorage::I64(fill::full(numel, value)?),
+            DType::Bool => CpuStorage::Bool(fill::full(numel, value)?),
         })
     }
 
     fn copy_strided(&self, storage: &CpuStorage, layout: &Layout) -> Result<CpuStorage> {
         check_storage("copy_strided", storage, layout)?;
-        Ok(map_storage!(storage, v => copy::copy_strided(v, layout)))
+        Ok(map_storage!(storage, v => copy::copy_strided(v, layout)?))
     }
 
     fn assign(
@@ -383,6 +383,7 @@ fn fused_rows(op: RowOp, x: &Tensor<Cpu>, axis: usize) -> Result<Option<Tensor<C
     let Some(storage) = softmax::last_axis(op, x.storage(), x.layout(), axis) else {
         return Ok(None);
     };
+    let storage = storage?;
     let mut dims = x.dims().to_vec();
     if op == RowOp::LogSumExp {
         dims[axis] = 1;

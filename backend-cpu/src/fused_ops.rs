@@ -49,7 +49,7 @@ pub(crate) fn relu_backward(x: &Tensor<Cpu>, grad: &Tensor<Cpu>) -> Result<Optio
         ) else {
             return Ok(None);
         };
-        tensor(x.backend(), relu_grad::relu_backward(xv, gv), dims).map(Some)
+        tensor(x.backend(), relu_grad::relu_backward(xv, gv)?, dims).map(Some)
     }
     match x.storage() {
         CpuStorage::F32(_) => typed::<f32>(x, grad),
@@ -99,7 +99,7 @@ pub(crate) fn adam_update(
             exp_avg_sq: v,
             max_exp_avg_sq: max,
         };
-        let (p, m, v, max) = adam::adam_update(&inputs, &update);
+        let (p, m, v, max) = adam::adam_update(&inputs, &update)?;
         let dev = param.backend();
         Ok(Some(AdamTensors {
             param: tensor(dev, p, dims)?,

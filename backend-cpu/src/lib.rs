@@ -17,6 +17,32 @@
 //! * **Memory**: freed tensor memory stays in the process for the next tensor of that size
 //!   (glibc `mallopt` tuning, an explicit opt-in: [`tune_allocator`]).
 //!
+//! ## What is guaranteed
+//! Every `Backend` method of [`Cpu`] may be called directly, with any storages, layouts and
+//! arguments (not only through `tessera_core::Tensor`, which validates first), in debug and
+//! release builds alike:
+//! * **No panic**: every primitive checks its layouts against their storages
+//!   (`Layout::check_fits`), its axes and its operands' shapes at entry; the convolution and
+//!   pooling overrides run `tensor-core`'s checks again (the channel count of the GEMMs comes
+//!   from the weight and must agree with the input); sizes combined from several operands are
+//!   checked products. Bad input is a typed error.
+//! * **No abort on allocation**: every buffer of tensor size (outputs, copies, im2col columns,
+//!   partial sums) is allocated fallibly (`alloc.rs`); a request the host cannot meet is
+//!   `Error::OutOfMemory { requested_bytes, .. }`.
+//! * **No undefined behaviour**: the `unsafe` code is the GEMM calls into `matrixmultiply`
+//!   (`kernels/gemm.rs`, used by `matmul.rs` and `conv.rs`, serial and split over rayon), the
+//!   `MaybeUninit` outputs of the fused Adam step (`kernels/adam.rs`), the zeroed allocation
+//!   (`alloc.rs`) and one `mallopt` call (`malloc_tuning.rs`). Each block states the invariant
+//!   it relies on and checks it first (operand lengths against the GEMM dims, output lengths
+//!   against the inputs); each has unit tests small enough for Miri (prefix `miri_`):
+//!   `MIRIFLAGS="-Zmiri-tree-borrows -Zmiri-ignore-leaks" cargo +nightly miri test -p
+//!   backend-cpu --lib miri_` runs them with no undefined behaviour reported (Tree Borrows:
+//!   rayon's crossbeam-epoch trips Stacked Borrows; the leak check is off for rayon's
+//!   threads). `mallopt` is not run under Miri (no foreign calls).
+//! * **Data-dependent errors**: out-of-range indices of `index_select`, `gather` and
+//!   `scatter_add`, and max-pooling window positions outside the window, are
+//!   `Error::IndexOutOfRange`.
+//!
 //! ```
 //! use tessera_cpu::{Cpu, CpuTensor};
 //! # fn main() -> tessera_core::Result<()> {
@@ -28,6 +54,7 @@
 
 #![warn(missing_docs)]
 
+mod alloc;
 mod backend;
 mod checks;
 mod fused_ops;

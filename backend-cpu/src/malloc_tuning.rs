@@ -20,11 +20,11 @@ pub const MALLOC_TUNING_ENV_VAR: &str = "TESSERA_CPU_MALLOC_TUNING";
 
 /// Blocks up to this size come from the heap rather than from `mmap` (glibc's largest allowed
 /// value on 64-bit: half its 64 MiB heap size).
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[cfg(all(target_os = "linux", target_env = "gnu", not(miri)))]
 const MMAP_THRESHOLD: libc::c_int = 32 << 20;
 
 /// Free memory at the top of the heap is returned to the kernel only beyond this much.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[cfg(all(target_os = "linux", target_env = "gnu", not(miri)))]
 const TRIM_THRESHOLD: libc::c_int = 512 << 20;
 
 static TUNE: Once = Once::new();
@@ -41,7 +41,7 @@ pub fn tune_allocator() {
     });
 }
 
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[cfg(all(target_os = "linux", target_env = "gnu", not(miri)))]
 fn apply() {
     // SAFETY: `mallopt` only changes allocator parameters; it is called once, before this
     // backend allocates, and a rejected value leaves the previous setting in place.
@@ -51,5 +51,6 @@ fn apply() {
     }
 }
 
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+/// Elsewhere, and under Miri (which cannot call C functions), nothing to tune.
+#[cfg(not(all(target_os = "linux", target_env = "gnu", not(miri))))]
 fn apply() {}

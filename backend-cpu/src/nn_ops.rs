@@ -1,12 +1,19 @@
 //! The CPU overrides of the convolution and pooling composites: contiguous operands are handed
 //! to the direct kernels in `kernels::conv` and `kernels::pool`; other dtypes return `None` so
 //! that the backend falls back to the composite defaults.
+//!
+//! `Backend` methods are public, so each entry runs the checks of `tessera_core::Tensor`'s own
+//! method again (ranks, channels, parameters, `grad_out` shapes) before a kernel sees the data.
 
 use std::borrow::Cow;
 
-use tessera_core::tensor::{conv_output_dims, pool_output_dims};
+use tessera_core::tensor::{
+    check_conv2d, check_conv2d_backward_input, check_conv2d_backward_weight, check_pool2d_backward,
+    pool_output_dims,
+};
 use tessera_core::{Conv2dParams, Layout, Pool2dParams, Result, Tensor};
 
+use crate::alloc::Zeroable;
 use crate::checks::check_storage;
 use crate::kernels::conv::{self, ConvGeometry};
 use crate::kernels::copy;
@@ -16,7 +23,7 @@ use crate::{Cpu, CpuStorage};
 
 /// The elements of `t` in row-major order: borrowed when its layout is contiguous, else
 /// copied. `None` when `t` does not hold `T`.
-fn values<'t, T: CpuElement + Copy + Send + Sync + Default>(
+fn values<'t, T: CpuElement + Zeroable>(
     op: &'static str,
     t: &'t Tensor<Cpu>,
 ) -> Result<Option<Cow<'t, [T]>>> {
@@ -30,7 +37,7 @@ fn values<'t, T: CpuElement + Copy + Send + Sync + Default>(
     }
     Ok(Some(match t.layout().contiguous_range() {
         Some(range) => Cow::Borrowed(&data[range]),
-        None => Cow::Owned(copy::copy_strided(data, t.layout())),
+        None => Cow::Owned(copy::copy_strided(data, t.layout())?),
     }))
 }
 
@@ -65,14 +72,14 @@ pub(crate) fn conv2d(
     weight: &Tensor<Cpu>,
     p: Conv2dParams,
 ) -> Result<Option<Tensor<Cpu>>> {
-    let out_dims = conv_output_dims(x.dims(), weight.dims(), p)?;
-    let g = ConvGeometry::new(x.dims(), weight.dims(), &out_dims, p);
+    let out_dims = check_conv2d(x.dims(), weight.dims(), p)?;
+    let g = ConvGeometry::new("conv2d", x.dims(), weight.dims(), &out_dims, p)?;
     per_float!(x, |T, wrap| {
         let (Some(xv), Some(wv)) = (values::<T>("conv2d", x)?, values::<T>("conv2d", weight)?)
         else {
             return Ok(None);
         };
-        let out = conv::conv2d(&xv, &wv, &g);
+        let out = conv::conv2d(&xv, &wv, &g)?;
         tensor(x.backend(), wrap(out), &out_dims).map(Some)
     })
 }
@@ -84,13 +91,14 @@ pub(crate) fn conv2d_backward_input(
     input_dims: &[usize],
     p: Conv2dParams,
 ) -> Result<Option<Tensor<Cpu>>> {
-    let g = ConvGeometry::new(input_dims, weight.dims(), grad_out.dims(), p);
+    const OP: &str = "conv2d_backward_input";
+    check_conv2d_backward_input(grad_out.dims(), weight.dims(), input_dims, p)?;
+    let g = ConvGeometry::new(OP, input_dims, weight.dims(), grad_out.dims(), p)?;
     per_float!(grad_out, |T, wrap| {
-        let op = "conv2d_backward_input";
-        let (Some(gv), Some(wv)) = (values::<T>(op, grad_out)?, values::<T>(op, weight)?) else {
+        let (Some(gv), Some(wv)) = (values::<T>(OP, grad_out)?, values::<T>(OP, weight)?) else {
             return Ok(None);
         };
-        let dx = conv::conv2d_backward_input(&gv, &wv, &g);
+        let dx = conv::conv2d_backward_input(&gv, &wv, &g)?;
         tensor(grad_out.backend(), wrap(dx), input_dims).map(Some)
     })
 }
@@ -102,13 +110,14 @@ pub(crate) fn conv2d_backward_weight(
     weight_dims: &[usize],
     p: Conv2dParams,
 ) -> Result<Option<Tensor<Cpu>>> {
-    let g = ConvGeometry::new(x.dims(), weight_dims, grad_out.dims(), p);
+    const OP: &str = "conv2d_backward_weight";
+    check_conv2d_backward_weight(x.dims(), grad_out.dims(), weight_dims, p)?;
+    let g = ConvGeometry::new(OP, x.dims(), weight_dims, grad_out.dims(), p)?;
     per_float!(x, |T, wrap| {
-        let op = "conv2d_backward_weight";
-        let (Some(xv), Some(gv)) = (values::<T>(op, x)?, values::<T>(op, grad_out)?) else {
+        let (Some(xv), Some(gv)) = (values::<T>(OP, x)?, values::<T>(OP, grad_out)?) else {
             return Ok(None);
         };
-        let dw = conv::conv2d_backward_weight(&xv, &gv, &g);
+        let dw = conv::conv2d_backward_weight(&xv, &gv, &g)?;
         tensor(x.backend(), wrap(dw), weight_dims).map(Some)
     })
 }
@@ -119,12 +128,12 @@ pub(crate) fn max_pool2d(
     p: Pool2dParams,
 ) -> Result<Option<(Tensor<Cpu>, Tensor<Cpu>)>> {
     let out_dims = pool_output_dims("max_pool2d", x.dims(), p)?;
-    let g = PoolGeometry::new(x.dims(), &out_dims, p);
+    let g = PoolGeometry::new("max_pool2d", x.dims(), &out_dims, p)?;
     per_float!(x, |T, wrap| {
         let Some(xv) = values::<T>("max_pool2d", x)? else {
             return Ok(None);
         };
-        let (out, arg) = pool::max_pool2d(&xv, &g);
+        let (out, arg) = pool::max_pool2d(&xv, &g)?;
         let dev = x.backend();
         Ok(Some((
             tensor(dev, wrap(out), &out_dims)?,
@@ -140,19 +149,20 @@ pub(crate) fn max_pool2d_backward(
     input_dims: &[usize],
     p: Pool2dParams,
 ) -> Result<Option<Tensor<Cpu>>> {
-    let g = PoolGeometry::new(input_dims, grad_out.dims(), p);
+    const OP: &str = "max_pool2d_backward";
+    check_pool2d_backward(OP, grad_out.dims(), input_dims, p)?;
+    let g = PoolGeometry::new(OP, input_dims, grad_out.dims(), p)?;
     per_float!(grad_out, |T, wrap| {
-        let op = "max_pool2d_backward";
-        let (Some(gv), Some(av)) = (
-            values::<T>(op, grad_out)?,
-            values::<i64>(op, window_argmax)?,
-        ) else {
-            return Ok(None);
-        };
         if window_argmax.dims() != grad_out.dims() {
             return Ok(None);
         }
-        let dx = pool::max_pool2d_backward(&gv, &av, &g);
+        let (Some(gv), Some(av)) = (
+            values::<T>(OP, grad_out)?,
+            values::<i64>(OP, window_argmax)?,
+        ) else {
+            return Ok(None);
+        };
+        let dx = pool::max_pool2d_backward(&gv, &av, &g)?;
         tensor(grad_out.backend(), wrap(dx), input_dims).map(Some)
     })
 }
@@ -160,13 +170,13 @@ pub(crate) fn max_pool2d_backward(
 /// [`tessera_core::Backend::avg_pool2d`] on the CPU.
 pub(crate) fn avg_pool2d(x: &Tensor<Cpu>, p: Pool2dParams) -> Result<Option<Tensor<Cpu>>> {
     let out_dims = pool_output_dims("avg_pool2d", x.dims(), p)?;
-    let g = PoolGeometry::new(x.dims(), &out_dims, p);
-    let window = (p.kernel.0 * p.kernel.1) as f64;
+    let g = PoolGeometry::new("avg_pool2d", x.dims(), &out_dims, p)?;
+    let window = p.kernel.0 as f64 * p.kernel.1 as f64;
     per_float!(x, |T, wrap| {
         let Some(xv) = values::<T>("avg_pool2d", x)? else {
             return Ok(None);
         };
-        let out = pool::avg_pool2d(&xv, &g, window as T);
+        let out = pool::avg_pool2d(&xv, &g, window as T)?;
         tensor(x.backend(), wrap(out), &out_dims).map(Some)
     })
 }
@@ -177,13 +187,15 @@ pub(crate) fn avg_pool2d_backward(
     input_dims: &[usize],
     p: Pool2dParams,
 ) -> Result<Option<Tensor<Cpu>>> {
-    let g = PoolGeometry::new(input_dims, grad_out.dims(), p);
-    let window = (p.kernel.0 * p.kernel.1) as f64;
+    const OP: &str = "avg_pool2d_backward";
+    check_pool2d_backward(OP, grad_out.dims(), input_dims, p)?;
+    let g = PoolGeometry::new(OP, input_dims, grad_out.dims(), p)?;
+    let window = p.kernel.0 as f64 * p.kernel.1 as f64;
     per_float!(grad_out, |T, wrap| {
-        let Some(gv) = values::<T>("avg_pool2d_backward", grad_out)? else {
+        let Some(gv) = values::<T>(OP, grad_out)? else {
             return Ok(None);
         };
-        let dx = pool::avg_pool2d_backward(&gv, &g, window as T);
+        let dx = pool::avg_pool2d_backward(&gv, &g, window as T)?;
         tensor(grad_out.backend(), wrap(dx), input_dims).map(Some)
     })
 }

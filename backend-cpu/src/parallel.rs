@@ -5,6 +5,9 @@
 //! and split larger outputs into a few chunks per thread above it.
 
 use rayon::prelude::*;
+use tessera_core::Result as TensorResult;
+
+use crate::alloc::try_filled;
 
 /// Element count from which kernels run in parallel.
 pub(crate) const PARALLEL_THRESHOLD: usize = 32 * 1024;
@@ -15,6 +18,60 @@ const MIN_CHUNK: usize = 8 * 1024;
 /// Number of rayon worker threads.
 pub(crate) fn threads() -> usize {
     rayon::current_num_threads().max(1)
+}
+
+/// The thresholds at which the kernels with `unsafe` code (GEMM, batched GEMM, convolution,
+/// fused Adam) split their work over rayon. Production code uses [`Parallelism::current`]; the
+/// unit tests also use [`Parallelism::eager`], which splits even tiny inputs, so that inputs
+/// small enough for Miri still run every parallel path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Parallelism {
+    /// Worker threads to plan for.
+    pub(crate) threads: usize,
+    /// Multiply-adds below which one GEMM runs on the calling thread.
+    pub(crate) gemm_min_macs: usize,
+    /// Smallest block side (rows or columns) of a split GEMM handed to one task.
+    pub(crate) gemm_min_block: usize,
+    /// Total multiply-adds from which a batch of small products is spread one per task.
+    pub(crate) batch_min_work: usize,
+    /// Smallest chunk of an element-wise fused kernel handed to one task.
+    pub(crate) min_chunk: usize,
+}
+
+impl Parallelism {
+    /// The production thresholds for rayon's current pool.
+    pub(crate) fn current() -> Self {
+        Parallelism {
+            threads: threads(),
+            gemm_min_macs: crate::kernels::gemm::PARALLEL_MACS,
+            gemm_min_block: crate::kernels::gemm::MIN_BLOCK,
+            batch_min_work: 1 << 17,
+            min_chunk: 16 * 1024,
+        }
+    }
+
+    /// Splits everything that can be split, planning for `threads` threads (whatever the pool
+    /// has: rayon runs the tasks on the threads it has).
+    #[cfg(test)]
+    pub(crate) fn eager(threads: usize) -> Self {
+        Parallelism {
+            threads,
+            gemm_min_macs: 0,
+            gemm_min_block: 1,
+            batch_min_work: 0,
+            min_chunk: 1,
+        }
+    }
+
+    /// True when `work` elements of an element-wise kernel justify several tasks.
+    pub(crate) fn worth_parallel(&self, work: usize) -> bool {
+        self.threads > 1 && (work >= PARALLEL_THRESHOLD || self.min_chunk == 1)
+    }
+
+    /// Chunk length that gives each thread about four chunks, never below `min_chunk`.
+    pub(crate) fn chunk_len(&self, total: usize) -> usize {
+        total.div_ceil(self.threads * 4).max(self.min_chunk).max(1)
+    }
 }
 
 /// True when `work` elements justify using several threads.
@@ -74,14 +131,14 @@ pub(crate) fn split_reduction<P: Clone + Send + Sync>(
     min_outputs: usize,
     block: impl Fn(std::ops::Range<usize>, std::ops::Range<usize>, &mut [P]) + Sync,
     merge: impl Fn(&mut P, P),
-) -> Vec<P> {
-    let mut out = vec![identity.clone(); out_len];
+) -> TensorResult<Vec<P>> {
+    let mut out = try_filled(out_len, identity.clone())?;
     if out_len == 0 || red_len == 0 {
-        return out;
+        return Ok(out);
     }
     if !worth_parallel(out_len.saturating_mul(red_len)) {
         block(0..out_len, 0..red_len, &mut out);
-        return out;
+        return Ok(out);
     }
     let out_chunk = chunk_len(out_len, min_outputs.max(MIN_CHUNK.div_ceil(red_len)));
     let out_chunks = out_len.div_ceil(out_chunk);
@@ -98,15 +155,15 @@ pub(crate) fn split_reduction<P: Clone + Send + Sync>(
         let partials: Vec<Vec<P>> = (0..red_len.div_ceil(piece))
             .into_par_iter()
             .map(|p| {
-                let mut part = vec![identity.clone(); out_len];
+                let mut part = try_filled(out_len, identity.clone())?;
                 block(
                     0..out_len,
                     p * piece..((p + 1) * piece).min(red_len),
                     &mut part,
                 );
-                part
+                Ok(part)
             })
-            .collect();
+            .collect::<TensorResult<_>>()?;
         let mut partials = partials.into_iter();
         if let Some(first) = partials.next() {
             out = first;
@@ -119,7 +176,26 @@ pub(crate) fn split_reduction<P: Clone + Send + Sync>(
     } else {
         block(0..out_len, 0..red_len, &mut out);
     }
-    out
+    Ok(out)
+}
+
+/// Like [`fill_rows`] for a fallible `fill`; returns the first error in chunk order.
+pub(crate) fn try_fill_rows<U: Send>(
+    out: &mut [U],
+    row_len: usize,
+    fill: impl Fn(usize, &mut [U]) -> TensorResult<()> + Sync,
+) -> TensorResult<()> {
+    if row_len == 0 || out.is_empty() {
+        return Ok(());
+    }
+    if !worth_parallel(out.len()) {
+        return fill(0, out);
+    }
+    let rows = out.len() / row_len;
+    let rows_per_chunk = chunk_len(rows, MIN_CHUNK.div_ceil(row_len));
+    out.par_chunks_mut(rows_per_chunk * row_len)
+        .enumerate()
+        .try_for_each(|(i, c)| fill(i * rows_per_chunk, c))
 }
 
 /// Fills `out`, made of rows of `row_len` elements, by calling `fill(first_row, rows)` on

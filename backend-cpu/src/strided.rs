@@ -40,8 +40,9 @@ impl<const N: usize> StridedPlan<N> {
             }
             let stride: [usize; N] = std::array::from_fn(|k| strides[k][d].max(0) as usize);
             match (merged_dims.last_mut(), merged_strides.last_mut()) {
+                // Checked: the strides of an empty layout are arbitrary (it reaches nothing).
                 (Some(outer_dim), Some(outer_stride))
-                    if (0..N).all(|k| outer_stride[k] == stride[k] * extent) =>
+                    if (0..N).all(|k| stride[k].checked_mul(extent) == Some(outer_stride[k])) =>
                 {
                     *outer_dim *= extent;
                     *outer_stride = stride;

@@ -54,7 +54,7 @@ impl Backend for ExampleBackend {
     }
 
     fn full(&self, numel: usize, dtype: DType, value: f64) -> Result<ExampleStorage> {
-        wrap(memory::full(numel, dtype, value))
+        wrap(memory::full(numel, dtype, value)?)
     }
 
     fn copy_strided(&self, storage: &ExampleStorage, layout: &Layout) -> Result<ExampleStorage> {
@@ -81,7 +81,7 @@ impl Backend for ExampleBackend {
         layout: &Layout,
         dtype: DType,
     ) -> Result<ExampleStorage> {
-        wrap(elementwise::cast(read("cast", storage, layout)?, dtype))
+        wrap(elementwise::cast(read("cast", storage, layout)?, dtype)?)
     }
 
     // ----- element-wise -----
@@ -172,7 +172,7 @@ impl Backend for ExampleBackend {
             });
         }
         let data = read(op.name(), x, layout)?;
-        wrap(reduce::arg_reduce(op, data, layout.dims(), axis))
+        wrap(reduce::arg_reduce(op, data, layout.dims(), axis)?)
     }
 
     // ----- linear algebra -----
@@ -211,6 +211,14 @@ impl Backend for ExampleBackend {
         indices: &ExampleStorage,
         indices_layout: &Layout,
     ) -> Result<ExampleStorage> {
+        // `tensor-core` checks these before calling; a direct call may not have.
+        layout.check_axis("index_select", axis)?;
+        if indices_layout.rank() != 1 {
+            return Err(Error::InvalidArgument {
+                op: "index_select",
+                msg: format!("indices must have rank 1, got {}", indices_layout.shape()),
+            });
+        }
         let data = read("index_select", x, layout)?;
         let idx = read("index_select", indices, indices_layout)?;
         wrap(indexing::index_select(data, layout.dims(), axis, &idx)?)
@@ -224,6 +232,8 @@ impl Backend for ExampleBackend {
         indices: &ExampleStorage,
         indices_layout: &Layout,
     ) -> Result<ExampleStorage> {
+        layout.check_axis("gather", axis)?;
+        layout.check_indices_fit("gather", axis, indices_layout)?;
         let data = read("gather", x, layout)?;
         let idx = read("gather", indices, indices_layout)?;
         wrap(indexing::gather(
@@ -245,7 +255,9 @@ impl Backend for ExampleBackend {
         src: &ExampleStorage,
         src_layout: &Layout,
     ) -> Result<ExampleStorage> {
+        base_layout.check_axis("scatter_add", axis)?;
         indices_layout.check_same_shape("scatter_add", src_layout)?;
+        base_layout.check_indices_fit("scatter_add", axis, indices_layout)?;
         let data = read("scatter_add", base, base_layout)?;
         let idx = read("scatter_add", indices, indices_layout)?;
         let src = read("scatter_add", src, src_layout)?;

@@ -1,6 +1,7 @@
 //! Element-wise kernels on contiguous data: unary maps, binary ops, comparisons, select, casts.
 //! The definitions follow the documentation of the op enums in `tessera_core::ops`.
 
+use crate::alloc::collect;
 use crate::floats::{from_f64s, to_f64s};
 use tessera_core::{BinaryOp, CmpOp, DType, Error, HostData, Result, UnaryOp};
 
@@ -56,23 +57,33 @@ pub(crate) fn unary(op: UnaryOp, x: HostData) -> Result<HostData> {
     if !op.supports(dtype) {
         return Err(unsupported(op.name(), dtype));
     }
-    Ok(match x {
-        HostData::I64(v) => HostData::I64(
-            v.into_iter()
-                .map(|x| match op {
+    // The input is a fresh copy (read through its layout): update it in place.
+    match x {
+        HostData::I64(mut v) => {
+            for x in &mut v {
+                *x = match op {
                     UnaryOp::Neg => x.wrapping_neg(),
                     UnaryOp::Abs => x.wrapping_abs(),
                     UnaryOp::Sign => x.signum(),
-                    _ => x.wrapping_mul(x), // Square, the last op defined for i64
-                })
-                .collect(),
-        ),
-        HostData::Bool(v) => HostData::Bool(v.into_iter().map(|b| u8::from(b == 0)).collect()),
-        floats => {
-            let v = to_f64s(&floats).expect("a float dtype");
-            from_f64s(dtype, v.into_iter().map(|x| unary_float(op, x)).collect())
+                    _ => x.wrapping_mul(*x), // Square, the last op defined for i64
+                };
+            }
+            Ok(HostData::I64(v))
         }
-    })
+        HostData::Bool(mut v) => {
+            for b in &mut v {
+                *b = u8::from(*b == 0);
+            }
+            Ok(HostData::Bool(v))
+        }
+        floats => {
+            let mut v = to_f64s(op.name(), &floats)?;
+            for x in &mut v {
+                *x = unary_float(op, *x);
+            }
+            from_f64s(dtype, v)
+        }
+    }
 }
 
 /// `op(a, b)` on two floats; maximum and minimum propagate NaN.
@@ -121,29 +132,31 @@ pub(crate) fn binary(op: BinaryOp, lhs: HostData, rhs: HostData) -> Result<HostD
     if !op.supports(dtype) {
         return Err(unsupported(op.name(), dtype));
     }
-    Ok(match (lhs, rhs) {
-        (HostData::I64(a), HostData::I64(b)) => HostData::I64(
-            a.iter()
-                .zip(&b)
-                .map(|(&x, &y)| binary_int(op, x, y))
-                .collect(),
-        ),
-        // Bool: mul and minimum are `and`, maximum is `or`.
-        (HostData::Bool(a), HostData::Bool(b)) => HostData::Bool(
-            a.iter()
-                .zip(&b)
-                .map(|(&x, &y)| match op {
-                    BinaryOp::Maximum => u8::from(x != 0 || y != 0),
-                    _ => u8::from(x != 0 && y != 0),
-                })
-                .collect(),
-        ),
-        (a, b) => {
-            let (a, b) = (to_f64s(&a).expect("float"), to_f64s(&b).expect("float"));
-            let out = a.iter().zip(&b).map(|(&x, &y)| binary_float(op, x, y));
-            from_f64s(dtype, out.collect())
+    match (lhs, rhs) {
+        (HostData::I64(mut a), HostData::I64(b)) => {
+            for (x, &y) in a.iter_mut().zip(&b) {
+                *x = binary_int(op, *x, y);
+            }
+            Ok(HostData::I64(a))
         }
-    })
+        // Bool: mul and minimum are `and`, maximum is `or`.
+        (HostData::Bool(mut a), HostData::Bool(b)) => {
+            for (x, &y) in a.iter_mut().zip(&b) {
+                *x = match op {
+                    BinaryOp::Maximum => u8::from(*x != 0 || y != 0),
+                    _ => u8::from(*x != 0 && y != 0),
+                };
+            }
+            Ok(HostData::Bool(a))
+        }
+        (a, b) => {
+            let (mut a, b) = (to_f64s(op.name(), &a)?, to_f64s(op.name(), &b)?);
+            for (x, &y) in a.iter_mut().zip(&b) {
+                *x = binary_float(op, *x, y);
+            }
+            from_f64s(dtype, a)
+        }
+    }
 }
 
 /// IEEE comparison: every comparison with NaN is false except `Ne`.
@@ -161,20 +174,20 @@ fn holds<T: PartialOrd>(op: CmpOp, a: T, b: T) -> bool {
 /// `op(a, b)` element by element, as a bool vector.
 pub(crate) fn compare(op: CmpOp, lhs: HostData, rhs: HostData) -> Result<HostData> {
     let out: Vec<u8> = match (&lhs, &rhs) {
-        (HostData::F32(a), HostData::F32(b)) => zip_cmp(op, a, b),
-        (HostData::F64(a), HostData::F64(b)) => zip_cmp(op, a, b),
-        (HostData::I64(a), HostData::I64(b)) => zip_cmp(op, a, b),
-        (HostData::Bool(a), HostData::Bool(b)) => zip_cmp(op, a, b),
+        (HostData::F32(a), HostData::F32(b)) => zip_cmp(op, a, b)?,
+        (HostData::F64(a), HostData::F64(b)) => zip_cmp(op, a, b)?,
+        (HostData::I64(a), HostData::I64(b)) => zip_cmp(op, a, b)?,
+        (HostData::Bool(a), HostData::Bool(b)) => zip_cmp(op, a, b)?,
         _ => return Err(dtype_mismatch(op.name(), &lhs, &rhs)),
     };
     Ok(HostData::Bool(out))
 }
 
-fn zip_cmp<T: PartialOrd + Copy>(op: CmpOp, a: &[T], b: &[T]) -> Vec<u8> {
-    a.iter()
-        .zip(b)
-        .map(|(&x, &y)| u8::from(holds(op, x, y)))
-        .collect()
+fn zip_cmp<T: PartialOrd + Copy>(op: CmpOp, a: &[T], b: &[T]) -> Result<Vec<u8>> {
+    collect(
+        a.len(),
+        a.iter().zip(b).map(|(&x, &y)| u8::from(holds(op, x, y))),
+    )
 }
 
 /// `cond ? on_true : on_false` element by element.
@@ -190,43 +203,41 @@ pub(crate) fn where_select(
             rhs: DType::Bool,
         });
     };
-    fn choose<T: Copy>(cond: &[u8], t: &[T], f: &[T]) -> Vec<T> {
-        cond.iter()
-            .zip(t.iter().zip(f))
-            .map(|(&c, (&t, &f))| if c != 0 { t } else { f })
-            .collect()
+    fn choose<T: Copy>(cond: &[u8], t: &[T], f: &[T]) -> Result<Vec<T>> {
+        let picks = cond.iter().zip(t.iter().zip(f));
+        collect(
+            cond.len(),
+            picks.map(|(&c, (&t, &f))| if c != 0 { t } else { f }),
+        )
     }
     Ok(match (&on_true, &on_false) {
-        (HostData::F32(t), HostData::F32(f)) => HostData::F32(choose(&cond, t, f)),
-        (HostData::F64(t), HostData::F64(f)) => HostData::F64(choose(&cond, t, f)),
-        (HostData::I64(t), HostData::I64(f)) => HostData::I64(choose(&cond, t, f)),
-        (HostData::Bool(t), HostData::Bool(f)) => HostData::Bool(choose(&cond, t, f)),
+        (HostData::F32(t), HostData::F32(f)) => HostData::F32(choose(&cond, t, f)?),
+        (HostData::F64(t), HostData::F64(f)) => HostData::F64(choose(&cond, t, f)?),
+        (HostData::I64(t), HostData::I64(f)) => HostData::I64(choose(&cond, t, f)?),
+        (HostData::Bool(t), HostData::Bool(f)) => HostData::Bool(choose(&cond, t, f)?),
         _ => return Err(dtype_mismatch("where", &on_true, &on_false)),
     })
 }
 
 /// Every element converted to `to`: floats to i64 truncate toward zero, saturating, NaN to 0
 /// (Rust's `as` does exactly that); anything to bool is `x != 0`.
-pub(crate) fn cast(x: HostData, to: DType) -> HostData {
-    match (x, to) {
-        (HostData::F32(v), DType::F64) => HostData::F64(v.iter().map(|&x| x as f64).collect()),
-        (HostData::F32(v), DType::I64) => HostData::I64(v.iter().map(|&x| x as i64).collect()),
-        (HostData::F32(v), DType::Bool) => {
-            HostData::Bool(v.iter().map(|&x| u8::from(x != 0.0)).collect())
-        }
-        (HostData::F64(v), DType::F32) => HostData::F32(v.iter().map(|&x| x as f32).collect()),
-        (HostData::F64(v), DType::I64) => HostData::I64(v.iter().map(|&x| x as i64).collect()),
-        (HostData::F64(v), DType::Bool) => {
-            HostData::Bool(v.iter().map(|&x| u8::from(x != 0.0)).collect())
-        }
-        (HostData::I64(v), DType::F32) => HostData::F32(v.iter().map(|&x| x as f32).collect()),
-        (HostData::I64(v), DType::F64) => HostData::F64(v.iter().map(|&x| x as f64).collect()),
-        (HostData::I64(v), DType::Bool) => {
-            HostData::Bool(v.iter().map(|&x| u8::from(x != 0)).collect())
-        }
-        (HostData::Bool(v), DType::F32) => HostData::F32(v.iter().map(|&x| f32::from(x)).collect()),
-        (HostData::Bool(v), DType::F64) => HostData::F64(v.iter().map(|&x| f64::from(x)).collect()),
-        (HostData::Bool(v), DType::I64) => HostData::I64(v.iter().map(|&x| i64::from(x)).collect()),
-        (same, _) => same, // to its own dtype: a copy
+pub(crate) fn cast(x: HostData, to: DType) -> Result<HostData> {
+    fn map<T: Copy, U>(v: &[T], f: impl Fn(T) -> U) -> Result<Vec<U>> {
+        collect(v.len(), v.iter().map(|&x| f(x)))
     }
+    Ok(match (x, to) {
+        (HostData::F32(v), DType::F64) => HostData::F64(map(&v, |x| x as f64)?),
+        (HostData::F32(v), DType::I64) => HostData::I64(map(&v, |x| x as i64)?),
+        (HostData::F32(v), DType::Bool) => HostData::Bool(map(&v, |x| u8::from(x != 0.0))?),
+        (HostData::F64(v), DType::F32) => HostData::F32(map(&v, |x| x as f32)?),
+        (HostData::F64(v), DType::I64) => HostData::I64(map(&v, |x| x as i64)?),
+        (HostData::F64(v), DType::Bool) => HostData::Bool(map(&v, |x| u8::from(x != 0.0))?),
+        (HostData::I64(v), DType::F32) => HostData::F32(map(&v, |x| x as f32)?),
+        (HostData::I64(v), DType::F64) => HostData::F64(map(&v, |x| x as f64)?),
+        (HostData::I64(v), DType::Bool) => HostData::Bool(map(&v, |x| u8::from(x != 0))?),
+        (HostData::Bool(v), DType::F32) => HostData::F32(map(&v, f32::from)?),
+        (HostData::Bool(v), DType::F64) => HostData::F64(map(&v, f64::from)?),
+        (HostData::Bool(v), DType::I64) => HostData::I64(map(&v, i64::from)?),
+        (same, _) => same, // to its own dtype: the fresh copy read through the layout
+    })
 }

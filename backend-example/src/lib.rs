@@ -27,7 +27,9 @@
 //! `tessera_core::composite`, which are written in terms of the primitives.
 
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
+mod alloc;
 pub mod backend;
 mod elementwise;
 mod floats;

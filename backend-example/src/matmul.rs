@@ -1,5 +1,6 @@
 //! Batched matrix product: the textbook triple loop, accumulating in f64.
 
+use crate::alloc::{filled, product};
 use crate::floats::{from_f64s, to_f64s};
 use tessera_core::{Error, HostData, Result};
 
@@ -12,12 +13,7 @@ pub(crate) fn matmul(
     rhs_dims: &[usize],
 ) -> Result<HostData> {
     let dtype = lhs.dtype();
-    let (Some(a), Some(b)) = (to_f64s(&lhs), to_f64s(&rhs)) else {
-        return Err(Error::UnsupportedDType {
-            op: "matmul",
-            dtype,
-        });
-    };
+    let (a, b) = (to_f64s("matmul", &lhs)?, to_f64s("matmul", &rhs)?);
     if rhs.dtype() != dtype {
         return Err(Error::DTypeMismatch {
             op: "matmul",
@@ -28,7 +24,7 @@ pub(crate) fn matmul(
     let rank = lhs_dims.len();
     let (m, k, n) = (lhs_dims[rank - 2], lhs_dims[rank - 1], rhs_dims[rank - 1]);
     let batch: usize = lhs_dims[..rank - 2].iter().product();
-    let mut out = vec![0.0; batch * m * n];
+    let mut out = filled(product("matmul", &[batch, m, n])?, 0.0)?;
     for p in 0..batch {
         let (a, b) = (&a[p * m * k..], &b[p * k * n..]);
         for i in 0..m {
@@ -37,5 +33,5 @@ pub(crate) fn matmul(
             }
         }
     }
-    Ok(from_f64s(dtype, out))
+    from_f64s(dtype, out)
 }

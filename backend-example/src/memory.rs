@@ -1,16 +1,17 @@
 //! Memory primitives: filling, in-place assignment and counter-based random draws.
 
+use crate::alloc::{collect, filled};
 use tessera_core::random::{sample_f32, sample_f64};
 use tessera_core::{AssignMode, DType, Distribution, Element, Error, HostData, Layout, Result};
 
 /// `numel` copies of `value` converted to `dtype` like [`Element::from_f64`].
-pub(crate) fn full(numel: usize, dtype: DType, value: f64) -> HostData {
-    match dtype {
-        DType::F32 => HostData::F32(vec![f32::from_f64(value); numel]),
-        DType::F64 => HostData::F64(vec![value; numel]),
-        DType::I64 => HostData::I64(vec![i64::from_f64(value); numel]),
-        DType::Bool => HostData::Bool(vec![u8::from_f64(value); numel]),
-    }
+pub(crate) fn full(numel: usize, dtype: DType, value: f64) -> Result<HostData> {
+    Ok(match dtype {
+        DType::F32 => HostData::F32(filled(numel, f32::from_f64(value))?),
+        DType::F64 => HostData::F64(filled(numel, value)?),
+        DType::I64 => HostData::I64(filled(numel, i64::from_f64(value))?),
+        DType::Bool => HostData::Bool(filled(numel, u8::from_f64(value))?),
+    })
 }
 
 /// Writes (or adds: for bool, `or`) the contiguous `src` into the positions `dst_layout`
@@ -56,7 +57,7 @@ pub(crate) fn assign(
 }
 
 /// `numel` samples where element `i` is `sample_*(dist, seed, offset + i)`: the same numbers
-/// on every backend.
+/// on every backend. The counter `offset + i` wraps around at `u64::MAX`, as on every backend.
 pub(crate) fn random(
     dist: Distribution,
     numel: usize,
@@ -64,14 +65,16 @@ pub(crate) fn random(
     seed: u64,
     offset: u64,
 ) -> Result<HostData> {
-    let counters = (0..numel as u64).map(|i| offset + i);
+    let counters = (0..numel as u64).map(|i| offset.wrapping_add(i));
     match dtype {
-        DType::F32 => Ok(HostData::F32(
-            counters.map(|i| sample_f32(dist, seed, i)).collect(),
-        )),
-        DType::F64 => Ok(HostData::F64(
-            counters.map(|i| sample_f64(dist, seed, i)).collect(),
-        )),
+        DType::F32 => Ok(HostData::F32(collect(
+            numel,
+            counters.map(|i| sample_f32(dist, seed, i)),
+        )?)),
+        DType::F64 => Ok(HostData::F64(collect(
+            numel,
+            counters.map(|i| sample_f64(dist, seed, i)),
+        )?)),
         _ => Err(Error::UnsupportedDType {
             op: "random",
             dtype,

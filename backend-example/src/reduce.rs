@@ -1,5 +1,6 @@
 //! Reductions over sets of axes and arg-reductions over one axis, on contiguous data.
 
+use crate::alloc::{collect, filled};
 use crate::floats::{from_f64s, to_f64s};
 use crate::strided::{ravel, unravel};
 use tessera_core::{ArgReduceOp, DType, Error, HostData, ReduceOp, Result};
@@ -14,18 +15,17 @@ pub(crate) fn kept_dims(dims: &[usize], axes: &[usize]) -> Vec<usize> {
 }
 
 /// For every input element (row-major), the position of the output element it reduces into.
-fn output_positions(dims: &[usize], axes: &[usize]) -> Vec<usize> {
+fn output_positions(dims: &[usize], axes: &[usize]) -> Result<Vec<usize>> {
     let out_dims = kept_dims(dims, axes);
     let numel: usize = dims.iter().product();
-    (0..numel)
-        .map(|flat| {
-            let mut index = unravel(flat, dims);
-            for &a in axes {
-                index[a] = 0;
-            }
-            ravel(&index, &out_dims)
-        })
-        .collect()
+    let positions = (0..numel).map(|flat| {
+        let mut index = unravel(flat, dims);
+        for &a in axes {
+            index[a] = 0;
+        }
+        ravel(&index, &out_dims)
+    });
+    collect(numel, positions)
 }
 
 /// One float accumulator. Max and min propagate NaN.
@@ -76,11 +76,11 @@ pub(crate) fn reduce(
     dims: &[usize],
     axes: &[usize],
 ) -> Result<HostData> {
-    let targets = output_positions(dims, axes);
+    let targets = output_positions(dims, axes)?;
     let out_len: usize = kept_dims(dims, axes).iter().product();
     match x {
         HostData::I64(v) => {
-            let mut out = vec![identity_int(op); out_len];
+            let mut out = filled(out_len, identity_int(op))?;
             for (&t, &x) in targets.iter().zip(&v) {
                 out[t] = fold_int(op, out[t], x);
             }
@@ -92,12 +92,12 @@ pub(crate) fn reduce(
         }),
         floats => {
             let dtype = floats.dtype();
-            let v = to_f64s(&floats).expect("a float dtype");
-            let mut out = vec![identity_float(op); out_len];
+            let v = to_f64s(op.name(), &floats)?;
+            let mut out = filled(out_len, identity_float(op))?;
             for (&t, &x) in targets.iter().zip(&v) {
                 out[t] = fold_float(op, out[t], x);
             }
-            Ok(from_f64s(dtype, out))
+            from_f64s(dtype, out)
         }
     }
 }
@@ -120,35 +120,39 @@ fn beats<T: PartialOrd>(op: ArgReduceOp, candidate: T, best: T) -> bool {
 }
 
 /// Index of the first extremum along `axis` of contiguous `x` of shape `dims` (`dims[axis] > 0`).
-pub(crate) fn arg_reduce(op: ArgReduceOp, x: HostData, dims: &[usize], axis: usize) -> HostData {
+pub(crate) fn arg_reduce(
+    op: ArgReduceOp,
+    x: HostData,
+    dims: &[usize],
+    axis: usize,
+) -> Result<HostData> {
     fn run<T: PartialOrd + Copy>(
         op: ArgReduceOp,
         v: &[T],
         dims: &[usize],
         axis: usize,
-    ) -> Vec<i64> {
+    ) -> Result<Vec<i64>> {
         let out_dims = kept_dims(dims, &[axis]);
         let out_len: usize = out_dims.iter().product();
-        (0..out_len)
-            .map(|o| {
-                let mut index = unravel(o, &out_dims);
-                let mut best = 0;
-                for k in 1..dims[axis] {
-                    index[axis] = k;
-                    let candidate = v[ravel(&index, dims)];
-                    index[axis] = best;
-                    if beats(op, candidate, v[ravel(&index, dims)]) {
-                        best = k;
-                    }
+        let best = (0..out_len).map(|o| {
+            let mut index = unravel(o, &out_dims);
+            let mut best = 0;
+            for k in 1..dims[axis] {
+                index[axis] = k;
+                let candidate = v[ravel(&index, dims)];
+                index[axis] = best;
+                if beats(op, candidate, v[ravel(&index, dims)]) {
+                    best = k;
                 }
-                best as i64
-            })
-            .collect()
+            }
+            best as i64
+        });
+        collect(out_len, best)
     }
-    HostData::I64(match &x {
-        HostData::F32(v) => run(op, v, dims, axis),
-        HostData::F64(v) => run(op, v, dims, axis),
-        HostData::I64(v) => run(op, v, dims, axis),
-        HostData::Bool(v) => run(op, v, dims, axis),
-    })
+    Ok(HostData::I64(match &x {
+        HostData::F32(v) => run(op, v, dims, axis)?,
+        HostData::F64(v) => run(op, v, dims, axis)?,
+        HostData::I64(v) => run(op, v, dims, axis)?,
+        HostData::Bool(v) => run(op, v, dims, axis)?,
+    }))
 }

@@ -5,28 +5,32 @@
 //! non-negative strides, zero strides for broadcast dimensions, an offset) impossible to get
 //! wrong in the kernels themselves.
 
+use crate::alloc::collect;
 use crate::ExampleStorage;
 use tessera_core::{BackendStorage, HostData, Layout, Result};
 
-/// The elements `layout` selects from `storage`, in row-major logical order.
+/// The elements `layout` selects from `storage`, in row-major logical order. The layout is
+/// checked to fit the storage first (`Backend` methods are public: a caller may pass any
+/// layout), so every position read is in bounds.
 pub(crate) fn read(
     op: &'static str,
     storage: &ExampleStorage,
     layout: &Layout,
 ) -> Result<HostData> {
     layout.check_fits(op, storage.len())?;
-    let positions: Vec<usize> = layout.offsets().collect();
-    Ok(pick(storage.data(), &positions))
+    let positions = collect(layout.numel(), layout.offsets())?;
+    pick(storage.data(), &positions)
 }
 
 /// The elements of `data` at `positions`, in that order.
-pub(crate) fn pick(data: &HostData, positions: &[usize]) -> HostData {
-    match data {
-        HostData::F32(v) => HostData::F32(positions.iter().map(|&p| v[p]).collect()),
-        HostData::F64(v) => HostData::F64(positions.iter().map(|&p| v[p]).collect()),
-        HostData::I64(v) => HostData::I64(positions.iter().map(|&p| v[p]).collect()),
-        HostData::Bool(v) => HostData::Bool(positions.iter().map(|&p| v[p]).collect()),
-    }
+pub(crate) fn pick(data: &HostData, positions: &[usize]) -> Result<HostData> {
+    let n = positions.len();
+    Ok(match data {
+        HostData::F32(v) => HostData::F32(collect(n, positions.iter().map(|&p| v[p]))?),
+        HostData::F64(v) => HostData::F64(collect(n, positions.iter().map(|&p| v[p]))?),
+        HostData::I64(v) => HostData::I64(collect(n, positions.iter().map(|&p| v[p]))?),
+        HostData::Bool(v) => HostData::Bool(collect(n, positions.iter().map(|&p| v[p]))?),
+    })
 }
 
 /// The multi-index of row-major position `flat` in an array of `dims`.

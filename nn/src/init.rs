@@ -60,6 +60,8 @@ pub fn fan_in_and_fan_out(dims: &[usize]) -> Result<(usize, usize)> {
             ),
         });
     }
+    // Within the size limits, no product of dims overflows (a larger weight could not exist).
+    Shape::new(dims).check_size("fan_in_and_fan_out")?;
     let receptive: usize = dims[2..].iter().product();
     Ok((dims[1] * receptive, dims[0] * receptive))
 }

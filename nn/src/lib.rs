@@ -12,6 +12,8 @@
 //! * [`distributed`]: data-parallel training over several processes (the `Communicator` trait,
 //!   `DistributedDataParallel`, `DistributedSampler`).
 
+#![forbid(unsafe_code)]
+
 pub mod checkpoint;
 pub mod clip;
 pub mod data;

@@ -10,8 +10,31 @@
 //!   already broadcast to one shape (broadcast dimensions have stride 0), matmul operands share
 //!   their batch dimensions, dtypes match where they must. A backend still returns `Err`, never
 //!   panics, on anything it cannot do (an unsupported dtype, a failed allocation, a driver error).
-//! * Data-dependent checks (an index out of range) are the backend's job and give
-//!   [`crate::Error::IndexOutOfRange`].
+//! * Data-dependent checks (an index out of range, a max-pooling window position outside the
+//!   window) are the backend's job and give [`crate::Error::IndexOutOfRange`].
+//!
+//! # What a backend may rely on, and what it must check itself
+//! Through [`Tensor`], every call a backend receives has been validated (see [`crate::limits`]
+//! and the checks of each `Tensor` method): every layout fits its storage and its shape is
+//! within the size limits (rank at most [`crate::Shape::MAX_RANK`], extent at most
+//! `isize::MAX`); every output it is asked for needs at most `isize::MAX` bytes; axes are in
+//! range; convolution and pooling parameters are valid (strides, dilations and kernels of at
+//! least 1), channel counts agree, and a gradient's `grad_out` has exactly the shape the
+//! forward pass produces. But the methods of this trait are public too and may be called
+//! directly, so a backend must still, at the entry of each method:
+//! * run [`Layout::check_fits`] on every (storage, layout) pair it reads or writes (which
+//!   also checks the size limits), and check the axes and the operands' shapes it relies on
+//!   (`check_axis`, `check_same_shape`, `check_indices_fit`; the convolution and pooling checks
+//!   of [`crate::tensor`]), returning `Err` when they fail;
+//! * allocate fallibly (`try_reserve`, or its driver's allocation call) and return
+//!   [`crate::Error::OutOfMemory`] naming the bytes when a request cannot be met, never
+//!   abort;
+//! * compute sizes with checked arithmetic where its operands' sizes are combined (an output of
+//!   `m * n` elements from valid but huge operands), returning
+//!   [`crate::Error::SizeOverflow`];
+//! * never panic and never read or write outside a storage, whatever it is given.
+//!
+//! The CPU and example backends do all of this and are fuzzed for it (`fuzz/`).
 //!
 //! # Required and overridable
 //! The required methods are the primitives: memory movement, casts, element-wise maps,
@@ -78,7 +101,8 @@ impl HostData {
         self.len() == 0
     }
 
-    /// Every element converted to f64 (bools as 0/1).
+    /// Every element converted to f64 (bools as 0/1). Aborts like any `Vec` when the host
+    /// cannot hold the copy; [`HostData::try_to_f64_vec`] returns an error instead.
     pub fn to_f64_vec(&self) -> Vec<f64> {
         match self {
             HostData::F32(v) => v.iter().map(|&x| x as f64).collect(),
@@ -86,6 +110,24 @@ impl HostData {
             HostData::I64(v) => v.iter().map(|&x| x as f64).collect(),
             HostData::Bool(v) => v.iter().map(|&x| f64::from(x != 0)).collect(),
         }
+    }
+
+    /// [`HostData::to_f64_vec`], allocated fallibly: [`crate::Error::OutOfMemory`] when the host
+    /// cannot hold the copy.
+    pub fn try_to_f64_vec(&self) -> crate::Result<Vec<f64>> {
+        let mut out = Vec::new();
+        out.try_reserve_exact(self.len())
+            .map_err(|_| crate::Error::OutOfMemory {
+                device: "host".into(),
+                requested_bytes: self.len().saturating_mul(8),
+            })?;
+        match self {
+            HostData::F32(v) => out.extend(v.iter().map(|&x| x as f64)),
+            HostData::F64(v) => out.extend_from_slice(v),
+            HostData::I64(v) => out.extend(v.iter().map(|&x| x as f64)),
+            HostData::Bool(v) => out.extend(v.iter().map(|&x| f64::from(x != 0))),
+        }
+        Ok(out)
     }
 }
 

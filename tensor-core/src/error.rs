@@ -92,6 +92,12 @@ pub enum Error {
     /// An argument is invalid for a reason not covered above; `msg` says which and why.
     #[error("{op}: {msg}")]
     InvalidArgument { op: &'static str, msg: String },
+    /// A shape, or a size computed from one, is beyond what a tensor may have: the rank exceeds
+    /// [`Shape::MAX_RANK`], the element count or the extent of its layout exceeds `isize::MAX`,
+    /// or its storage would need more than `isize::MAX` bytes (see [`crate::limits`]). Nothing
+    /// was allocated.
+    #[error("{op}: size overflow: {msg}")]
+    SizeOverflow { op: &'static str, msg: String },
     /// The device ran out of memory, even after freeing cached blocks.
     #[error("out of memory on {device}: could not allocate {requested_bytes} bytes")]
     OutOfMemory {

@@ -8,9 +8,13 @@ use crate::{shape::resolve_axis, Error, Result, Shape};
 
 /// Shape, per-dimension strides (in elements) and the starting offset into the storage.
 ///
-/// Invariant kept by every constructor in this module: for every in-bounds index, the element
-/// offset `offset + sum(index[d] * strides[d])` is non-negative and inside the storage the layout
-/// was made for. Strides may be 0 (broadcast) but views never make them negative.
+/// Invariant kept by every constructor in this module given a layout that already holds it
+/// ([`Layout::contiguous`] of a shape passing [`Shape::check_size`], or [`Layout::strided`]): the
+/// shape passes [`Shape::check_size`], strides are non-negative (0 for broadcast), and for every
+/// in-bounds index the element offset `offset + sum(index[d] * strides[d])` is inside the storage
+/// the layout was made for, so it fits in a `usize` (and an `i64`). Every computation here is
+/// checked or saturating: a layout that breaks the invariant gives an error or a saturated
+/// value, never a wrapped one, in debug and release builds alike.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Layout {
     shape: Shape,
@@ -19,7 +23,9 @@ pub struct Layout {
 }
 
 impl Layout {
-    /// A row-major contiguous layout starting at offset 0.
+    /// A row-major contiguous layout starting at offset 0. Its strides are exact when the shape
+    /// passes [`Shape::check_size`] (check it first for a shape from outside) and saturate
+    /// otherwise (see [`Shape::contiguous_strides`]).
     pub fn contiguous(shape: impl Into<Shape>) -> Self {
         let shape = shape.into();
         let strides = shape.contiguous_strides();
@@ -31,7 +37,9 @@ impl Layout {
     }
 
     /// A layout with explicit strides and offset, checked to stay inside a storage of
-    /// `storage_len` elements (negative strides are rejected).
+    /// `storage_len` elements: negative strides, a shape failing [`Shape::check_size`] or
+    /// offsets that overflow are rejected. (A layout without elements reaches nothing, so its
+    /// offset is not checked: views of empty tensors may point past their storage.)
     pub fn strided(
         shape: impl Into<Shape>,
         strides: Vec<isize>,
@@ -51,22 +59,13 @@ impl Layout {
                 msg: format!("negative strides {strides:?} are not supported"),
             });
         }
+        shape.check_size("as_strided")?;
         let layout = Layout {
             shape,
             strides,
             offset,
         };
-        if layout.numel() > 0 && layout.max_offset() >= storage_len {
-            return Err(Error::InvalidArgument {
-                op: "as_strided",
-                msg: format!(
-                    "layout {:?} reaches element {} of a storage of {} elements",
-                    layout,
-                    layout.max_offset(),
-                    storage_len
-                ),
-            });
-        }
+        layout.check_fits("as_strided", storage_len)?;
         Ok(layout)
     }
 
@@ -100,15 +99,24 @@ impl Layout {
         self.shape.numel()
     }
 
-    /// The storage offset of the last element reached by this layout (meaningless when empty).
+    /// The storage offset of the last element reached by this layout (meaningless when empty);
+    /// `usize::MAX` when it overflows (see [`Layout::checked_max_offset`]).
     pub fn max_offset(&self) -> usize {
-        let extent: isize = self
-            .dims()
+        self.checked_max_offset().unwrap_or(usize::MAX)
+    }
+
+    /// The storage offset of the last element reached by this layout (meaningless when empty),
+    /// or `None` when a stride is negative or the offset overflows `usize`.
+    pub fn checked_max_offset(&self) -> Option<usize> {
+        self.dims()
             .iter()
             .zip(&self.strides)
-            .map(|(&d, &s)| (d.saturating_sub(1)) as isize * s)
-            .sum();
-        (self.offset as isize + extent) as usize
+            .try_fold(self.offset, |last, (&d, &s)| {
+                let s = usize::try_from(s).ok()?;
+                d.saturating_sub(1)
+                    .checked_mul(s)
+                    .and_then(|extent| last.checked_add(extent))
+            })
     }
 
     /// True when the elements are laid out row-major without gaps (any offset). A layout with no
@@ -117,25 +125,32 @@ impl Layout {
         if self.numel() == 0 {
             return true;
         }
-        let mut expected = 1isize;
+        let mut expected = 1usize;
         for (&d, &s) in self.dims().iter().zip(&self.strides).rev() {
-            if d != 1 && s != expected {
+            if d != 1 && usize::try_from(s) != Ok(expected) {
                 return false;
             }
-            expected *= d as isize;
+            match expected.checked_mul(d) {
+                Some(e) => expected = e,
+                None => return false,
+            }
         }
         true
     }
 
     /// `Some(offset..offset + numel)` when contiguous: the storage slice holding the elements.
     pub fn contiguous_range(&self) -> Option<std::ops::Range<usize>> {
-        self.is_contiguous()
-            .then(|| self.offset..self.offset + self.numel())
+        if !self.is_contiguous() {
+            return None;
+        }
+        let end = self.offset.checked_add(self.numel())?;
+        Some(self.offset..end)
     }
 
     /// Reinterprets the elements with a new shape of the same size without copying, or returns
     /// `Ok(None)` when the strides make that impossible (the caller then copies first).
     pub fn reshape(&self, new_shape: &Shape) -> Result<Option<Layout>> {
+        new_shape.check_size("reshape")?;
         if new_shape.numel() != self.numel() {
             return Err(Error::ElementCountMismatch {
                 op: "reshape",
@@ -189,25 +204,31 @@ impl Layout {
             let mut o_size = old[oi].0;
             let mut n_size = new_dims[ni];
             while o_size != n_size {
+                // Both products stay below the element count (equal for the two shapes), so
+                // the next dimension exists and nothing overflows; checked all the same.
                 if o_size < n_size {
-                    o_size *= old[o_end].0;
+                    o_size = o_size.checked_mul(old.get(o_end)?.0)?;
                     o_end += 1;
                 } else {
-                    n_size *= new_dims[n_end];
+                    n_size = n_size.checked_mul(*new_dims.get(n_end)?)?;
                     n_end += 1;
                 }
             }
             // The old group oi..o_end must be mergeable: each stride = next stride * next dim.
             for k in oi..o_end - 1 {
-                if old[k].1 != old[k + 1].1 * old[k + 1].0 as isize {
+                let merged = old[k + 1]
+                    .1
+                    .checked_mul(isize::try_from(old[k + 1].0).ok()?)?;
+                if old[k].1 != merged {
                     return None;
                 }
             }
-            // Split the merged group into the new dims, innermost first.
+            // Split the merged group into the new dims, innermost first. The stride after the
+            // outermost dim of the group is not used, so it may saturate.
             let mut stride = old[o_end - 1].1;
             for k in (ni..n_end).rev() {
                 new_strides[k] = stride;
-                stride *= new_dims[k] as isize;
+                stride = stride.saturating_mul(dim_as_stride(new_dims[k]));
             }
             oi = o_end;
             ni = n_end;
@@ -216,7 +237,7 @@ impl Layout {
         for k in 0..new_dims.len() {
             if new_dims[k] == 1 {
                 new_strides[k] = if k + 1 < new_dims.len() {
-                    new_strides[k + 1] * new_dims[k + 1] as isize
+                    new_strides[k + 1].saturating_mul(dim_as_stride(new_dims[k + 1]))
                 } else {
                     1
                 };
@@ -260,6 +281,7 @@ impl Layout {
 
     /// Broadcasts to `target` (NumPy rules) by giving expanded dimensions stride 0.
     pub fn broadcast_to(&self, target: &Shape) -> Result<Layout> {
+        target.check_size("broadcast_to")?;
         let rank = target.rank();
         let err = || Error::BroadcastIncompatible {
             op: "broadcast_to",
@@ -290,7 +312,8 @@ impl Layout {
 
     /// Keeps elements `start..start + len` of `axis`.
     pub fn narrow(&self, axis: isize, start: usize, len: usize) -> Result<Layout> {
-        self.slice(axis, start, start + len, 1)
+        // An end past usize::MAX is past every axis: saturating keeps the error honest.
+        self.slice(axis, start, start.saturating_add(len), 1)
     }
 
     /// Keeps elements `start, start + step, ...` below `end` along `axis` (`step >= 1`).
@@ -316,11 +339,22 @@ impl Layout {
         let mut dims = self.dims().to_vec();
         dims[axis] = len;
         let mut strides = self.strides.clone();
-        strides[axis] *= step as isize;
+        // With two or more elements kept, `stride * step` is below the axis's extent; with one
+        // it is never used, so saturating is exact where it matters.
+        strides[axis] = strides[axis].saturating_mul(dim_as_stride(step));
         let offset = if len == 0 {
             self.offset
         } else {
-            (self.offset as isize + start as isize * self.strides[axis]) as usize
+            usize::try_from(self.strides[axis])
+                .ok()
+                .and_then(|s| start.checked_mul(s))
+                .and_then(|shift| self.offset.checked_add(shift))
+                .ok_or_else(|| Error::InvalidArgument {
+                    op: "slice",
+                    msg: format!(
+                        "the offset of element {start} of axis {axis} of {self:?} overflows"
+                    ),
+                })?
         };
         Ok(Layout {
             shape: Shape::new(dims),
@@ -332,10 +366,21 @@ impl Layout {
     /// Inserts a dimension of size 1 at `axis` (`0..=rank`, negative counts from the end).
     pub fn unsqueeze(&self, axis: isize) -> Result<Layout> {
         let axis = resolve_axis("unsqueeze", axis, self.rank() + 1)?;
+        if self.rank() >= Shape::MAX_RANK {
+            return Err(Error::SizeOverflow {
+                op: "unsqueeze",
+                msg: format!(
+                    "a rank-{} tensor cannot get another axis (the maximum rank is {})",
+                    self.rank(),
+                    Shape::MAX_RANK
+                ),
+            });
+        }
         let mut dims = self.dims().to_vec();
         let mut strides = self.strides.clone();
+        // The stride of a size-1 axis is never used to reach an element, so it may saturate.
         let stride = if axis < self.rank() {
-            self.strides[axis] * self.dims()[axis] as isize
+            self.strides[axis].saturating_mul(dim_as_stride(self.dims()[axis]))
         } else {
             1
         };
@@ -378,6 +423,11 @@ impl Layout {
     }
 }
 
+/// A dimension or step as a stride factor (saturating: only ever multiplied saturatingly).
+fn dim_as_stride(d: usize) -> isize {
+    isize::try_from(d).unwrap_or(isize::MAX)
+}
+
 /// Row-major iterator over the storage offsets of a [`Layout`].
 #[derive(Clone, Debug)]
 pub struct StridedOffsets {
@@ -409,13 +459,18 @@ impl Iterator for StridedOffsets {
         }
         self.remaining -= 1;
         let current = self.next as usize;
+        // Wrapping arithmetic: exact for a layout that fits its storage (the only kind a tensor
+        // has); for any other it yields meaningless offsets rather than panicking.
         for d in (0..self.dims.len()).rev() {
             self.index[d] += 1;
             if self.index[d] < self.dims[d] {
-                self.next += self.strides[d];
+                self.next = self.next.wrapping_add(self.strides[d]);
                 break;
             }
-            self.next -= (self.dims[d] as isize - 1) * self.strides[d];
+            let rewind = (self.dims[d] as isize)
+                .wrapping_sub(1)
+                .wrapping_mul(self.strides[d]);
+            self.next = self.next.wrapping_sub(rewind);
             self.index[d] = 0;
         }
         Some(current)
@@ -477,6 +532,38 @@ mod tests {
             .broadcast_to(&Shape::new([2, 3, 4]))
             .unwrap();
         assert_eq!(l.strides(), &[0, 1, 0]);
+    }
+
+    #[test]
+    fn absurd_views_are_errors_not_wrapped_layouts() {
+        let l = Layout::contiguous([2, 1, 3]);
+        assert!(matches!(
+            l.broadcast_to(&Shape::new([2, 1 << 62, 3])),
+            Err(Error::SizeOverflow { .. })
+        ));
+        assert!(matches!(
+            l.narrow(0, usize::MAX, 2),
+            Err(Error::RangeOutOfBounds { .. })
+        ));
+        assert!(l.reshape(&Shape::new([1 << 40, 1 << 40])).is_err());
+        // The stride of a size-1 axis may be anything; stepping and unsqueezing saturate it.
+        let odd = Layout::strided([1], vec![isize::MAX], 0, 1).unwrap();
+        let stepped = odd.slice(0, 0, 1, usize::MAX).unwrap();
+        assert_eq!(stepped.offsets().collect::<Vec<_>>(), vec![0]);
+        assert!(odd.unsqueeze(0).is_ok());
+        assert!(Layout::strided([1], vec![1], 1, 1).is_err());
+        assert!(Layout::strided([0], vec![1], 5, 1).is_ok());
+        assert!(Layout::strided([2, 2], vec![isize::MAX, 1], 0, 100).is_err());
+        assert!(Layout::strided(vec![1; 65], vec![1; 65], 0, 1).is_err());
+    }
+
+    #[test]
+    fn max_offset_saturates_instead_of_wrapping() {
+        let huge = Layout::contiguous([1 << 40, 1 << 40]);
+        assert_eq!(huge.checked_max_offset(), None);
+        assert_eq!(huge.max_offset(), usize::MAX);
+        assert!(!huge.is_contiguous() || huge.contiguous_range().is_none());
+        assert_eq!(Layout::contiguous([2, 3]).checked_max_offset(), Some(5));
     }
 
     #[test]

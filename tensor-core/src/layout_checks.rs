@@ -8,11 +8,14 @@
 use crate::{Error, Layout, Result};
 
 impl Layout {
-    /// Errors unless every element this layout reaches lies inside a storage of `storage_len`
-    /// elements, no stride is negative, and every offset fits in an `i64` (what GPU kernels
-    /// index with). Uses checked arithmetic, so absurd layouts cannot overflow.
+    /// Errors unless the shape is within [`crate::limits`] ([`Error::SizeOverflow`]), every
+    /// element this layout reaches lies inside a storage of `storage_len` elements, no stride is
+    /// negative, and every offset fits in an `i64` (what GPU kernels index with). Uses checked
+    /// arithmetic, so absurd layouts cannot overflow; after it, products of the dims and
+    /// offsets of in-bounds indices cannot either.
     pub fn check_fits(&self, op: &'static str, storage_len: usize) -> Result<()> {
         let bad = |msg: String| Error::InvalidArgument { op, msg };
+        self.shape().check_size(op)?;
         if self.strides().len() != self.rank() {
             return Err(bad(format!(
                 "layout {self:?} has a stride count unlike its rank"

@@ -11,6 +11,28 @@
 //! one backend primitive, so a backend never sees an ill-formed request and a user always gets a
 //! typed [`Error`] naming the problem, never a panic.
 //!
+//! ## What is guaranteed
+//! For every public function of this crate, called with any arguments, in debug and release
+//! builds alike (no check relies on overflow checks or debug assertions):
+//! * **No undefined behaviour**: the crate has no `unsafe` code.
+//! * **No panic**: bad input is a typed [`Error`] naming the problem: a shape, dtype or device
+//!   mismatch, an axis or index out of range, an invalid argument (a stride of 0, a window that
+//!   does not fit, a gradient whose `grad_out` no forward pass produces), or
+//!   [`Error::SizeOverflow`] for a shape beyond the size limits of [`limits`] (rank above 64,
+//!   more than `isize::MAX` elements or bytes). Shape and layout arithmetic is checked or
+//!   saturating everywhere, so no size wraps.
+//! * **No abort on allocation**: host-side buffers of tensor size (`arange`, `linspace`,
+//!   conversions to host vectors) are allocated fallibly, giving [`Error::OutOfMemory`];
+//!   device allocations are the backend's (the CPU and example backends allocate fallibly).
+//! * **Every `Ok` tensor obeys its invariants**: its shape is within the limits, its element
+//!   count exact, its layout inside its storage (checked again for layouts from outside by
+//!   [`Tensor::from_parts`] and [`Layout::strided`]).
+//!
+//! Not covered: Rust's own small allocations (shapes, error messages, bookkeeping of the size
+//! of a rank) abort on exhaustion like any Rust program; a backend that breaks the contract of
+//! [`backend`] can return wrong results; requests that are valid but enormous (a broadcast view
+//! of 2^40 elements reduced to a sum) take the time they take.
+//!
 //! ## Writing a backend
 //! Implement [`Backend`]: its required methods are the primitives (memory, cast, unary, binary,
 //! compare, where, reduce, arg-reduce, matmul, index_select, gather, scatter_add, random); each
@@ -30,12 +52,15 @@
 //! # Ok(()) }
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod backend;
 pub mod composite;
 pub mod dtype;
 pub mod error;
 pub mod layout;
 mod layout_checks;
+pub mod limits;
 pub mod ops;
 pub mod random;
 pub mod shape;

@@ -97,7 +97,8 @@ impl Generator {
         Generator { seed, offset: 0 }
     }
 
-    /// Returns `(seed, offset)` for a draw of `n` elements and moves past them.
+    /// Returns `(seed, offset)` for a draw of `n` elements and moves past them. The counter
+    /// wraps around after 2^64 elements, like the per-element counters of a draw do.
     pub fn advance(&mut self, n: usize) -> (u64, u64) {
         let at = (self.seed, self.offset);
         self.offset = self.offset.wrapping_add(n as u64);

@@ -29,17 +29,34 @@ impl Shape {
     }
 
     /// Number of elements: the product of the dimensions (1 for a scalar, 0 if any dim is 0).
+    ///
+    /// Exact for every shape that passes [`Shape::check_size`] (every shape of a [`crate::Tensor`]
+    /// does); for a larger one the product saturates at `usize::MAX` instead of wrapping, in
+    /// debug and release builds alike.
     pub fn numel(&self) -> usize {
-        self.0.iter().product()
+        self.checked_numel().unwrap_or(usize::MAX)
     }
 
-    /// Row-major (C order) strides for this shape, in elements.
+    /// The exact number of elements, or `None` when the product overflows `usize`.
+    pub fn checked_numel(&self) -> Option<usize> {
+        if self.0.contains(&0) {
+            return Some(0);
+        }
+        self.0.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))
+    }
+
+    /// Row-major (C order) strides for this shape, in elements (a size-0 dimension counts as 1,
+    /// so that an empty tensor still has the strides of its non-empty dimensions).
+    ///
+    /// Exact for every shape that passes [`Shape::check_size`]; for a larger one the strides
+    /// saturate at `isize::MAX` instead of wrapping (never negative).
     pub fn contiguous_strides(&self) -> Vec<isize> {
         let mut strides = vec![0isize; self.0.len()];
         let mut acc = 1isize;
         for (s, &d) in strides.iter_mut().zip(&self.0).rev() {
             *s = acc;
-            acc *= d.max(1) as isize;
+            let d = isize::try_from(d.max(1)).unwrap_or(isize::MAX);
+            acc = acc.saturating_mul(d);
         }
         strides
     }

@@ -4,6 +4,7 @@
 //!
 //! - `cargo xtask ci`: the CI checks in order (format, clippy, tests), see [`ci`].
 //! - `cargo xtask gpu-check`: builds the CUDA checks for a GPU machine, see [`gpu_check`].
+//! - `cargo xtask fuzz --minutes 10`: the long fuzz run, see [`mod@fuzz`].
 //! - `cargo xtask bench gemm`: measures CPU sgemm and compares it with numpy, see [`mod@bench`].
 //!
 //! The crate has two binaries. `xtask` (built in dev by the alias) only orchestrates; the
@@ -12,6 +13,7 @@
 
 pub mod bench;
 pub mod ci;
+pub mod fuzz;
 pub mod gpu_check;
 pub mod process;
 

@@ -26,6 +26,9 @@ enum Task {
     /// gathers them with precompiled kernels in target/gpu-check/bundle and prints the command
     /// that runs them on a GPU machine.
     GpuCheck(xtask::gpu_check::GpuCheckArgs),
+    /// Runs issue 11's reproducers in release, then the fuzzer (release) for `--minutes`;
+    /// fails on any panic, abort, hang or broken invariant (see fuzz/src/lib.rs).
+    Fuzz(xtask::fuzz::FuzzArgs),
 }
 
 fn main() -> ExitCode {
@@ -34,6 +37,7 @@ fn main() -> ExitCode {
         Task::Ci => xtask::ci::run(),
         Task::Bench(args) => xtask::bench::run(args),
         Task::GpuCheck(args) => xtask::gpu_check::run(args),
+        Task::Fuzz(args) => xtask::fuzz::run(args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -113,7 +113,8 @@ impl<B: Backend> Var<B> {
 
     /// Elements `start..start + len` along `axis`.
     pub fn narrow(&self, axis: isize, start: usize, len: usize) -> Result<Var<B>> {
-        self.slice(axis, start, start + len, 1)
+        // Saturating, as `Tensor::narrow`: an end past `usize::MAX` is past every axis.
+        self.slice(axis, start, start.saturating_add(len), 1)
     }
 
     /// Elements `start, start + step, ...` below `end` along `axis`.

@@ -6,9 +6,11 @@ use std::mem::MaybeUninit;
 
 use rayon::prelude::*;
 use tessera_core::backend::AdamUpdate;
+use tessera_core::{Error, Result};
 
 use super::num::Num;
-use crate::parallel::{chunk_len, worth_parallel};
+use crate::alloc::try_with_capacity;
+use crate::parallel::Parallelism;
 
 /// A float the Adam kernel runs on.
 pub(crate) trait AdamFloat:
@@ -59,14 +61,12 @@ pub(crate) struct AdamInputs<'a, T> {
 /// The outputs of one step: parameter, first and second moment, and the AMSGrad maximum.
 pub(crate) type AdamOutputs<T> = (Vec<T>, Vec<T>, Vec<T>, Option<Vec<T>>);
 
-/// Elements per parallel task, at least.
-const MIN_CHUNK: usize = 16 * 1024;
-
-/// A vector of `len` elements the caller promises to write in full, without zeroing it first.
-fn uninit<T>(len: usize) -> Vec<MaybeUninit<T>> {
-    let mut v = Vec::with_capacity(len);
+/// A vector of `len` elements the caller promises to write in full, without zeroing it first
+/// (allocated fallibly: [`tessera_core::Error::OutOfMemory`] when the memory is not there).
+fn uninit<T>(len: usize) -> Result<Vec<MaybeUninit<T>>> {
+    let mut v = try_with_capacity(len)?;
     v.resize_with(len, MaybeUninit::uninit);
-    v
+    Ok(v)
 }
 
 /// The vector once every element has been written.
@@ -81,14 +81,38 @@ unsafe fn assume_init<T>(v: Vec<MaybeUninit<T>>) -> Vec<T> {
 }
 
 /// Runs the step over every element.
-pub(crate) fn adam_update<T: AdamFloat>(x: &AdamInputs<'_, T>, u: &AdamUpdate) -> AdamOutputs<T> {
+pub(crate) fn adam_update<T: AdamFloat>(
+    x: &AdamInputs<'_, T>,
+    u: &AdamUpdate,
+) -> Result<AdamOutputs<T>> {
+    adam_update_with(Parallelism::current(), x, u)
+}
+
+/// [`adam_update`] with explicit parallelism thresholds.
+pub(crate) fn adam_update_with<T: AdamFloat>(
+    split: Parallelism,
+    x: &AdamInputs<'_, T>,
+    u: &AdamUpdate,
+) -> Result<AdamOutputs<T>> {
     let len = x.param.len();
-    let mut param = uninit::<T>(len);
-    let mut exp_avg = uninit::<T>(len);
-    let mut exp_avg_sq = uninit::<T>(len);
-    let mut max = x.max_exp_avg_sq.map(|_| uninit::<T>(len));
-    let chunk = if worth_parallel(len) {
-        chunk_len(len, MIN_CHUNK)
+    let lengths = [
+        x.grad.len(),
+        x.exp_avg.len(),
+        x.exp_avg_sq.len(),
+        x.max_exp_avg_sq.map_or(len, <[T]>::len),
+    ];
+    if lengths.iter().any(|&l| l != len) {
+        return Err(Error::InvalidArgument {
+            op: "adam_update",
+            msg: format!("the parameter has {len} elements but the other operands {lengths:?}"),
+        });
+    }
+    let mut param = uninit::<T>(len)?;
+    let mut exp_avg = uninit::<T>(len)?;
+    let mut exp_avg_sq = uninit::<T>(len)?;
+    let mut max = x.max_exp_avg_sq.map(|_| uninit::<T>(len)).transpose()?;
+    let chunk = if split.worth_parallel(len) {
+        split.chunk_len(len)
     } else {
         len.max(1)
     };
@@ -140,14 +164,15 @@ pub(crate) fn adam_update<T: AdamFloat>(x: &AdamInputs<'_, T>, u: &AdamUpdate) -
                 )
             }),
     }
-    // SAFETY: the chunks cover every element and `step_chunk` writes each output element.
+    // SAFETY: the chunks cover every element and `step_chunk` writes each output element
+    // (every input has the length of the outputs, checked above).
     unsafe {
-        (
+        Ok((
             assume_init(param),
             assume_init(exp_avg),
             assume_init(exp_avg_sq),
             max.map(|m| assume_init(m)),
-        )
+        ))
     }
 }
 
@@ -244,5 +269,127 @@ fn step_chunk<T: AdamFloat>(x: &AdamInputs<'_, T>, c: &Coefficients<T>, out: Out
         param[i].write(new_param(p, m, second));
         exp_avg[i].write(m);
         exp_avg_sq[i].write(v);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Miri-sized tests of the `MaybeUninit` outputs: every element must be written before
+    //! `assume_init` (Miri reports a read of an uninitialised one), on one chunk and on many
+    //! parallel chunks (`miri_` prefix: see `docs/SOUNDNESS.md`).
+    use super::*;
+
+    /// One step of one element, written out as the composite defines it.
+    fn scalar_step(u: &AdamUpdate, p: f64, g: f64, m: f64, v: f64, max: Option<f64>) -> [f64; 4] {
+        let g = if u.coupled_decay != 0.0 {
+            g + p * u.coupled_decay
+        } else {
+            g
+        };
+        let p = if u.decoupled_factor != 1.0 {
+            p * u.decoupled_factor
+        } else {
+            p
+        };
+        let m = m * u.beta1 + g * (1.0 - u.beta1);
+        let v = v * u.beta2 + (g * g) * (1.0 - u.beta2);
+        let max = max.map(|mx| mx.max(v));
+        let second = max.unwrap_or(v);
+        let p = p - (m / (second.sqrt() / u.bias_correction2_sqrt + u.eps)) * u.step_size;
+        [p, m, v, max.unwrap_or(f64::NAN)]
+    }
+
+    #[test]
+    fn miri_every_output_is_written_on_every_path() {
+        let len = 7;
+        let at = |seed: f64| -> Vec<f64> { (0..len).map(|i| seed + i as f64 * 0.25).collect() };
+        let (param, grad, exp_avg, exp_avg_sq, max) =
+            (at(1.0), at(-0.5), at(0.1), at(0.2), at(0.3));
+        let plain = AdamUpdate {
+            beta1: 0.9,
+            beta2: 0.999,
+            step_size: 0.01,
+            bias_correction2_sqrt: 0.5,
+            eps: 1e-8,
+            coupled_decay: 0.0,
+            decoupled_factor: 1.0,
+        };
+        let updates = [
+            plain,
+            AdamUpdate {
+                coupled_decay: 0.1,
+                ..plain
+            },
+            AdamUpdate {
+                decoupled_factor: 0.99,
+                ..plain
+            },
+        ];
+        let serial = Parallelism {
+            threads: 1,
+            ..Parallelism::eager(1)
+        };
+        for u in updates {
+            for amsgrad in [false, true] {
+                let inputs = AdamInputs {
+                    param: &param,
+                    grad: &grad,
+                    exp_avg: &exp_avg,
+                    exp_avg_sq: &exp_avg_sq,
+                    max_exp_avg_sq: amsgrad.then_some(&max[..]),
+                };
+                for split in [serial, Parallelism::eager(2)] {
+                    let (p, m, v, mx) = adam_update_with(split, &inputs, &u).unwrap();
+                    for i in 0..len {
+                        let want = scalar_step(
+                            &u,
+                            param[i],
+                            grad[i],
+                            exp_avg[i],
+                            exp_avg_sq[i],
+                            amsgrad.then(|| max[i]),
+                        );
+                        assert_eq!([p[i], m[i], v[i]], [want[0], want[1], want[2]]);
+                        if let Some(mx) = &mx {
+                            assert_eq!(mx[i], want[3]);
+                        }
+                    }
+                    assert_eq!(mx.is_some(), amsgrad);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn miri_operands_of_other_lengths_are_errors_before_any_output_exists() {
+        let short = [1.0f32; 2];
+        let long = [1.0f32; 3];
+        let inputs = AdamInputs {
+            param: &long,
+            grad: &long,
+            exp_avg: &short,
+            exp_avg_sq: &long,
+            max_exp_avg_sq: None,
+        };
+        let u = AdamUpdate {
+            beta1: 0.9,
+            beta2: 0.999,
+            step_size: 0.01,
+            bias_correction2_sqrt: 1.0,
+            eps: 1e-8,
+            coupled_decay: 0.0,
+            decoupled_factor: 1.0,
+        };
+        assert!(adam_update_with(Parallelism::eager(2), &inputs, &u).is_err());
+        let empty: [f32; 0] = [];
+        let inputs = AdamInputs {
+            param: &empty,
+            grad: &empty,
+            exp_avg: &empty,
+            exp_avg_sq: &empty,
+            max_exp_avg_sq: Some(&empty),
+        };
+        let (p, _, _, mx) = adam_update_with(Parallelism::eager(2), &inputs, &u).unwrap();
+        assert!(p.is_empty() && mx.unwrap().is_empty());
     }
 }

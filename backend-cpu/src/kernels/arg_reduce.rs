@@ -4,6 +4,7 @@
 
 use super::num::Num;
 use super::reduce::ReducePlan;
+use crate::alloc::try_collect;
 use crate::checks::unsupported;
 use crate::parallel::split_reduction;
 use crate::CpuStorage;
@@ -14,7 +15,7 @@ use tessera_core::{ArgReduceOp, DType, Layout, Result};
 const NONE: usize = usize::MAX;
 
 /// The `I64` index of the extremum along `axis`; the output has the input shape with `axis`
-/// set to 1. An empty axis gives index 0 (`tensor-core` rejects that case beforehand).
+/// set to 1. An empty axis has no extremum: an error (`tensor-core` rejects it beforehand too).
 pub(crate) fn arg_reduce(
     op: ArgReduceOp,
     x: &CpuStorage,
@@ -22,17 +23,23 @@ pub(crate) fn arg_reduce(
     axis: usize,
 ) -> Result<CpuStorage> {
     layout.check_axis(op.name(), axis)?;
+    if layout.dims()[axis] == 0 {
+        return Err(tessera_core::Error::InvalidArgument {
+            op: op.name(),
+            msg: format!("axis {axis} of shape {} is empty", layout.shape()),
+        });
+    }
     let plan = ReducePlan::new(layout, &[axis], op.name())?;
     Ok(CpuStorage::I64(match x {
-        CpuStorage::F32(v) => arg_typed(op, v, &plan),
-        CpuStorage::F64(v) => arg_typed(op, v, &plan),
-        CpuStorage::I64(v) => arg_typed(op, v, &plan),
+        CpuStorage::F32(v) => arg_typed(op, v, &plan)?,
+        CpuStorage::F64(v) => arg_typed(op, v, &plan)?,
+        CpuStorage::I64(v) => arg_typed(op, v, &plan)?,
         CpuStorage::Bool(_) => return Err(unsupported(op.name(), DType::Bool)),
     }))
 }
 
 /// Dispatches on the operator, once.
-fn arg_typed<T: Num>(op: ArgReduceOp, x: &[T], plan: &ReducePlan) -> Vec<i64> {
+fn arg_typed<T: Num>(op: ArgReduceOp, x: &[T], plan: &ReducePlan) -> Result<Vec<i64>> {
     match op {
         ArgReduceOp::ArgMax => run::<T, true>(x, plan),
         ArgReduceOp::ArgMin => run::<T, false>(x, plan),
@@ -40,7 +47,7 @@ fn arg_typed<T: Num>(op: ArgReduceOp, x: &[T], plan: &ReducePlan) -> Vec<i64> {
 }
 
 /// The arg-reduction over every output; `MAX` selects argmax.
-fn run<T: Num, const MAX: bool>(x: &[T], plan: &ReducePlan) -> Vec<i64> {
+fn run<T: Num, const MAX: bool>(x: &[T], plan: &ReducePlan) -> Result<Vec<i64>> {
     let [ks] = plan.kept().inner_strides();
     let [rs] = plan.reduced().inner_strides();
     let block = |outputs: Range<usize>, reduced: Range<usize>, dst: &mut [(T, usize)]| {
@@ -58,17 +65,19 @@ fn run<T: Num, const MAX: bool>(x: &[T], plan: &ReducePlan) -> Vec<i64> {
             *acc = part;
         }
     };
-    split_reduction(
+    let best = split_reduction(
         plan.out_len(),
         plan.reduced_len(),
         (T::ZERO, NONE),
         1,
         block,
         merge,
+    )?;
+    try_collect(
+        best.len(),
+        best.into_iter()
+            .map(|(_, at)| if at == NONE { 0 } else { at as i64 }),
     )
-    .into_iter()
-    .map(|(_, at)| if at == NONE { 0 } else { at as i64 })
-    .collect()
 }
 
 /// True when `candidate` should replace the current best `best` (which is not NaN).

@@ -2,6 +2,7 @@
 
 use super::map::map2;
 use super::num::Num;
+use crate::alloc::Zeroable;
 use crate::checks::{dtype_mismatch, unsupported};
 use crate::CpuStorage;
 use tessera_core::{BackendStorage, BinaryOp, Element, FloatElement, Layout, Result};
@@ -18,8 +19,12 @@ pub(crate) fn binary(
         return Err(unsupported(op.name(), a.dtype()));
     }
     Ok(match (a, b) {
-        (CpuStorage::F32(x), CpuStorage::F32(y)) => CpuStorage::F32(binary_float(op, x, la, y, lb)),
-        (CpuStorage::F64(x), CpuStorage::F64(y)) => CpuStorage::F64(binary_float(op, x, la, y, lb)),
+        (CpuStorage::F32(x), CpuStorage::F32(y)) => {
+            CpuStorage::F32(binary_float(op, x, la, y, lb)?)
+        }
+        (CpuStorage::F64(x), CpuStorage::F64(y)) => {
+            CpuStorage::F64(binary_float(op, x, la, y, lb)?)
+        }
         (CpuStorage::I64(x), CpuStorage::I64(y)) => CpuStorage::I64(binary_int(op, x, la, y, lb)?),
         (CpuStorage::Bool(x), CpuStorage::Bool(y)) => {
             CpuStorage::Bool(binary_bool(op, x, la, y, lb)?)
@@ -29,13 +34,13 @@ pub(crate) fn binary(
 }
 
 /// The float ops; maximum and minimum return NaN when either operand is NaN.
-fn binary_float<T: FloatElement + Num>(
+fn binary_float<T: FloatElement + Num + Zeroable>(
     op: BinaryOp,
     a: &[T],
     la: &Layout,
     b: &[T],
     lb: &Layout,
-) -> Vec<T> {
+) -> Result<Vec<T>> {
     match op {
         BinaryOp::Add => map2(a, la, b, lb, |x: T, y: T| x + y),
         BinaryOp::Sub => map2(a, la, b, lb, |x: T, y: T| x - y),
@@ -49,23 +54,23 @@ fn binary_float<T: FloatElement + Num>(
 
 /// The integer ops; add, sub and mul wrap on overflow.
 fn binary_int(op: BinaryOp, a: &[i64], la: &Layout, b: &[i64], lb: &Layout) -> Result<Vec<i64>> {
-    Ok(match op {
+    match op {
         BinaryOp::Add => map2(a, la, b, lb, i64::wrapping_add),
         BinaryOp::Sub => map2(a, la, b, lb, i64::wrapping_sub),
         BinaryOp::Mul => map2(a, la, b, lb, i64::wrapping_mul),
         BinaryOp::Maximum => map2(a, la, b, lb, i64::max),
         BinaryOp::Minimum => map2(a, la, b, lb, i64::min),
-        BinaryOp::Div | BinaryOp::Pow => return Err(unsupported(op.name(), i64::DTYPE)),
-    })
+        BinaryOp::Div | BinaryOp::Pow => Err(unsupported(op.name(), i64::DTYPE)),
+    }
 }
 
 /// The bool ops: `Mul` and `Minimum` are logical and, `Maximum` is logical or.
 fn binary_bool(op: BinaryOp, a: &[u8], la: &Layout, b: &[u8], lb: &Layout) -> Result<Vec<u8>> {
-    Ok(match op {
+    match op {
         BinaryOp::Mul | BinaryOp::Minimum => {
             map2(a, la, b, lb, |x: u8, y: u8| u8::from(x != 0 && y != 0))
         }
         BinaryOp::Maximum => map2(a, la, b, lb, |x: u8, y: u8| u8::from(x != 0 || y != 0)),
-        _ => return Err(unsupported(op.name(), u8::DTYPE)),
-    })
+        _ => Err(unsupported(op.name(), u8::DTYPE)),
+    }
 }

@@ -14,17 +14,19 @@ pub(crate) fn cast(x: &CpuStorage, layout: &Layout, dtype: DType) -> Result<CpuS
     macro_rules! from_numeric {
         ($v:expr, $t:ty) => {
             match dtype {
-                DType::F32 => CpuStorage::F32(map1($v, layout, |x: $t| x as f32)),
-                DType::F64 => CpuStorage::F64(map1($v, layout, |x: $t| x as f64)),
-                DType::I64 => CpuStorage::I64(map1($v, layout, |x: $t| x as i64)),
-                DType::Bool => CpuStorage::Bool(map1($v, layout, |x: $t| u8::from(x != (0 as $t)))),
+                DType::F32 => CpuStorage::F32(map1($v, layout, |x: $t| x as f32)?),
+                DType::F64 => CpuStorage::F64(map1($v, layout, |x: $t| x as f64)?),
+                DType::I64 => CpuStorage::I64(map1($v, layout, |x: $t| x as i64)?),
+                DType::Bool => {
+                    CpuStorage::Bool(map1($v, layout, |x: $t| u8::from(x != (0 as $t)))?)
+                }
             }
         };
     }
     Ok(match x {
-        CpuStorage::F32(v) if dtype == DType::F32 => CpuStorage::F32(copy_strided(v, layout)),
-        CpuStorage::F64(v) if dtype == DType::F64 => CpuStorage::F64(copy_strided(v, layout)),
-        CpuStorage::I64(v) if dtype == DType::I64 => CpuStorage::I64(copy_strided(v, layout)),
+        CpuStorage::F32(v) if dtype == DType::F32 => CpuStorage::F32(copy_strided(v, layout)?),
+        CpuStorage::F64(v) if dtype == DType::F64 => CpuStorage::F64(copy_strided(v, layout)?),
+        CpuStorage::I64(v) if dtype == DType::I64 => CpuStorage::I64(copy_strided(v, layout)?),
         CpuStorage::F32(v) => from_numeric!(v, f32),
         CpuStorage::F64(v) => from_numeric!(v, f64),
         CpuStorage::I64(v) => from_numeric!(v, i64),
@@ -32,13 +34,13 @@ pub(crate) fn cast(x: &CpuStorage, layout: &Layout, dtype: DType) -> Result<CpuS
             let truth = |b: u8| b != 0;
             match dtype {
                 DType::F32 => {
-                    CpuStorage::F32(map1(v, layout, move |b| f32::from(u8::from(truth(b)))))
+                    CpuStorage::F32(map1(v, layout, move |b| f32::from(u8::from(truth(b))))?)
                 }
                 DType::F64 => {
-                    CpuStorage::F64(map1(v, layout, move |b| f64::from(u8::from(truth(b)))))
+                    CpuStorage::F64(map1(v, layout, move |b| f64::from(u8::from(truth(b))))?)
                 }
-                DType::I64 => CpuStorage::I64(map1(v, layout, move |b| i64::from(truth(b)))),
-                DType::Bool => CpuStorage::Bool(map1(v, layout, move |b| u8::from(truth(b)))),
+                DType::I64 => CpuStorage::I64(map1(v, layout, move |b| i64::from(truth(b)))?),
+                DType::Bool => CpuStorage::Bool(map1(v, layout, move |b| u8::from(truth(b)))?),
             }
         }
     })

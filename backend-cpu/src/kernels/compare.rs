@@ -15,18 +15,25 @@ pub(crate) fn compare(
     lb: &Layout,
 ) -> Result<CpuStorage> {
     Ok(CpuStorage::Bool(match (a, b) {
-        (CpuStorage::F32(x), CpuStorage::F32(y)) => compare_values(op, x, la, y, lb, |v| v),
-        (CpuStorage::F64(x), CpuStorage::F64(y)) => compare_values(op, x, la, y, lb, |v| v),
-        (CpuStorage::I64(x), CpuStorage::I64(y)) => compare_values(op, x, la, y, lb, |v| v),
+        (CpuStorage::F32(x), CpuStorage::F32(y)) => compare_values(op, x, la, y, lb, |v| v)?,
+        (CpuStorage::F64(x), CpuStorage::F64(y)) => compare_values(op, x, la, y, lb, |v| v)?,
+        (CpuStorage::I64(x), CpuStorage::I64(y)) => compare_values(op, x, la, y, lb, |v| v)?,
         (CpuStorage::Bool(x), CpuStorage::Bool(y)) => {
-            compare_values(op, x, la, y, lb, |v: u8| v != 0)
+            compare_values(op, x, la, y, lb, |v: u8| v != 0)?
         }
         _ => return Err(dtype_mismatch(op.name(), a, b)),
     }))
 }
 
 /// Compares `key(a[i])` with `key(b[i])`.
-fn compare_values<T, K, F>(op: CmpOp, a: &[T], la: &Layout, b: &[T], lb: &Layout, key: F) -> Vec<u8>
+fn compare_values<T, K, F>(
+    op: CmpOp,
+    a: &[T],
+    la: &Layout,
+    b: &[T],
+    lb: &Layout,
+    key: F,
+) -> Result<Vec<u8>>
 where
     T: Copy + Sync,
     K: PartialOrd,

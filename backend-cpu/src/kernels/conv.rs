@@ -15,9 +15,11 @@
 //! split over the threads instead.
 
 use rayon::prelude::*;
-use tessera_core::Conv2dParams;
+use tessera_core::{Conv2dParams, Error, Result};
 
-use super::gemm::{gemm, parallel_gemm, GemmElement, MatMut, MatRef};
+use super::gemm::{try_gemm, try_split_gemm, GemmElement, MatMut, MatRef};
+use crate::alloc::{checked_len, try_resize, try_zeroed};
+use crate::parallel::Parallelism;
 
 /// The sizes of one convolution: input `[n, c, h, w]`, weight `[o, c, kh, kw]`, output
 /// `[n, o, oh, ow]`, and the parameters.
@@ -33,20 +35,41 @@ pub(crate) struct ConvGeometry {
     oh: usize,
     ow: usize,
     p: Conv2dParams,
+    /// When the samples or the GEMMs are spread over rayon.
+    split: Parallelism,
 }
 
 impl ConvGeometry {
-    /// The geometry of `input_dims` convolved with `weight_dims` into `out_dims` (all rank 4,
-    /// checked by tensor-core).
+    /// The geometry of `input_dims` convolved with `weight_dims` into `out_dims`, which the
+    /// caller has checked with `tessera_core::tensor::check_conv2d` (rank 4, equal channel
+    /// counts, a window that fits). The channel count is the weight's (a mismatch with the
+    /// input is an error here too), and every buffer size the kernels use is checked, so no
+    /// later product overflows and every GEMM operand has exactly the size of its slice.
     pub(crate) fn new(
+        op: &'static str,
         input_dims: &[usize],
         weight_dims: &[usize],
         out_dims: &[usize],
         p: Conv2dParams,
-    ) -> Self {
-        ConvGeometry {
+    ) -> Result<Self> {
+        if input_dims.len() != 4 || weight_dims.len() != 4 || out_dims.len() != 4 {
+            return Err(Error::InvalidArgument {
+                op,
+                msg: format!("dims {input_dims:?}, {weight_dims:?}, {out_dims:?} must be rank 4"),
+            });
+        }
+        if input_dims[1] != weight_dims[1] {
+            return Err(Error::InvalidArgument {
+                op,
+                msg: format!(
+                    "input {input_dims:?} has {} channels but weight {weight_dims:?} expects {}",
+                    input_dims[1], weight_dims[1]
+                ),
+            });
+        }
+        let g = ConvGeometry {
             n: input_dims[0],
-            c: input_dims[1],
+            c: weight_dims[1],
             h: input_dims[2],
             w: input_dims[3],
             o: weight_dims[0],
@@ -55,7 +78,30 @@ impl ConvGeometry {
             oh: out_dims[2],
             ow: out_dims[3],
             p,
+            split: Parallelism::current(),
+        };
+        checked_len(op, &[g.n, g.c, g.h, g.w])?;
+        checked_len(op, &[g.o, g.c, g.kh, g.kw])?;
+        checked_len(op, &[g.n, g.o, g.oh, g.ow])?;
+        checked_len(op, &[g.c, g.kh, g.kw, g.oh, g.ow])?;
+        Ok(g)
+    }
+
+    /// The same geometry with other parallelism thresholds.
+    #[cfg(test)]
+    pub(crate) fn with_split(self, split: Parallelism) -> Self {
+        ConvGeometry { split, ..self }
+    }
+
+    /// Errors unless `values` has the `expected` length of the operand `what`.
+    fn check_len(op: &'static str, what: &str, values: usize, expected: usize) -> Result<()> {
+        if values != expected {
+            return Err(Error::InvalidArgument {
+                op,
+                msg: format!("{what} has {values} elements, not the {expected} its dims need"),
+            });
         }
+        Ok(())
     }
 
     /// Rows of a column buffer: `c * kh * kw`.
@@ -168,47 +214,51 @@ fn col2im_sample<T: GemmElement + std::ops::AddAssign>(cols: &[T], g: &ConvGeome
 
 /// True when the samples should be spread over rayon (else each GEMM is split instead).
 fn per_sample_tasks(g: &ConvGeometry) -> bool {
-    g.n >= 2 && crate::parallel::threads() >= 2
+    g.n >= 2 && g.split.threads >= 2
 }
 
 /// `x: [n, c, h, w]` (contiguous) convolved with `weight: [o, c, kh, kw]` (contiguous):
 /// the contiguous output `[n, o, oh, ow]`.
-pub(crate) fn conv2d<T: GemmElement>(x: &[T], weight: &[T], g: &ConvGeometry) -> Vec<T> {
+pub(crate) fn conv2d<T: GemmElement>(x: &[T], weight: &[T], g: &ConvGeometry) -> Result<Vec<T>> {
+    const OP: &str = "conv2d";
     let (patch, positions) = (g.patch(), g.positions());
-    let mut out = vec![T::ZERO; g.n * g.o * positions];
+    ConvGeometry::check_len(OP, "input", x.len(), g.n * g.image())?;
+    ConvGeometry::check_len(OP, "weight", weight.len(), g.o * patch)?;
+    let mut out = try_zeroed::<T>(g.n * g.o * positions)?;
     if out.is_empty() {
-        return out;
+        return Ok(out);
     }
     let w_mat = MatRef::row_major(weight, patch);
-    let sample = |b: usize, out_b: &mut [T], cols: &mut Vec<T>, split: bool| {
-        cols.resize(patch * positions, T::ZERO);
+    let sample = |b: usize, out_b: &mut [T], cols: &mut Vec<T>, split: bool| -> Result<()> {
+        try_resize(cols, patch * positions, T::ZERO)?;
         im2col_sample(&x[b * g.image()..(b + 1) * g.image()], g, cols);
         let dims = (g.o, patch, positions);
         let (b_mat, c_mat) = (
             MatRef::row_major(cols, positions),
             MatMut::row_major(out_b, positions),
         );
-        // SAFETY: W is [o, patch], cols [patch, positions] and out_b [o, positions], all
-        // row-major slices of exactly those sizes; out_b is this task's own.
+        // SAFETY: W is [o, patch] (its length checked above), cols [patch, positions] and
+        // out_b [o, positions], all row-major slices of exactly those sizes; out_b is this
+        // task's own.
         unsafe {
             if split {
-                parallel_gemm(dims, w_mat, b_mat, T::ZERO, c_mat)
+                try_split_gemm(g.split, dims, w_mat, b_mat, T::ZERO, c_mat)
             } else {
-                gemm(dims, w_mat, b_mat, T::ZERO, c_mat)
+                try_gemm(dims, w_mat, b_mat, T::ZERO, c_mat)
             }
         }
     };
     if per_sample_tasks(g) {
         out.par_chunks_mut(g.o * positions)
             .enumerate()
-            .for_each_init(Vec::new, |cols, (b, out_b)| sample(b, out_b, cols, false));
+            .try_for_each_init(Vec::new, |cols, (b, out_b)| sample(b, out_b, cols, false))?;
     } else {
         let mut cols = Vec::new();
         for (b, out_b) in out.chunks_mut(g.o * positions).enumerate() {
-            sample(b, out_b, &mut cols, true);
+            sample(b, out_b, &mut cols, true)?;
         }
     }
-    out
+    Ok(out)
 }
 
 /// The input gradient `[n, c, h, w]` of a convolution, from `grad_out: [n, o, oh, ow]` and the
@@ -217,44 +267,48 @@ pub(crate) fn conv2d_backward_input<T: GemmElement + std::ops::AddAssign>(
     grad_out: &[T],
     weight: &[T],
     g: &ConvGeometry,
-) -> Vec<T> {
+) -> Result<Vec<T>> {
+    const OP: &str = "conv2d_backward_input";
     let (patch, positions) = (g.patch(), g.positions());
-    let mut dx = vec![T::ZERO; g.n * g.image()];
+    ConvGeometry::check_len(OP, "grad_out", grad_out.len(), g.n * g.o * positions)?;
+    ConvGeometry::check_len(OP, "weight", weight.len(), g.o * patch)?;
+    let mut dx = try_zeroed::<T>(g.n * g.image())?;
     if dx.is_empty() || positions == 0 {
-        return dx;
+        return Ok(dx);
     }
     let w_t = MatRef::row_major(weight, patch).t();
-    let sample = |b: usize, dx_b: &mut [T], cols: &mut Vec<T>, split: bool| {
-        cols.resize(patch * positions, T::ZERO);
+    let sample = |b: usize, dx_b: &mut [T], cols: &mut Vec<T>, split: bool| -> Result<()> {
+        try_resize(cols, patch * positions, T::ZERO)?;
         let g_b = &grad_out[b * g.o * positions..(b + 1) * g.o * positions];
         let dims = (patch, g.o, positions);
         let (b_mat, c_mat) = (
             MatRef::row_major(g_b, positions),
             MatMut::row_major(cols, positions),
         );
-        // SAFETY: Wᵀ is [patch, o] (strides swapped over the [o, patch] weight), g_b
-        // [o, positions] and cols [patch, positions], all inside their slices; cols is this
-        // task's own.
+        // SAFETY: Wᵀ is [patch, o] (strides swapped over the [o, patch] weight, whose length
+        // is checked above, with the channel count taken from the weight), g_b [o, positions]
+        // and cols [patch, positions], all inside their slices; cols is this task's own.
         unsafe {
             if split {
-                parallel_gemm(dims, w_t, b_mat, T::ZERO, c_mat)
+                try_split_gemm(g.split, dims, w_t, b_mat, T::ZERO, c_mat)?
             } else {
-                gemm(dims, w_t, b_mat, T::ZERO, c_mat)
+                try_gemm(dims, w_t, b_mat, T::ZERO, c_mat)?
             }
         }
         col2im_sample(cols, g, dx_b);
+        Ok(())
     };
     if per_sample_tasks(g) {
         dx.par_chunks_mut(g.image())
             .enumerate()
-            .for_each_init(Vec::new, |cols, (b, dx_b)| sample(b, dx_b, cols, false));
+            .try_for_each_init(Vec::new, |cols, (b, dx_b)| sample(b, dx_b, cols, false))?;
     } else {
         let mut cols = Vec::new();
         for (b, dx_b) in dx.chunks_mut(g.image()).enumerate() {
-            sample(b, dx_b, &mut cols, true);
+            sample(b, dx_b, &mut cols, true)?;
         }
     }
-    dx
+    Ok(dx)
 }
 
 /// The weight gradient `[o, c, kh, kw]` of a convolution, from the input `x: [n, c, h, w]` and
@@ -265,15 +319,18 @@ pub(crate) fn conv2d_backward_weight<T: GemmElement + std::ops::AddAssign>(
     x: &[T],
     grad_out: &[T],
     g: &ConvGeometry,
-) -> Vec<T> {
+) -> Result<Vec<T>> {
+    const OP: &str = "conv2d_backward_weight";
     let (patch, positions) = (g.patch(), g.positions());
+    ConvGeometry::check_len(OP, "input", x.len(), g.n * g.image())?;
+    ConvGeometry::check_len(OP, "grad_out", grad_out.len(), g.n * g.o * positions)?;
     let len = g.o * patch;
     if len == 0 || g.n == 0 || positions == 0 {
-        return vec![T::ZERO; len];
+        return try_zeroed(len);
     }
-    let accumulate = |samples: std::ops::Range<usize>, split: bool| {
-        let mut acc = vec![T::ZERO; len];
-        let mut cols = vec![T::ZERO; patch * positions];
+    let accumulate = |samples: std::ops::Range<usize>, split: bool| -> Result<Vec<T>> {
+        let mut acc = try_zeroed::<T>(len)?;
+        let mut cols = try_zeroed::<T>(patch * positions)?;
         for b in samples {
             im2col_sample(&x[b * g.image()..(b + 1) * g.image()], g, &mut cols);
             let g_b = &grad_out[b * g.o * positions..(b + 1) * g.o * positions];
@@ -281,33 +338,131 @@ pub(crate) fn conv2d_backward_weight<T: GemmElement + std::ops::AddAssign>(
             let a_mat = MatRef::row_major(g_b, positions);
             let b_mat = MatRef::row_major(&cols, positions).t();
             let c_mat = MatMut::row_major(&mut acc, patch);
-            // SAFETY: g_b is [o, positions], colsᵀ [positions, patch] (strides swapped) and
-            // acc [o, patch], all inside their own buffers; acc belongs to this run.
+            // SAFETY: g_b is [o, positions] (grad_out's length checked above), colsᵀ
+            // [positions, patch] (strides swapped) and acc [o, patch], all inside their own
+            // buffers; acc belongs to this run.
             unsafe {
                 if split {
-                    parallel_gemm(dims, a_mat, b_mat, T::ONE, c_mat)
+                    try_split_gemm(g.split, dims, a_mat, b_mat, T::ONE, c_mat)?
                 } else {
-                    gemm(dims, a_mat, b_mat, T::ONE, c_mat)
+                    try_gemm(dims, a_mat, b_mat, T::ONE, c_mat)?
                 }
             }
         }
-        acc
+        Ok(acc)
     };
     if !per_sample_tasks(g) {
         return accumulate(0..g.n, true);
     }
-    let runs = crate::parallel::threads().min(g.n);
+    let runs = g.split.threads.min(g.n);
     let per_run = g.n.div_ceil(runs);
     let partials: Vec<Vec<T>> = (0..g.n.div_ceil(per_run))
         .into_par_iter()
         .map(|r| accumulate(r * per_run..((r + 1) * per_run).min(g.n), false))
-        .collect();
+        .collect::<Result<_>>()?;
     let mut partials = partials.into_iter();
-    let mut total = partials.next().expect("at least one run");
+    let Some(mut total) = partials.next() else {
+        return try_zeroed(len);
+    };
     for part in partials {
         for (t, p) in total.iter_mut().zip(part) {
             *t += p;
         }
     }
-    total
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    //! Miri-sized tests of the three `unsafe` GEMM calls (forward, input and weight gradients)
+    //! on the per-sample and the split paths, against the definitions of the convolution
+    //! (`miri_` prefix: see `docs/SOUNDNESS.md`).
+    use super::*;
+
+    /// A geometry from dims, with the output dims the forward pass produces.
+    fn geometry(x: [usize; 4], w: [usize; 4], p: Conv2dParams) -> ConvGeometry {
+        let out = tessera_core::tensor::check_conv2d(&x, &w, p).unwrap();
+        ConvGeometry::new("test", &x, &w, &out, p).unwrap()
+    }
+
+    /// The input position `(row, col)` tap `(i, j)` of output `(y, x)` reads, if not padding.
+    fn tap(g: &ConvGeometry, (y, x): (usize, usize), (i, j): (usize, usize)) -> Option<usize> {
+        let iy = (y * g.p.stride.0 + i * g.p.dilation.0) as isize - g.p.padding.0 as isize;
+        let ix = (x * g.p.stride.1 + j * g.p.dilation.1) as isize - g.p.padding.1 as isize;
+        (iy >= 0 && ix >= 0 && (iy as usize) < g.h && (ix as usize) < g.w)
+            .then(|| iy as usize * g.w + ix as usize)
+    }
+
+    /// Calls `f(b, o, ci, out_pos, in_pos, w_pos)` for every multiply-add of the convolution.
+    fn for_each_mac(g: &ConvGeometry, mut f: impl FnMut(usize, usize, usize)) {
+        for b in 0..g.n {
+            for o in 0..g.o {
+                for ci in 0..g.c {
+                    for y in 0..g.oh {
+                        for x in 0..g.ow {
+                            for i in 0..g.kh {
+                                for j in 0..g.kw {
+                                    if let Some(at) = tap(g, (y, x), (i, j)) {
+                                        let out = ((b * g.o + o) * g.oh + y) * g.ow + x;
+                                        let input = (b * g.c + ci) * g.h * g.w + at;
+                                        let weight = ((o * g.c + ci) * g.kh + i) * g.kw + j;
+                                        f(out, input, weight);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn values(len: usize, seed: usize) -> Vec<f64> {
+        (0..len)
+            .map(|i| ((i * 3 + seed) % 5) as f64 - 2.0)
+            .collect()
+    }
+
+    #[test]
+    fn miri_convolution_and_its_gradients_match_the_definition() {
+        let p = Conv2dParams {
+            stride: (2, 1),
+            padding: (1, 0),
+            dilation: (1, 2),
+        };
+        for n in [1, 3] {
+            let base = geometry([n, 2, 4, 5], [3, 2, 2, 2], p);
+            let x = values(base.n * base.image(), 1);
+            let w = values(base.o * base.patch(), 2);
+            let gy = values(base.n * base.o * base.positions(), 3);
+            let (mut y, mut dx, mut dw) =
+                (vec![0.0; gy.len()], vec![0.0; x.len()], vec![0.0; w.len()]);
+            for_each_mac(&base, |o, i, k| {
+                y[o] += x[i] * w[k];
+                dx[i] += gy[o] * w[k];
+                dw[k] += gy[o] * x[i];
+            });
+            let serial = Parallelism {
+                threads: 1,
+                ..Parallelism::eager(1)
+            };
+            for split in [serial, Parallelism::eager(2), Parallelism::eager(3)] {
+                let g = base.with_split(split);
+                assert_eq!(conv2d(&x, &w, &g).unwrap(), y, "n={n} {split:?}");
+                assert_eq!(conv2d_backward_input(&gy, &w, &g).unwrap(), dx);
+                assert_eq!(conv2d_backward_weight(&x, &gy, &g).unwrap(), dw);
+            }
+        }
+    }
+
+    #[test]
+    fn miri_operands_of_the_wrong_size_never_reach_the_gemm() {
+        let g = geometry([1, 1, 1, 1], [1, 1, 1, 1], Conv2dParams::default());
+        assert!(conv2d(&[1.0f32], &[], &g).is_err());
+        assert!(conv2d_backward_input(&[1.0f32], &[1.0, 2.0], &g).is_err());
+        assert!(conv2d_backward_weight(&[1.0f32, 2.0], &[1.0], &g).is_err());
+        // Issue 11's reproducer: input dims with 2 channels, a weight with 1.
+        let p = Conv2dParams::default();
+        assert!(ConvGeometry::new("t", &[1, 2, 1, 1], &[1, 1, 1, 1], &[1, 1, 1, 1], p).is_err());
+    }
 }

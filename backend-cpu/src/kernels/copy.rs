@@ -2,6 +2,7 @@
 
 use super::map::map1;
 use super::num::Num;
+use crate::alloc::Zeroable;
 use crate::checks::dtype_mismatch;
 use crate::parallel::worth_parallel;
 use crate::strided::StridedPlan;
@@ -11,7 +12,7 @@ use tessera_core::{AssignMode, Layout, Result};
 
 /// A contiguous row-major copy of the elements of `layout` (through [`map1`], which has the
 /// contiguous, broadcast, strided and tiled-transpose paths).
-pub(crate) fn copy_strided<T: Copy + Send + Sync + Default>(x: &[T], layout: &Layout) -> Vec<T> {
+pub(crate) fn copy_strided<T: Zeroable + Send + Sync>(x: &[T], layout: &Layout) -> Result<Vec<T>> {
     map1(x, layout, |v| v)
 }
 

@@ -1,6 +1,7 @@
 //! `gather`: PyTorch's per-element pick along one axis.
 
 use super::index_check::{checked_index, index_values, strides_without_axis};
+use crate::alloc::{try_zeroed, Zeroable};
 use crate::parallel::try_fill_chunks;
 use crate::storage::map_storage;
 use crate::strided::StridedPlan;
@@ -32,14 +33,14 @@ pub(crate) fn gather(
     Ok(map_storage!(x, v => gather_typed(v, idx, &plan, size, axis_stride)?))
 }
 
-fn gather_typed<T: Copy + Send + Sync + Default>(
+fn gather_typed<T: Zeroable + Send + Sync>(
     x: &[T],
     idx: &[i64],
     plan: &StridedPlan<2>,
     size: usize,
     axis_stride: usize,
 ) -> Result<Vec<T>> {
-    let mut out = vec![T::default(); plan.numel()];
+    let mut out = try_zeroed::<T>(plan.numel())?;
     let [si, sx] = plan.inner_strides();
     try_fill_chunks(&mut out, |start, chunk| {
         plan.try_for_each_run(start, chunk.len(), |pos, [oi, ox], len| {

@@ -2,6 +2,7 @@
 
 use super::copy::copy_strided;
 use super::index_check::{checked_index, index_values};
+use crate::alloc::{checked_len, try_with_capacity, try_zeroed, Zeroable};
 use crate::parallel::fill_rows;
 use crate::storage::map_storage;
 use crate::strided::StridedPlan;
@@ -29,12 +30,14 @@ pub(crate) fn index_select(
         });
     }
     let size = layout.dims()[axis];
-    let picks = copy_strided(index_values(OP, indices)?, indices_layout)
-        .into_iter()
-        .map(|i| checked_index(OP, i, size))
-        .collect::<Result<Vec<usize>>>()?;
+    // Every index is checked, even when the output is empty (another axis of size 0).
+    let values = copy_strided(index_values(OP, indices)?, indices_layout)?;
+    let mut picks = try_with_capacity(values.len())?;
+    for i in values {
+        picks.push(checked_index(OP, i, size)?);
+    }
     let selection = Selection::new(layout, axis, picks);
-    Ok(map_storage!(x, v => selection.apply(v)))
+    Ok(map_storage!(x, v => selection.apply(v)?))
 }
 
 /// The precomputed walk of one index selection.
@@ -59,10 +62,10 @@ impl Selection {
     }
 
     /// Gathers the selected rows of `x` into a fresh output.
-    fn apply<T: Copy + Send + Sync + Default>(&self, x: &[T]) -> Vec<T> {
+    fn apply<T: Zeroable + Send + Sync>(&self, x: &[T]) -> Result<Vec<T>> {
         let row_len = self.inner.numel();
-        let rows = self.outer.numel() * self.picks.len();
-        let mut out = vec![T::default(); rows * row_len];
+        let rows = checked_len(OP, &[self.outer.numel(), self.picks.len()])?;
+        let mut out = try_zeroed::<T>(checked_len(OP, &[rows, row_len])?)?;
         let [s] = self.inner.inner_strides();
         fill_rows(&mut out, row_len, |first_row, chunk| {
             for (r, row) in chunk.chunks_mut(row_len).enumerate() {
@@ -87,6 +90,6 @@ impl Selection {
                 });
             }
         });
-        out
+        Ok(out)
     }
 }

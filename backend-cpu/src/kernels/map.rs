@@ -11,23 +11,24 @@
 //! produced in `TILE x TILE` tiles instead, so the lines a tile reads stay in L1 until all their
 //! elements are used.
 
+use crate::alloc::{try_zeroed, Zeroable};
 use crate::parallel::{fill_chunks, worth_parallel};
 use crate::strided::StridedPlan;
 use rayon::prelude::*;
-use tessera_core::Layout;
+use tessera_core::{Layout, Result};
 
 /// Side of the square tiles used for transposed operands.
 const TILE: usize = 32;
 
 /// `out[i] = f(x[i])` over the elements of `layout` in row-major order.
-pub(crate) fn map1<T, U, F>(x: &[T], layout: &Layout, f: F) -> Vec<U>
+pub(crate) fn map1<T, U, F>(x: &[T], layout: &Layout, f: F) -> Result<Vec<U>>
 where
     T: Copy + Sync,
-    U: Copy + Send + Default,
+    U: Zeroable + Send,
     F: Fn(T) -> U + Sync,
 {
     let plan = StridedPlan::from_layouts([layout]);
-    let mut out = vec![U::default(); plan.numel()];
+    let mut out = try_zeroed::<U>(plan.numel())?;
     let [s] = plan.inner_strides();
     drive(&plan, &mut out, |dst, [o]| {
         let len = dst.len();
@@ -45,19 +46,19 @@ where
             }
         }
     });
-    out
+    Ok(out)
 }
 
 /// `out[i] = f(a[i], b[i])` over two layouts of one shape.
-pub(crate) fn map2<A, B, U, F>(a: &[A], la: &Layout, b: &[B], lb: &Layout, f: F) -> Vec<U>
+pub(crate) fn map2<A, B, U, F>(a: &[A], la: &Layout, b: &[B], lb: &Layout, f: F) -> Result<Vec<U>>
 where
     A: Copy + Sync,
     B: Copy + Sync,
-    U: Copy + Send + Default,
+    U: Zeroable + Send,
     F: Fn(A, B) -> U + Sync,
 {
     let plan = StridedPlan::from_layouts([la, lb]);
-    let mut out = vec![U::default(); plan.numel()];
+    let mut out = try_zeroed::<U>(plan.numel())?;
     let [sa, sb] = plan.inner_strides();
     drive(&plan, &mut out, |dst, [oa, ob]| {
         let len = dst.len();
@@ -86,7 +87,7 @@ where
             }
         }
     });
-    out
+    Ok(out)
 }
 
 /// `out[i] = f(a[i], b[i], c[i])` over three layouts of one shape.
@@ -99,16 +100,16 @@ pub(crate) fn map3<A, B, C, U, F>(
     c: &[C],
     lc: &Layout,
     f: F,
-) -> Vec<U>
+) -> Result<Vec<U>>
 where
     A: Copy + Sync,
     B: Copy + Sync,
     C: Copy + Sync,
-    U: Copy + Send + Default,
+    U: Zeroable + Send,
     F: Fn(A, B, C) -> U + Sync,
 {
     let plan = StridedPlan::from_layouts([la, lb, lc]);
-    let mut out = vec![U::default(); plan.numel()];
+    let mut out = try_zeroed::<U>(plan.numel())?;
     let [sa, sb, sc] = plan.inner_strides();
     drive(&plan, &mut out, |dst, [oa, ob, oc]| {
         let len = dst.len();
@@ -141,7 +142,7 @@ where
             }
         }
     });
-    out
+    Ok(out)
 }
 
 /// Fills `out` (the contiguous output of `plan`) by calling `run(dst, offsets)` for runs of

@@ -3,11 +3,13 @@
 //! The GEMM takes arbitrary row and column strides, so transposed or sliced operands are
 //! multiplied in place without a copy; batch elements are addressed through
 //! their own (possibly zero) batch strides. Large products are split into blocks over rayon
-//! (see [`super::gemm::parallel_gemm`]); many small products are spread over rayon one product
+//! (see [`super::gemm::try_split_gemm`]); many small products are spread over rayon one product
 //! per task instead.
 
-use super::gemm::{try_gemm, try_parallel_gemm, GemmElement, MatMut, MatRef};
+use super::gemm::{try_gemm, try_split_gemm, GemmElement, MatMut, MatRef};
+use crate::alloc::checked_len;
 use crate::checks::{dtype_mismatch, unsupported};
+use crate::parallel::Parallelism;
 use crate::strided::StridedPlan;
 use crate::CpuStorage;
 use rayon::prelude::*;
@@ -15,8 +17,6 @@ use tessera_core::{BackendStorage, Error, Layout, Result};
 
 /// Products with `m*k + k*n` below this are "small": a batch of them is spread one per task.
 const GEMM_THREADING_SIZE: usize = 2 * (1 << 14);
-/// Total multiply-adds from which small batched products are spread over rayon.
-const BATCH_PARALLEL_WORK: usize = 1 << 17;
 
 /// `[..batch, m, k] x [..batch, k, n] -> [..batch, m, n]` for f32 or f64.
 pub(crate) fn matmul(
@@ -25,13 +25,24 @@ pub(crate) fn matmul(
     rhs: &CpuStorage,
     rl: &Layout,
 ) -> Result<CpuStorage> {
+    matmul_with(Parallelism::current(), lhs, ll, rhs, rl)
+}
+
+/// [`matmul`] with explicit parallelism thresholds (tests split Miri-sized products).
+pub(crate) fn matmul_with(
+    split: Parallelism,
+    lhs: &CpuStorage,
+    ll: &Layout,
+    rhs: &CpuStorage,
+    rl: &Layout,
+) -> Result<CpuStorage> {
     let shape = ProductShape::new(ll, rl)?;
     Ok(match (lhs, rhs) {
         (CpuStorage::F32(a), CpuStorage::F32(b)) => {
-            CpuStorage::F32(batched_gemm(a, ll, b, rl, &shape)?)
+            CpuStorage::F32(batched_gemm(split, a, ll, b, rl, &shape)?)
         }
         (CpuStorage::F64(a), CpuStorage::F64(b)) => {
-            CpuStorage::F64(batched_gemm(a, ll, b, rl, &shape)?)
+            CpuStorage::F64(batched_gemm(split, a, ll, b, rl, &shape)?)
         }
         _ if lhs.dtype() == rhs.dtype() => return Err(unsupported("matmul", lhs.dtype())),
         _ => return Err(dtype_mismatch("matmul", lhs, rhs)),
@@ -106,6 +117,7 @@ impl Matrix {
 
 /// The product of every batch element into a fresh contiguous output.
 fn batched_gemm<T: GemmElement>(
+    split: Parallelism,
     a: &[T],
     ll: &Layout,
     b: &[T],
@@ -113,8 +125,8 @@ fn batched_gemm<T: GemmElement>(
     shape: &ProductShape,
 ) -> Result<Vec<T>> {
     let ProductShape { m, k, n, .. } = *shape;
-    let batch: usize = shape.batch_dims.iter().product();
-    let len = batch * m * n;
+    let batch = checked_len("matmul", &shape.batch_dims)?;
+    let len = checked_len("matmul", &[batch, m, n])?;
     // The output is written by the GEMM (beta = 0: every element written, none read), so it is
     // not zero-filled first; its allocation fails with a typed error.
     let mut out: Vec<T> = Vec::new();
@@ -179,11 +191,18 @@ fn batched_gemm<T: GemmElement>(
         try_gemm((m, k, n), operand(a, lhs), operand(b, rhs), T::ZERO, c)
     };
     let split_product = |(lhs, rhs): &(Matrix, Matrix), c: MatMut<T>| unsafe {
-        try_parallel_gemm((m, k, n), operand(a, lhs), operand(b, rhs), T::ZERO, c)
+        try_split_gemm(
+            split,
+            (m, k, n),
+            operand(a, lhs),
+            operand(b, rhs),
+            T::ZERO,
+            c,
+        )
     };
     let small = m * k + k * n < GEMM_THREADING_SIZE;
     let work = batch.saturating_mul(m).saturating_mul(n).saturating_mul(k);
-    if batch > 1 && small && work >= BATCH_PARALLEL_WORK && crate::parallel::threads() > 1 {
+    if batch > 1 && small && work >= split.batch_min_work && split.threads > 1 {
         operands
             .par_iter()
             .enumerate()
@@ -198,4 +217,79 @@ fn batched_gemm<T: GemmElement>(
     // still 0.
     unsafe { out.set_len(len) };
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    //! Miri-sized tests of the `unsafe` GEMM calls of the batched product, on the serial, the
+    //! split and the one-product-per-task paths (`miri_` prefix: see `docs/SOUNDNESS.md`).
+    use super::*;
+
+    /// `[..batch, m, n]` by definition, reading both operands through their layouts.
+    fn definition(a: &[f64], ll: &Layout, b: &[f64], rl: &Layout) -> Vec<f64> {
+        let r = ll.rank();
+        let (m, k, n) = (ll.dims()[r - 2], ll.dims()[r - 1], rl.dims()[r - 1]);
+        let batch: usize = ll.dims()[..r - 2].iter().product();
+        let (ao, bo): (Vec<usize>, Vec<usize>) = (ll.offsets().collect(), rl.offsets().collect());
+        let mut out = Vec::new();
+        for s in 0..batch {
+            for i in 0..m {
+                for j in 0..n {
+                    out.push(
+                        (0..k)
+                            .map(|p| a[ao[s * m * k + i * k + p]] * b[bo[s * k * n + p * n + j]])
+                            .sum(),
+                    );
+                }
+            }
+        }
+        out
+    }
+
+    fn values(len: usize) -> Vec<f64> {
+        (0..len).map(|i| ((i * 5) % 7) as f64 - 3.0).collect()
+    }
+
+    #[test]
+    fn miri_batched_products_read_strided_and_broadcast_operands() {
+        // lhs [3, 2, 4] at offset 1; rhs a transposed [4, 3] broadcast over the batch.
+        let a = values(1 + 3 * 2 * 4);
+        let ll = Layout::strided([3, 2, 4], vec![8, 4, 1], 1, a.len()).unwrap();
+        let b = values(12);
+        let rl = Layout::contiguous([3, 4])
+            .transpose(0, 1)
+            .unwrap()
+            .unsqueeze(0)
+            .unwrap()
+            .broadcast_to(&[3, 4, 3].into())
+            .unwrap();
+        let expected = definition(&a, &ll, &b, &rl);
+        let (sa, sb) = (CpuStorage::F64(a), CpuStorage::F64(b));
+        for split in [
+            Parallelism {
+                threads: 1,
+                ..Parallelism::eager(1)
+            },
+            Parallelism::eager(2),
+            // Products too big for one task each: every product is split instead.
+            Parallelism {
+                batch_min_work: usize::MAX,
+                ..Parallelism::eager(2)
+            },
+        ] {
+            let out = matmul_with(split, &sa, &ll, &sb, &rl).unwrap();
+            assert_eq!(out.as_f64_slice().unwrap(), &expected[..], "{split:?}");
+        }
+    }
+
+    #[test]
+    fn miri_empty_and_out_of_storage_products_never_reach_the_gemm() {
+        let s = CpuStorage::F32(vec![1.0; 4]);
+        let empty = Layout::contiguous([2, 0]);
+        let out = matmul(&s, &empty, &s, &Layout::contiguous([0, 2])).unwrap();
+        assert_eq!(out.as_f32_slice().unwrap(), &[0.0; 4]);
+        // A layout reaching past its storage is an error before any pointer is formed.
+        let too_far = Layout::contiguous([2, 3]);
+        assert!(matmul(&s, &too_far, &s, &Layout::contiguous([3, 1])).is_err());
+    }
 }

@@ -2,7 +2,9 @@
 //! integer add/mul wrap, maximum/minimum propagate NaN.
 
 /// A numeric element type the reductions and arithmetic kernels work over.
-pub(crate) trait Num: Copy + Send + Sync + PartialOrd + Default + 'static {
+pub(crate) trait Num:
+    crate::alloc::Zeroable + Send + Sync + PartialOrd + Default + 'static
+{
     /// Additive identity.
     const ZERO: Self;
     /// Multiplicative identity.

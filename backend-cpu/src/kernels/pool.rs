@@ -2,10 +2,13 @@
 //! per task: each output reads its window in place (no window copy), max pooling records the
 //! window position of its maximum, and the gradients scatter into their own plane only.
 
+use std::ops::Range;
+
 use rayon::prelude::*;
-use tessera_core::Pool2dParams;
+use tessera_core::{Error, Pool2dParams, Result};
 
 use super::num::Num;
+use crate::alloc::{checked_len, try_filled, try_zeroed};
 use crate::parallel::worth_parallel;
 
 /// The sizes of one pooling: input `[n, c, h, w]`, output `[n, c, oh, ow]`, and the window.
@@ -20,16 +23,48 @@ pub(crate) struct PoolGeometry {
 }
 
 impl PoolGeometry {
-    /// The geometry of pooling `input_dims` into `out_dims` (both rank 4).
-    pub(crate) fn new(input_dims: &[usize], out_dims: &[usize], p: Pool2dParams) -> Self {
-        PoolGeometry {
-            planes: input_dims[0] * input_dims[1],
+    /// The geometry of pooling `input_dims` into `out_dims`, which the caller has checked with
+    /// `tessera_core::tensor::pool_output_dims` (rank 4, a window that fits); the element counts
+    /// of input and output are checked here, so no later product overflows.
+    pub(crate) fn new(
+        op: &'static str,
+        input_dims: &[usize],
+        out_dims: &[usize],
+        p: Pool2dParams,
+    ) -> Result<Self> {
+        let g = PoolGeometry {
+            planes: checked_len(op, &input_dims[..2])?,
             h: input_dims[2],
             w: input_dims[3],
             oh: out_dims[2],
             ow: out_dims[3],
             p,
-        }
+        };
+        checked_len(op, &[g.planes, g.h, g.w])?;
+        checked_len(op, &[g.planes, g.oh, g.ow])?;
+        Ok(g)
+    }
+
+    /// The window rows (`i`) of output row `y` that lie inside the image, not in the padding.
+    #[inline(always)]
+    fn rows_inside(&self, y: usize) -> Range<usize> {
+        inside(
+            y * self.p.stride.0,
+            self.p.padding.0,
+            self.h,
+            self.p.kernel.0,
+        )
+    }
+
+    /// The window columns (`j`) of output column `x` that lie inside the image.
+    #[inline(always)]
+    fn cols_inside(&self, x: usize) -> Range<usize> {
+        inside(
+            x * self.p.stride.1,
+            self.p.padding.1,
+            self.w,
+            self.p.kernel.1,
+        )
     }
 
     /// The input position `(row, col)` of window tap `(i, j)` of output `(y, x)`, if it is
@@ -49,6 +84,16 @@ impl PoolGeometry {
     fn plane_out(&self) -> usize {
         self.oh * self.ow
     }
+}
+
+/// The taps `i` of a window starting at padded position `start` whose input position
+/// `start + i - padding` is in `0..len`. Skipping the others keeps pooling proportional to the
+/// image, however large the kernel and its padding.
+#[inline(always)]
+fn inside(start: usize, padding: usize, len: usize, kernel: usize) -> Range<usize> {
+    let first = padding.saturating_sub(start);
+    let end = (padding + len).saturating_sub(start).min(kernel);
+    first..end.max(first)
 }
 
 /// Runs `f(plane_index, out_chunk)` over consecutive planes of `out` (`per_plane` elements
@@ -77,14 +122,14 @@ fn for_each_plane<U: Send>(
 /// position of each (padding reads as -inf; ties go to the first position; a NaN wins, the
 /// first one, as `argmax` rules; a window where nothing beats -inf points at its first
 /// position inside the input, as PyTorch).
-pub(crate) fn max_pool2d<T: Num>(x: &[T], g: &PoolGeometry) -> (Vec<T>, Vec<i64>) {
+pub(crate) fn max_pool2d<T: Num>(x: &[T], g: &PoolGeometry) -> Result<(Vec<T>, Vec<i64>)> {
     let (kh, kw) = g.p.kernel;
     let len = g.planes * g.plane_out();
-    let mut values = vec![T::LOWEST; len];
-    let mut args = vec![0i64; len];
+    let mut values = try_filled(len, T::LOWEST)?;
+    let mut args = try_zeroed::<i64>(len)?;
     let per_plane = g.plane_out();
     if per_plane == 0 {
-        return (values, args);
+        return Ok((values, args));
     }
     let plane = |p: usize, vals: &mut [T], idx: &mut [i64]| {
         let src = &x[p * g.plane_in()..(p + 1) * g.plane_in()];
@@ -96,7 +141,7 @@ pub(crate) fn max_pool2d<T: Num>(x: &[T], g: &PoolGeometry) -> (Vec<T>, Vec<i64>
             max_plane_padded(src, g, vals, idx);
         }
     };
-    if worth_parallel(len * kh * kw) {
+    if worth_parallel(len.saturating_mul(kh).saturating_mul(kw)) {
         values
             .par_chunks_mut(per_plane)
             .zip(args.par_chunks_mut(per_plane))
@@ -111,7 +156,7 @@ pub(crate) fn max_pool2d<T: Num>(x: &[T], g: &PoolGeometry) -> (Vec<T>, Vec<i64>
             plane(p, vals, idx);
         }
     }
-    (values, args)
+    Ok((values, args))
 }
 
 /// Whether `v` replaces the running maximum `best` (argmax's rule: strictly greater, or the
@@ -185,23 +230,28 @@ fn max_plane_2x2<T: Num>(src: &[T], g: &PoolGeometry, vals: &mut [T], idx: &mut 
     }
 }
 
-/// One plane of max pooling with padding (taps in the padding read as -inf).
+/// One plane of max pooling with padding. Taps in the padding read as -inf, so they never
+/// beat an image tap: the scan visits only the taps inside the image, starting from the first
+/// of them, so a window whose image taps are all -inf points at its first image tap (as
+/// PyTorch's); a window with no image tap at all is -inf at position 0.
 fn max_plane_padded<T: Num>(src: &[T], g: &PoolGeometry, vals: &mut [T], idx: &mut [i64]) {
-    let (kh, kw) = g.p.kernel;
+    let kw = g.p.kernel.1;
+    let (sh, sw) = g.p.stride;
+    let (ph, pw) = g.p.padding;
     for y in 0..g.oh {
+        let rows = g.rows_inside(y);
         for xx in 0..g.ow {
-            // Padding reads as -inf, so it never beats a position inside the input: skipping it
-            // makes the first position inside the window the start (PyTorch's index when every
+            // Padding reads as -inf, so it never beats a position inside the input: the scan
+            // visits only those, and the first of them is the start (PyTorch's index when every
             // value is -inf).
+            let cols = g.cols_inside(xx);
             let mut best = T::LOWEST;
             let mut arg = 0i64;
             let mut started = false;
-            for i in 0..kh {
-                for j in 0..kw {
-                    let Some(at) = g.tap((y, xx), (i, j)) else {
-                        continue;
-                    };
-                    let v = src[at];
+            for i in rows.clone() {
+                let row = (y * sh + i - ph) * g.w;
+                for j in cols.clone() {
+                    let v = src[row + xx * sw + j - pw];
                     if !started || beats(v, best) {
                         best = v;
                         arg = (i * kw + j) as i64;
@@ -216,30 +266,47 @@ fn max_plane_padded<T: Num>(src: &[T], g: &PoolGeometry, vals: &mut [T], idx: &m
 }
 
 /// Gradient of max pooling: each output's gradient added at its window's recorded maximum
-/// (positions in the padding get nothing). `grad_out` and `window_argmax` are contiguous.
+/// (positions in the padding get nothing). `grad_out` and `window_argmax` are contiguous, of
+/// the output's size; a position outside the window is [`Error::IndexOutOfRange`].
 pub(crate) fn max_pool2d_backward<T: Num>(
     grad_out: &[T],
     window_argmax: &[i64],
     g: &PoolGeometry,
-) -> Vec<T> {
+) -> Result<Vec<T>> {
+    const OP: &str = "max_pool2d_backward";
     let kw = g.p.kernel.1;
     let unpadded = g.p.padding == (0, 0);
-    let taps = g.p.kernel.0 * kw;
-    let mut dx = vec![T::ZERO; g.planes * g.plane_in()];
+    let taps = g.p.kernel.0.saturating_mul(kw);
+    let out_len = g.planes * g.plane_out();
+    if grad_out.len() != out_len || window_argmax.len() != out_len {
+        return Err(Error::InvalidArgument {
+            op: OP,
+            msg: format!(
+                "grad_out ({}) and window_argmax ({}) must have the output's {out_len} elements",
+                grad_out.len(),
+                window_argmax.len()
+            ),
+        });
+    }
+    if let Some(&bad) = window_argmax
+        .iter()
+        .find(|&&t| usize::try_from(t).map_or(true, |t| t >= taps))
+    {
+        return Err(Error::IndexOutOfRange {
+            op: OP,
+            index: bad,
+            size: taps,
+        });
+    }
+    let mut dx = try_zeroed::<T>(g.planes * g.plane_in())?;
     let work = g.planes * (g.plane_in() + g.plane_out());
     for_each_plane(&mut dx, g.plane_in(), work, |plane, dst| {
         let base = plane * g.plane_out();
         for y in 0..g.oh {
             for xx in 0..g.ow {
                 let o = base + y * g.ow + xx;
-                // Positions outside the window (not produced by max_pool2d) select nothing, as
-                // in the composite.
-                let Ok(t) = usize::try_from(window_argmax[o]) else {
-                    continue;
-                };
-                if t >= taps {
-                    continue;
-                }
+                // In 0..taps: checked above.
+                let t = window_argmax[o] as usize;
                 let at = if unpadded {
                     Some((y * g.p.stride.0 + t / kw) * g.w + xx * g.p.stride.1 + t % kw)
                 } else {
@@ -251,7 +318,7 @@ pub(crate) fn max_pool2d_backward<T: Num>(
             }
         }
     });
-    dx
+    Ok(dx)
 }
 
 /// Average pooling of a contiguous `x` (padding counts as zeros; the divisor is the window
@@ -260,17 +327,21 @@ pub(crate) fn avg_pool2d<T: Num + std::ops::Div<Output = T> + From<u16>>(
     x: &[T],
     g: &PoolGeometry,
     window: T,
-) -> Vec<T> {
+) -> Result<Vec<T>> {
     let (kh, kw) = g.p.kernel;
-    let mut out = vec![T::ZERO; g.planes * g.plane_out()];
-    let work = out.len() * kh * kw;
+    let mut out = try_zeroed::<T>(g.planes * g.plane_out())?;
+    let work = out
+        .len()
+        .saturating_mul(kh.min(g.h + 1))
+        .saturating_mul(kw.min(g.w + 1));
     for_each_plane(&mut out, g.plane_out(), work, |plane, dst| {
         let src = &x[plane * g.plane_in()..(plane + 1) * g.plane_in()];
         for y in 0..g.oh {
+            let rows = g.rows_inside(y);
             for xx in 0..g.ow {
                 let mut sum = T::ZERO;
-                for i in 0..kh {
-                    for j in 0..kw {
+                for i in rows.clone() {
+                    for j in g.cols_inside(xx) {
                         if let Some(at) = g.tap((y, xx), (i, j)) {
                             sum = sum.num_add(src[at]);
                         }
@@ -280,7 +351,7 @@ pub(crate) fn avg_pool2d<T: Num + std::ops::Div<Output = T> + From<u16>>(
             }
         }
     });
-    out
+    Ok(out)
 }
 
 /// Gradient of average pooling: each output's gradient divided by the window size and added
@@ -289,17 +360,32 @@ pub(crate) fn avg_pool2d_backward<T: Num + std::ops::Div<Output = T>>(
     grad_out: &[T],
     g: &PoolGeometry,
     window: T,
-) -> Vec<T> {
+) -> Result<Vec<T>> {
     let (kh, kw) = g.p.kernel;
-    let mut dx = vec![T::ZERO; g.planes * g.plane_in()];
-    let work = g.planes * (g.plane_in() + g.plane_out() * kh * kw);
+    if grad_out.len() != g.planes * g.plane_out() {
+        return Err(Error::InvalidArgument {
+            op: "avg_pool2d_backward",
+            msg: format!(
+                "grad_out has {} elements, not the output's {}",
+                grad_out.len(),
+                g.planes * g.plane_out()
+            ),
+        });
+    }
+    let mut dx = try_zeroed::<T>(g.planes * g.plane_in())?;
+    let taps = kh.min(g.h + 1).saturating_mul(kw.min(g.w + 1));
+    let work = g.planes.saturating_mul(
+        g.plane_in()
+            .saturating_add(g.plane_out().saturating_mul(taps)),
+    );
     for_each_plane(&mut dx, g.plane_in(), work, |plane, dst| {
         let base = plane * g.plane_out();
         for y in 0..g.oh {
+            let rows = g.rows_inside(y);
             for xx in 0..g.ow {
                 let share = grad_out[base + y * g.ow + xx] / window;
-                for i in 0..kh {
-                    for j in 0..kw {
+                for i in rows.clone() {
+                    for j in g.cols_inside(xx) {
                         if let Some(at) = g.tap((y, xx), (i, j)) {
                             dst[at] = dst[at].num_add(share);
                         }
@@ -308,5 +394,5 @@ pub(crate) fn avg_pool2d_backward<T: Num + std::ops::Div<Output = T>>(
             }
         }
     });
-    dx
+    Ok(dx)
 }

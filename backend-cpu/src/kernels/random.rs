@@ -15,8 +15,8 @@ pub(crate) fn random(
     offset: u64,
 ) -> Result<CpuStorage> {
     Ok(match dtype {
-        DType::F32 => CpuStorage::F32(counter_based(numel, offset, |i| sample_f32(dist, seed, i))),
-        DType::F64 => CpuStorage::F64(counter_based(numel, offset, |i| sample_f64(dist, seed, i))),
+        DType::F32 => CpuStorage::F32(counter_based(numel, offset, |i| sample_f32(dist, seed, i))?),
+        DType::F64 => CpuStorage::F64(counter_based(numel, offset, |i| sample_f64(dist, seed, i))?),
         _ => return Err(unsupported("random", dtype)),
     })
 }

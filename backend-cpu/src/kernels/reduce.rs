@@ -39,15 +39,15 @@ pub(crate) fn reduce(
 ) -> Result<CpuStorage> {
     let plan = ReducePlan::new(layout, axes, op.name())?;
     Ok(match x {
-        CpuStorage::F32(v) => CpuStorage::F32(reduce_typed(op, v, &plan)),
-        CpuStorage::F64(v) => CpuStorage::F64(reduce_typed(op, v, &plan)),
-        CpuStorage::I64(v) => CpuStorage::I64(reduce_typed(op, v, &plan)),
+        CpuStorage::F32(v) => CpuStorage::F32(reduce_typed(op, v, &plan)?),
+        CpuStorage::F64(v) => CpuStorage::F64(reduce_typed(op, v, &plan)?),
+        CpuStorage::I64(v) => CpuStorage::I64(reduce_typed(op, v, &plan)?),
         CpuStorage::Bool(_) => return Err(unsupported(op.name(), tessera_core::DType::Bool)),
     })
 }
 
 /// Dispatches on the operator, once, to a monomorphised kernel.
-fn reduce_typed<T: Num>(op: ReduceOp, x: &[T], plan: &ReducePlan) -> Vec<T> {
+fn reduce_typed<T: Num>(op: ReduceOp, x: &[T], plan: &ReducePlan) -> Result<Vec<T>> {
     match op {
         ReduceOp::Sum => plan.run::<T, SumOp>(x),
         ReduceOp::Prod => plan.run::<T, ProdOp>(x),
@@ -106,7 +106,7 @@ impl ReducePlan {
     }
 
     /// Runs the reduction `R` over all outputs.
-    fn run<T: Num, R: Reducer<T>>(&self, x: &[T]) -> Vec<T> {
+    fn run<T: Num, R: Reducer<T>>(&self, x: &[T]) -> Result<Vec<T>> {
         split_reduction(
             self.out_len(),
             self.reduced_len(),

@@ -1,20 +1,24 @@
 //! The ReLU gradient in one pass: 0 where `x <= 0`, else `grad` (NaN included, as PyTorch).
 
 use rayon::prelude::*;
+use tessera_core::Result;
 
 use super::num::Num;
+use crate::alloc::try_with_capacity;
 use crate::parallel::worth_parallel;
 
 /// `out[i] = if x[i] <= 0 { 0 } else { grad[i] }` over two contiguous slices of one length (a
 /// NaN `x[i]` passes the gradient, as PyTorch's `threshold_backward`).
 ///
-/// The output is collected element by element (in parallel when large), so it is written once
-/// rather than zeroed first and then overwritten.
-pub(crate) fn relu_backward<T: Num>(x: &[T], grad: &[T]) -> Vec<T> {
+/// The output is reserved once (fallibly) and then extended element by element (in parallel
+/// when large), so it is written once rather than zeroed first and then overwritten.
+pub(crate) fn relu_backward<T: Num>(x: &[T], grad: &[T]) -> Result<Vec<T>> {
     let pick = |(&v, &g): (&T, &T)| if v <= T::ZERO { T::ZERO } else { g };
+    let mut out = try_with_capacity(x.len().min(grad.len()))?;
     if worth_parallel(x.len()) {
-        x.par_iter().zip(grad).map(pick).collect()
+        out.par_extend(x.par_iter().zip(grad).map(pick));
     } else {
-        x.iter().zip(grad).map(pick).collect()
+        out.extend(x.iter().zip(grad).map(pick));
     }
+    Ok(out)
 }

@@ -64,7 +64,7 @@ impl<'a> Target<'a> {
     }
 
     fn apply<T: Num>(&self, base: &[T], idx: &[i64], src: &[T]) -> Result<Vec<T>> {
-        let mut out = copy_strided(base, self.base_layout);
+        let mut out = copy_strided(base, self.base_layout)?;
         let [si, ss, so] = self.plan.inner_strides();
         self.plan
             .try_for_each_run(0, self.plan.numel(), |_, [oi, os, oo], len| {

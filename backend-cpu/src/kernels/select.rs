@@ -1,6 +1,7 @@
 //! `where`: element-wise selection between two branches by a boolean mask.
 
 use super::map::map3;
+use crate::alloc::Zeroable;
 use crate::checks::dtype_mismatch;
 use crate::CpuStorage;
 use tessera_core::{BackendStorage, DType, Error, Layout, Result};
@@ -22,23 +23,25 @@ pub(crate) fn where_select(
         });
     };
     Ok(match (on_true, on_false) {
-        (CpuStorage::F32(t), CpuStorage::F32(f)) => CpuStorage::F32(select(c, lc, t, lt, f, lf)),
-        (CpuStorage::F64(t), CpuStorage::F64(f)) => CpuStorage::F64(select(c, lc, t, lt, f, lf)),
-        (CpuStorage::I64(t), CpuStorage::I64(f)) => CpuStorage::I64(select(c, lc, t, lt, f, lf)),
-        (CpuStorage::Bool(t), CpuStorage::Bool(f)) => CpuStorage::Bool(select(c, lc, t, lt, f, lf)),
+        (CpuStorage::F32(t), CpuStorage::F32(f)) => CpuStorage::F32(select(c, lc, t, lt, f, lf)?),
+        (CpuStorage::F64(t), CpuStorage::F64(f)) => CpuStorage::F64(select(c, lc, t, lt, f, lf)?),
+        (CpuStorage::I64(t), CpuStorage::I64(f)) => CpuStorage::I64(select(c, lc, t, lt, f, lf)?),
+        (CpuStorage::Bool(t), CpuStorage::Bool(f)) => {
+            CpuStorage::Bool(select(c, lc, t, lt, f, lf)?)
+        }
         _ => return Err(dtype_mismatch("where", on_true, on_false)),
     })
 }
 
 /// The selection for one element type.
-fn select<T: Copy + Send + Sync + Default>(
+fn select<T: Zeroable + Send + Sync>(
     c: &[u8],
     lc: &Layout,
     t: &[T],
     lt: &Layout,
     f: &[T],
     lf: &Layout,
-) -> Vec<T> {
+) -> Result<Vec<T>> {
     map3(
         c,
         lc,

@@ -10,10 +10,11 @@
 
 use super::num::Num;
 use super::reducer::{reduce_slice, MaxOp, SumOp};
-use crate::parallel::fill_rows;
+use crate::alloc::{checked_len, try_zeroed};
+use crate::parallel::try_fill_rows;
 use crate::strided::StridedPlan;
 use crate::CpuStorage;
-use tessera_core::{FloatElement, Layout};
+use tessera_core::{FloatElement, Layout, Result};
 
 /// Which function of the row to compute.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,20 +35,20 @@ pub(crate) fn last_axis(
     x: &CpuStorage,
     layout: &Layout,
     axis: usize,
-) -> Option<CpuStorage> {
+) -> Option<Result<CpuStorage>> {
     let rank = layout.rank();
     if rank == 0 || axis != rank - 1 || layout.dims()[axis] == 0 {
         return None;
     }
     match x {
-        CpuStorage::F32(v) => Some(CpuStorage::F32(rows(op, v, layout))),
-        CpuStorage::F64(v) => Some(CpuStorage::F64(rows(op, v, layout))),
+        CpuStorage::F32(v) => Some(rows(op, v, layout).map(CpuStorage::F32)),
+        CpuStorage::F64(v) => Some(rows(op, v, layout).map(CpuStorage::F64)),
         _ => None,
     }
 }
 
 /// Applies `op` to every row of `x` (the last axis of `layout`, which is not empty).
-fn rows<T: FloatElement + Num>(op: RowOp, x: &[T], layout: &Layout) -> Vec<T> {
+fn rows<T: FloatElement + Num>(op: RowOp, x: &[T], layout: &Layout) -> Result<Vec<T>> {
     let rank = layout.rank();
     let n = layout.dims()[rank - 1];
     let stride = layout.strides()[rank - 1] as usize;
@@ -68,9 +69,9 @@ fn rows<T: FloatElement + Num>(op: RowOp, x: &[T], layout: &Layout) -> Vec<T> {
         }
     };
     if op == RowOp::LogSumExp {
-        let mut out = vec![T::zero(); row_count];
-        fill_rows(&mut out, 1, |first, chunk| {
-            let mut scratch = vec![T::zero(); n];
+        let mut out = try_zeroed::<T>(row_count)?;
+        try_fill_rows(&mut out, 1, |first, chunk| {
+            let mut scratch = try_zeroed::<T>(n)?;
             for (r, o) in chunk.iter_mut().enumerate() {
                 let [base] = outer.offsets_at(first + r);
                 load(base, &mut scratch);
@@ -78,13 +79,14 @@ fn rows<T: FloatElement + Num>(op: RowOp, x: &[T], layout: &Layout) -> Vec<T> {
                 exp_shifted(&mut scratch, shift);
                 *o = reduce_slice::<T, SumOp>(&scratch).ln() + shift;
             }
-        });
-        return out;
+            Ok(())
+        })?;
+        return Ok(out);
     }
-    let mut out = vec![T::zero(); row_count * n];
-    fill_rows(&mut out, n, |first, chunk| {
+    let mut out = try_zeroed::<T>(checked_len("softmax", &[row_count, n])?)?;
+    try_fill_rows(&mut out, n, |first, chunk| {
         let mut scratch = if op == RowOp::LogSoftmax {
-            vec![T::zero(); n]
+            try_zeroed::<T>(n)?
         } else {
             Vec::new()
         };
@@ -110,8 +112,9 @@ fn rows<T: FloatElement + Num>(op: RowOp, x: &[T], layout: &Layout) -> Vec<T> {
                 }
             }
         }
-    });
-    out
+        Ok(())
+    })?;
+    Ok(out)
 }
 
 /// The row maximum (NaN if any element is NaN), or 0 when it is infinite (log-sum-exp's shift).

@@ -1,6 +1,7 @@
 //! Element-wise maps of one operand ([`UnaryOp`]).
 
 use super::map::map1;
+use crate::alloc::Zeroable;
 use crate::checks::unsupported;
 use crate::CpuStorage;
 use tessera_core::{BackendStorage, Element, FloatElement, Layout, Result, UnaryOp};
@@ -14,16 +15,16 @@ pub(crate) fn unary(op: UnaryOp, x: &CpuStorage, layout: &Layout) -> Result<CpuS
         CpuStorage::F32(v) => CpuStorage::F32(unary_float(op, v, layout)?),
         CpuStorage::F64(v) => CpuStorage::F64(unary_float(op, v, layout)?),
         CpuStorage::I64(v) => CpuStorage::I64(unary_int(op, v, layout)?),
-        CpuStorage::Bool(v) => CpuStorage::Bool(map1(v, layout, |b: u8| u8::from(b == 0))),
+        CpuStorage::Bool(v) => CpuStorage::Bool(map1(v, layout, |b: u8| u8::from(b == 0))?),
     })
 }
 
 /// The float ops. Sigmoid evaluates `e^x / (1 + e^x)` for negative `x` so that neither branch
 /// overflows; ReLU keeps NaN; GELU is the exact erf form.
-fn unary_float<T: FloatElement>(op: UnaryOp, x: &[T], l: &Layout) -> Result<Vec<T>> {
+fn unary_float<T: FloatElement + Zeroable>(op: UnaryOp, x: &[T], l: &Layout) -> Result<Vec<T>> {
     let zero = T::zero();
     let one = T::one();
-    Ok(match op {
+    match op {
         UnaryOp::Neg => map1(x, l, |v: T| -v),
         UnaryOp::Abs => map1(x, l, |v: T| v.abs()),
         UnaryOp::Sign => map1(x, l, |v: T| {
@@ -60,17 +61,17 @@ fn unary_float<T: FloatElement>(op: UnaryOp, x: &[T], l: &Layout) -> Result<Vec<
         UnaryOp::Erf => map1(x, l, |v: T| v.erf()),
         UnaryOp::Floor => map1(x, l, |v: T| v.floor()),
         UnaryOp::Ceil => map1(x, l, |v: T| v.ceil()),
-        UnaryOp::Not => return Err(unsupported(op.name(), T::DTYPE)),
-    })
+        UnaryOp::Not => Err(unsupported(op.name(), T::DTYPE)),
+    }
 }
 
 /// The integer ops; negation, absolute value and squaring wrap like the other i64 arithmetic.
 fn unary_int(op: UnaryOp, x: &[i64], l: &Layout) -> Result<Vec<i64>> {
-    Ok(match op {
+    match op {
         UnaryOp::Neg => map1(x, l, i64::wrapping_neg),
         UnaryOp::Abs => map1(x, l, i64::wrapping_abs),
         UnaryOp::Sign => map1(x, l, i64::signum),
         UnaryOp::Square => map1(x, l, |v: i64| v.wrapping_mul(v)),
-        _ => return Err(unsupported(op.name(), i64::DTYPE)),
-    })
+        _ => Err(unsupported(op.name(), i64::DTYPE)),
+    }
 }

@@ -9,7 +9,7 @@ use safetensors::SafeTensors;
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
-use tessera_core::{Backend, Tensor};
+use tessera_core::{Backend, Shape, Tensor};
 
 /// The names, dims, dtypes and metadata of a checkpoint file, without its tensor data.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -36,8 +36,22 @@ fn parse_file(path: &Path) -> Result<ParsedFile> {
         .map_err(|_| Error::format(path, "the safetensors parser failed on this file"))?;
     let (_, header) =
         parsed.map_err(|e| Error::format(path, format!("not a valid safetensors file: {e}")))?;
+    check_header_names(&bytes, path)?;
     let mut tensors = BTreeMap::new();
     for (name, info) in header.tensors() {
+        if info.shape.len() > Shape::MAX_RANK {
+            return Err(Error::format(
+                path,
+                format!(
+                    "tensor '{name}' has rank {}, more than the {} a tensor may have",
+                    info.shape.len(),
+                    Shape::MAX_RANK
+                ),
+            ));
+        }
+        Shape::new(info.shape.clone())
+            .check_size("checkpoint::load")
+            .map_err(|e| Error::format(path, format!("tensor '{name}': {e}")))?;
         let dtype = from_safetensors_dtype(info.dtype).ok_or_else(|| {
             Error::format(
                 path,
@@ -59,6 +73,68 @@ fn parse_file(path: &Path) -> Result<ParsedFile> {
         bytes,
         info: CheckpointInfo { tensors, metadata },
     })
+}
+
+/// The top-level keys of a JSON object, in order and with repetitions (a map would keep only
+/// the last of two equal keys, which is how a duplicate tensor name goes unnoticed).
+struct TopLevelKeys(Vec<String>);
+
+impl<'de> serde::Deserialize<'de> for TopLevelKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Keys;
+        impl<'de> serde::de::Visitor<'de> for Keys {
+            type Value = TopLevelKeys;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<TopLevelKeys, A::Error> {
+                let mut keys = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                    keys.push(key);
+                }
+                Ok(TopLevelKeys(keys))
+            }
+        }
+        d.deserialize_map(Keys)
+    }
+}
+
+/// Errors unless every tensor name of the header (which `safetensors` has already parsed) is
+/// non-empty and given once. The header is the JSON object after the 8-byte length prefix.
+fn check_header_names(bytes: &[u8], path: &Path) -> Result<()> {
+    let len = bytes
+        .get(..8)
+        .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(|| Error::format(path, "no safetensors header"))?;
+    let header = bytes
+        .get(8..8usize.saturating_add(len))
+        .ok_or_else(|| Error::format(path, "the safetensors header is truncated"))?;
+    let TopLevelKeys(keys) = serde_json::from_slice(header)
+        .map_err(|e| Error::format(path, format!("not a valid safetensors header: {e}")))?;
+    let mut seen = std::collections::BTreeSet::new();
+    for key in &keys {
+        if key == crate::checkpoint::METADATA_KEY {
+            continue;
+        }
+        if key.is_empty() {
+            return Err(Error::format(
+                path,
+                "a tensor has an empty name (save refuses to write one)",
+            ));
+        }
+        if !seen.insert(key.as_str()) {
+            return Err(Error::format(
+                path,
+                format!("tensor '{key}' appears twice in the header"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Lists the tensors and metadata of the safetensors file `path` without uploading anything.

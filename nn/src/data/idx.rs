@@ -6,7 +6,8 @@
 
 use crate::{Error, Result};
 use flate2::read::MultiGzDecoder;
-use std::io::Read;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 /// The IDX element-type byte for unsigned bytes, the only one this reader decodes.
@@ -15,8 +16,12 @@ pub const IDX_DTYPE_U8: u8 = 0x08;
 /// The two leading bytes of a gzip stream.
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 
-/// Deflate cannot expand data by more than about 1032:1.
-const MAX_DEFLATE_RATIO: usize = 1032;
+/// The payload is read (and its buffer grown) this many bytes at a time.
+const CHUNK: usize = 64 * 1024;
+
+/// Trailing bytes after a gzip payload are counted up to this many (a corrupt stream could
+/// decompress for ever).
+const TRAILING_COUNT_LIMIT: u64 = 64 << 20;
 
 /// The decoded content of an IDX file of unsigned bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,17 +32,23 @@ pub struct IdxArray {
     pub data: Vec<u8>,
 }
 
-/// Reads an IDX file of unsigned bytes, gunzipping it first when it starts with the gzip magic
-/// (whatever its name). The header, the rank and the exact payload length are validated; any
-/// problem is an error naming the file.
+/// Reads an IDX file of unsigned bytes, gunzipping it on the fly when it starts with the gzip
+/// magic (whatever its name). The header is read and validated first (magic, element type,
+/// rank, dims whose product fits); then the payload is streamed into a buffer that grows with
+/// the data actually read, never beyond the size the header claims, so a small file claiming a
+/// huge payload costs nothing and a compressed file costs only its decompressed size. A
+/// payload shorter or longer than the header says, a corrupt gzip stream (bad deflate data,
+/// CRC or length) and a payload the host cannot hold are errors naming the file.
 pub fn read_idx(path: &Path) -> Result<IdxArray> {
-    let raw = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    let bytes = if raw.starts_with(&GZIP_MAGIC) {
-        gunzip(&raw, path)?
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let file_len = file.metadata().map(|m| m.len()).ok();
+    let mut reader = BufReader::with_capacity(CHUNK, file);
+    let head = reader.fill_buf().map_err(|e| Error::io(path, e))?;
+    if head.starts_with(&GZIP_MAGIC) {
+        decode(&mut MultiGzDecoder::new(reader), path, Source::Gzip, None)
     } else {
-        raw
-    };
-    parse_idx(&bytes, path)
+        decode(&mut reader, path, Source::Raw, file_len)
+    }
 }
 
 /// Reads an IDX file and checks that it has rank `expected_rank`.
@@ -56,69 +67,93 @@ pub fn read_idx_with_rank(path: &Path, expected_rank: usize) -> Result<IdxArray>
     Ok(array)
 }
 
-/// Decompresses a complete gzip stream (all members), failing on truncation or a bad checksum.
-fn gunzip(compressed: &[u8], path: &Path) -> Result<Vec<u8>> {
-    // The gzip trailer's ISIZE (uncompressed length mod 2^32) is only a hint: cap it by deflate's
-    // maximum ratio so a corrupt trailer cannot trigger a huge allocation.
-    let size_hint = compressed
-        .len()
-        .checked_sub(4)
-        .map(|at| {
-            let t = &compressed[at..];
-            u32::from_le_bytes([t[0], t[1], t[2], t[3]]) as usize
-        })
-        .unwrap_or(0)
-        .min(compressed.len().saturating_mul(MAX_DEFLATE_RATIO));
-    let mut out = Vec::with_capacity(size_hint);
-    MultiGzDecoder::new(compressed)
-        .read_to_end(&mut out)
-        .map_err(|e| Error::format(path, format!("invalid or truncated gzip data: {e}")))?;
-    Ok(out)
-}
-
 /// Parses the bytes of an (uncompressed) IDX file; `path` is only used in error messages.
 pub fn parse_idx(bytes: &[u8], path: &Path) -> Result<IdxArray> {
-    if bytes.len() < 4 {
+    let mut reader = bytes;
+    decode(&mut reader, path, Source::Raw, Some(bytes.len() as u64))
+}
+
+/// Where the bytes come from: read errors of a raw source are I/O errors, those of a gzip
+/// stream mean corrupt data.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Source {
+    Raw,
+    Gzip,
+}
+
+/// A read failure of `source` as an error naming `path`.
+fn read_error(path: &Path, source: Source, e: std::io::Error) -> Error {
+    match source {
+        Source::Gzip => Error::format(path, format!("invalid or truncated gzip data: {e}")),
+        Source::Raw => Error::io(path, e),
+    }
+}
+
+/// Reads into `buf` until it is full or the input ends; returns how many bytes were read.
+fn read_up_to(r: &mut impl Read, buf: &mut [u8], path: &Path, source: Source) -> Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match r.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(read_error(path, source, e)),
+        }
+    }
+    Ok(filled)
+}
+
+/// Decodes an IDX stream: the header first, then a payload of exactly the size it claims.
+/// `total_len` is the size of a raw source when known, so that a wrong payload length is
+/// reported without reading it.
+fn decode(
+    r: &mut impl Read,
+    path: &Path,
+    source: Source,
+    total_len: Option<u64>,
+) -> Result<IdxArray> {
+    let mut magic = [0u8; 4];
+    let got = read_up_to(r, &mut magic, path, source)?;
+    if got < 4 {
         return Err(Error::format(
             path,
-            format!(
-                "file has {} bytes, too short for the 4-byte IDX magic number",
-                bytes.len()
-            ),
+            format!("file has {got} bytes, too short for the 4-byte IDX magic number"),
         ));
     }
-    if bytes[0] != 0 || bytes[1] != 0 {
+    if magic[0] != 0 || magic[1] != 0 {
         return Err(Error::format(
             path,
             format!(
                 "bad IDX magic number 0x{:02x}{:02x}{:02x}{:02x}: the first two bytes must be zero \
                  (is this an IDX file?)",
-                bytes[0], bytes[1], bytes[2], bytes[3]
+                magic[0], magic[1], magic[2], magic[3]
             ),
         ));
     }
-    let dtype = bytes[2];
+    let dtype = magic[2];
     if dtype != IDX_DTYPE_U8 {
         return Err(Error::format(
             path,
             format!("IDX element type 0x{dtype:02x} is not supported (only 0x08, unsigned bytes)"),
         ));
     }
-    let rank = usize::from(bytes[3]);
+    let rank = usize::from(magic[3]);
     if rank == 0 {
         return Err(Error::format(path, "IDX header declares rank 0"));
     }
     let header_len = 4 + 4 * rank;
-    if bytes.len() < header_len {
+    let mut raw_dims = vec![0u8; 4 * rank];
+    let got = read_up_to(r, &mut raw_dims, path, source)?;
+    if got < raw_dims.len() {
         return Err(Error::format(
             path,
             format!(
                 "file has {} bytes, too short for the header of a rank-{rank} IDX array ({header_len} bytes)",
-                bytes.len()
+                4 + got
             ),
         ));
     }
-    let dims: Vec<usize> = bytes[4..header_len]
+    let dims: Vec<usize> = raw_dims
         .chunks_exact(4)
         .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]) as usize)
         .collect();
@@ -131,25 +166,74 @@ pub fn parse_idx(bytes: &[u8], path: &Path) -> Result<IdxArray> {
                 format!("IDX dims {dims:?} overflow the addressable size"),
             )
         })?;
-    let payload = &bytes[header_len..];
-    if payload.len() != expected {
-        let what = if payload.len() < expected {
+    let length_error = |got: u64| {
+        let what = if got < expected as u64 {
             "truncated"
         } else {
             "has trailing bytes"
         };
-        return Err(Error::format(
+        Error::format(
             path,
-            format!(
-                "IDX payload {what}: {} bytes but dims {dims:?} need {expected}",
-                payload.len()
-            ),
-        ));
+            format!("IDX payload {what}: {got} bytes but dims {dims:?} need {expected}"),
+        )
+    };
+    if let Some(total) = total_len {
+        let payload = total.saturating_sub(header_len as u64);
+        if payload != expected as u64 {
+            return Err(length_error(payload));
+        }
     }
-    Ok(IdxArray {
-        dims,
-        data: payload.to_vec(),
-    })
+    let data = read_payload(r, expected, path, source, &length_error)?;
+    Ok(IdxArray { dims, data })
+}
+
+/// Reads exactly `expected` bytes and checks that nothing follows them. The buffer grows with
+/// the bytes read (at most doubling, never past `expected`), fallibly.
+fn read_payload(
+    r: &mut impl Read,
+    expected: usize,
+    path: &Path,
+    source: Source,
+    length_error: &dyn Fn(u64) -> Error,
+) -> Result<Vec<u8>> {
+    let out_of_memory = || {
+        Error::format(
+            path,
+            format!("the IDX payload of {expected} bytes does not fit in memory"),
+        )
+    };
+    let mut data: Vec<u8> = Vec::new();
+    let mut chunk = vec![0u8; CHUNK];
+    while data.len() < expected {
+        let want = CHUNK.min(expected - data.len());
+        let n = read_up_to(r, &mut chunk[..want], path, source)?;
+        if n == 0 {
+            return Err(length_error(data.len() as u64));
+        }
+        if data.capacity() - data.len() < n {
+            let target = (data.len() * 2)
+                .max(data.len() + n)
+                .max(CHUNK)
+                .min(expected);
+            data.try_reserve_exact(target - data.len())
+                .map_err(|_| out_of_memory())?;
+        }
+        data.extend_from_slice(&chunk[..n]);
+    }
+    // Anything after the payload is an error; reading to the end also makes the gzip decoder
+    // check its CRC and length.
+    let mut trailing = 0u64;
+    loop {
+        let n = read_up_to(r, &mut chunk, path, source)?;
+        if n == 0 || trailing >= TRAILING_COUNT_LIMIT {
+            break;
+        }
+        trailing += n as u64;
+    }
+    if trailing > 0 {
+        return Err(length_error(expected as u64 + trailing));
+    }
+    Ok(data)
 }
 
 /// Serialises an array as an uncompressed IDX file of unsigned bytes (the inverse of

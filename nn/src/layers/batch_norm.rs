@@ -96,6 +96,12 @@ impl<B: Backend> BatchNormCore<B> {
         if !dtype.is_float() {
             return Err(Error::UnsupportedDType { op, dtype });
         }
+        if num_features == 0 {
+            return Err(Error::InvalidArgument {
+                op,
+                msg: "num_features must be at least 1".into(),
+            });
+        }
         let (weight, bias) = if config.affine {
             (
                 Some(Var::param(Tensor::ones([num_features], dtype, backend)?)),

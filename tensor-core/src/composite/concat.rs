@@ -1,12 +1,12 @@
 //! Concatenation by writing each input into its region of a fresh output.
 
+use crate::tensor::concat_shape;
 use crate::{Backend, Result, Tensor};
 
-/// Joins `tensors` along `axis` (validated by [`Tensor::cat`]).
+/// Joins `tensors` along `axis` (checked again here, as [`Tensor::cat`] does).
 pub fn concat<B: Backend>(tensors: &[&Tensor<B>], axis: usize) -> Result<Tensor<B>> {
+    let dims = concat_shape(tensors, axis)?;
     let first = tensors[0];
-    let mut dims = first.dims().to_vec();
-    dims[axis] = tensors.iter().map(|t| t.dims()[axis]).sum();
     let mut out = Tensor::zeros(dims, first.dtype(), first.backend())?;
     let mut start = 0;
     for t in tensors {

@@ -1,7 +1,7 @@
 //! 2-D convolution as im2col + batched matmul, and its two gradients.
 
-use super::{pad2d, tap_layout, windows_view};
-use crate::tensor::conv_output_dims;
+use super::{pad2d, padded, tap_layout, windows_view};
+use crate::tensor::{check_conv2d, check_conv2d_backward_input, check_conv2d_backward_weight};
 use crate::{Backend, Conv2dParams, Result, Tensor};
 
 /// im2col: the columns `[n, c * kh * kw, oh * ow]` of `x` for a `[.., kh, kw]` kernel.
@@ -22,7 +22,7 @@ fn im2col<B: Backend>(
 
 /// Convolution of `x: [n, c, h, w]` with `weight: [o, c, kh, kw]`, giving `[n, o, oh, ow]`.
 pub fn conv2d<B: Backend>(x: &Tensor<B>, weight: &Tensor<B>, p: Conv2dParams) -> Result<Tensor<B>> {
-    let [n, o, oh, ow] = conv_output_dims(x.dims(), weight.dims(), p)?;
+    let [n, o, oh, ow] = check_conv2d(x.dims(), weight.dims(), p)?;
     let wd = weight.dims();
     let cols = im2col(x, (wd[2], wd[3]), p, (oh, ow))?;
     let w = weight.reshape([o, wd[1] * wd[2] * wd[3]])?;
@@ -36,6 +36,7 @@ pub fn conv2d_backward_input<B: Backend>(
     input_dims: &[usize],
     p: Conv2dParams,
 ) -> Result<Tensor<B>> {
+    check_conv2d_backward_input(grad_out.dims(), weight.dims(), input_dims, p)?;
     let wd = weight.dims();
     let (n, c, h, w) = (input_dims[0], input_dims[1], input_dims[2], input_dims[3]);
     let (o, kh, kw) = (wd[0], wd[2], wd[3]);
@@ -44,7 +45,7 @@ pub fn conv2d_backward_input<B: Backend>(
     let cols = w_t
         .matmul(&grad_out.reshape([n, o, oh * ow])?)?
         .reshape([n, c, kh, kw, oh, ow])?;
-    let padded_dims = [n, c, h + 2 * p.padding.0, w + 2 * p.padding.1];
+    let padded_dims = [n, c, padded(h, p.padding.0)?, padded(w, p.padding.1)?];
     let mut grad = Tensor::zeros(padded_dims, grad_out.dtype(), grad_out.backend())?;
     if oh > 0 && ow > 0 {
         for i in 0..kh {
@@ -70,6 +71,7 @@ pub fn conv2d_backward_weight<B: Backend>(
     weight_dims: &[usize],
     p: Conv2dParams,
 ) -> Result<Tensor<B>> {
+    check_conv2d_backward_weight(x.dims(), grad_out.dims(), weight_dims, p)?;
     let (n, o) = (x.dims()[0], weight_dims[0]);
     let (oh, ow) = (grad_out.dims()[2], grad_out.dims()[3]);
     let cols = im2col(x, (weight_dims[2], weight_dims[3]), p, (oh, ow))?;

@@ -3,12 +3,32 @@
 //! operations in the same order, so bit for bit on the CPU).
 
 use crate::backend::{AdamTensors, AdamUpdate};
-use crate::{Backend, Result, Tensor};
+use crate::{Backend, Error, Result, Tensor};
+
+/// Errors unless every tensor has the shape and dtype of the first (what the fused
+/// composites document), so that nothing is broadcast silently.
+fn check_same_shapes<B: Backend>(op: &'static str, tensors: &[&Tensor<B>]) -> Result<()> {
+    let first = tensors[0];
+    first.check_float(op)?;
+    for t in &tensors[1..] {
+        first.check_same_device(op, t)?;
+        first.check_same_dtype(op, t)?;
+        if t.shape() != first.shape() {
+            return Err(Error::ShapeMismatch {
+                op,
+                lhs: first.shape().clone(),
+                rhs: t.shape().clone(),
+            });
+        }
+    }
+    Ok(())
+}
 
 /// The gradient of `relu(x)` given the upstream `grad`: 0 where `x <= 0` (so 0 at `x == 0`),
 /// `grad` elsewhere, NaN included: PyTorch's `threshold_backward`, which passes the gradient
 /// where `x` is NaN.
 pub fn relu_backward<B: Backend>(x: &Tensor<B>, grad: &Tensor<B>) -> Result<Tensor<B>> {
+    check_same_shapes("relu_backward", &[x, grad])?;
     x.le_scalar(0.0)?.where_select(&grad.zeros_like()?, grad)
 }
 
@@ -29,6 +49,9 @@ pub fn adam_update<B: Backend>(
     max_exp_avg_sq: Option<&Tensor<B>>,
     u: AdamUpdate,
 ) -> Result<AdamTensors<B>> {
+    let mut operands = vec![param, grad, exp_avg, exp_avg_sq];
+    operands.extend(max_exp_avg_sq);
+    check_same_shapes("adam_update", &operands)?;
     let mut p = param.clone();
     let mut g = grad.clone();
     if u.coupled_decay != 0.0 {

@@ -28,7 +28,7 @@ pub(crate) fn pad2d<B: Backend>(
     }
     let d = x.dims();
     let mut out = Tensor::full(
-        [d[0], d[1], d[2] + 2 * ph, d[3] + 2 * pw],
+        [d[0], d[1], padded(d[2], ph)?, padded(d[3], pw)?],
         value,
         x.dtype(),
         x.backend(),
@@ -36,6 +36,17 @@ pub(crate) fn pad2d<B: Backend>(
     let interior = out.layout().narrow(2, ph, d[2])?.narrow(3, pw, d[3])?;
     out.assign_into(&interior, x, false)?;
     Ok(out)
+}
+
+/// `len + 2 * padding`, or [`crate::Error::SizeOverflow`] when it overflows.
+pub(crate) fn padded(len: usize, padding: usize) -> Result<usize> {
+    padding
+        .checked_mul(2)
+        .and_then(|both| both.checked_add(len))
+        .ok_or_else(|| crate::Error::SizeOverflow {
+            op: "pad2d",
+            msg: format!("{len} + 2 * {padding} overflows"),
+        })
 }
 
 /// The layout, inside a contiguous `[n, c, hp, wp]` tensor, of the input positions that kernel
@@ -55,6 +66,20 @@ pub(crate) fn tap_layout(
         .slice(3, left, left + (ow.max(1) - 1) * stride.1 + 1, stride.1)
 }
 
+/// The stride of a window axis that steps `count` times by `step` elements of `unit`: exact
+/// when it is used (`count >= 2`: the window fits, so `step * (count - 1)` is inside the
+/// padded input), 0 when it is not, however large `step` is (a stride or dilation of
+/// `usize::MAX` with a single output or tap is valid).
+pub(crate) fn window_stride(step: usize, count: usize, unit: isize) -> isize {
+    if count < 2 {
+        return 0;
+    }
+    isize::try_from(step)
+        .ok()
+        .and_then(|s| s.checked_mul(unit))
+        .unwrap_or(isize::MAX)
+}
+
 /// The read-only sliding-window view `[n, c, kh, kw, oh, ow]` of a contiguous padded input.
 pub(crate) fn windows_view<B: Backend>(
     padded: &Tensor<B>,
@@ -70,10 +95,10 @@ pub(crate) fn windows_view<B: Backend>(
         vec![
             c * hp * wp,
             hp * wp,
-            dilation.0 as isize * wp,
-            dilation.1 as isize,
-            stride.0 as isize * wp,
-            stride.1 as isize,
+            window_stride(dilation.0, kernel.0, wp),
+            window_stride(dilation.1, kernel.1, 1),
+            window_stride(stride.0, out_hw.0, wp),
+            window_stride(stride.1, out_hw.1, 1),
         ],
         padded.layout().offset(),
     )

@@ -1,8 +1,8 @@
 //! Max and average pooling over sliding windows, and their gradients.
 
-use super::{pad2d, tap_layout};
-use crate::tensor::pool_output_dims;
-use crate::{Backend, DType, Pool2dParams, Result, Tensor};
+use super::{pad2d, padded, tap_layout, window_stride};
+use crate::tensor::{check_pool2d_backward, interior_taps, pool_output_dims};
+use crate::{Backend, DType, Error, Pool2dParams, Result, Tensor};
 
 /// The windows of `x` as `[n, c, oh, ow, kh * kw]` (a copy), padded with `pad_value`.
 fn windows<B: Backend>(x: &Tensor<B>, p: Pool2dParams, pad_value: f64) -> Result<Tensor<B>> {
@@ -16,8 +16,8 @@ fn windows<B: Backend>(x: &Tensor<B>, p: Pool2dParams, pad_value: f64) -> Result
             vec![
                 c as isize * hp * wp,
                 hp * wp,
-                p.stride.0 as isize * wp,
-                p.stride.1 as isize,
+                window_stride(p.stride.0, oh, wp),
+                window_stride(p.stride.1, ow, 1),
                 wp,
                 1,
             ],
@@ -59,22 +59,32 @@ pub fn max_pool2d<B: Backend>(x: &Tensor<B>, p: Pool2dParams) -> Result<(Tensor<
     Ok((max, arg))
 }
 
-/// Adds `contribution(tap)` for every kernel tap into a zero gradient of the padded input.
+/// Adds `contribution(tap)` for every kernel tap into a zero gradient of the padded input,
+/// where `tap` is the window position `i * kw + j` (`None` if it does not fit an `i64`, so no
+/// position can name it). Taps that only ever see padding are skipped (their contributions are
+/// cut away at the end), so the loop is bounded by the image, not by the kernel.
 fn scatter_taps<B: Backend>(
+    op: &'static str,
     like: &Tensor<B>,
     input_dims: &[usize],
     p: Pool2dParams,
-    mut contribution: impl FnMut(usize) -> Result<Tensor<B>>,
+    mut contribution: impl FnMut(Option<i64>) -> Result<Tensor<B>>,
 ) -> Result<Tensor<B>> {
+    check_pool2d_backward(op, like.dims(), input_dims, p)?;
     let (n, c, h, w) = (input_dims[0], input_dims[1], input_dims[2], input_dims[3]);
     let (oh, ow) = (like.dims()[2], like.dims()[3]);
-    let padded_dims = [n, c, h + 2 * p.padding.0, w + 2 * p.padding.1];
+    let padded_dims = [n, c, padded(h, p.padding.0)?, padded(w, p.padding.1)?];
     let mut grad = Tensor::zeros(padded_dims, like.dtype(), like.backend())?;
     if oh > 0 && ow > 0 {
-        for i in 0..p.kernel.0 {
-            for j in 0..p.kernel.1 {
+        let cols: Vec<usize> = interior_taps(p.kernel.1, p.stride.1, p.padding.1, w, ow).collect();
+        for i in interior_taps(p.kernel.0, p.stride.0, p.padding.0, h, oh) {
+            for &j in &cols {
                 let dst = tap_layout(padded_dims, (i, j), (1, 1), p.stride, (oh, ow))?;
-                let src = contribution(i * p.kernel.1 + j)?;
+                let tap = i
+                    .checked_mul(p.kernel.1)
+                    .and_then(|t| t.checked_add(j))
+                    .and_then(|t| i64::try_from(t).ok());
+                let src = contribution(tap)?;
                 grad.assign_into(&dst, &src, true)?;
             }
         }
@@ -85,22 +95,74 @@ fn scatter_taps<B: Backend>(
 }
 
 /// Gradient of max pooling: each window's gradient goes to the position of its maximum.
+///
+/// The positions are first passed through a `gather` from `0..kh * kw`, which is the identity
+/// on valid positions and makes the backend report any other as [`Error::IndexOutOfRange`]
+/// (without waiting for the device on GPU backends: their index errors surface at the next
+/// read-back).
 pub fn max_pool2d_backward<B: Backend>(
     grad_out: &Tensor<B>,
     window_argmax: &Tensor<B>,
     input_dims: &[usize],
     p: Pool2dParams,
 ) -> Result<Tensor<B>> {
+    const OP: &str = "max_pool2d_backward";
+    check_pool2d_backward(OP, grad_out.dims(), input_dims, p)?;
+    if window_argmax.shape() != grad_out.shape() {
+        return Err(Error::ShapeMismatch {
+            op: OP,
+            lhs: grad_out.shape().clone(),
+            rhs: window_argmax.shape().clone(),
+        });
+    }
+    let window_argmax = checked_positions(OP, window_argmax, p)?;
     let zero = grad_out.scalar_like(0.0)?;
-    scatter_taps(grad_out, input_dims, p, |tap| {
-        let hit = window_argmax.eq(&Tensor::full(
-            (),
-            tap as f64,
-            DType::I64,
-            grad_out.backend(),
-        )?)?;
-        hit.where_select(grad_out, &zero)
+    scatter_taps(OP, grad_out, input_dims, p, |tap| match tap {
+        Some(tap) => {
+            let tap = Tensor::from_vec(vec![tap], (), grad_out.backend())?;
+            window_argmax.eq(&tap)?.where_select(grad_out, &zero)
+        }
+        None => grad_out.zeros_like(),
     })
+}
+
+/// Tables of window positions up to this size are gathered from directly.
+const POSITION_TABLE_LIMIT: usize = 1 << 16;
+
+/// `window_argmax` after a `gather` that is the identity on positions inside the window
+/// (`0..kh * kw`) and makes the backend report any other as [`Error::IndexOutOfRange`].
+///
+/// For the usual windows the gather reads the table `0..kh * kw` itself; for a window of more
+/// than [`POSITION_TABLE_LIMIT`] taps, valid positions are first mapped to 0 and the gather
+/// reads a one-element table, so nothing of the window's size is allocated.
+fn checked_positions<B: Backend>(
+    op: &'static str,
+    window_argmax: &Tensor<B>,
+    p: Pool2dParams,
+) -> Result<Tensor<B>> {
+    let taps = p.kernel.0.saturating_mul(p.kernel.1);
+    let dev = window_argmax.backend();
+    let flat = window_argmax.reshape([window_argmax.numel()])?;
+    let checked = if taps <= POSITION_TABLE_LIMIT {
+        Tensor::arange(0.0, taps as f64, 1.0, DType::I64, dev)?.gather(0, &flat)
+    } else {
+        // `taps` as f64 may round, but only for windows of more than 2^53 taps, whose
+        // positions could not be told apart by an f64 comparison either way.
+        let inside = flat.ge_scalar(0.0)?.mul(&flat.lt_scalar(taps as f64)?)?;
+        let mapped = inside.where_select(&flat.zeros_like()?, &flat)?;
+        Tensor::zeros([1], DType::I64, dev)?
+            .gather(0, &mapped)
+            .map(|_| flat.clone())
+    };
+    let checked = checked.map_err(|e| match e {
+        Error::IndexOutOfRange { index, .. } => Error::IndexOutOfRange {
+            op,
+            index,
+            size: taps,
+        },
+        other => other,
+    })?;
+    checked.reshape(window_argmax.shape())
 }
 
 /// Average pooling (padding counts as zeros, the divisor is the full window size).
@@ -114,6 +176,9 @@ pub fn avg_pool2d_backward<B: Backend>(
     input_dims: &[usize],
     p: Pool2dParams,
 ) -> Result<Tensor<B>> {
-    let share = grad_out.div_scalar((p.kernel.0 * p.kernel.1) as f64)?;
-    scatter_taps(grad_out, input_dims, p, |_| Ok(share.clone()))
+    const OP: &str = "avg_pool2d_backward";
+    check_pool2d_backward(OP, grad_out.dims(), input_dims, p)?;
+    let window = p.kernel.0 as f64 * p.kernel.1 as f64;
+    let share = grad_out.div_scalar(window)?;
+    scatter_taps(OP, grad_out, input_dims, p, |_| Ok(share.clone()))
 }

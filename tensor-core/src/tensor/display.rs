@@ -14,7 +14,13 @@ impl<B: Backend> fmt::Display for Tensor<B> {
             Ok(v) => v,
             Err(e) => return write!(f, "tensor(<unreadable: {e}>)"),
         };
-        let summarise = values.len() > SUMMARY_THRESHOLD;
+        // An empty tensor prints one `[]` per position of its leading dims, which may be huge
+        // ([1 << 31, 0]): summarise by the extent (size-0 dims counted as 1), not the count.
+        let extent = self
+            .dims()
+            .iter()
+            .fold(1usize, |acc, &d| acc.saturating_mul(d.max(1)));
+        let summarise = values.len() > SUMMARY_THRESHOLD || extent > SUMMARY_THRESHOLD;
         let strides = self.shape().contiguous_strides();
         let mut out = String::from("tensor(");
         write_axis(

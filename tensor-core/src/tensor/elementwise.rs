@@ -1,6 +1,6 @@
 //! Element-wise maps, broadcasting binary ops, comparisons, select and casts.
 
-use super::Tensor;
+use super::{check_output, Tensor};
 use crate::{Backend, BinaryOp, CmpOp, DType, Error, Result, UnaryOp};
 
 macro_rules! unary_methods {
@@ -128,6 +128,7 @@ impl<B: Backend> Tensor<B> {
                 dtype: self.dtype(),
             });
         }
+        check_output(op.name(), self.shape(), self.dtype())?;
         let storage = self.backend.unary(op, &self.storage, &self.layout)?;
         Ok(Self::from_output(
             &self.backend,
@@ -153,6 +154,7 @@ impl<B: Backend> Tensor<B> {
                 dtype: a.dtype(),
             });
         }
+        check_output(op.name(), a.shape(), a.dtype())?;
         let storage = self
             .backend
             .binary(op, &a.storage, &a.layout, &b.storage, &b.layout)?;
@@ -162,6 +164,7 @@ impl<B: Backend> Tensor<B> {
     /// Compares with broadcasting; the result is a bool tensor.
     pub fn compare(&self, op: CmpOp, rhs: &Self) -> Result<Self> {
         let (a, b) = self.broadcast_pair(op.name(), rhs)?;
+        check_output(op.name(), a.shape(), DType::Bool)?;
         let storage = self
             .backend
             .compare(op, &a.storage, &a.layout, &b.storage, &b.layout)?;
@@ -185,6 +188,7 @@ impl<B: Backend> Tensor<B> {
             .shape()
             .broadcast_with(OP, on_true.shape())?
             .broadcast_with(OP, on_false.shape())?;
+        check_output(OP, &shape, on_true.dtype())?;
         let (c, t, f) = (
             self.broadcast_to(&shape)?,
             on_true.broadcast_to(&shape)?,
@@ -207,6 +211,7 @@ impl<B: Backend> Tensor<B> {
                 dtype,
             });
         }
+        check_output("to_dtype", self.shape(), dtype)?;
         let storage = self.backend.cast(&self.storage, &self.layout, dtype)?;
         Ok(Self::from_output(
             &self.backend,

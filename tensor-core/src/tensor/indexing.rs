@@ -1,7 +1,7 @@
 //! Indexing: index_select, gather, scatter_add, concatenation and stacking.
 
-use super::Tensor;
-use crate::{Backend, DType, Error, Result};
+use super::{check_output, Tensor};
+use crate::{Backend, DType, Error, Result, Shape};
 
 impl<B: Backend> Tensor<B> {
     fn check_indices(&self, op: &'static str, indices: &Self) -> Result<()> {
@@ -27,6 +27,10 @@ impl<B: Backend> Tensor<B> {
                 msg: format!("indices must have rank 1, got shape {}", indices.shape()),
             });
         }
+        let mut dims = self.dims().to_vec();
+        dims[a] = indices.numel();
+        let dims = Shape::new(dims);
+        check_output(OP, &dims, self.dtype())?;
         let storage = self.backend.index_select(
             &self.storage,
             &self.layout,
@@ -34,8 +38,6 @@ impl<B: Backend> Tensor<B> {
             &indices.storage,
             &indices.layout,
         )?;
-        let mut dims = self.dims().to_vec();
-        dims[a] = indices.numel();
         Ok(Self::from_output(&self.backend, storage, dims))
     }
 
@@ -68,6 +70,7 @@ impl<B: Backend> Tensor<B> {
         let a = self.shape().axis(OP, axis)?;
         self.check_indices(OP, indices)?;
         self.check_gather_shape(OP, a, indices)?;
+        check_output(OP, indices.shape(), self.dtype())?;
         let storage = self.backend.gather(
             &self.storage,
             &self.layout,
@@ -98,6 +101,7 @@ impl<B: Backend> Tensor<B> {
             });
         }
         self.check_gather_shape(OP, a, indices)?;
+        check_output(OP, self.shape(), self.dtype())?;
         let storage = self.backend.scatter_add(
             &self.storage,
             &self.layout,
@@ -122,23 +126,7 @@ impl<B: Backend> Tensor<B> {
             msg: "needs at least one tensor".into(),
         })?;
         let a = first.shape().axis(OP, axis)?;
-        for t in &tensors[1..] {
-            first.check_same_device(OP, t)?;
-            first.check_same_dtype(OP, t)?;
-            let same_elsewhere = t.rank() == first.rank()
-                && t.dims()
-                    .iter()
-                    .zip(first.dims())
-                    .enumerate()
-                    .all(|(d, (x, y))| d == a || x == y);
-            if !same_elsewhere {
-                return Err(Error::ShapeMismatch {
-                    op: OP,
-                    lhs: first.shape().clone(),
-                    rhs: t.shape().clone(),
-                });
-            }
-        }
+        concat_shape(tensors, a)?;
         first.backend.concat(tensors, a)
     }
 
@@ -185,6 +173,7 @@ impl<B: Backend> Tensor<B> {
                 rhs: src.shape().clone(),
             });
         }
+        check_output(OP, self.shape(), self.dtype())?;
         let mut out = self.contiguous_copy()?;
         let dst_layout = out.layout.narrow(a as isize, start, src.dims()[a])?;
         out.assign_into(&dst_layout, src, accumulate)?;
@@ -223,4 +212,40 @@ impl<B: Backend> Tensor<B> {
         self.backend
             .assign(storage, dst_layout, &src.storage, &src.layout, mode)
     }
+}
+
+/// The shape of `tensors` joined along `axis`, after checking what [`Tensor::cat`] requires
+/// of them: at least one tensor, `axis` an axis of the first, the same device, rank and dtype,
+/// equal sizes off `axis`, and a result within [`crate::limits`].
+pub fn concat_shape<B: Backend>(tensors: &[&Tensor<B>], axis: usize) -> Result<Shape> {
+    const OP: &str = "cat";
+    let first = tensors.first().ok_or_else(|| Error::InvalidArgument {
+        op: OP,
+        msg: "needs at least one tensor".into(),
+    })?;
+    first.layout().check_axis(OP, axis)?;
+    let mut joined = 0usize;
+    for t in tensors {
+        first.check_same_device(OP, t)?;
+        first.check_same_dtype(OP, t)?;
+        let same_elsewhere = t.rank() == first.rank()
+            && t.dims()
+                .iter()
+                .zip(first.dims())
+                .enumerate()
+                .all(|(d, (x, y))| d == axis || x == y);
+        if !same_elsewhere {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                lhs: first.shape().clone(),
+                rhs: t.shape().clone(),
+            });
+        }
+        joined = joined.saturating_add(t.dims()[axis]);
+    }
+    let mut dims = first.dims().to_vec();
+    dims[axis] = joined;
+    let shape = Shape::new(dims);
+    check_output(OP, &shape, first.dtype())?;
+    Ok(shape)
 }

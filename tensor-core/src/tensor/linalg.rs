@@ -1,6 +1,6 @@
 //! Matrix products.
 
-use super::Tensor;
+use super::{check_output, Tensor};
 use crate::{Backend, Error, Result, Shape};
 
 impl<B: Backend> Tensor<B> {
@@ -51,6 +51,7 @@ impl<B: Backend> Tensor<B> {
             v.extend([x, y]);
             Shape::new(v)
         };
+        check_output(OP, &with(&batch, m, n), self.dtype())?;
         let lhs = lhs.broadcast_to(with(&batch, m, k))?;
         let r = r.broadcast_to(with(&batch, k, n))?;
         let storage = self

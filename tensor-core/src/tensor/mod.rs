@@ -8,9 +8,14 @@
 mod display;
 mod elementwise;
 mod indexing;
+pub use indexing::concat_shape;
 mod linalg;
 mod nn_ops;
-pub use nn_ops::{conv_output_dims, pool_output_dims, window_output_len};
+mod window_shapes;
+pub use window_shapes::{
+    check_conv2d, check_conv2d_backward_input, check_conv2d_backward_weight, check_pool2d_backward,
+    conv_output_dims, interior_taps, pool_output_dims, window_output_len,
+};
 mod reduce;
 mod std_ops;
 mod views;
@@ -44,24 +49,17 @@ impl<B: Backend> Clone for Tensor<B> {
 impl<B: Backend> Tensor<B> {
     // ----- parts -----
 
-    /// Assembles a tensor from a storage and a layout, checking that the layout stays inside the
-    /// storage. This is how backends and extension crates wrap results of their own kernels.
+    /// Assembles a tensor from a storage and a layout, checking that the layout obeys the limits
+    /// of [`crate::limits`] and stays inside the storage. This is how backends and extension
+    /// crates wrap results of their own kernels.
     pub fn from_parts(backend: &B, storage: B::Storage, layout: Layout) -> Result<Self> {
         Self::from_shared(backend, Arc::new(storage), layout)
     }
 
     /// Like [`Tensor::from_parts`] for an already shared storage.
     pub fn from_shared(backend: &B, storage: Arc<B::Storage>, layout: Layout) -> Result<Self> {
-        if layout.numel() > 0 && layout.max_offset() >= storage.len() {
-            return Err(Error::InvalidArgument {
-                op: "from_parts",
-                msg: format!(
-                    "layout {:?} reaches beyond a storage of {} elements",
-                    layout,
-                    storage.len()
-                ),
-            });
-        }
+        const OP: &str = "from_parts";
+        layout.check_fits(OP, storage.len())?;
         Ok(Tensor {
             storage,
             layout,
@@ -69,7 +67,8 @@ impl<B: Backend> Tensor<B> {
         })
     }
 
-    /// Wraps a fresh contiguous storage produced by a primitive.
+    /// Wraps a fresh contiguous storage produced by a primitive. `shape` has passed
+    /// [`check_output`] (so its contiguous layout is exact).
     pub(crate) fn from_output(backend: &B, storage: B::Storage, shape: impl Into<Shape>) -> Self {
         Tensor {
             storage: Arc::new(storage),
@@ -150,6 +149,7 @@ impl<B: Backend> Tensor<B> {
         Vec<T>: IntoHostData,
     {
         let shape = shape.into();
+        shape.check_size("from_vec")?;
         if data.len() != shape.numel() {
             return Err(Error::DataLength {
                 op: "from_vec",
@@ -172,6 +172,7 @@ impl<B: Backend> Tensor<B> {
     /// A tensor from host data of any dtype with `shape`.
     pub fn from_host(data: HostData, shape: impl Into<Shape>, backend: &B) -> Result<Self> {
         let shape = shape.into();
+        shape.check_bytes("from_host", data.dtype())?;
         if data.len() != shape.numel() {
             return Err(Error::DataLength {
                 op: "from_host",
@@ -195,20 +196,31 @@ impl<B: Backend> Tensor<B> {
 
     /// A tensor of `shape` filled with `value` (converted to `dtype`).
     pub fn full(shape: impl Into<Shape>, value: f64, dtype: DType, backend: &B) -> Result<Self> {
-        let shape = shape.into();
-        check_dtype_supported(backend, "full", dtype)?;
+        Self::filled("full", shape.into(), value, dtype, backend)
+    }
+
+    /// [`Tensor::full`] reporting errors as `op`.
+    fn filled(
+        op: &'static str,
+        shape: Shape,
+        value: f64,
+        dtype: DType,
+        backend: &B,
+    ) -> Result<Self> {
+        check_output(op, &shape, dtype)?;
+        check_dtype_supported(backend, op, dtype)?;
         let storage = backend.full(shape.numel(), dtype, value)?;
         Ok(Self::from_output(backend, storage, shape))
     }
 
     /// A tensor of zeros.
     pub fn zeros(shape: impl Into<Shape>, dtype: DType, backend: &B) -> Result<Self> {
-        Self::full(shape, 0.0, dtype, backend)
+        Self::filled("zeros", shape.into(), 0.0, dtype, backend)
     }
 
     /// A tensor of ones.
     pub fn ones(shape: impl Into<Shape>, dtype: DType, backend: &B) -> Result<Self> {
-        Self::full(shape, 1.0, dtype, backend)
+        Self::filled("ones", shape.into(), 1.0, dtype, backend)
     }
 
     /// Zeros with this tensor's shape, dtype and device.
@@ -227,48 +239,63 @@ impl<B: Backend> Tensor<B> {
     }
 
     /// `start, start + step, ...` below `end` (above it for a negative step), as a rank-1 tensor.
+    /// The values are computed on the host (in f64, then converted) and uploaded; a count beyond
+    /// [`crate::limits`] is [`Error::SizeOverflow`], one the host cannot hold
+    /// [`Error::OutOfMemory`].
     pub fn arange(start: f64, end: f64, step: f64, dtype: DType, backend: &B) -> Result<Self> {
+        const OP: &str = "arange";
         if step == 0.0 || !step.is_finite() || !start.is_finite() || !end.is_finite() {
             return Err(Error::InvalidArgument {
-                op: "arange",
+                op: OP,
                 msg: format!(
                     "start {start}, end {end} and step {step} must be finite, step non-zero"
                 ),
             });
         }
-        let n = ((end - start) / step).ceil().max(0.0) as usize;
-        let values: Vec<f64> = (0..n).map(|i| start + i as f64 * step).collect();
-        Self::from_f64_values(&values, [n], dtype, backend)
-    }
-
-    /// `steps` evenly spaced values from `start` to `end` inclusive.
-    pub fn linspace(start: f64, end: f64, steps: usize, dtype: DType, backend: &B) -> Result<Self> {
-        let values: Vec<f64> = match steps {
-            0 => vec![],
-            1 => vec![start],
-            _ => {
-                let step = (end - start) / (steps - 1) as f64;
-                (0..steps)
-                    .map(|i| {
-                        if i == steps - 1 {
-                            end
-                        } else {
-                            start + i as f64 * step
-                        }
-                    })
-                    .collect()
-            }
-        };
-        Self::from_f64_values(&values, [steps], dtype, backend)
-    }
-
-    /// The `n x n` identity matrix.
-    pub fn eye(n: usize, dtype: DType, backend: &B) -> Result<Self> {
-        let mut values = vec![0.0; n * n];
-        for i in 0..n {
-            values[i * n + i] = 1.0;
+        // `end - start` may overflow to infinity; the count is checked before any cast.
+        let count = ((end - start) / step).ceil().max(0.0);
+        if count.is_nan() || count >= isize::MAX as f64 {
+            return Err(Error::SizeOverflow {
+                op: OP,
+                msg: format!("{start}..{end} in steps of {step} has {count:e} elements"),
+            });
         }
-        Self::from_f64_values(&values, [n, n], dtype, backend)
+        let n = count as usize;
+        let shape = Shape::new([n]);
+        check_output(OP, &shape, dtype)?;
+        let data = host_values(dtype, n, |i| start + i as f64 * step)?;
+        Self::from_host(data, shape, backend)
+    }
+
+    /// `steps` evenly spaced values from `start` to `end` inclusive (computed on the host like
+    /// [`Tensor::arange`]).
+    pub fn linspace(start: f64, end: f64, steps: usize, dtype: DType, backend: &B) -> Result<Self> {
+        const OP: &str = "linspace";
+        let shape = Shape::new([steps]);
+        check_output(OP, &shape, dtype)?;
+        let step = (end - start) / steps.saturating_sub(1).max(1) as f64;
+        let data = host_values(dtype, steps, |i| match i {
+            0 => start,
+            i if i + 1 == steps => end,
+            i => start + i as f64 * step,
+        })?;
+        Self::from_host(data, shape, backend)
+    }
+
+    /// The `n x n` identity matrix: zeros with ones written on the diagonal (a strided view of
+    /// stride `n + 1`), so nothing of size `n²` passes through the host.
+    pub fn eye(n: usize, dtype: DType, backend: &B) -> Result<Self> {
+        const OP: &str = "eye";
+        let shape = Shape::new([n, n]);
+        check_output(OP, &shape, dtype)?;
+        let mut out = Self::filled(OP, shape, 0.0, dtype, backend)?;
+        if n > 0 {
+            // n² fits an isize (checked above), so n + 1 and the diagonal's offsets do too.
+            let diagonal = Layout::strided([n], vec![n as isize + 1], 0, n * n)?;
+            let ones = Self::filled(OP, Shape::new([n]), 1.0, dtype, backend)?;
+            out.assign_into(&diagonal, &ones, false)?;
+        }
+        Ok(out)
     }
 
     /// Builds a tensor from f64 values converted to `dtype` on the host.
@@ -278,12 +305,17 @@ impl<B: Backend> Tensor<B> {
         dtype: DType,
         backend: &B,
     ) -> Result<Self> {
-        let data = match dtype {
-            DType::F32 => HostData::F32(values.iter().map(|&v| v as f32).collect()),
-            DType::F64 => HostData::F64(values.to_vec()),
-            DType::I64 => HostData::I64(values.iter().map(|&v| i64::from_f64(v)).collect()),
-            DType::Bool => HostData::Bool(values.iter().map(|&v| u8::from_f64(v)).collect()),
-        };
+        let shape = shape.into();
+        shape.check_bytes("from_f64_values", dtype)?;
+        if values.len() != shape.numel() {
+            return Err(Error::DataLength {
+                op: "from_f64_values",
+                expected: shape.numel(),
+                got: values.len(),
+                shape,
+            });
+        }
+        let data = host_values(dtype, values.len(), |i| values[i])?;
         Self::from_host(data, shape, backend)
     }
 
@@ -304,6 +336,7 @@ impl<B: Backend> Tensor<B> {
                 dtype,
             });
         }
+        check_output("random", &shape, dtype)?;
         check_dtype_supported(backend, "random", dtype)?;
         let storage = backend.random(dist, shape.numel(), dtype, seed, offset)?;
         Ok(Self::from_output(backend, storage, shape))
@@ -348,6 +381,8 @@ impl<B: Backend> Tensor<B> {
         backend: &B,
     ) -> Result<Self> {
         let shape = shape.into();
+        // Checked before the generator moves, so a rejected draw consumes nothing.
+        check_output("random", &shape, dtype)?;
         let (seed, offset) = generator.advance(shape.numel());
         Self::random(shape, dist, dtype, seed, offset, backend)
     }
@@ -371,7 +406,7 @@ impl<B: Backend> Tensor<B> {
 
     /// The elements in row-major order, converted to f64 whatever the dtype.
     pub fn to_vec_f64(&self) -> Result<Vec<f64>> {
-        Ok(self.to_host()?.to_f64_vec())
+        self.to_host()?.try_to_f64_vec()
     }
 
     /// The elements in row-major order as host data of the tensor's dtype.
@@ -478,6 +513,38 @@ impl<B: Backend> Tensor<B> {
             });
         }
         Ok(())
+    }
+}
+
+/// Errors unless a fresh contiguous `dtype` storage of `shape` is within [`crate::limits`]:
+/// what every op checks before it asks a backend for an output.
+pub(crate) fn check_output(op: &'static str, shape: &Shape, dtype: DType) -> Result<()> {
+    shape.check_bytes(op, dtype).map(|_| ())
+}
+
+/// `n` host values `value(i)` converted to `dtype` (like [`Element::from_f64`]), allocated
+/// fallibly: a host that cannot hold them is [`Error::OutOfMemory`] instead of an abort.
+fn host_values(dtype: DType, n: usize, value: impl Fn(usize) -> f64) -> Result<HostData> {
+    fn collect<T: Element>(n: usize, value: impl Fn(usize) -> f64) -> Result<Vec<T>> {
+        let mut out = Vec::new();
+        out.try_reserve_exact(n)
+            .map_err(|_| host_out_of_memory(n, T::DTYPE))?;
+        out.extend((0..n).map(|i| T::from_f64(value(i))));
+        Ok(out)
+    }
+    Ok(match dtype {
+        DType::F32 => HostData::F32(collect(n, value)?),
+        DType::F64 => HostData::F64(collect(n, value)?),
+        DType::I64 => HostData::I64(collect(n, value)?),
+        DType::Bool => HostData::Bool(collect(n, value)?),
+    })
+}
+
+/// [`Error::OutOfMemory`] on the host for `n` elements of `dtype`.
+pub(crate) fn host_out_of_memory(n: usize, dtype: DType) -> Error {
+    Error::OutOfMemory {
+        device: "host".into(),
+        requested_bytes: n.saturating_mul(dtype.size_in_bytes()),
     }
 }
 

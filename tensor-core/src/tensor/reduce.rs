@@ -1,6 +1,6 @@
 //! Reductions over axes, statistics and the softmax family.
 
-use super::Tensor;
+use super::{check_output, Tensor};
 use crate::{ArgReduceOp, Backend, DType, Error, ReduceOp, Result, Shape};
 
 impl<B: Backend> Tensor<B> {
@@ -47,6 +47,7 @@ impl<B: Backend> Tensor<B> {
                 });
             }
         }
+        check_output(op.name(), &self.reduced_shape(&axes, true), self.dtype())?;
         let storage = self
             .backend
             .reduce(op, &self.storage, &self.layout, &axes)?;
@@ -117,6 +118,7 @@ impl<B: Backend> Tensor<B> {
                 msg: format!("axis {a} of shape {} is empty", self.shape()),
             });
         }
+        check_output(op.name(), &self.reduced_shape(&[a], true), DType::I64)?;
         let storage = self
             .backend
             .arg_reduce(op, &self.storage, &self.layout, a)?;
@@ -145,6 +147,7 @@ impl<B: Backend> Tensor<B> {
         if self.dims()[a] == 0 {
             return Ok(self.clone());
         }
+        check_output("softmax", self.shape(), self.dtype())?;
         self.backend.softmax(self, a)
     }
 
@@ -155,6 +158,7 @@ impl<B: Backend> Tensor<B> {
         if self.dims()[a] == 0 {
             return Ok(self.clone());
         }
+        check_output("log_softmax", self.shape(), self.dtype())?;
         self.backend.log_softmax(self, a)
     }
 
@@ -167,6 +171,7 @@ impl<B: Backend> Tensor<B> {
             let shape = self.reduced_shape(&[a], true);
             Self::full(shape, f64::NEG_INFINITY, self.dtype(), &self.backend)?
         } else {
+            check_output("logsumexp", &self.reduced_shape(&[a], true), self.dtype())?;
             self.backend.logsumexp(self, a)?
         };
         if keepdim {

@@ -1,6 +1,6 @@
 //! Views: new layouts over the same storage, plus `contiguous` and copying `reshape`.
 
-use super::Tensor;
+use super::{check_output, Tensor};
 use crate::{Backend, Error, Layout, Result, Shape};
 
 impl<B: Backend> Tensor<B> {
@@ -10,6 +10,7 @@ impl<B: Backend> Tensor<B> {
         if self.is_contiguous() {
             return Ok(self.clone());
         }
+        check_output("contiguous", self.shape(), self.dtype())?;
         let storage = self.backend.copy_strided(&self.storage, &self.layout)?;
         Ok(Self::from_output(
             &self.backend,
@@ -26,10 +27,11 @@ impl<B: Backend> Tensor<B> {
             Some(layout) => Ok(self.with_layout(layout)),
             None => {
                 let copy = self.contiguous()?;
-                let layout = copy
-                    .layout
-                    .reshape(&shape)?
-                    .expect("contiguous reshapes as a view");
+                let layout = copy.layout.reshape(&shape)?.ok_or_else(|| Error::Backend {
+                    backend: self.backend.name(),
+                    op: "reshape",
+                    msg: "copy_strided returned a non-contiguous layout".into(),
+                })?;
                 Ok(copy.with_layout(layout))
             }
         }
@@ -37,14 +39,19 @@ impl<B: Backend> Tensor<B> {
 
     /// Reshape where at most one dimension is `-1`, inferred from the element count.
     pub fn reshape_infer(&self, dims: &[isize]) -> Result<Self> {
-        let known: usize = dims
-            .iter()
-            .filter(|&&d| d >= 0)
-            .map(|&d| d as usize)
-            .product();
         let unknown = dims.iter().filter(|&&d| d == -1).count();
         let bad = dims.iter().any(|&d| d < -1) || unknown > 1;
-        if bad || (unknown == 1 && (known == 0 || self.numel() % known != 0)) {
+        // `None` when the known dims overflow: then no tensor has that many elements.
+        let known = dims
+            .iter()
+            .filter(|&&d| d >= 0)
+            .try_fold(1usize, |acc, &d| acc.checked_mul(d as usize));
+        let inferred = match known {
+            Some(k) if unknown == 1 && k > 0 && self.numel() % k == 0 => self.numel() / k,
+            _ if unknown == 0 => 0,
+            _ => usize::MAX,
+        };
+        if bad || inferred == usize::MAX {
             return Err(Error::InvalidArgument {
                 op: "reshape",
                 msg: format!(
@@ -55,13 +62,7 @@ impl<B: Backend> Tensor<B> {
         }
         let resolved: Vec<usize> = dims
             .iter()
-            .map(|&d| {
-                if d == -1 {
-                    self.numel() / known
-                } else {
-                    d as usize
-                }
-            })
+            .map(|&d| if d == -1 { inferred } else { d as usize })
             .collect();
         self.reshape(resolved)
     }

@@ -38,6 +38,7 @@ mod team;
 #[cfg(test)]
 mod tests;
 
+use crate::parallel::Parallelism;
 use tessera_core::Result;
 
 pub(crate) use microkernel::MicroKernel;
@@ -55,9 +56,9 @@ pub(crate) fn description() -> String {
 }
 
 /// Multiply-adds below which a product runs on the calling thread.
-const PARALLEL_MACS: usize = 1 << 18;
+pub(crate) const PARALLEL_MACS: usize = 1 << 18;
 /// Smallest block side (rows or columns) handed to one task.
-const MIN_BLOCK: usize = 32;
+pub(crate) const MIN_BLOCK: usize = 32;
 
 /// An element type the GEMM multiplies: `f32` or `f64`.
 ///
@@ -66,7 +67,7 @@ const MIN_BLOCK: usize = 32;
 /// bytes is a valid value, and `align_of::<Self>()` divides 64 (the packing buffers are raw
 /// cache lines reinterpreted as `Self`).
 pub(crate) unsafe trait GemmElement:
-    Copy
+    crate::alloc::Zeroable
     + Send
     + Sync
     + Default
@@ -277,28 +278,6 @@ pub(crate) unsafe fn try_gemm<T: GemmElement>(
     unsafe { gemm_on(chosen_path(), dims, a, b, beta, c) }
 }
 
-/// [`try_gemm`] for callers that cannot return an error yet (the convolutions): if the packing
-/// buffers cannot be allocated, the product is computed by `matrixmultiply` instead, whose own
-/// buffers are a few hundred KiB.
-///
-/// # Safety
-/// As [`try_gemm`].
-pub(crate) unsafe fn gemm<T: GemmElement>(
-    dims: (usize, usize, usize),
-    a: MatRef<T>,
-    b: MatRef<T>,
-    beta: T,
-    c: MatMut<T>,
-) {
-    // SAFETY: forwarded from the caller's contract; the portable path only runs when the
-    // blocked one failed before writing anything (it fails while acquiring its buffers).
-    unsafe {
-        if try_gemm(dims, a, b, beta, c).is_err() {
-            let _ = gemm_on(GemmPath::Portable, dims, a, b, beta, c);
-        }
-    }
-}
-
 /// `C = A·B + beta·C` on `path` (falling back to the portable path when this build or type has
 /// no kernel for it), on this thread.
 ///
@@ -362,14 +341,16 @@ unsafe fn scale<T: GemmElement>(m: usize, n: usize, beta: T, c: MatMut<T>) {
     }
 }
 
-/// `C = A·B + beta·C` split over rayon's threads when it is large enough: into one block of
-/// columns per thread when `n >= m` (each block packs all of A, the smaller operand then),
-/// else of rows; a GEMV (one row or column) is split over its outputs. Small products run on
-/// the calling thread.
+/// `C = A·B + beta·C` split over rayon's threads when it is large enough for `split`
+/// (production code passes [`Parallelism::current`]; tests pass [`Parallelism::eager`] so that
+/// products small enough for Miri still take the split path): into one block of columns per
+/// thread when `n >= m` (each block packs all of A, the smaller operand then), else of rows; a
+/// GEMV (one row or column) is split over its outputs. Small products run on the calling thread.
 ///
 /// # Safety
 /// As [`try_gemm`].
-pub(crate) unsafe fn try_parallel_gemm<T: GemmElement>(
+pub(crate) unsafe fn try_split_gemm<T: GemmElement>(
+    split: Parallelism,
     dims: (usize, usize, usize),
     a: MatRef<T>,
     b: MatRef<T>,
@@ -379,39 +360,17 @@ pub(crate) unsafe fn try_parallel_gemm<T: GemmElement>(
     let path = chosen_path();
     // SAFETY: forwarded; every block is a product of the caller's operands.
     unsafe {
-        split_over_threads(path, dims, a, b, c, &|dims, a, b, c| {
+        split_over_threads(path, split, dims, a, b, c, &|dims, a, b, c| {
             gemm_on(path, dims, a, b, beta, c)
         })
     }
-}
-
-/// [`try_parallel_gemm`] for callers that cannot return an error yet (see [`gemm`]): each
-/// block falls back to `matrixmultiply` on its own.
-///
-/// # Safety
-/// As [`try_gemm`].
-pub(crate) unsafe fn parallel_gemm<T: GemmElement>(
-    dims: (usize, usize, usize),
-    a: MatRef<T>,
-    b: MatRef<T>,
-    beta: T,
-    c: MatMut<T>,
-) {
-    // SAFETY: forwarded; every block is a product of the caller's operands. The closure never
-    // fails, so neither does the split.
-    let _ = unsafe {
-        split_over_threads(chosen_path(), dims, a, b, c, &|dims, a, b, c| {
-            gemm(dims, a, b, beta, c);
-            Ok(())
-        })
-    };
 }
 
 /// One block of a split product: `C_block = A_block·B_block + beta·C_block`.
 type BlockProduct<'f, T> =
     dyn Fn((usize, usize, usize), MatRef<T>, MatRef<T>, MatMut<T>) -> Result<()> + Sync + 'f;
 
-/// Cuts `C = A·B` into disjoint blocks as [`try_parallel_gemm`] describes and runs `block` on
+/// Cuts `C = A·B` into disjoint blocks as [`try_split_gemm`] describes and runs `block` on
 /// each, on this thread and the rayon workers free to help (see `team`); returns the first
 /// error.
 ///
@@ -419,21 +378,24 @@ type BlockProduct<'f, T> =
 /// As [`try_gemm`]; `block` must be a product of its arguments satisfying that contract.
 unsafe fn split_over_threads<T: GemmElement>(
     path: GemmPath,
+    split: Parallelism,
     (m, k, n): (usize, usize, usize),
     a: MatRef<T>,
     b: MatRef<T>,
     c: MatMut<T>,
     block: &BlockProduct<'_, T>,
 ) -> Result<()> {
-    let threads = crate::parallel::threads();
+    let threads = split.threads;
     let macs = m.saturating_mul(k).saturating_mul(n);
     let split_cols = n >= m;
     let side = if split_cols { n } else { m };
+    let eager = split.gemm_min_macs == 0;
     let (blocks, unit) = if m.min(n) == 1 {
         // A GEMV streams the matrix: split its outputs once it is large enough.
-        let worth = macs >= gemv::PARALLEL_MACS;
-        (if worth { threads } else { 1 }, gemv::MIN_PARALLEL_OUTPUTS)
-    } else if macs < PARALLEL_MACS {
+        let worth = eager || macs >= gemv::PARALLEL_MACS;
+        let unit = if eager { 1 } else { gemv::MIN_PARALLEL_OUTPUTS };
+        (if worth { threads } else { 1 }, unit)
+    } else if macs < split.gemm_min_macs {
         (1, 1)
     } else {
         match T::micro_kernel(path) {
@@ -443,7 +405,7 @@ unsafe fn split_over_threads<T: GemmElement>(
             None => (2 * threads, 1),
         }
     };
-    let blocks = blocks.min(side / MIN_BLOCK.max(unit));
+    let blocks = blocks.min(side / split.gemm_min_block.max(unit).max(1));
     if threads < 2 || blocks < 2 {
         return block((m, k, n), a, b, c);
     }

@@ -442,11 +442,13 @@ fn the_parallel_split_matches_the_reference_on_two_threads() {
                     };
                     check::<f32>(case, |dims, a, b, beta, c| {
                         // SAFETY: as in `check_path`.
-                        unsafe { try_parallel_gemm(dims, a, b, beta, c) }.unwrap()
+                        unsafe { try_split_gemm(Parallelism::current(), dims, a, b, beta, c) }
+                            .unwrap()
                     });
                     check::<f64>(case, |dims, a, b, beta, c| {
                         // SAFETY: as in `check_path`.
-                        unsafe { parallel_gemm(dims, a, b, beta, c) }
+                        unsafe { try_split_gemm(Parallelism::current(), dims, a, b, beta, c) }
+                            .unwrap()
                     });
                 }
             }

@@ -1,0 +1,161 @@
+//! Element-wise maps, broadcasting binary ops, comparisons, select, reductions, softmax and
+//! matrix products.
+
+use super::kinds::*;
+use super::{has, like_input, op, out_tensor, same_dtype, FuzzBackend, Op};
+use crate::machine::{Ctx, Skip};
+use tessera_core::{BinaryOp, CmpOp, DType, ReduceOp, UnaryOp};
+
+/// The output has the broadcast shape of tensor arguments 0 and 1 and `dtype`.
+fn broadcast_of<B: FuzzBackend>(
+    c: &Ctx<'_, B>,
+    dtype: DType,
+    out: &[crate::machine::Value<B>],
+) -> Result<(), String> {
+    let (a, b) = (c.t(0).map_err(|_| "gone")?, c.t(1).map_err(|_| "gone")?);
+    let shape = a
+        .shape()
+        .broadcast_with("t", b.shape())
+        .map_err(|e| format!("Ok for shapes that do not broadcast: {e}"))?;
+    has(out_tensor(out)?, shape.dims(), dtype)
+}
+
+/// Work of a binary op: the broadcast output's elements.
+fn broadcast_work<B: FuzzBackend>(c: &Ctx<'_, B>) -> Result<usize, Skip> {
+    let (a, b) = (c.t(0)?, c.t(1)?);
+    Ok(match a.shape().broadcast_with("t", b.shape()) {
+        Ok(s) => s.numel(),
+        Err(_) => 0,
+    })
+}
+
+/// Work of a matrix product: output elements times the inner dimension.
+fn matmul_work<B: FuzzBackend>(c: &Ctx<'_, B>) -> Result<usize, Skip> {
+    let (a, b) = (c.t(0)?, c.t(1)?);
+    let k = a.dims().last().copied().unwrap_or(1);
+    let m: usize = a.dims().iter().rev().skip(1).product();
+    let n: usize = b.dims().last().copied().unwrap_or(1);
+    let batch: usize = b.dims().iter().rev().skip(2).product();
+    Ok(m.saturating_mul(n)
+        .saturating_mul(k.max(1))
+        .saturating_mul(batch.max(1))
+        .saturating_add(a.numel() + b.numel()))
+}
+
+/// The entries of this family.
+pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
+    vec![
+        op("Tensor::unary", 10, &[T, SIZE], OUT_T, |c| {
+            let u = UnaryOp::ALL[c.size(1) % UnaryOp::ALL.len()];
+            Ok(c.t(0)?.unary(u).into())
+        })
+        .expect(|c, out| like_input(c, 0, out)),
+        op("Tensor::binary", 10, &[T, T, SIZE], OUT_T, |c| {
+            let b = BinaryOp::ALL[c.size(2) % BinaryOp::ALL.len()];
+            Ok(c.t(0)?.binary(b, &c.t(1)?).into())
+        })
+        .work(broadcast_work)
+        .expect(|c, out| {
+            let dtype = c.t(0).map_err(|_| "gone")?.dtype();
+            broadcast_of(c, dtype, out)
+        }),
+        op("Tensor::add_scalar", 3, &[T, F], OUT_T, |c| {
+            Ok(c.t(0)?.add_scalar(c.float(1)).into())
+        })
+        .expect(|c, out| like_input(c, 0, out)),
+        op("Tensor::powf", 2, &[T, F], OUT_T, |c| {
+            Ok(c.t(0)?.powf(c.float(1)).into())
+        })
+        .expect(|c, out| like_input(c, 0, out)),
+        op("Tensor::compare", 5, &[T, T, SIZE], OUT_T, |c| {
+            let cmp = CmpOp::ALL[c.size(2) % CmpOp::ALL.len()];
+            Ok(c.t(0)?.compare(cmp, &c.t(1)?).into())
+        })
+        .work(broadcast_work)
+        .expect(|c, out| broadcast_of(c, DType::Bool, out)),
+        op("Tensor::where_select", 4, &[T, T, T], OUT_T, |c| {
+            Ok(c.t(0)?.where_select(&c.t(1)?, &c.t(2)?).into())
+        })
+        .expect(|c, out| same_dtype(c, 1, out)),
+        op("Tensor::clamp", 2, &[T, F, F], OUT_T, |c| {
+            Ok(c.t(0)?.clamp(c.float(1), c.float(2)).into())
+        })
+        .expect(|c, out| like_input(c, 0, out)),
+        op("Tensor::leaky_relu", 2, &[T, F], OUT_T, |c| {
+            Ok(c.t(0)?.leaky_relu(c.float(1)).into())
+        })
+        .expect(|c, out| like_input(c, 0, out)),
+        op("Tensor::reduce", 8, &[T, SIZE, AXES, B], OUT_T, |c| {
+            let r = ReduceOp::ALL[c.size(1) % ReduceOp::ALL.len()];
+            Ok(c.t(0)?.reduce(r, &c.axes(2), c.flag(3)).into())
+        })
+        .expect(|c, out| {
+            let x = c.t(0).map_err(|_| "gone")?;
+            let o = out_tensor(out)?;
+            let expected = if x.dtype() == DType::Bool {
+                DType::I64
+            } else {
+                x.dtype()
+            };
+            if o.dtype() != expected {
+                return Err(format!("reduce of {} gave {}", x.dtype(), o.dtype()));
+            }
+            if c.flag(3) && o.rank() != x.rank() {
+                return Err("keepdim changed the rank".into());
+            }
+            Ok(())
+        }),
+        op("Tensor::mean", 3, &[T, AXES, B], OUT_T, |c| {
+            Ok(c.t(0)?.mean(&c.axes(1), c.flag(2)).into())
+        })
+        .expect(|c, out| same_dtype(c, 0, out)),
+        op("Tensor::var", 3, &[T, AXES, SIZE, B], OUT_T, |c| {
+            Ok(c.t(0)?.var(&c.axes(1), c.size(2), c.flag(3)).into())
+        })
+        .expect(|c, out| same_dtype(c, 0, out)),
+        op("Tensor::argmax", 4, &[T, AXIS, B], OUT_T, |c| {
+            Ok(c.t(0)?.argmax(c.axis(1), c.flag(2)).into())
+        })
+        .expect(|c, out| {
+            let x = c.t(0).map_err(|_| "gone")?;
+            let o = out_tensor(out)?;
+            let axis = x.shape().axis("t", c.axis(1)).map_err(|e| e.to_string())?;
+            let size = x.dims()[axis] as f64;
+            if o.dtype() != DType::I64 {
+                return Err(format!("argmax gave {}", o.dtype()));
+            }
+            if o.numel() <= 4096 {
+                let v = o.to_vec_f64().map_err(|e| e.to_string())?;
+                if let Some(bad) = v.iter().find(|&&i| i < 0.0 || i >= size) {
+                    return Err(format!("argmax index {bad} outside an axis of {size}"));
+                }
+            }
+            Ok(())
+        }),
+        op("Tensor::argmin", 2, &[T, AXIS, B], OUT_T, |c| {
+            Ok(c.t(0)?.argmin(c.axis(1), c.flag(2)).into())
+        }),
+        op("Tensor::softmax", 4, &[T, AXIS], OUT_T, |c| {
+            Ok(c.t(0)?.softmax(c.axis(1)).into())
+        })
+        .expect(|c, out| like_input(c, 0, out)),
+        op("Tensor::log_softmax", 3, &[T, AXIS], OUT_T, |c| {
+            Ok(c.t(0)?.log_softmax(c.axis(1)).into())
+        })
+        .expect(|c, out| like_input(c, 0, out)),
+        op("Tensor::logsumexp", 3, &[T, AXIS, B], OUT_T, |c| {
+            Ok(c.t(0)?.logsumexp(c.axis(1), c.flag(2)).into())
+        })
+        .expect(|c, out| same_dtype(c, 0, out)),
+        op("Tensor::matmul", 8, &[T, T], OUT_T, |c| {
+            Ok(c.t(0)?.matmul(&c.t(1)?).into())
+        })
+        .work(matmul_work)
+        .expect(|c, out| same_dtype(c, 0, out)),
+        op("&a + &b", 2, &[T, T], OUT_T, |c| {
+            Ok((&c.t(0)? + &c.t(1)?).into())
+        })
+        .work(broadcast_work),
+        op("-&a", 1, &[T], OUT_T, |c| Ok((-&c.t(0)?).into())),
+    ]
+}

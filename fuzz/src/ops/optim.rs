@@ -1,0 +1,90 @@
+//! Optimizers over a layer's parameters or over variables, with odd hyper-parameters: steps,
+//! learning rates, state export and (possibly mismatched) state import.
+
+use super::kinds::*;
+use super::{op, FuzzBackend, Op};
+use crate::machine::Ctx;
+use tessera_autograd::Var;
+use tessera_core::{Backend, Tensor};
+use tessera_nn::optim::{Adam, AdamConfig, AdamW, AdamWConfig, Optimizer, Sgd, SgdConfig};
+
+/// The parameters an optimizer is built over: layer 0's when the step has a layer, else the
+/// variable argument as one parameter (it may not even require a gradient).
+fn params_of<B: FuzzBackend>(
+    c: &Ctx<'_, B>,
+) -> Result<Vec<(String, Var<B>)>, crate::machine::Skip> {
+    Ok(c.layer(0)?.module.parameters())
+}
+
+fn boxed<B: Backend, O: Optimizer<B> + 'static>(o: O) -> Box<dyn Optimizer<B>> {
+    Box::new(o)
+}
+
+/// The entries of this family.
+pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
+    vec![
+        op("Sgd::new(layer)", 2, &[L, F, F, B], OUT_O, |c| {
+            let config = SgdConfig {
+                lr: c.float(1),
+                momentum: c.float(2).abs(),
+                dampening: 0.0,
+                weight_decay: 0.0,
+                nesterov: c.flag(3),
+            };
+            Ok(Sgd::new(params_of(c)?, config).map(boxed).into())
+        }),
+        op("Adam::new(layer)", 2, &[L, F, F, B], OUT_O, |c| {
+            let config = AdamConfig {
+                lr: c.float(1),
+                betas: (0.9, c.float(2)),
+                eps: 1e-8,
+                weight_decay: 0.0,
+                amsgrad: c.flag(3),
+            };
+            Ok(Adam::new(params_of(c)?, config).map(boxed).into())
+        }),
+        op("AdamW::new(var)", 2, &[V, F, F, B], OUT_O, |c| {
+            let config = AdamWConfig {
+                lr: c.float(1),
+                betas: (0.9, 0.999),
+                eps: 1e-8,
+                weight_decay: c.float(2),
+                amsgrad: c.flag(3),
+            };
+            Ok(AdamW::new(vec![("v".to_string(), c.v(0)?)], config)
+                .map(boxed)
+                .into())
+        }),
+        op("Adam::new(var, var)", 1, &[V, V], OUT_O, |c| {
+            // The same name twice, or the same variable twice: an error, not a double update.
+            let (a, b) = (c.v(0)?, c.v(1)?);
+            let params = vec![("p".to_string(), a), ("p".to_string(), b)];
+            Ok(Adam::new(params, AdamConfig::default()).map(boxed).into())
+        }),
+        op("Optimizer::step", 6, &[O], NONE, |c| {
+            Ok(c.optim(0)?.step().into())
+        })
+        .work(|_| Ok(1 << 20)),
+        op("Optimizer::zero_grad", 2, &[O], NONE, |c| {
+            c.optim(0)?.zero_grad();
+            Ok(Ok::<_, String>(()).into())
+        }),
+        op("Optimizer::set_learning_rate", 1, &[O, F], NONE, |c| {
+            let lr = c.float(1);
+            c.optim(0)?.set_learning_rate(lr);
+            Ok(Ok::<_, String>(()).into())
+        }),
+        op("Optimizer::load_state", 2, &[O, T, B], NONE, |c| {
+            // The optimizer's own state with one tensor replaced by another register's.
+            let t = c.t(1)?;
+            let replace = c.flag(2);
+            let o = c.optim(0)?;
+            let mut state: Vec<(String, Tensor<B>)> = o.state();
+            match state.first_mut() {
+                Some(first) if replace => first.1 = t,
+                _ => state.push(("0.unknown".into(), t)),
+            }
+            Ok(o.load_state(&state).into())
+        }),
+    ]
+}
