@@ -26,6 +26,7 @@
 
 #![warn(missing_docs)]
 
+mod attention_ops;
 mod backend;
 mod checks;
 mod fused_ops;

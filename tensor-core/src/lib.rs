@@ -30,6 +30,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod attention;
 pub mod backend;
 pub mod composite;
 pub mod dtype;
@@ -42,6 +43,9 @@ pub mod random;
 pub mod shape;
 pub mod tensor;
 
+pub use attention::{
+    AttentionDropout, AttentionGrads, AttentionOptions, AttentionOutput, AttentionParams,
+};
 pub use backend::{Backend, BackendStorage, Conv2dParams, Device, HostData, Pool2dParams};
 pub use dtype::{DType, Element, FloatElement};
 pub use error::{Error, Result};
