@@ -677,6 +677,30 @@ impl<B: Backend, R: Backend> Backend for Checked<B, R> {
         self.checked_avg_pool2d_backward(grad_out, input_dims, params)
     }
 
+    fn scaled_dot_product_attention(
+        &self,
+        q: &Tensor<Self>,
+        k: &Tensor<Self>,
+        v: &Tensor<Self>,
+        mask: Option<&Tensor<Self>>,
+        params: &tessera_core::AttentionParams,
+    ) -> Result<tessera_core::AttentionOutput<Self>> {
+        self.checked_attention(q, k, v, mask, params)
+    }
+
+    fn scaled_dot_product_attention_backward(
+        &self,
+        grad_out: &Tensor<Self>,
+        q: &Tensor<Self>,
+        k: &Tensor<Self>,
+        v: &Tensor<Self>,
+        mask: Option<&Tensor<Self>>,
+        forward: &tessera_core::AttentionOutput<Self>,
+        params: &tessera_core::AttentionParams,
+    ) -> Result<tessera_core::AttentionGrads<Self>> {
+        self.checked_attention_backward(grad_out, q, k, v, mask, forward, params)
+    }
+
     fn relu_backward(&self, x: &Tensor<Self>, grad: &Tensor<Self>) -> Result<Tensor<Self>> {
         self.checked_relu_backward(x, grad)
     }

@@ -6,7 +6,8 @@
 /// `$backend` must have a method `fn gpu(&self) -> &tessera_gpu::Gpu<D>` and `$storage` must
 /// implement [`crate::StorageOf<D>`]; the invoking crate must depend on `tessera_core`. Softmax,
 /// log-softmax and log-sum-exp use the fused kernel where it applies, conv2d and its weight
-/// gradient im2col plus the GEMM; every other composite keeps its default.
+/// gradient im2col plus the GEMM, scaled dot-product attention and its gradient the fused
+/// kernels of `attention.cl.c`; every other composite keeps its default.
 ///
 /// ```ignore
 /// pub struct MyGpu { gpu: tessera_gpu::Gpu<MyDriver> }
@@ -293,6 +294,39 @@ macro_rules! impl_gpu_backend {
                         tessera_core::Tensor::from_parts(self, StorageOf::wrap(s), l)
                     };
                     $crate::__private::conv2d_backward_weight(x, grad_out, weight_dims, &columns)
+                }
+
+                fn scaled_dot_product_attention(
+                    &self,
+                    q: &tessera_core::Tensor<Self>,
+                    k: &tessera_core::Tensor<Self>,
+                    v: &tessera_core::Tensor<Self>,
+                    mask: Option<&tessera_core::Tensor<Self>>,
+                    params: &tessera_core::AttentionParams,
+                ) -> tessera_core::Result<tessera_core::AttentionOutput<Self>> {
+                    $crate::__private::attention_forward(self.gpu(), q, k, v, mask, params)
+                }
+
+                fn scaled_dot_product_attention_backward(
+                    &self,
+                    grad_out: &tessera_core::Tensor<Self>,
+                    q: &tessera_core::Tensor<Self>,
+                    k: &tessera_core::Tensor<Self>,
+                    v: &tessera_core::Tensor<Self>,
+                    mask: Option<&tessera_core::Tensor<Self>>,
+                    forward: &tessera_core::AttentionOutput<Self>,
+                    params: &tessera_core::AttentionParams,
+                ) -> tessera_core::Result<tessera_core::AttentionGrads<Self>> {
+                    $crate::__private::attention_backward(
+                        self.gpu(),
+                        grad_out,
+                        q,
+                        k,
+                        v,
+                        mask,
+                        forward,
+                        params,
+                    )
                 }
 
                 fn softmax(

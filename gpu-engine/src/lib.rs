@@ -55,6 +55,7 @@ pub use view::View;
 /// What [`impl_gpu_backend!`] expands to refers to; not part of the API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::ops::attention::{backward as attention_backward, forward as attention_forward};
     pub use crate::ops::conv::{conv2d, conv2d_backward_weight};
     pub use crate::ops::softmax::RowOp;
 }
