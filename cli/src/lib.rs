@@ -1,6 +1,9 @@
 //! The jobs behind Tessera's command-line programs, kept out of the libraries so that a user of
 //! `tessera-nn` compiles no CLI parser, progress bars or GPU loaders:
 //!
-//! * [`mnist_job`]: `train --model mlp|cnn` on Fashion-MNIST.
+//! * [`mnist_job`]: `train --model mlp|cnn` on Fashion-MNIST;
+//! * [`gpt_job`]: `train --model gpt`, a character-level GPT on a text corpus (the `generate`
+//!   binary samples from its checkpoints).
 
+pub mod gpt_job;
 pub mod mnist_job;

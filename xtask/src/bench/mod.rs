@@ -89,6 +89,10 @@ fn suite_caption(suite: &SuiteCommand) -> &'static str {
         SuiteCommand::Infer(_) => "infer: one forward pass in eval mode, no graph",
         SuiteCommand::Prep(_) => "prep: decode + normalise + batch one Fashion-MNIST epoch",
         SuiteCommand::Eval(_) => "eval: one evaluate() pass over the Fashion-MNIST test set",
+        SuiteCommand::Gpt(_) => {
+            "gpt: train = one step (forward, loss, backward, clip, AdamW), n = tokens; \
+             generate = greedy KV-cached decoding at batch 1, n = new tokens (ms/token = median / n)"
+        }
     }
 }
 

@@ -9,6 +9,7 @@
 //! | `infer` | forward passes, batch 1 (latency) and 256 (throughput) | infer-1, infer-batch |
 //! | `prep` | decode, normalise and batch one Fashion-MNIST epoch | prep |
 //! | `eval` | a test-set pass of `tessera_nn::training::evaluate` | eval |
+//! | `gpt` | a GPT's training step and its KV-cached generation at batch 1 | train, generate |
 //!
 //! Adding a suite: a file here with its clap `Args` and a `measure` function generic over
 //! [`Backend`], a variant of [`SuiteCommand`] with its arms below, and optionally peers
@@ -18,6 +19,7 @@ pub mod cnn;
 pub mod data_source;
 pub mod eval;
 pub mod gemm;
+pub mod gpt;
 pub mod infer;
 pub mod mlp;
 pub mod models;
@@ -46,6 +48,8 @@ pub enum SuiteCommand {
     Prep(data_source::DataArgs),
     /// Evaluation: one pass over the Fashion-MNIST test set.
     Eval(eval::EvalArgs),
+    /// A GPT: one training step (tokens/s) and KV-cached generation at batch 1 (ms/token).
+    Gpt(gpt::GptArgs),
 }
 
 impl SuiteCommand {
@@ -58,6 +62,7 @@ impl SuiteCommand {
             SuiteCommand::Infer(_) => infer::NAME,
             SuiteCommand::Prep(_) => prep::NAME,
             SuiteCommand::Eval(_) => eval::NAME,
+            SuiteCommand::Gpt(_) => gpt::NAME,
         }
     }
 
@@ -70,7 +75,7 @@ impl SuiteCommand {
             #[command(subcommand)]
             suite: SuiteCommand,
         }
-        ["gemm", "mlp", "cnn", "infer", "prep", "eval"]
+        ["gemm", "mlp", "cnn", "infer", "prep", "eval", "gpt"]
             .into_iter()
             .map(|name| {
                 One::try_parse_from(["bench", name])
@@ -90,6 +95,7 @@ impl SuiteCommand {
             SuiteCommand::Infer(a) => args.extend(a.to_cli_args()),
             SuiteCommand::Prep(a) => args.extend(a.to_cli_args()),
             SuiteCommand::Eval(a) => args.extend(a.to_cli_args()),
+            SuiteCommand::Gpt(a) => args.extend(a.to_cli_args()),
         }
         args
     }
@@ -126,6 +132,7 @@ impl SuiteCommand {
             SuiteCommand::Infer(args) => infer::measure(dev, args, protocol, emit),
             SuiteCommand::Prep(args) => prep::measure(dev, args, protocol, emit),
             SuiteCommand::Eval(args) => eval::measure(dev, args, protocol, emit),
+            SuiteCommand::Gpt(args) => gpt::measure(dev, args, protocol, emit),
         }
     }
 }
@@ -176,7 +183,10 @@ mod tests {
             .iter()
             .map(SuiteCommand::name)
             .collect();
-        assert_eq!(names, ["gemm", "mlp", "cnn", "infer", "prep", "eval"]);
+        assert_eq!(
+            names,
+            ["gemm", "mlp", "cnn", "infer", "prep", "eval", "gpt"]
+        );
     }
 
     #[test]
