@@ -48,14 +48,18 @@ fn main() -> tessera_core::Result<()> {
     let model = config.init(&dev, &mut Generator::new(42))?;
     model.save(out.join("init.safetensors"))?;
 
-    // Random token batches, not text: both sides read these very tensors.
+    // Learnable batches (each row counts from a random start by a random stride, so the
+    // losses fall as the model picks the pattern up from its context); both sides read these
+    // very tensors.
     let mut rng = SplitMix64::new(7);
     let mut batches = Vec::new();
     let mut named = Vec::new();
     for step in 0..steps {
-        let ids: Vec<i64> = (0..BATCH * (BLOCK + 1))
-            .map(|_| rng.below(VOCAB as u64) as i64)
-            .collect();
+        let mut ids = Vec::with_capacity(BATCH * (BLOCK + 1));
+        for _ in 0..BATCH {
+            let (start, stride) = (rng.below(VOCAB as u64), 1 + rng.below(3));
+            ids.extend((0..=BLOCK as u64).map(|i| ((start + i * stride) % VOCAB as u64) as i64));
+        }
         let all = Tensor::from_vec(ids, [BATCH, BLOCK + 1], &dev)?;
         let (x, y) = (
             all.narrow(1, 0, BLOCK)?.contiguous()?,
