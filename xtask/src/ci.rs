@@ -75,7 +75,7 @@ pub fn steps() -> Vec<Step> {
                 "run",
                 "-q",
                 "-p",
-                "tessera-nn",
+                "tessera-cli",
                 "--bin",
                 "train",
                 "--",
