@@ -15,11 +15,11 @@ fn largest<R: Backend>(t: &Tensor<R>) -> Result<f64> {
         .fold(0.0f64, |m, v| m.max(v.abs())))
 }
 
+/// A mask as each side sees it.
+type SplitMask<B, R> = (Option<Tensor<B>>, Option<Tensor<R>>);
+
 impl<B: Backend, R: Backend> Checked<B, R> {
-    fn split_mask(
-        &self,
-        mask: Option<&Tensor<Self>>,
-    ) -> Result<(Option<Tensor<B>>, Option<Tensor<R>>)> {
+    fn split_mask(&self, mask: Option<&Tensor<Self>>) -> Result<SplitMask<B, R>> {
         Ok(match mask {
             Some(m) => {
                 let (b, r) = self.split(m)?;

@@ -18,10 +18,13 @@ fn data<T: CpuElement>(t: &Tensor<Cpu>) -> Result<Option<&[T]>> {
     Ok(T::slice(t.storage()))
 }
 
+/// A mask's data and layout as the kernel reads them.
+type KernelMask<'m, T> = Option<(MaskData<'m, T>, &'m Layout)>;
+
 /// The mask as the kernel reads it, `Ok(None)` when its dtype is neither bool nor `T`.
 fn mask_data<'m, T: CpuElement>(
     mask: Option<&'m Tensor<Cpu>>,
-) -> Result<Option<Option<(MaskData<'m, T>, &'m Layout)>>> {
+) -> Result<Option<KernelMask<'m, T>>> {
     let Some(m) = mask else {
         return Ok(Some(None));
     };

@@ -99,6 +99,8 @@ pub fn cnn<B: Backend>(dtype: DType, seed: u64, backend: &B) -> Result<Cnn<B>> {
 
 /// Either reference model, for code that picks one at run time (the benchmarks, the `train`
 /// command). Names, training mode and transfer are those of the model inside.
+// One value per run, never stored in bulk: the size difference between the variants is moot.
+#[allow(clippy::large_enum_variant)]
 pub enum ReferenceModel<B: Backend> {
     /// The [`Mlp`].
     Mlp(Mlp<B>),

@@ -82,7 +82,9 @@ pub mod prelude {
         Generator, Pool2dParams, Shape, Tensor,
     };
     pub use tessera_nn::clip::clip_grad_norm;
-    pub use tessera_nn::data::{CharTokenizer, DataLoader, Dataset, LoaderConfig, TextCorpus, TokenWindows};
+    pub use tessera_nn::data::{
+        CharTokenizer, DataLoader, Dataset, LoaderConfig, TextCorpus, TokenWindows,
+    };
     pub use tessera_nn::gpt::{generate, Gpt, GptConfig, SamplingConfig};
     pub use tessera_nn::layers::*;
     pub use tessera_nn::loss::{

@@ -401,6 +401,9 @@ pub(crate) struct Saved<'a, T> {
     pub(crate) lse: &'a [T],
 }
 
+/// One backward job: a batch index and its `dQ`, `dK`, `dV` slices.
+type BackwardJob<'g, T> = (usize, ((&'g mut [T], &'g mut [T]), &'g mut [T]));
+
 /// Gradient buffers of one batch element: `dQ [L, E]`, `dK [S, E]`, `dV [S, Ev]`.
 struct GradsOf<'g, T> {
     dq: &'g mut [T],
@@ -424,7 +427,7 @@ impl<T: AttentionFloat> Problem<'_, T> {
             .zip(per_batch(&mut dv, self.batch, s * ev))
             .enumerate()
             .collect();
-        let job = |(b, ((dq, dk), dv)): (usize, ((&mut [T], &mut [T]), &mut [T]))| {
+        let job = |(b, ((dq, dk), dv)): BackwardJob<'_, T>| {
             self.backward_batch(b, saved, GradsOf { dq, dk, dv });
         };
         if self.parallel() {

@@ -109,9 +109,7 @@ fn main() -> ExitCode {
     let args = Args::parse();
     let result = match args.backend {
         BackendArg::Cpu => run(&args, &Cpu::new()),
-        BackendArg::Opencl => tessera_opencl::OpenCl::new()
-            .map_err(Into::into)
-            .and_then(|dev| run(&args, &dev)),
+        BackendArg::Opencl => tessera_opencl::OpenCl::new().and_then(|dev| run(&args, &dev)),
         #[cfg(feature = "cuda")]
         BackendArg::Cuda => tessera_cuda::Cuda::new(0)
             .map_err(Into::into)

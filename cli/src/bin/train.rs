@@ -151,9 +151,7 @@ fn main() -> ExitCode {
         BackendArg::Cpu => ("cpu", run_training(&config, &Cpu::new())),
         BackendArg::Opencl => (
             "opencl",
-            tessera_opencl::OpenCl::new()
-                .map_err(Into::into)
-                .and_then(|dev| run_training(&config, &dev)),
+            tessera_opencl::OpenCl::new().and_then(|dev| run_training(&config, &dev)),
         ),
         #[cfg(feature = "cuda")]
         BackendArg::Cuda => (
@@ -169,7 +167,6 @@ fn main() -> ExitCode {
         BackendArg::CheckedOpencl => (
             "checked-opencl",
             tessera_opencl::OpenCl::new()
-                .map_err(Into::into)
                 .and_then(|dev| run_training(&config, &Checked::new(dev, Cpu::new()))),
         ),
         #[cfg(feature = "cuda")]
@@ -226,9 +223,7 @@ fn gpt_main(args: &Args) -> ExitCode {
         BackendArg::Cpu => run("cpu", gpt_job::run_gpt_training(&config, &Cpu::new())),
         BackendArg::Opencl => run(
             "opencl",
-            tessera_opencl::OpenCl::new()
-                .map_err(Into::into)
-                .and_then(|dev| gpt_job::run_gpt_training(&config, &dev)),
+            tessera_opencl::OpenCl::new().and_then(|dev| gpt_job::run_gpt_training(&config, &dev)),
         ),
         #[cfg(feature = "cuda")]
         BackendArg::Cuda => run(
@@ -244,7 +239,6 @@ fn gpt_main(args: &Args) -> ExitCode {
         BackendArg::CheckedOpencl => run(
             "checked-opencl",
             tessera_opencl::OpenCl::new()
-                .map_err(Into::into)
                 .and_then(|dev| gpt_job::run_gpt_training(&config, &Checked::new(dev, Cpu::new()))),
         ),
         #[cfg(feature = "cuda")]

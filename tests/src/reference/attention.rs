@@ -195,10 +195,10 @@ impl RefAttention {
                             .zip(vrow)
                             .map(|(x, y)| (x * y).abs())
                             .sum::<f64>();
-                    for d in 0..ev {
-                        dv.data[(b * s + j) * ev + d] += p[j] * keep * grow[d];
-                        sv.data[(b * s + j) * ev + d] +=
-                            (p[j] * keep * grow[d]).abs() * (1.0 + mag);
+                    for (d, &gd) in grow.iter().enumerate() {
+                        let term = p[j] * keep * gd;
+                        dv.data[(b * s + j) * ev + d] += term;
+                        sv.data[(b * s + j) * ev + d] += term.abs() * (1.0 + mag);
                     }
                 }
                 let delta: f64 = p.iter().zip(&dp).map(|(x, y)| x * y).sum();
