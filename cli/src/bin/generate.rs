@@ -111,9 +111,7 @@ fn main() -> ExitCode {
         BackendArg::Cpu => run(&args, &Cpu::new()),
         BackendArg::Opencl => tessera_opencl::OpenCl::new().and_then(|dev| run(&args, &dev)),
         #[cfg(feature = "cuda")]
-        BackendArg::Cuda => tessera_cuda::Cuda::new(0)
-            .map_err(Into::into)
-            .and_then(|dev| run(&args, &dev)),
+        BackendArg::Cuda => tessera_cuda::Cuda::new(0).and_then(|dev| run(&args, &dev)),
     };
     match result {
         Ok(summary) => {

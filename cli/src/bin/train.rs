@@ -156,9 +156,7 @@ fn main() -> ExitCode {
         #[cfg(feature = "cuda")]
         BackendArg::Cuda => (
             "cuda",
-            tessera_cuda::Cuda::new(0)
-                .map_err(Into::into)
-                .and_then(|dev| run_training(&config, &dev)),
+            tessera_cuda::Cuda::new(0).and_then(|dev| run_training(&config, &dev)),
         ),
         BackendArg::CheckedCpu => (
             "checked-cpu",
@@ -173,7 +171,6 @@ fn main() -> ExitCode {
         BackendArg::CheckedCuda => (
             "checked-cuda",
             tessera_cuda::Cuda::new(0)
-                .map_err(Into::into)
                 .and_then(|dev| run_training(&config, &Checked::new(dev, Cpu::new()))),
         ),
     };
@@ -228,9 +225,7 @@ fn gpt_main(args: &Args) -> ExitCode {
         #[cfg(feature = "cuda")]
         BackendArg::Cuda => run(
             "cuda",
-            tessera_cuda::Cuda::new(0)
-                .map_err(Into::into)
-                .and_then(|dev| gpt_job::run_gpt_training(&config, &dev)),
+            tessera_cuda::Cuda::new(0).and_then(|dev| gpt_job::run_gpt_training(&config, &dev)),
         ),
         BackendArg::CheckedCpu => run(
             "checked-cpu",
@@ -245,7 +240,6 @@ fn gpt_main(args: &Args) -> ExitCode {
         BackendArg::CheckedCuda => run(
             "checked-cuda",
             tessera_cuda::Cuda::new(0)
-                .map_err(Into::into)
                 .and_then(|dev| gpt_job::run_gpt_training(&config, &Checked::new(dev, Cpu::new()))),
         ),
     };
