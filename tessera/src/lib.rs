@@ -85,7 +85,7 @@ pub mod prelude {
     pub use tessera_nn::data::{
         CharTokenizer, DataLoader, Dataset, LoaderConfig, TextCorpus, TokenWindows,
     };
-    pub use tessera_nn::gpt::{generate, Gpt, GptConfig, SamplingConfig};
+    pub use tessera_nn::gpt::{Gpt, GptConfig, SamplingConfig};
     pub use tessera_nn::layers::*;
     pub use tessera_nn::loss::{
         bce_with_logits, cross_entropy, cross_entropy_with_label_smoothing, mse_loss, nll_loss,
