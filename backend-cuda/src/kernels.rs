@@ -308,8 +308,8 @@ mod tests {
         let modules = modules();
         assert_eq!(
             modules.len(),
-            4 + 2 * all_tiles().len(),
-            "tensor x 4 dtypes, gemm x 2 dtypes x tiles"
+            4 + 2 * (1 + all_tiles().len()),
+            "tensor x 4 dtypes, (attention + gemm x tiles) x 2 dtypes"
         );
         let mut names: Vec<String> = modules
             .iter()
@@ -318,7 +318,7 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), modules.len());
-        assert_eq!(default_modules().len(), 6);
+        assert_eq!(default_modules().len(), 8);
     }
 
     #[test]
