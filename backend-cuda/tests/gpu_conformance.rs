@@ -24,6 +24,17 @@ mod conformance {
     conformance_suite_or_skip!(super::cuda(), None);
 }
 
+/// The fused attention kernels, both passes (until the harness registers an attention family).
+#[test]
+fn attention_with_the_fused_kernels() {
+    let Some(dev) = cuda() else { return };
+    for op in tessera_conformance::checks::attention::AttentionOp::ALL {
+        for dtype in [DType::F32, DType::F64] {
+            tessera_conformance::checks::attention::run(&dev, op, dtype);
+        }
+    }
+}
+
 #[test]
 fn matmul_with_the_tiled_kernel() {
     let Some(dev) = cuda() else { return };

@@ -21,3 +21,22 @@ mod through_blas {
         }
     }
 }
+
+/// The fused attention kernels with CUDA's launch geometry (blocks of 256): both passes, every
+/// float dtype. (Until the harness registers an attention family, which makes this redundant.)
+mod attention {
+    use tessera_conformance::checks::attention::{self, AttentionOp};
+    use tessera_core::DType;
+
+    #[test]
+    fn fused_attention_with_cudas_geometry() {
+        let Some(dev) = super::super::emulated(false) else {
+            return;
+        };
+        for op in AttentionOp::ALL {
+            for dtype in [DType::F32, DType::F64] {
+                attention::run(&dev, op, dtype);
+            }
+        }
+    }
+}
