@@ -26,7 +26,7 @@ fn product(dims: &[usize]) -> usize {
 
 impl<B: Backend, R: Backend> Checked<B, R> {
     /// The tensor as seen by each backend: same layout over each side's buffer.
-    fn split(&self, t: &Tensor<Self>) -> Result<(Tensor<B>, Tensor<R>)> {
+    pub(crate) fn split(&self, t: &Tensor<Self>) -> Result<(Tensor<B>, Tensor<R>)> {
         let s = t.storage();
         Ok((
             Tensor::from_shared(self.under_test(), s.under_test.clone(), t.layout().clone())?,
@@ -35,7 +35,7 @@ impl<B: Backend, R: Backend> Checked<B, R> {
     }
 
     /// Compares the two results of a composite and pairs them into one checked tensor.
-    fn settle_tensors(
+    pub(crate) fn settle_tensors(
         &self,
         op: &'static str,
         inputs: &[&Tensor<Self>],

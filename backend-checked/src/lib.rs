@@ -15,6 +15,7 @@
 
 #![warn(missing_docs)]
 
+mod attention;
 mod backend;
 mod composites;
 mod divergence;

@@ -8,7 +8,8 @@ use crate::kernels::{
 };
 use crate::storage::map_storage;
 use crate::CpuStorage;
-use crate::{fused_ops, nn_ops};
+use crate::{attention_ops, fused_ops, nn_ops};
+use tessera_core::attention::{AttentionGrads, AttentionOutput, AttentionParams};
 use tessera_core::backend::{AdamTensors, AdamUpdate};
 use tessera_core::{
     composite, ArgReduceOp, AssignMode, Backend, BinaryOp, CmpOp, Conv2dParams, DType, Device,
@@ -348,6 +349,38 @@ impl Backend for Cpu {
         match nn_ops::avg_pool2d_backward(grad_out, input_dims, params)? {
             Some(t) => Ok(t),
             None => composite::avg_pool2d_backward(grad_out, input_dims, params),
+        }
+    }
+
+    fn scaled_dot_product_attention(
+        &self,
+        q: &Tensor<Cpu>,
+        k: &Tensor<Cpu>,
+        v: &Tensor<Cpu>,
+        mask: Option<&Tensor<Cpu>>,
+        params: &AttentionParams,
+    ) -> Result<AttentionOutput<Cpu>> {
+        match attention_ops::attention(q, k, v, mask, params)? {
+            Some(out) => Ok(out),
+            None => composite::scaled_dot_product_attention(q, k, v, mask, params),
+        }
+    }
+
+    fn scaled_dot_product_attention_backward(
+        &self,
+        grad_out: &Tensor<Cpu>,
+        q: &Tensor<Cpu>,
+        k: &Tensor<Cpu>,
+        v: &Tensor<Cpu>,
+        mask: Option<&Tensor<Cpu>>,
+        forward: &AttentionOutput<Cpu>,
+        params: &AttentionParams,
+    ) -> Result<AttentionGrads<Cpu>> {
+        match attention_ops::attention_backward(grad_out, (q, k, v), mask, forward, params)? {
+            Some(grads) => Ok(grads),
+            None => composite::scaled_dot_product_attention_backward(
+                grad_out, q, k, v, mask, forward, params,
+            ),
         }
     }
 

@@ -55,6 +55,7 @@
 #![warn(missing_docs)]
 
 mod alloc;
+mod attention_ops;
 mod backend;
 mod checks;
 mod fused_ops;

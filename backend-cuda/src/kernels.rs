@@ -140,14 +140,20 @@ fn all_tiles() -> Vec<GemmTiles> {
     tiles
 }
 
-/// Every module this backend may load: the tensor program for each dtype and the GEMM program
-/// for f32 and f64 with each tile configuration of [`GemmTiles::CANDIDATES`] and the default.
+/// Every module this backend may load: the tensor program for each dtype, and for f32 and f64
+/// the attention program and the GEMM program with each tile configuration of
+/// [`GemmTiles::CANDIDATES`] and the default.
 pub fn modules() -> Vec<KernelModule> {
     let mut modules: Vec<KernelModule> = DType::ALL
         .iter()
         .map(|&d| KernelModule::new(ModuleKey::tensor(d)))
         .collect();
     for dtype in [DType::F32, DType::F64] {
+        modules.push(KernelModule::new(ModuleKey {
+            program: Program::Attention,
+            dtype,
+            extra_defines: Vec::new(),
+        }));
         for tiles in all_tiles() {
             modules.push(KernelModule::new(ModuleKey {
                 program: Program::Gemm,
@@ -165,7 +171,7 @@ pub fn default_modules() -> Vec<KernelModule> {
     let default_gemm = DEFAULT_TILES.defines();
     modules()
         .into_iter()
-        .filter(|m| m.key.program == Program::Tensor || m.key.extra_defines == default_gemm)
+        .filter(|m| m.key.program != Program::Gemm || m.key.extra_defines == default_gemm)
         .collect()
 }
 
@@ -302,8 +308,8 @@ mod tests {
         let modules = modules();
         assert_eq!(
             modules.len(),
-            4 + 2 * all_tiles().len(),
-            "tensor x 4 dtypes, gemm x 2 dtypes x tiles"
+            4 + 2 * (1 + all_tiles().len()),
+            "tensor x 4 dtypes, (attention + gemm x tiles) x 2 dtypes"
         );
         let mut names: Vec<String> = modules
             .iter()
@@ -312,7 +318,7 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), modules.len());
-        assert_eq!(default_modules().len(), 6);
+        assert_eq!(default_modules().len(), 8);
     }
 
     #[test]

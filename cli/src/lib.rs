@@ -2,7 +2,10 @@
 //! `tessera-nn` compiles no CLI parser, progress bars or GPU loaders:
 //!
 //! * [`mnist_job`]: `train --model mlp|cnn` on Fashion-MNIST;
+//! * [`gpt_job`]: `train --model gpt`, a character-level GPT on a text corpus (the `generate`
+//!   binary samples from its checkpoints);
 //! * [`distributed`]: `train --distributed`, one rank of an `mpirun` data-parallel run.
 
 pub mod distributed;
+pub mod gpt_job;
 pub mod mnist_job;

@@ -9,8 +9,11 @@ use crate::checks::check_operand;
 use crate::driver::Driver;
 use crate::gpu::Gpu;
 use crate::ops::softmax::RowOp;
-use crate::ops::{conv, elementwise, indexing, matmul, random, reduce, softmax, transfer};
+use crate::ops::{
+    attention, conv, elementwise, indexing, matmul, random, reduce, softmax, transfer,
+};
 use crate::storage::GpuStorage;
+use tessera_core::attention::{AttentionGrads, AttentionOutput, AttentionParams};
 use tessera_core::{
     composite, ArgReduceOp, AssignMode, Backend, BinaryOp, CmpOp, Conv2dParams, DType, Device,
     Distribution, Error, HostData, Layout, ReduceOp, Result, Tensor, UnaryOp,
@@ -308,6 +311,31 @@ impl<D: Driver> Backend for Gpu<D> {
         }
         let columns = |kernel, out_hw| self.columns(x, kernel, params, out_hw);
         conv::conv2d(x, weight, params, &columns)
+    }
+
+    fn scaled_dot_product_attention(
+        &self,
+        q: &Tensor<Self>,
+        k: &Tensor<Self>,
+        v: &Tensor<Self>,
+        mask: Option<&Tensor<Self>>,
+        params: &AttentionParams,
+    ) -> Result<AttentionOutput<Self>> {
+        attention::forward(self, q, k, v, mask, params)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn scaled_dot_product_attention_backward(
+        &self,
+        grad_out: &Tensor<Self>,
+        q: &Tensor<Self>,
+        k: &Tensor<Self>,
+        v: &Tensor<Self>,
+        mask: Option<&Tensor<Self>>,
+        forward: &AttentionOutput<Self>,
+        params: &AttentionParams,
+    ) -> Result<AttentionGrads<Self>> {
+        attention::backward(self, grad_out, q, k, v, mask, forward, params)
     }
 
     fn conv2d_backward_weight(

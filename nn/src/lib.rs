@@ -6,7 +6,9 @@
 //!   Dropout, Embedding, Flatten, Sequential, activations);
 //! * [`loss`] functions, [`init`]ialisers, [`optim`]izers, LR [`schedule`]s and gradient
 //!   [`clip`]ping;
-//! * [`data`]: IDX/MNIST reading, the `Dataset` trait and a prefetching `DataLoader`;
+//! * [`data`]: IDX/MNIST reading, the `Dataset` trait and a prefetching `DataLoader`; text
+//!   corpora, a character tokenizer and random token windows;
+//! * [`gpt`]: a GPT (decoder-only transformer) with KV-cache generation and checkpoint folders;
 //! * [`checkpoint`]: safetensors files, and [`training`]: steps, evaluation, training state and
 //!   the job behind the `train` command, with the reference [`models`];
 //! * [`distributed`]: data-parallel training over several processes (the `Communicator` trait,
@@ -19,6 +21,7 @@ pub mod clip;
 pub mod data;
 pub mod distributed;
 pub mod error;
+pub mod gpt;
 pub mod init;
 pub mod layers;
 pub mod loss;

@@ -99,9 +99,6 @@ pub fn cnn<B: Backend>(dtype: DType, seed: u64, backend: &B) -> Result<Cnn<B>> {
 
 /// Either reference model, for code that picks one at run time (the benchmarks, the `train`
 /// command). Names, training mode and transfer are those of the model inside.
-// Built once per run and never moved in a loop: the size difference between the variants costs
-// nothing, and boxing would change the variants' public types.
-#[allow(clippy::large_enum_variant)]
 pub enum ReferenceModel<B: Backend> {
     /// The [`Mlp`].
     Mlp(Mlp<B>),

@@ -43,6 +43,7 @@
 //! in terms of `Tensor` ops in [`crate::composite`]; a backend overrides them with fused kernels
 //! when it can do better. The `tests` crate checks overrides against the defaults.
 
+use crate::attention::{AttentionGrads, AttentionOutput, AttentionParams};
 use crate::composite;
 use crate::{
     ArgReduceOp, AssignMode, BinaryOp, CmpOp, DType, Distribution, Layout, ReduceOp, Result,
@@ -500,6 +501,47 @@ pub trait Backend: Clone + Send + Sync + fmt::Debug + 'static {
         params: Pool2dParams,
     ) -> Result<Tensor<Self>> {
         composite::avg_pool2d_backward(grad_out, input_dims, params)
+    }
+
+    // ----- attention -----
+
+    /// Scaled dot-product attention of `q: [..b, L, E]` over `k: [..b, S, E]` and
+    /// `v: [..b, S, Ev]` (see [`crate::attention`] for the definition). The three share their
+    /// batch dimensions, dtype (f32/f64) and device and may be any strided views; `mask`, if
+    /// given, is `Bool` or the dtype of `q`, already broadcast to `[..b, L, S]` (zero strides);
+    /// `params.scale` is resolved. Returns the output `[..b, L, Ev]` and the per-row
+    /// log-sum-exp `[..b, L]`, both contiguous. Default:
+    /// [`crate::composite::scaled_dot_product_attention`] (two matmuls around a masked
+    /// softmax, materialising the `[..b, L, S]` scores); a fused kernel keeps only the
+    /// log-sum-exp.
+    fn scaled_dot_product_attention(
+        &self,
+        q: &Tensor<Self>,
+        k: &Tensor<Self>,
+        v: &Tensor<Self>,
+        mask: Option<&Tensor<Self>>,
+        params: &AttentionParams,
+    ) -> Result<AttentionOutput<Self>> {
+        composite::scaled_dot_product_attention(q, k, v, mask, params)
+    }
+
+    /// The gradients of [`Backend::scaled_dot_product_attention`] with respect to `q`, `k` and
+    /// `v`, given the upstream gradient `grad_out: [..b, L, Ev]`, the same inputs and
+    /// parameters, and the forward pass's output and log-sum-exp (dropout draws are repeated
+    /// from the same stream). All three gradients are contiguous. Default:
+    /// [`crate::composite::scaled_dot_product_attention_backward`].
+    #[allow(clippy::too_many_arguments)]
+    fn scaled_dot_product_attention_backward(
+        &self,
+        grad_out: &Tensor<Self>,
+        q: &Tensor<Self>,
+        k: &Tensor<Self>,
+        v: &Tensor<Self>,
+        mask: Option<&Tensor<Self>>,
+        forward: &AttentionOutput<Self>,
+        params: &AttentionParams,
+    ) -> Result<AttentionGrads<Self>> {
+        composite::scaled_dot_product_attention_backward(grad_out, q, k, v, mask, forward, params)
     }
 
     // ----- fused element-wise composites -----

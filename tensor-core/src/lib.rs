@@ -54,6 +54,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod attention;
 pub mod backend;
 pub mod composite;
 pub mod dtype;
@@ -66,6 +67,9 @@ pub mod random;
 pub mod shape;
 pub mod tensor;
 
+pub use attention::{
+    AttentionDropout, AttentionGrads, AttentionOptions, AttentionOutput, AttentionParams,
+};
 pub use backend::{Backend, BackendStorage, Conv2dParams, Device, HostData, Pool2dParams};
 pub use dtype::{DType, Element, FloatElement};
 pub use error::{CommFailure, Error, Result};

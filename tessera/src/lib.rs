@@ -78,10 +78,14 @@ pub mod backends {
 pub mod prelude {
     pub use tessera_autograd::{no_grad, Var};
     pub use tessera_core::{
-        Backend, Conv2dParams, DType, Device, Distribution, Generator, Pool2dParams, Shape, Tensor,
+        AttentionDropout, AttentionOptions, Backend, Conv2dParams, DType, Device, Distribution,
+        Generator, Pool2dParams, Shape, Tensor,
     };
     pub use tessera_nn::clip::clip_grad_norm;
-    pub use tessera_nn::data::{DataLoader, Dataset, LoaderConfig};
+    pub use tessera_nn::data::{
+        CharTokenizer, DataLoader, Dataset, LoaderConfig, TextCorpus, TokenWindows,
+    };
+    pub use tessera_nn::gpt::{Gpt, GptConfig, SamplingConfig};
     pub use tessera_nn::layers::*;
     pub use tessera_nn::loss::{
         bce_with_logits, cross_entropy, cross_entropy_with_label_smoothing, mse_loss, nll_loss,

@@ -5,6 +5,7 @@
 //! that captures only the tensors it needs (never `Var`s) and computes gradients only for the
 //! operands that require grad.
 
+mod attention;
 mod binary;
 mod indexing;
 mod linalg;

@@ -3,6 +3,7 @@
 
 mod common;
 
+mod attention;
 mod binary;
 mod indexing;
 mod linalg;

@@ -4,6 +4,7 @@
 
 pub(crate) mod adam;
 pub(crate) mod arg_reduce;
+pub(crate) mod attention;
 pub(crate) mod binary;
 pub(crate) mod cast;
 pub(crate) mod compare;

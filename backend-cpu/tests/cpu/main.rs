@@ -3,6 +3,7 @@
 //! Every kernel path is exercised: contiguous, strided (transposed, sliced with a step),
 //! broadcast (stride 0), empty, rank 0, special values, and sizes above the parallel threshold.
 
+mod attention;
 mod common;
 mod conv_pool;
 mod elementwise;

@@ -48,6 +48,7 @@ macro_rules! conformance_suite_or_skip {
         family!(softmax, Softmax);
         family!(conv, Conv);
         family!(pool, Pool);
+        family!(attention, Attention);
         family!(fused, Fused);
         family!(random, Random);
         family!(constructors, Constructors);
@@ -57,7 +58,7 @@ macro_rules! conformance_suite_or_skip {
 
         #[test]
         fn every_family_has_a_test() {
-            assert_eq!(tessera_conformance::suite::Family::ALL.len(), 23);
+            assert_eq!(tessera_conformance::suite::Family::ALL.len(), 24);
         }
     };
 }

@@ -1,10 +1,12 @@
 //! `train`: trains a reference model on Fashion-MNIST (or MNIST) and reports test accuracy and
-//! throughput. The last line on stdout is a JSON summary.
+//! throughput, or (`--model gpt`) a character-level GPT on a text corpus and reports its
+//! validation loss. The last line on stdout is a JSON summary.
 //!
 //! ```text
 //! cargo run --release -p tessera-cli --bin train -- --model mlp --epochs 5
 //! # data-parallel, 2 processes (build with --features mpi; see docs/DISTRIBUTED.md):
 //! mpirun -np 2 target/release/train --distributed --model mlp --epochs 5
+//! cargo run --release -p tessera-cli --bin train -- --model gpt
 //! ```
 
 use clap::{Parser, ValueEnum};
@@ -13,6 +15,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use tessera_checked::Checked;
 use tessera_cli::distributed::{CommChoice, Launch};
+use tessera_cli::gpt_job::{self, GptArgs, GptTrainConfig};
 use tessera_cli::mnist_job::{
     run_training_with, OptimizerKind, ScheduleKind, TrainConfig, TrainReport,
 };
@@ -27,6 +30,8 @@ enum ModelArg {
     Mlp,
     /// Two conv + pool blocks and two linear layers.
     Cnn,
+    /// A character-level GPT on a text corpus (default: Debian's fortunes).
+    Gpt,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -85,12 +90,12 @@ struct Args {
     /// Passes over the training set.
     #[arg(long, default_value_t = 5)]
     epochs: usize,
-    /// Samples per step and rank (default: 128 for the MLP, 64 for the CNN).
+    /// Samples per step and rank (default: 128 for the MLP, 64 for the CNN, 32 sequences for the GPT).
     #[arg(long)]
     batch_size: Option<usize>,
-    /// Learning rate.
-    #[arg(long, default_value_t = 1e-3)]
-    lr: f64,
+    /// Learning rate [default: 1e-3; 3e-3 for the GPT].
+    #[arg(long)]
+    lr: Option<f64>,
     /// Optimizer.
     #[arg(long, value_enum, default_value = "adam")]
     optimizer: OptimizerArg,
@@ -100,13 +105,16 @@ struct Args {
     /// Seed for initialisation and shuffling.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Folder with the IDX files (train-images-idx3-ubyte[.gz], ...).
-    #[arg(long, default_value = FASHION_MNIST_DIR)]
-    data: PathBuf,
+    /// Folder with the IDX files (train-images-idx3-ubyte[.gz], ...) [default:
+    /// /usr/share/datasets/fashion-mnist]; for the GPT a text file or folder [default:
+    /// /usr/share/games/fortunes].
+    #[arg(long)]
+    data: Option<PathBuf>,
     /// Compute backend.
     #[arg(long, value_enum, default_value = "cpu")]
     backend: BackendArg,
-    /// Save the model and optimizer state here (safetensors) after every epoch.
+    /// Save the model and optimizer state here (safetensors) after every epoch; for the GPT,
+    /// the checkpoint folder written at every loss estimate [default: checkpoints/gpt].
     #[arg(long)]
     save: Option<PathBuf>,
     /// Train on the first N samples only (quick runs).
@@ -127,6 +135,8 @@ struct Args {
     /// With --distributed: the library that carries the gradients.
     #[arg(long, value_enum, default_value = "auto", requires = "distributed")]
     comm: CommArg,
+    #[command(flatten)]
+    gpt: GptArgs,
 }
 
 /// Trains on `dev` with the communicator `launch` gives for a host backend.
@@ -146,6 +156,7 @@ fn main() -> ExitCode {
     let model = match args.model {
         ModelArg::Mlp => ModelKind::Mlp,
         ModelArg::Cnn => ModelKind::Cnn,
+        ModelArg::Gpt => return gpt_main(&args),
     };
     let config = TrainConfig {
         model,
@@ -154,7 +165,7 @@ fn main() -> ExitCode {
             ModelKind::Mlp => 128,
             ModelKind::Cnn => 64,
         }),
-        lr: args.lr,
+        lr: args.lr.unwrap_or(1e-3),
         optimizer: match args.optimizer {
             OptimizerArg::Sgd => OptimizerKind::Sgd,
             OptimizerArg::Adam => OptimizerKind::Adam,
@@ -165,7 +176,10 @@ fn main() -> ExitCode {
             ScheduleArg::Cosine => ScheduleKind::Cosine,
         },
         seed: args.seed,
-        data_dir: args.data.clone(),
+        data_dir: args
+            .data
+            .clone()
+            .unwrap_or_else(|| FASHION_MNIST_DIR.into()),
         save: args.save.clone(),
         train_limit: args.train_limit,
         test_limit: args.test_limit,
@@ -250,6 +264,84 @@ fn main() -> ExitCode {
                 true => eprintln!("error (rank {} of {}): {e}", launch.rank, launch.world_size),
                 false => eprintln!("error: {e}"),
             }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `train --model gpt`: the GPT job on the chosen backend, then its JSON summary.
+fn gpt_main(args: &Args) -> ExitCode {
+    let config = GptTrainConfig {
+        args: args.gpt.clone(),
+        batch_size: args.batch_size.unwrap_or(gpt_job::DEFAULT_BATCH),
+        lr: args.lr.unwrap_or(gpt_job::DEFAULT_LR),
+        seed: args.seed,
+        data: args
+            .data
+            .clone()
+            .unwrap_or_else(GptTrainConfig::default_data),
+        save: Some(
+            args.save
+                .clone()
+                .unwrap_or_else(|| gpt_job::DEFAULT_CHECKPOINT_DIR.into()),
+        ),
+        progress: std::io::stderr().is_terminal(),
+        dtype: tessera_core::DType::F32,
+    };
+    let run = |name: &'static str, result| (name, result);
+    let (backend_name, result) = match args.backend {
+        BackendArg::Cpu => run("cpu", gpt_job::run_gpt_training(&config, &Cpu::new())),
+        BackendArg::Opencl => run(
+            "opencl",
+            tessera_opencl::OpenCl::new().and_then(|dev| gpt_job::run_gpt_training(&config, &dev)),
+        ),
+        #[cfg(feature = "cuda")]
+        BackendArg::Cuda => run(
+            "cuda",
+            tessera_cuda::Cuda::new().and_then(|dev| gpt_job::run_gpt_training(&config, &dev)),
+        ),
+        BackendArg::CheckedCpu => run(
+            "checked-cpu",
+            gpt_job::run_gpt_training(&config, &Checked::new(Cpu::new(), Cpu::new())),
+        ),
+        BackendArg::CheckedOpencl => run(
+            "checked-opencl",
+            tessera_opencl::OpenCl::new()
+                .and_then(|dev| gpt_job::run_gpt_training(&config, &Checked::new(dev, Cpu::new()))),
+        ),
+        #[cfg(feature = "cuda")]
+        BackendArg::CheckedCuda => run(
+            "checked-cuda",
+            tessera_cuda::Cuda::new()
+                .and_then(|dev| gpt_job::run_gpt_training(&config, &Checked::new(dev, Cpu::new()))),
+        ),
+    };
+    match result {
+        Ok(report) => {
+            if !report.sample.is_empty() {
+                eprintln!("sample:\n{}\n", report.sample);
+            }
+            let last = report.last();
+            let summary = serde_json::json!({
+                "model": "gpt",
+                "backend": backend_name,
+                "steps": config.args.steps,
+                "batch_size": config.batch_size,
+                "block_size": config.args.block_size,
+                "seed": config.seed,
+                "parameters": report.parameters,
+                "train_loss": last.train_loss,
+                "val_loss": last.val_loss,
+                "tokens_per_s": report.tokens_per_s,
+                "samples_per_s": report.tokens_per_s / config.args.block_size as f64,
+                "seconds": report.seconds,
+                "checkpoint": config.save.as_ref().map(|p| p.display().to_string()),
+            });
+            println!("{summary}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
             ExitCode::FAILURE
         }
     }

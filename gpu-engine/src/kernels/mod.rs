@@ -25,6 +25,8 @@
 //! * [`Program::Tensor`]: everything but matrix products, per dtype: strided copy and assign,
 //!   unary and binary maps, comparisons, where, casts, reductions, arg-reductions, indexing,
 //!   random numbers, fused row softmax and im2col (float dtypes).
+//! * [`Program::Attention`]: fused scaled dot-product attention (forward, and the gradient in
+//!   two kernels), per float dtype.
 //! * [`Program::Gemm`]: the matrix product, per float dtype and tile configuration: `gemm`
 //!   (local-memory tiles plus register blocking, for GPUs) and `gemm_direct` (register blocks
 //!   over contiguous columns without local memory, for CPU devices).
@@ -56,6 +58,8 @@ pub enum Program {
     Tensor,
     /// The tiled batched matrix product (needs the tile defines of [`GemmTiles::defines`]).
     Gemm,
+    /// Fused scaled dot-product attention and its gradient (float dtypes; `attention.cl.c`).
+    Attention,
 }
 
 /// Highest rank of a `View` kernel argument.
@@ -72,6 +76,7 @@ const RANDOM: &str = include_str!("random.cl.c");
 const SOFTMAX: &str = include_str!("softmax.cl.c");
 const CONV: &str = include_str!("conv.cl.c");
 const GEMM: &str = include_str!("gemm.cl.c");
+const ATTENTION: &str = include_str!("attention.cl.c");
 
 impl Program {
     /// The source files of the program, in order, after the prelude.
@@ -88,6 +93,7 @@ impl Program {
                 CONV,
             ],
             Program::Gemm => &[COMMON, GEMM],
+            Program::Attention => &[COMMON, RANDOM, ATTENTION],
         }
     }
 
@@ -96,6 +102,7 @@ impl Program {
         match self {
             Program::Tensor => "tensor",
             Program::Gemm => "gemm",
+            Program::Attention => "attention",
         }
     }
 
@@ -204,12 +211,14 @@ mod tests {
         assert!(cuda.contains("#define TS_CUDA 1") && !cuda.contains("TS_OPENCL"));
         assert!(cl.contains("KERNEL void copy("));
         assert!(program_source(Dialect::OpenCl, Program::Gemm).contains("KERNEL void gemm("));
+        assert!(program_source(Dialect::Cuda, Program::Attention)
+            .contains("KERNEL void attention_forward("));
     }
 
     #[test]
     fn sources_avoid_dialect_specific_spellings() {
         // Everything dialect-specific must go through the prelude's macros.
-        for program in [Program::Tensor, Program::Gemm] {
+        for program in [Program::Tensor, Program::Gemm, Program::Attention] {
             for part in program.parts() {
                 for word in [
                     "__kernel",

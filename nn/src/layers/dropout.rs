@@ -43,10 +43,15 @@ impl DropoutConfig {
 /// The mask stream, behind a lock so that `forward(&self)` can advance it; a clone (when the
 /// layer moves to another backend) continues from the same point.
 #[derive(Debug)]
-struct MaskGenerator(Mutex<Generator>);
+pub(crate) struct MaskGenerator(Mutex<Generator>);
 
 impl MaskGenerator {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Generator> {
+    /// The stream `generator`, lockable from `&self`.
+    pub(crate) fn new(generator: Generator) -> Self {
+        MaskGenerator(Mutex::new(generator))
+    }
+
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Generator> {
         // A poisoned lock only means another forward panicked; the counter is still valid.
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }

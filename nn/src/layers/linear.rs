@@ -89,6 +89,16 @@ impl<B: Backend> Linear<B> {
         })
     }
 
+    /// A layer over existing parameters, which it shares with whoever else holds them (weight
+    /// tying: a model's output head reusing its token embedding). Checked like
+    /// [`Linear::from_tensors`].
+    pub fn from_vars(weight: Var<B>, bias: Option<Var<B>>) -> Result<Self> {
+        let mut layer = Self::from_tensors(weight.value(), bias.as_ref().map(Var::value))?;
+        layer.weight = weight;
+        layer.bias = bias;
+        Ok(layer)
+    }
+
     /// The weight `[out_features, in_features]`.
     pub fn weight(&self) -> &Var<B> {
         &self.weight

@@ -5,13 +5,16 @@
 mod activation;
 mod batch_norm;
 mod conv2d;
-mod dropout;
+pub(crate) mod dropout;
 mod embedding;
 mod flatten;
+mod kv_cache;
 mod layer_norm;
 mod linear;
+mod multi_head_attention;
 mod pooling;
 mod sequential;
+mod transformer_block;
 
 pub use activation::{LeakyReLU, ReLU, Sigmoid, Softmax, Tanh, GELU};
 pub use batch_norm::{BatchNorm1d, BatchNorm2d, BatchNormConfig};
@@ -19,7 +22,10 @@ pub use conv2d::{Conv2d, Conv2dConfig};
 pub use dropout::{Dropout, DropoutConfig};
 pub use embedding::{Embedding, EmbeddingConfig};
 pub use flatten::Flatten;
+pub use kv_cache::KvCache;
 pub use layer_norm::{LayerNorm, LayerNormConfig};
 pub use linear::{Linear, LinearConfig};
+pub use multi_head_attention::{MultiHeadAttention, MultiHeadAttentionConfig};
 pub use pooling::{AvgPool2d, MaxPool2d, Pool2dConfig};
 pub use sequential::Sequential;
+pub use transformer_block::{Mlp, TransformerBlock, TransformerBlockConfig};

@@ -134,11 +134,17 @@ pub trait Module<B: Backend>: Send + Sync {
         self.visit(prefix, &mut OnlyBuffers(f));
     }
 
-    /// Every trainable parameter with its dotted name, in visiting order.
+    /// Every trainable parameter with its dotted name, in visiting order, each [`Var`] once:
+    /// a parameter shared by two layers (weight tying) is listed under the first name it is
+    /// visited with, like PyTorch's `named_parameters()`, so an optimizer updates it once.
+    /// [`Module::state_dict`] lists it under every name.
     fn parameters(&self) -> Vec<(String, Var<B>)> {
         let mut out = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         self.visit_parameters("", &mut |name, var| {
-            out.push((name.to_string(), var.clone()))
+            if seen.insert(var.id()) {
+                out.push((name.to_string(), var.clone()))
+            }
         });
         out
     }
@@ -152,11 +158,9 @@ pub trait Module<B: Backend>: Send + Sync {
         out
     }
 
-    /// The total number of trainable scalars.
+    /// The total number of trainable scalars (a shared parameter counted once).
     fn num_parameters(&self) -> usize {
-        let mut count = 0;
-        self.visit_parameters("", &mut |_, var| count += var.numel());
-        count
+        self.parameters().iter().map(|(_, var)| var.numel()).sum()
     }
 
     /// Clears the gradient of every parameter.

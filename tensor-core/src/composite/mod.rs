@@ -2,12 +2,14 @@
 //! methods (so with the backend's primitives). A backend overrides a composite when it has a
 //! faster fused kernel; these defaults stay the reference its override is tested against.
 
+mod attention;
 mod concat;
 mod conv;
 mod fused;
 mod pool;
 mod softmax;
 
+pub use attention::{scaled_dot_product_attention, scaled_dot_product_attention_backward};
 pub use concat::concat;
 pub use conv::{conv2d, conv2d_backward_input, conv2d_backward_weight};
 pub use fused::{adam_update, relu_backward};

@@ -5,8 +5,10 @@
 //! indexing in `indexing`, neural-network ops in `nn_ops`, `std::ops` in `std_ops` and printing
 //! in `display`.
 
+mod attention;
 mod display;
 mod elementwise;
+mod in_place;
 mod indexing;
 pub use indexing::concat_shape;
 mod linalg;

@@ -4,6 +4,7 @@
 //! property over proptest's default 256 cases. Everything is generic over the backend.
 
 pub mod arg_reduce;
+pub mod attention;
 pub mod binary;
 pub mod cast;
 pub mod comparison;

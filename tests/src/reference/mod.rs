@@ -5,6 +5,7 @@
 //! (`UnaryOp`, `Conv2dParams`, ...) are reused so a check can name the op it compares.
 
 mod array;
+pub mod attention;
 pub mod conv;
 pub mod elementwise;
 pub mod fused;

@@ -3,9 +3,9 @@
 
 use super::op::Op;
 use crate::checks::{
-    arg_reduce, binary, cast, comparison, concat, constructors, conv, device, display, fused,
-    gradients, indexing, kinks, losses, matmul, memory, metamorphic, pool, random, reduce, softmax,
-    statistics, unary, views, where_select,
+    arg_reduce, attention, binary, cast, comparison, concat, constructors, conv, device, display,
+    fused, gradients, indexing, kinks, losses, matmul, memory, metamorphic, pool, random, reduce,
+    softmax, statistics, unary, views, where_select,
 };
 use crate::runner::{falsify_systematic, Counterexample, Printed, RunConfig};
 use crate::strategies::Pattern;
@@ -58,6 +58,9 @@ pub fn check_cell<B: Backend>(
             memory::cases(o, dtype),
             |c| memory::check(dev, o, c),
         ),
+        Op::Attention(o) => run(n, config, Vec::new(), attention::cases(o, dtype), |c| {
+            attention::check(dev, c)
+        }),
         Op::Fused(o) => run(
             n,
             config,

@@ -9,7 +9,7 @@
 use super::op::{Family, Op};
 
 /// Every method of `tessera_core::Backend`, in the trait's order.
-pub const BACKEND_METHODS: [&str; 34] = [
+pub const BACKEND_METHODS: [&str; 36] = [
     "name",
     "device",
     "supports_dtype",
@@ -42,6 +42,8 @@ pub const BACKEND_METHODS: [&str; 34] = [
     "max_pool2d_backward",
     "avg_pool2d",
     "avg_pool2d_backward",
+    "scaled_dot_product_attention",
+    "scaled_dot_product_attention_backward",
     "relu_backward",
     "adam_update",
 ];

@@ -54,6 +54,7 @@ macro_rules! conformance_suite {
             softmax: Softmax,
             conv: Conv,
             pool: Pool,
+            attention: Attention,
             fused: Fused,
             random: Random,
             constructors: Constructors,

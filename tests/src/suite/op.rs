@@ -1,6 +1,7 @@
 //! What the suite checks: op families (one generated test each) and the ops in them, with the
 //! dtypes each op is defined for (the columns of the coverage matrix).
 
+use crate::checks::attention::AttentionOp;
 use crate::checks::concat::JoinOp;
 use crate::checks::conv::ConvOp;
 use crate::checks::device::DeviceOp;
@@ -54,6 +55,8 @@ pub enum Family {
     Conv,
     /// Pooling and its gradients.
     Pool,
+    /// Scaled dot-product attention and its gradient.
+    Attention,
     /// The fused element-wise composites: relu_backward, adam_update.
     Fused,
     /// Counter-based random numbers.
@@ -70,7 +73,7 @@ pub enum Family {
 
 impl Family {
     /// Every family, in the order the suite runs them.
-    pub const ALL: [Family; 23] = [
+    pub const ALL: [Family; 24] = [
         Family::Device,
         Family::Memory,
         Family::Unary,
@@ -88,6 +91,7 @@ impl Family {
         Family::Softmax,
         Family::Conv,
         Family::Pool,
+        Family::Attention,
         Family::Fused,
         Family::Random,
         Family::Constructors,
@@ -116,6 +120,7 @@ impl Family {
             Family::Softmax => "softmax",
             Family::Conv => "conv",
             Family::Pool => "pool",
+            Family::Attention => "attention",
             Family::Fused => "fused",
             Family::Random => "random",
             Family::Constructors => "constructors",
@@ -162,6 +167,7 @@ impl Family {
                 Op::Pool(PoolOp::AvgBackward),
             ],
             Family::Fused => FusedOp::ALL.into_iter().map(Op::Fused).collect(),
+            Family::Attention => AttentionOp::ALL.into_iter().map(Op::Attention).collect(),
             Family::Random => vec![Op::Random, Op::RandomMoments],
             Family::Constructors => vec![Op::Constructors],
             Family::Display => vec![Op::DisplaySmall, Op::DisplaySummary],
@@ -221,6 +227,8 @@ pub enum Op {
     Pool(PoolOp),
     /// A fused element-wise composite.
     Fused(FusedOp),
+    /// Scaled dot-product attention or its gradient.
+    Attention(AttentionOp),
     /// Counter-based draws, element by element.
     Random,
     /// Moments of large draws.
@@ -268,6 +276,7 @@ impl Op {
             Op::Conv(_) => Family::Conv,
             Op::Pool(_) => Family::Pool,
             Op::Fused(_) => Family::Fused,
+            Op::Attention(_) => Family::Attention,
             Op::Random | Op::RandomMoments => Family::Random,
             Op::Constructors => Family::Constructors,
             Op::DisplaySmall | Op::DisplaySummary => Family::Display,
@@ -282,6 +291,7 @@ impl Op {
             Op::Device(op) => op.name().into(),
             Op::Memory(op) => op.name().into(),
             Op::Fused(op) => op.name().into(),
+            Op::Attention(op) => op.name().into(),
             Op::Unary(op) => op.name().into(),
             Op::Binary(op) => op.name().into(),
             Op::Compare(op) => op.name().into(),
@@ -325,6 +335,7 @@ impl Op {
             Op::Device(op) => op.name(),
             Op::Memory(op) => op.name(),
             Op::Fused(op) => op.name(),
+            Op::Attention(op) => op.name(),
             Op::Unary(_) => "unary",
             Op::Binary(_) => "binary",
             Op::Compare(_) => "compare",
@@ -383,6 +394,7 @@ impl Op {
             | Op::Conv(_)
             | Op::Pool(_)
             | Op::Fused(_)
+            | Op::Attention(_)
             | Op::Random
             | Op::RandomMoments
             | Op::Gradient(_)
@@ -409,6 +421,7 @@ impl Op {
             Op::Kink(_) => vec![DType::Bool],
             Op::Loss(LossOp::CrossEntropy) => vec![DType::Bool, DType::I64],
             Op::Law(Law::ArgmaxPointsAtMax) => vec![DType::I64],
+            Op::Attention(_) => vec![DType::Bool, DType::I64],
             _ => vec![],
         }
     }

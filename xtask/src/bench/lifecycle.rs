@@ -11,8 +11,15 @@ use serde_json::{json, Value};
 use crate::bench::record::Record;
 use crate::bench::report::{format_rate, host, unix_time};
 
-/// The phases, in the order of a model's life.
-pub const PHASES: [&str; 5] = ["prep", "train", "eval", "infer-1", "infer-batch"];
+/// The phases, in the order of a model's life (`generate`: a language model's decoding).
+pub const PHASES: [&str; 6] = [
+    "prep",
+    "train",
+    "eval",
+    "infer-1",
+    "infer-batch",
+    "generate",
+];
 
 /// The backend every speedup is measured against.
 pub const REFERENCE_BACKEND: &str = "cpu";
@@ -66,7 +73,11 @@ impl PhaseRow {
     pub fn unit(&self) -> String {
         match self.phase.as_str() {
             "prep" => format!("one epoch, {} samples", self.n),
+            "train" if self.model.as_deref() == Some("gpt") => {
+                format!("one step, {} tokens", self.n)
+            }
             "train" => format!("one step, batch {}", self.n),
+            "generate" => format!("{} tokens, batch 1, KV cache", self.n),
             "eval" => format!("test set, {} samples", self.n),
             _ => format!("one forward, batch {}", self.n),
         }

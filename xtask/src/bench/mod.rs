@@ -112,6 +112,10 @@ fn suite_caption(suite: &SuiteCommand) -> &'static str {
             "mem: resident memory of training, MiB: before the unit, its peak above that, after"
         }
         SuiteCommand::Ddp(_) => "ddp: data-parallel training steps on 1 and 2 ranks",
+        SuiteCommand::Gpt(_) => {
+            "gpt: train = one step (forward, loss, backward, clip, AdamW), n = tokens; \
+             generate = greedy KV-cached decoding at batch 1, n = new tokens (ms/token = median / n)"
+        }
     }
 }
 

@@ -12,6 +12,7 @@
 pub mod artifacts;
 pub mod data;
 pub mod script;
+pub mod text;
 
 use std::path::{Path, PathBuf};
 
@@ -38,6 +39,12 @@ pub struct GpuCheckArgs {
     /// Test images copied into the bundle.
     #[arg(long, default_value_t = 2_000)]
     pub test_samples: usize,
+    /// Text file or folder a slice of which the bundle's GPT training uses.
+    #[arg(long, default_value = tessera_nn::data::FORTUNES_DIR)]
+    pub text: PathBuf,
+    /// Bytes of text copied into the bundle.
+    #[arg(long, default_value_t = 200_000)]
+    pub text_bytes: usize,
     /// GPU architectures the kernels are precompiled for (sm_XY cubins, compute_XY PTX).
     #[arg(long, default_value = "sm_80,sm_90,compute_80")]
     pub archs: String,
@@ -83,8 +90,10 @@ pub fn run(args: &GpuCheckArgs) -> TaskResult<()> {
                 "cuda,nccl",
                 "--bin",
                 "train",
+                "--bin",
+                "generate",
             ],
-            &["train"],
+            &["train", "generate"],
         ),
         (
             // A one-rank NCCL communicator on the GPU (libnccl.so.2 loaded at run time).
@@ -125,8 +134,12 @@ pub fn run(args: &GpuCheckArgs) -> TaskResult<()> {
 
     precompile_kernels(&bundle.join("kernels"), &args.archs);
     let has_data = copy_data(args, &bundle.join("data"));
+    let has_text = copy_text(args, &bundle.join("text").join("corpus.txt"));
 
-    let steps = script::steps(has_data, args.train_samples, args.test_samples);
+    let mut steps = script::steps(has_data, args.train_samples, args.test_samples);
+    if has_text {
+        steps.extend(script::gpt_steps());
+    }
     let run_sh = bundle.join("run.sh");
     std::fs::write(&run_sh, script::run_script(&steps))
         .map_err(|e| format!("cannot write {}: {e}", run_sh.display()))?;
@@ -196,6 +209,23 @@ fn copy_data(args: &GpuCheckArgs, dir: &Path) -> bool {
                  (apt-get install dataset-fashion-mnist, or pass --data DIR)"
             );
             let _ = std::fs::remove_dir_all(dir);
+            false
+        }
+    }
+}
+
+/// Copies a slice of the GPT corpus to `file`; false (after a warning) when there is none.
+fn copy_text(args: &GpuCheckArgs, file: &Path) -> bool {
+    match text::copy_text_slice(&args.text, file, args.text_bytes) {
+        Ok(bytes) => {
+            println!("==> gpu-check: text/corpus.txt ({bytes} bytes)");
+            true
+        }
+        Err(e) => {
+            eprintln!(
+                "gpu-check: warning: no text for the GPT steps ({e}); the bundle skips them \
+                 (apt-get install fortunes, or pass --text FILE_OR_FOLDER)"
+            );
             false
         }
     }

@@ -92,6 +92,29 @@ pub fn steps(has_data: bool, train_samples: usize, test_samples: usize) -> Vec<S
     steps
 }
 
+/// The GPT's steps, run after [`steps`] when the bundle has its text slice: a short
+/// `train --model gpt` whose checkpoint goes into the results folder, then `generate` from it
+/// (its stderr reports the first-token latency and tokens/s).
+pub fn gpt_steps() -> Vec<Step> {
+    vec![
+        Step {
+            name: "train-gpt",
+            limit_s: 15,
+            command: "\"$here/bin/train\" --backend cuda --model gpt --data \"$here/text\" \
+                      --steps 60 --eval-interval 30 --eval-iters 2 --sample-chars 100 \
+                      --save \"$results/gpt-checkpoint\""
+                .into(),
+        },
+        Step {
+            name: "generate-gpt",
+            limit_s: 10,
+            command: "\"$here/bin/generate\" --backend cuda --checkpoint \
+                      \"$results/gpt-checkpoint\" --tokens 200 --seed 1"
+                .into(),
+        },
+    ]
+}
+
 /// The script's text.
 pub fn run_script(steps: &[Step]) -> String {
     let mut s = String::from(
@@ -171,7 +194,8 @@ mod tests {
     #[test]
     fn steps_fit_in_one_ten_minute_command() {
         for has_data in [false, true] {
-            let total: u32 = steps(has_data, 1, 1).iter().map(|s| s.limit_s).sum();
+            let gpt: u32 = gpt_steps().iter().map(|s| s.limit_s).sum();
+            let total: u32 = steps(has_data, 1, 1).iter().map(|s| s.limit_s).sum::<u32>() + gpt;
             assert!(total <= 540, "{total} s");
         }
         assert!(!steps(false, 1, 1)

@@ -278,6 +278,28 @@ pub(crate) unsafe fn try_gemm<T: GemmElement>(
     unsafe { gemm_on(chosen_path(), dims, a, b, beta, c) }
 }
 
+/// [`try_gemm`] for callers that cannot return an error yet (the fused attention kernel): if
+/// the packing buffers cannot be allocated, the product is computed by `matrixmultiply`
+/// instead, whose own buffers are a few hundred KiB.
+///
+/// # Safety
+/// As [`try_gemm`].
+pub(crate) unsafe fn gemm<T: GemmElement>(
+    dims: (usize, usize, usize),
+    a: MatRef<T>,
+    b: MatRef<T>,
+    beta: T,
+    c: MatMut<T>,
+) {
+    // SAFETY: forwarded from the caller's contract; the portable path only runs when the
+    // blocked one failed before writing anything (it fails while acquiring its buffers).
+    unsafe {
+        if try_gemm(dims, a, b, beta, c).is_err() {
+            let _ = gemm_on(GemmPath::Portable, dims, a, b, beta, c);
+        }
+    }
+}
+
 /// `C = A·B + beta·C` on `path` (falling back to the portable path when this build or type has
 /// no kernel for it), on this thread.
 ///

@@ -10,6 +10,7 @@
 //! | `prep` | decode, normalise and batch one Fashion-MNIST epoch | prep |
 //! | `eval` | a test-set pass of `tessera_nn::training::evaluate` | eval |
 //! | `mem` | resident memory of a training step and of an epoch | train-step, train-epoch |
+//! | `gpt` | a GPT's training step and its KV-cached generation at batch 1 | train, generate |
 //!
 //! Adding a suite: a file here with its clap `Args` and a `measure` function generic over
 //! [`Backend`], a variant of [`SuiteCommand`] with its arms below, and optionally peers
@@ -19,6 +20,7 @@ pub mod cnn;
 pub mod data_source;
 pub mod eval;
 pub mod gemm;
+pub mod gpt;
 pub mod infer;
 pub mod mem;
 pub mod mlp;
@@ -52,6 +54,8 @@ pub enum SuiteCommand {
     Mem(mem::MemArgs),
     /// Data-parallel training on 1 and 2 ranks under mpirun (see `bench::ddp`).
     Ddp(crate::bench::ddp::DdpArgs),
+    /// A GPT: one training step (tokens/s) and KV-cached generation at batch 1 (ms/token).
+    Gpt(gpt::GptArgs),
 }
 
 impl SuiteCommand {
@@ -66,6 +70,7 @@ impl SuiteCommand {
             SuiteCommand::Eval(_) => eval::NAME,
             SuiteCommand::Mem(_) => mem::NAME,
             SuiteCommand::Ddp(_) => crate::bench::ddp::NAME,
+            SuiteCommand::Gpt(_) => gpt::NAME,
         }
     }
 
@@ -78,7 +83,7 @@ impl SuiteCommand {
             #[command(subcommand)]
             suite: SuiteCommand,
         }
-        ["gemm", "mlp", "cnn", "infer", "prep", "eval", "mem"]
+        ["gemm", "mlp", "cnn", "infer", "prep", "eval", "mem", "gpt"]
             .into_iter()
             .map(|name| {
                 One::try_parse_from(["bench", name])
@@ -100,6 +105,7 @@ impl SuiteCommand {
             SuiteCommand::Eval(a) => args.extend(a.to_cli_args()),
             SuiteCommand::Mem(a) => args.extend(a.to_cli_args()),
             SuiteCommand::Ddp(a) => args.extend(a.to_cli_args()),
+            SuiteCommand::Gpt(a) => args.extend(a.to_cli_args()),
         }
         args
     }
@@ -145,6 +151,7 @@ impl SuiteCommand {
                 let _ = (dev, protocol, emit);
                 Err("the ddp suite runs ranks under mpirun: `cargo xtask bench ddp`".into())
             }
+            SuiteCommand::Gpt(args) => gpt::measure(dev, args, protocol, emit),
         }
     }
 }
@@ -197,7 +204,7 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            ["gemm", "mlp", "cnn", "infer", "prep", "eval", "mem"]
+            ["gemm", "mlp", "cnn", "infer", "prep", "eval", "mem", "gpt"]
         );
     }
 

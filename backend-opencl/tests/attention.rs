@@ -1,0 +1,95 @@
+//! The fused attention kernels (`attention.cl.c`) on the default OpenCL device: the conformance
+//! checks of both passes (random shapes, masks, dropout, head splits) on every float dtype the
+//! device supports, and a training-sized problem against the CPU backend. Skips with a printed
+//! reason when no OpenCL device exists.
+
+mod common;
+
+use tessera_conformance::checks::attention::{self, AttentionOp};
+use tessera_core::{AttentionDropout, AttentionOptions, Backend, DType, Tensor};
+use tessera_cpu::Cpu;
+use tessera_opencl::OpenCl;
+
+#[test]
+fn attention_conformance() {
+    let dev = device_or_skip!();
+    for op in AttentionOp::ALL {
+        for dtype in [DType::F32, DType::F64] {
+            if dev.supports_dtype(dtype) {
+                attention::run(&dev, op, dtype);
+            }
+        }
+    }
+}
+
+/// A GPT-sized head split (several chunks of keys per work-group), causal with dropout, both
+/// passes against the CPU backend.
+#[test]
+fn a_causal_head_split_matches_the_cpu() {
+    let dev = device_or_skip!();
+    let cpu = Cpu::new();
+    let (b, t, h, d) = (2, 300, 2, 16);
+    let x = Tensor::randn([b, t, 3 * h * d], DType::F32, 5, &cpu).unwrap();
+    let g = Tensor::randn([b, h, t, d], DType::F32, 6, &cpu).unwrap();
+    let dropout = AttentionDropout {
+        p: 0.1,
+        seed: 9,
+        offset: 0,
+    };
+    let options = AttentionOptions::new().causal(true).dropout(dropout);
+    let heads = |x: &Tensor<OpenCl>| {
+        (0..3)
+            .map(|i| {
+                x.narrow(2, i * h * d, h * d)
+                    .unwrap()
+                    .reshape([b, t, h, d])
+                    .unwrap()
+                    .permute(&[0, 2, 1, 3])
+                    .unwrap()
+            })
+            .collect::<Vec<_>>()
+    };
+    let heads_cpu = |x: &Tensor<Cpu>| {
+        (0..3)
+            .map(|i| {
+                x.narrow(2, i * h * d, h * d)
+                    .unwrap()
+                    .reshape([b, t, h, d])
+                    .unwrap()
+                    .permute(&[0, 2, 1, 3])
+                    .unwrap()
+            })
+            .collect::<Vec<_>>()
+    };
+    let c = heads_cpu(&x);
+    let want = c[0]
+        .scaled_dot_product_attention_with_lse(&c[1], &c[2], &options)
+        .unwrap();
+    let want_grads = g
+        .scaled_dot_product_attention_backward(&c[0], &c[1], &c[2], &options, &want)
+        .unwrap();
+    let xo = x.to_backend(&dev).unwrap();
+    let go = g.to_backend(&dev).unwrap();
+    let o = heads(&xo);
+    let opts = AttentionOptions::new().causal(true).dropout(dropout);
+    let got = o[0]
+        .scaled_dot_product_attention_with_lse(&o[1], &o[2], &opts)
+        .unwrap();
+    let got_grads = go
+        .scaled_dot_product_attention_backward(&o[0], &o[1], &o[2], &opts, &got)
+        .unwrap();
+    let close = |a: &Tensor<OpenCl>, b: &Tensor<Cpu>, what: &str| {
+        let (a, b) = (a.to_vec_f64().unwrap(), b.to_vec_f64().unwrap());
+        for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+            assert!(
+                (x - y).abs() <= 1e-4 * (1.0 + y.abs()),
+                "{what} [{i}]: {x} vs {y}"
+            );
+        }
+    };
+    close(&got.out, &want.out, "out");
+    close(&got.logsumexp, &want.logsumexp, "logsumexp");
+    close(&got_grads.q, &want_grads.q, "dq");
+    close(&got_grads.k, &want_grads.k, "dk");
+    close(&got_grads.v, &want_grads.v, "dv");
+}

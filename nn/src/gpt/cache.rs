@@ -1,0 +1,61 @@
+//! [`GptCache`]: the key/value caches of every block of a [`super::Gpt`].
+
+use super::GptConfig;
+use crate::layers::KvCache;
+use tessera_core::{Backend, Result};
+
+/// One [`KvCache`] per block, each holding up to `block_size` positions of a batch.
+#[derive(Debug)]
+pub struct GptCache<B: Backend> {
+    layers: Vec<KvCache<B>>,
+}
+
+impl<B: Backend> GptCache<B> {
+    /// Empty caches for `batch` sequences of a model of `config`.
+    pub fn new(config: &GptConfig, batch: usize, backend: &B) -> Result<Self> {
+        let head_dim = config.n_embd / config.n_head;
+        let layers = (0..config.n_layer)
+            .map(|_| {
+                KvCache::new(
+                    batch,
+                    config.n_head,
+                    config.block_size,
+                    head_dim,
+                    config.dtype,
+                    backend,
+                )
+            })
+            .collect::<Result<_>>()?;
+        Ok(GptCache { layers })
+    }
+
+    /// Positions cached (the same in every layer).
+    pub fn len(&self) -> usize {
+        self.layers.first().map_or(0, KvCache::len)
+    }
+
+    /// True when nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Positions each layer can hold (the block size).
+    pub fn capacity(&self) -> usize {
+        self.layers.first().map_or(0, KvCache::capacity)
+    }
+
+    /// Forgets every position.
+    pub fn clear(&mut self) {
+        self.layers.iter_mut().for_each(KvCache::clear);
+    }
+
+    /// The per-block caches.
+    pub fn layers(&self) -> &[KvCache<B>] {
+        &self.layers
+    }
+
+    /// The per-block caches, mutably.
+    pub fn layers_mut(&mut self) -> &mut [KvCache<B>] {
+        &mut self.layers
+    }
+}

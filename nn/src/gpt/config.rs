@@ -1,0 +1,138 @@
+//! [`GptConfig`]: the shape of a GPT, and its JSON form saved beside checkpoints.
+
+use super::Gpt;
+use crate::Config;
+use serde_json::{json, Value};
+use tessera_core::{Backend, DType, Error, Generator, Result};
+
+/// The hyper-parameters of a [`Gpt`] (nanoGPT's `GPTConfig`).
+///
+/// ```
+/// use tessera_nn::gpt::GptConfig;
+/// let config = GptConfig::new(4, 4, 128, 64, 96).dropout(0.1);
+/// assert_eq!(GptConfig::from_json(&config.to_json()).unwrap(), config);
+/// ```
+#[derive(Config, Clone, Copy, Debug, PartialEq)]
+pub struct GptConfig {
+    /// Transformer blocks.
+    pub n_layer: usize,
+    /// Attention heads per block (dividing `n_embd`).
+    pub n_head: usize,
+    /// The model width.
+    pub n_embd: usize,
+    /// The longest context (the number of learned positions).
+    pub block_size: usize,
+    /// Tokens in the vocabulary.
+    pub vocab_size: usize,
+    /// Dropout (embeddings, attention weights, residual branches) during training.
+    #[config(default = 0.0)]
+    pub dropout: f64,
+    /// Whether linear layers and LayerNorms learn biases (the output head never does).
+    #[config(default = true)]
+    pub bias: bool,
+    /// The dtype of the parameters.
+    #[config(default = DType::F32)]
+    pub dtype: DType,
+}
+
+fn invalid(msg: String) -> Error {
+    Error::InvalidArgument {
+        op: "GptConfig",
+        msg,
+    }
+}
+
+impl GptConfig {
+    /// Errors unless every size is positive, `n_head` divides `n_embd` and dropout is in
+    /// `[0, 1)`.
+    pub fn validate(&self) -> Result<()> {
+        let sizes = [
+            ("n_layer", self.n_layer),
+            ("n_head", self.n_head),
+            ("n_embd", self.n_embd),
+            ("block_size", self.block_size),
+            ("vocab_size", self.vocab_size),
+        ];
+        if let Some((name, _)) = sizes.iter().find(|(_, v)| *v == 0) {
+            return Err(invalid(format!("{name} must be positive")));
+        }
+        if self.n_embd % self.n_head != 0 {
+            return Err(invalid(format!(
+                "n_head {} must divide n_embd {}",
+                self.n_head, self.n_embd
+            )));
+        }
+        if !(0.0..1.0).contains(&self.dropout) {
+            return Err(invalid(format!(
+                "dropout must be in [0, 1), got {}",
+                self.dropout
+            )));
+        }
+        if !self.dtype.is_float() {
+            return Err(invalid(format!(
+                "dtype must be a float, got {}",
+                self.dtype
+            )));
+        }
+        Ok(())
+    }
+
+    /// A model with nanoGPT's initialisation drawn from `generator` (see [`Gpt`]).
+    pub fn init<B: Backend>(&self, backend: &B, generator: &mut Generator) -> Result<Gpt<B>> {
+        Gpt::new(*self, backend, generator)
+    }
+
+    /// Trainable scalars of the model (the tied output head counted once).
+    pub fn num_parameters(&self) -> usize {
+        let (e, v, t, l) = (self.n_embd, self.vocab_size, self.block_size, self.n_layer);
+        let b = usize::from(self.bias);
+        let block = 2 * (e + b * e)      // ln_1, ln_2
+            + 3 * e * e + b * 3 * e      // in_proj
+            + e * e + b * e              // out_proj
+            + 4 * e * e + b * 4 * e      // c_fc
+            + 4 * e * e + b * e; //          c_proj
+        v * e + t * e + l * block + e + b * e
+    }
+
+    /// The configuration as JSON (the `config.json` of a checkpoint folder).
+    pub fn to_json(&self) -> Value {
+        json!({
+            "n_layer": self.n_layer,
+            "n_head": self.n_head,
+            "n_embd": self.n_embd,
+            "block_size": self.block_size,
+            "vocab_size": self.vocab_size,
+            "dropout": self.dropout,
+            "bias": self.bias,
+            "dtype": self.dtype.to_string(),
+        })
+    }
+
+    /// Reads [`GptConfig::to_json`]'s form (extra keys are ignored), validated.
+    pub fn from_json(value: &Value) -> Result<Self> {
+        let size = |key: &str| -> Result<usize> {
+            value
+                .get(key)
+                .and_then(Value::as_u64)
+                .map(|v| v as usize)
+                .ok_or_else(|| invalid(format!("`{key}` must be a non-negative integer")))
+        };
+        let dtype = match value.get("dtype").and_then(Value::as_str) {
+            None | Some("f32") => DType::F32,
+            Some("f64") => DType::F64,
+            Some(other) => return Err(invalid(format!("unknown dtype `{other}`"))),
+        };
+        let config = GptConfig {
+            n_layer: size("n_layer")?,
+            n_head: size("n_head")?,
+            n_embd: size("n_embd")?,
+            block_size: size("block_size")?,
+            vocab_size: size("vocab_size")?,
+            dropout: value.get("dropout").and_then(Value::as_f64).unwrap_or(0.0),
+            bias: value.get("bias").and_then(Value::as_bool).unwrap_or(true),
+            dtype,
+        };
+        config.validate()?;
+        Ok(config)
+    }
+}

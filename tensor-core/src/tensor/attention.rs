@@ -1,0 +1,161 @@
+//! Scaled dot-product attention: validated here, computed by the backend (its fused kernel or
+//! the composite default of [`crate::composite::attention`]).
+
+use super::Tensor;
+use crate::attention::{AttentionGrads, AttentionOptions, AttentionOutput, AttentionParams};
+use crate::{Backend, DType, Error, Result, Shape};
+
+const OP: &str = "scaled_dot_product_attention";
+
+fn invalid(msg: String) -> Error {
+    Error::InvalidArgument { op: OP, msg }
+}
+
+impl<B: Backend> Tensor<B> {
+    /// Scaled dot-product attention of the queries `self: [..b, L, E]` over keys `k: [..b, S, E]`
+    /// and values `v: [..b, S, Ev]` (PyTorch's `scaled_dot_product_attention`; the definition,
+    /// masks and dropout are described in [`crate::attention`]). The batch dimensions `..b`
+    /// (any number, e.g. `[batch, heads]`) must be equal; the inputs may be any strided views
+    /// (a head split of a fused projection is read in place by fused kernels). Returns
+    /// `[..b, L, Ev]`.
+    pub fn scaled_dot_product_attention(
+        &self,
+        k: &Self,
+        v: &Self,
+        options: &AttentionOptions<'_, B>,
+    ) -> Result<Self> {
+        Ok(self
+            .scaled_dot_product_attention_with_lse(k, v, options)?
+            .out)
+    }
+
+    /// [`Tensor::scaled_dot_product_attention`] also returning the per-row log-sum-exp of the
+    /// scores, which is what [`Tensor::scaled_dot_product_attention_backward`] needs.
+    pub fn scaled_dot_product_attention_with_lse(
+        &self,
+        k: &Self,
+        v: &Self,
+        options: &AttentionOptions<'_, B>,
+    ) -> Result<AttentionOutput<B>> {
+        let (params, mask) = self.attention_params(k, v, options)?;
+        self.backend
+            .scaled_dot_product_attention(self, k, v, mask.as_ref(), &params)
+    }
+
+    /// The gradients of the attention of `q`, `k`, `v` with `options` (the same as in the
+    /// forward pass, dropout stream included) given `self`, the gradient of its output, and
+    /// the forward pass's result.
+    pub fn scaled_dot_product_attention_backward(
+        &self,
+        q: &Self,
+        k: &Self,
+        v: &Self,
+        options: &AttentionOptions<'_, B>,
+        forward: &AttentionOutput<B>,
+    ) -> Result<AttentionGrads<B>> {
+        let (params, mask) = q.attention_params(k, v, options)?;
+        let out_dims = forward.out.dims();
+        let lse_dims = &q.dims()[..q.rank() - 1];
+        if self.dims() != out_dims || forward.logsumexp.dims() != lse_dims {
+            return Err(invalid(format!(
+                "gradient {} and saved output {} / log-sum-exp {} do not fit queries {}",
+                self.shape(),
+                forward.out.shape(),
+                forward.logsumexp.shape(),
+                q.shape()
+            )));
+        }
+        for t in [self, &forward.out, &forward.logsumexp] {
+            q.check_same_device(OP, t)?;
+            q.check_same_dtype(OP, t)?;
+        }
+        self.backend.scaled_dot_product_attention_backward(
+            self,
+            q,
+            k,
+            v,
+            mask.as_ref(),
+            forward,
+            &params,
+        )
+    }
+
+    /// Checks the operands and resolves the options: the parameters a backend receives and
+    /// the mask broadcast to `[..b, L, S]`.
+    fn attention_params(
+        &self,
+        k: &Self,
+        v: &Self,
+        options: &AttentionOptions<'_, B>,
+    ) -> Result<(AttentionParams, Option<Self>)> {
+        let q = self;
+        q.check_float(OP)?;
+        for t in [k, v] {
+            q.check_same_device(OP, t)?;
+            q.check_same_dtype(OP, t)?;
+        }
+        let rank = q.rank();
+        if rank < 2 || k.rank() != rank || v.rank() != rank {
+            return Err(invalid(format!(
+                "q, k and v must have one rank >= 2 ([..batch, length, features]), got {}, {} and {}",
+                q.shape(),
+                k.shape(),
+                v.shape()
+            )));
+        }
+        let batch = &q.dims()[..rank - 2];
+        let (l, e) = (q.dims()[rank - 2], q.dims()[rank - 1]);
+        let (s, ek) = (k.dims()[rank - 2], k.dims()[rank - 1]);
+        let sv = v.dims()[rank - 2];
+        if &k.dims()[..rank - 2] != batch || &v.dims()[..rank - 2] != batch || ek != e || sv != s {
+            return Err(invalid(format!(
+                "expected q [..b, L, E], k [..b, S, E] and v [..b, S, Ev] with the same batch \
+                 dimensions, got {}, {} and {}",
+                q.shape(),
+                k.shape(),
+                v.shape()
+            )));
+        }
+        let scale = options.scale.unwrap_or(1.0 / (e.max(1) as f64).sqrt());
+        if !scale.is_finite() {
+            return Err(invalid(format!("scale must be finite, got {scale}")));
+        }
+        if let Some(d) = options.dropout {
+            if !(0.0..1.0).contains(&d.p) {
+                return Err(invalid(format!(
+                    "dropout probability must be in [0, 1), got {}",
+                    d.p
+                )));
+            }
+        }
+        let mask = match options.mask {
+            None => None,
+            Some(m) => {
+                q.check_same_device(OP, m)?;
+                if m.dtype() != DType::Bool && m.dtype() != q.dtype() {
+                    return Err(invalid(format!(
+                        "the mask must be bool or {} (the dtype of q), got {}",
+                        q.dtype(),
+                        m.dtype()
+                    )));
+                }
+                let mut dims = batch.to_vec();
+                dims.extend([l, s]);
+                let target = Shape::new(dims);
+                if m.shape().broadcast_with(OP, &target)? != target {
+                    return Err(invalid(format!(
+                        "mask {} does not broadcast to the scores {target}",
+                        m.shape()
+                    )));
+                }
+                Some(m.broadcast_to(&target)?)
+            }
+        };
+        let params = AttentionParams {
+            scale,
+            causal: options.causal,
+            dropout: options.dropout.filter(|d| d.p > 0.0),
+        };
+        Ok((params, mask))
+    }
+}

@@ -1,0 +1,358 @@
+//! Scaled dot-product attention and its gradient: random batch dimensions (none to two),
+//! lengths `L`, `S` (keys may be absent) and widths, q/k/v of any layout or split as heads out
+//! of one packed `[n, t, 3, h, e]` projection (non-contiguous views, as a transformer makes
+//! them), causal masking, bool and additive masks of any broadcastable shape (fully masked rows
+//! included), an explicit scale and dropout, against the loops of
+//! [`crate::reference::attention`].
+
+use super::{build, op_failed, with_inputs};
+use crate::compare::{assert_close_scaled, Tolerance};
+use crate::reference::attention::{RefAttention, RefMask};
+use crate::reference::{views, RefArray};
+use crate::runner::check_property;
+use crate::strategies::{
+    broadcastable_to, shape_with, tensor_case, tensor_case_from, TensorCase, ValueProfile,
+};
+use proptest::prelude::*;
+use tessera_core::{AttentionDropout, AttentionOptions, Backend, DType, Tensor};
+
+/// Which pass is checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AttentionOp {
+    /// The output and the log-sum-exp.
+    Forward,
+    /// The gradients with respect to q, k and v.
+    Backward,
+}
+
+impl AttentionOp {
+    /// Both passes.
+    pub const ALL: [AttentionOp; 2] = [AttentionOp::Forward, AttentionOp::Backward];
+
+    /// `"scaled_dot_product_attention"` or its `_backward`.
+    pub fn name(self) -> &'static str {
+        match self {
+            AttentionOp::Forward => "scaled_dot_product_attention",
+            AttentionOp::Backward => "scaled_dot_product_attention_backward",
+        }
+    }
+}
+
+/// How q, k and v are made.
+#[derive(Clone, Debug)]
+pub enum Inputs {
+    /// Three tensors of random layouts.
+    Separate {
+        /// `[..b, L, E]`.
+        q: TensorCase,
+        /// `[..b, S, E]`.
+        k: TensorCase,
+        /// `[..b, S, Ev]`.
+        v: TensorCase,
+    },
+    /// Views of one contiguous `[n, t, 3, h, e]` tensor: q, k, v are `[n, h, t, e]`.
+    HeadSplit {
+        /// The packed projection.
+        packed: TensorCase,
+    },
+}
+
+/// The mask of a case.
+#[derive(Clone, Debug)]
+pub enum MaskCase {
+    /// No mask.
+    None,
+    /// A bool mask of a shape broadcastable to `[..b, L, S]`.
+    Bool(TensorCase),
+    /// An additive mask (some `-inf`) of a broadcastable shape.
+    Additive(TensorCase),
+}
+
+/// One attention call.
+#[derive(Clone, Debug)]
+pub struct AttentionCase {
+    /// The pass checked.
+    pub op: AttentionOp,
+    /// Element type.
+    pub dtype: DType,
+    /// The batch dimensions `..b`.
+    pub batch: Vec<usize>,
+    /// `(L, S, E, Ev)`.
+    pub sizes: (usize, usize, usize, usize),
+    /// q, k, v.
+    pub inputs: Inputs,
+    /// The mask.
+    pub mask: MaskCase,
+    /// Causal masking.
+    pub causal: bool,
+    /// An explicit scale (else `1/√E`).
+    pub scale: Option<f64>,
+    /// Dropout.
+    pub dropout: Option<AttentionDropout>,
+    /// The upstream gradient `[..b, L, Ev]` (backward only).
+    pub grad: Option<TensorCase>,
+}
+
+fn with(batch: &[usize], rows: usize, cols: usize) -> Vec<usize> {
+    let mut d = batch.to_vec();
+    d.extend([rows, cols]);
+    d
+}
+
+/// Values of moderate magnitude (scores stay far from overflow), no specials.
+const PROFILE: ValueProfile = ValueProfile {
+    magnitude: 2.0,
+    ..ValueProfile::FINITE
+};
+
+/// An additive mask value of `dtype`: mostly finite, sometimes `-inf`.
+fn additive_value(dtype: DType) -> BoxedStrategy<f64> {
+    prop_oneof![
+        5 => (-3.0f64..3.0).prop_map(move |v| if dtype == DType::F32 { v as f32 as f64 } else { v }),
+        1 => Just(f64::NEG_INFINITY),
+    ]
+    .boxed()
+}
+
+/// Cases of `op` on `dtype`.
+pub fn cases(op: AttentionOp, dtype: DType) -> BoxedStrategy<AttentionCase> {
+    let sizes = (
+        shape_with(0..=2, 1..=3),
+        1usize..=5,
+        0usize..=5,
+        1usize..=4,
+        0usize..=4,
+        0u8..4,
+    );
+    let flags = (
+        any::<bool>(),
+        0u8..3,
+        prop::option::weighted(0.2, 0.25f64..2.0),
+        prop::option::weighted(0.3, (any::<u64>(), 0u64..1000)),
+    );
+    (sizes, flags)
+        .prop_flat_map(move |((batch, l, s, e, ev, split), flags)| {
+            // One case in four splits heads out of a packed projection: [n, h], S = L, Ev = E.
+            let head_split = split == 0;
+            let (batch, s, ev) = if head_split {
+                let n = batch.first().copied().unwrap_or(2);
+                (vec![n, batch.get(1).copied().unwrap_or(2)], l, e)
+            } else {
+                (batch, s, ev)
+            };
+            let inputs = if head_split {
+                let (n, h) = (batch[0], batch[1]);
+                tensor_case(dtype, vec![n, l, 3, h, e], PROFILE)
+                    .prop_map(|packed| Inputs::HeadSplit { packed })
+                    .boxed()
+            } else {
+                (
+                    tensor_case(dtype, with(&batch, l, e), PROFILE),
+                    tensor_case(dtype, with(&batch, s, e), PROFILE),
+                    tensor_case(dtype, with(&batch, s, ev), PROFILE),
+                )
+                    .prop_map(|(q, k, v)| Inputs::Separate { q, k, v })
+                    .boxed()
+            };
+            let scores = with(&batch, l, s);
+            let (causal, mask_kind, scale, dropout) = flags;
+            let mask = match mask_kind {
+                0 => Just(MaskCase::None).boxed(),
+                1 => broadcastable_to(scores)
+                    .prop_flat_map(|shape| {
+                        let bit = prop::bool::weighted(0.75)
+                            .prop_map(|b| if b { 1.0 } else { 0.0 })
+                            .boxed();
+                        tensor_case_from(DType::Bool, shape, bit)
+                    })
+                    .prop_map(MaskCase::Bool)
+                    .boxed(),
+                _ => broadcastable_to(scores)
+                    .prop_flat_map(move |shape| {
+                        tensor_case_from(dtype, shape, additive_value(dtype))
+                    })
+                    .prop_map(MaskCase::Additive)
+                    .boxed(),
+            };
+            let grad = match op {
+                AttentionOp::Forward => Just(None).boxed(),
+                AttentionOp::Backward => tensor_case(dtype, with(&batch, l, ev), PROFILE)
+                    .prop_map(Some)
+                    .boxed(),
+            };
+            (inputs, mask, grad).prop_map(move |(inputs, mask, grad)| AttentionCase {
+                op,
+                dtype,
+                batch: batch.clone(),
+                sizes: (l, s, e, ev),
+                inputs,
+                mask,
+                causal,
+                scale,
+                dropout: dropout.map(|(seed, offset)| AttentionDropout {
+                    p: 0.25,
+                    seed,
+                    offset,
+                }),
+                grad,
+            })
+        })
+        .boxed()
+}
+
+/// q, k, v on the device and their logical values.
+fn inputs<B: Backend>(
+    dev: &B,
+    case: &AttentionCase,
+) -> Result<([Tensor<B>; 3], [RefArray; 3]), String> {
+    match &case.inputs {
+        Inputs::Separate { q, k, v } => Ok((
+            [
+                build(dev, q, "q")?,
+                build(dev, k, "k")?,
+                build(dev, v, "v")?,
+            ],
+            [q.reference(), k.reference(), v.reference()],
+        )),
+        Inputs::HeadSplit { packed } => {
+            let t = build(dev, packed, "packed q/k/v")?;
+            let r = packed.reference();
+            let head = |i: usize| -> Result<(Tensor<B>, RefArray), String> {
+                let view = t
+                    .narrow(2, i, 1)
+                    .and_then(|x| x.squeeze(2))
+                    .and_then(|x| x.permute(&[0, 2, 1, 3]))
+                    .map_err(|e| format!("head split failed: {e}"))?;
+                let values = views::permute(
+                    &views::squeeze(&views::narrow(&r, 2, i, 1), 2),
+                    &[0, 2, 1, 3],
+                );
+                Ok((view, values))
+            };
+            let (q, qr) = head(0)?;
+            let (k, kr) = head(1)?;
+            let (v, vr) = head(2)?;
+            Ok(([q, k, v], [qr, kr, vr]))
+        }
+    }
+}
+
+/// `x` flattened to `[nb, rows, cols]`.
+fn flat(x: &RefArray, nb: usize) -> RefArray {
+    let r = x.rank();
+    RefArray::new(vec![nb, x.shape[r - 2], x.shape[r - 1]], x.data.clone())
+}
+
+/// Compares the backend's pass with the reference.
+pub fn check<B: Backend>(dev: &B, case: &AttentionCase) -> Result<(), String> {
+    let dtype = case.dtype;
+    let ([q, k, v], [qr, kr, vr]) = inputs(dev, case)?;
+    let (l, s, e, ev) = case.sizes;
+    let scores = with(&case.batch, l, s);
+    let (mask, ref_mask) = match &case.mask {
+        MaskCase::None => (None, RefMask::None),
+        MaskCase::Bool(m) | MaskCase::Additive(m) => {
+            let t = build(dev, m, "mask")?;
+            let full = views::broadcast_to(&m.reference(), &scores).data;
+            let r = if matches!(case.mask, MaskCase::Bool(_)) {
+                RefMask::Bool(full)
+            } else {
+                RefMask::Additive(full)
+            };
+            (Some(t), r)
+        }
+    };
+    let mut options = AttentionOptions::new().causal(case.causal);
+    if let Some(m) = &mask {
+        options = options.mask(m);
+    }
+    if let Some(sc) = case.scale {
+        options = options.scale(sc);
+    }
+    if let Some(d) = case.dropout {
+        options = options.dropout(d);
+    }
+    let nb: usize = case.batch.iter().product();
+    let reference = RefAttention {
+        dtype,
+        nb,
+        q: flat(&qr, nb),
+        k: flat(&kr, nb),
+        v: flat(&vr, nb),
+        mask: ref_mask,
+        causal: case.causal,
+        scale: case.scale.unwrap_or(1.0 / (e.max(1) as f64).sqrt()),
+        dropout: case.dropout.map(|d| (d.p, d.seed, d.offset)),
+    };
+    let mut all: Vec<&Tensor<B>> = vec![&q, &k, &v];
+    all.extend(mask.as_ref());
+    let failed = |what: &str| op_failed(what, &all);
+    let tol = Tolerance::accumulation(dtype, s + e + ev + 4).scaled(4.0);
+    let forward = q
+        .scaled_dot_product_attention_with_lse(&k, &v, &options)
+        .map_err(failed(AttentionOp::Forward.name()))?;
+    let unflat = |x: &RefArray, dims: Vec<usize>| RefArray::new(dims, x.data.clone());
+    match case.op {
+        AttentionOp::Forward => {
+            let want = reference.forward();
+            let out_dims = with(&case.batch, l, ev);
+            let lse_dims = [case.batch.clone(), vec![l]].concat();
+            assert_close_scaled(
+                &forward.out,
+                dtype,
+                &unflat(&want.out, out_dims.clone()),
+                &unflat(&want.out_scale, out_dims),
+                tol,
+            )
+            .map_err(|e| format!("output: {e}"))
+            .map_err(with_inputs(&all))?;
+            assert_close_scaled(
+                &forward.logsumexp,
+                dtype,
+                &unflat(&want.lse, lse_dims.clone()),
+                &unflat(&want.lse_scale, lse_dims),
+                tol,
+            )
+            .map_err(|e| format!("log-sum-exp: {e}"))
+            .map_err(with_inputs(&all))
+        }
+        AttentionOp::Backward => {
+            let grad_case = case
+                .grad
+                .as_ref()
+                .ok_or("a backward case needs a gradient")?;
+            let g = build(dev, grad_case, "upstream gradient")?;
+            let grads = g
+                .scaled_dot_product_attention_backward(&q, &k, &v, &options, &forward)
+                .map_err(failed(AttentionOp::Backward.name()))?;
+            let want = reference.backward(&flat(&grad_case.reference(), nb));
+            let dims = [
+                with(&case.batch, l, e),
+                with(&case.batch, s, e),
+                with(&case.batch, s, ev),
+            ];
+            for (n, (got, name)) in [(&grads.q, "dq"), (&grads.k, "dk"), (&grads.v, "dv")]
+                .into_iter()
+                .enumerate()
+            {
+                assert_close_scaled(
+                    got,
+                    dtype,
+                    &unflat(&want.grads[n], dims[n].clone()),
+                    &unflat(&want.scales[n], dims[n].clone()),
+                    tol,
+                )
+                .map_err(|e| format!("{name}: {e}"))
+                .map_err(with_inputs(&all))?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Checks `op` on `dtype` over 256 random cases.
+pub fn run<B: Backend>(dev: &B, op: AttentionOp, dtype: DType) {
+    check_property(&format!("{} {dtype}", op.name()), cases(op, dtype), |c| {
+        check(dev, c)
+    });
+}

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""PyTorch peer of Tessera's `gpt` suite: the same GPT (gpt_model.py) with the same initial
+weights (the safetensors file Tessera's side writes), one training step (forward,
+cross-entropy, backward, clip_grad_norm_, AdamW with decay on matrices only) on a fixed random
+batch, and greedy generation at batch 1 with a key/value cache from a one-token prompt until
+the context is full.
+
+Usage: python3 gpt_torch.py [--batch 16] [--block 128] [--layers 4] [--heads 4] [--width 256]
+       [--vocab 128] [--reps N] [--init target/bench/gpt-init.safetensors]
+"""
+
+import argparse
+import os
+import sys
+
+import torch
+from safetensors.torch import load_file
+
+import peer_protocol as p
+from gpt_model import GPT, parameter_groups
+from torch_common import describe
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def forward_macs_per_token(a):
+    """As GptArgs::forward_macs_per_token in xtask/src/bench/suites/gpt.rs."""
+    return a.layers * (12.0 * a.width * a.width + a.block * a.width) + a.width * a.vocab
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=p.positive_int, default=16)
+    parser.add_argument("--block", type=p.positive_int, default=128)
+    parser.add_argument("--layers", type=p.positive_int, default=4)
+    parser.add_argument("--heads", type=p.positive_int, default=4)
+    parser.add_argument("--width", type=p.positive_int, default=256)
+    parser.add_argument("--vocab", type=p.positive_int, default=128)
+    parser.add_argument("--reps", type=p.positive_int, default=None)
+    parser.add_argument("--init", default="target/bench/gpt-init.safetensors")
+    a = parser.parse_args()
+    p.info(describe())
+    init = a.init if os.path.isabs(a.init) else os.path.join(ROOT, a.init)
+    if not os.path.isfile(init):
+        sys.exit(f"{init} is missing: Tessera's side writes it (cargo xtask bench gpt)")
+    config = dict(n_layer=a.layers, n_head=a.heads, n_embd=a.width, block_size=a.block,
+                  vocab_size=a.vocab, dropout=0.0, bias=True)
+    model = GPT(config)
+    model.load_state_dict(load_file(init), strict=True)
+
+    g = torch.Generator().manual_seed(7)
+    batch = torch.randint(0, a.vocab, (a.batch, a.block + 1), generator=g)
+    x, y = batch[:, :-1].contiguous(), batch[:, 1:].contiguous()
+    opt = torch.optim.AdamW(parameter_groups(model, 0.1), lr=1e-3, betas=(0.9, 0.99), eps=1e-8)
+    model.train()
+
+    def step():
+        opt.zero_grad()
+        loss = model.loss(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        return loss.detach()
+
+    tokens = a.batch * a.block
+    macs = forward_macs_per_token(a)
+    samples = p.measure(step, a.reps)
+    p.emit("gpt", "torch", tokens, samples, flops=6.0 * macs * tokens, samples_counted=True,
+           model="gpt", phase="train")
+
+    model.eval()
+    new_tokens = max(a.block - 1, 1)
+
+    def generate():
+        with torch.inference_mode():
+            cache = model.new_cache(1, torch.float32)
+            logits = model(torch.zeros((1, 1), dtype=torch.long), cache)
+            out = []
+            for i in range(new_tokens):
+                nxt = int(logits[0, -1].argmax())
+                out.append(nxt)
+                if i + 1 == new_tokens:
+                    break
+                logits = model(torch.tensor([[nxt]], dtype=torch.long), cache)
+            return out
+
+    samples = p.measure(generate, a.reps)
+    p.emit("gpt", "torch", new_tokens, samples, flops=2.0 * macs * new_tokens,
+           samples_counted=True, model="gpt", phase="generate")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
