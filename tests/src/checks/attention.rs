@@ -3,15 +3,19 @@
 //! of one packed `[n, t, 3, h, e]` projection (non-contiguous views, as a transformer makes
 //! them), causal masking, bool and additive masks of any broadcastable shape (fully masked rows
 //! included), an explicit scale and dropout, against the loops of
-//! [`crate::reference::attention`].
+//! [`crate::reference::attention`]. Systematic [`patterns`] come first in every run: each
+//! mask kind and shape, with and without causal masking, every layout kind of q/k/v, batch
+//! ranks 0 to 2, no keys, unequal lengths under causal masking and scores that overflow `exp`
+//! without the max shift.
 
 use super::{build, op_failed, with_inputs};
 use crate::compare::{assert_close_scaled, Tolerance};
 use crate::reference::attention::{RefAttention, RefMask};
 use crate::reference::{views, RefArray};
-use crate::runner::check_property;
+use crate::runner::check_property_systematic;
 use crate::strategies::{
-    broadcastable_to, shape_with, tensor_case, tensor_case_from, TensorCase, ValueProfile,
+    broadcastable_to, shape_with, tensor_case, tensor_case_from, tensor_case_of_kind, value,
+    LayoutKind, Pattern, TensorCase, ValueProfile,
 };
 use proptest::prelude::*;
 use tessera_core::{AttentionDropout, AttentionOptions, Backend, DType, Tensor};
@@ -114,7 +118,142 @@ fn additive_value(dtype: DType) -> BoxedStrategy<f64> {
     .boxed()
 }
 
-/// Cases of `op` on `dtype`.
+/// Which keys a mask case's shape keeps, relative to the scores `[..b, L, S]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MaskShape {
+    /// Any shape broadcastable to the scores (drawn).
+    Random,
+    /// The scores' full shape.
+    Full,
+    /// `[..b, 1, S]`: one row of keys per batch entry, as a padding mask is.
+    KeyPadding,
+    /// `[L, S]`: one matrix shared by every batch entry.
+    Shared,
+}
+
+impl MaskShape {
+    /// The mask's shape for scores `scores` (`[..b, L, S]`), or `None` when drawn.
+    fn apply(self, scores: &[usize]) -> Option<Vec<usize>> {
+        let r = scores.len();
+        match self {
+            MaskShape::Random => None,
+            MaskShape::Full => Some(scores.to_vec()),
+            MaskShape::KeyPadding => {
+                let mut d = scores.to_vec();
+                d[r - 2] = 1;
+                Some(d)
+            }
+            MaskShape::Shared => Some(scores[r - 2..].to_vec()),
+        }
+    }
+}
+
+/// The kind of mask of a case: none, bool (`true` keeps a key, with the given chance) or
+/// additive (some `-inf`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum MaskKind {
+    None,
+    Bool { shape: MaskShape, keep: f64 },
+    Additive { shape: MaskShape },
+}
+
+/// Everything about a case but its values and layouts: fixed by a pattern, or drawn.
+#[derive(Clone, Debug)]
+struct Structure {
+    batch: Vec<usize>,
+    /// `(L, S, E, Ev)`.
+    sizes: (usize, usize, usize, usize),
+    /// q, k, v split as heads out of one packed projection (then `S = L`, `Ev = E`).
+    head_split: bool,
+    /// The layout kind of q, k and v when separate; `None` draws a random layout per tensor.
+    layout: Option<LayoutKind>,
+    mask: MaskKind,
+    causal: bool,
+    scale: Option<f64>,
+    dropout: Option<AttentionDropout>,
+    /// Bound of the values of q, k, v (and the upstream gradient).
+    magnitude: f64,
+}
+
+/// A tensor case of `shape` laid out as `layout` (random when `None`).
+fn operand(
+    dtype: DType,
+    shape: Vec<usize>,
+    layout: Option<LayoutKind>,
+    magnitude: f64,
+) -> BoxedStrategy<TensorCase> {
+    let profile = ValueProfile {
+        magnitude,
+        ..ValueProfile::FINITE
+    };
+    match layout {
+        None => tensor_case(dtype, shape, profile),
+        Some(kind) => tensor_case_of_kind(dtype, shape, kind, value(dtype, profile)),
+    }
+}
+
+/// The cases of one structure: its values, layouts and (for [`MaskShape::Random`]) mask shape.
+fn case_of(op: AttentionOp, dtype: DType, st: Structure) -> BoxedStrategy<AttentionCase> {
+    let (l, s, e, ev) = st.sizes;
+    let batch = st.batch.clone();
+    let inputs = if st.head_split {
+        let (n, h) = (batch[0], batch[1]);
+        operand(dtype, vec![n, l, 3, h, e], None, st.magnitude)
+            .prop_map(|packed| Inputs::HeadSplit { packed })
+            .boxed()
+    } else {
+        (
+            operand(dtype, with(&batch, l, e), st.layout, st.magnitude),
+            operand(dtype, with(&batch, s, e), st.layout, st.magnitude),
+            operand(dtype, with(&batch, s, ev), st.layout, st.magnitude),
+        )
+            .prop_map(|(q, k, v)| Inputs::Separate { q, k, v })
+            .boxed()
+    };
+    let scores = with(&batch, l, s);
+    let shape_of = move |shape: MaskShape| match shape.apply(&scores) {
+        Some(fixed) => Just(fixed).boxed(),
+        None => broadcastable_to(scores.clone()),
+    };
+    let mask = match st.mask {
+        MaskKind::None => Just(MaskCase::None).boxed(),
+        MaskKind::Bool { shape, keep } => shape_of(shape)
+            .prop_flat_map(move |shape| {
+                let bit = prop::bool::weighted(keep)
+                    .prop_map(|b| if b { 1.0 } else { 0.0 })
+                    .boxed();
+                tensor_case_from(DType::Bool, shape, bit)
+            })
+            .prop_map(MaskCase::Bool)
+            .boxed(),
+        MaskKind::Additive { shape } => shape_of(shape)
+            .prop_flat_map(move |shape| tensor_case_from(dtype, shape, additive_value(dtype)))
+            .prop_map(MaskCase::Additive)
+            .boxed(),
+    };
+    let grad = match op {
+        AttentionOp::Forward => Just(None).boxed(),
+        AttentionOp::Backward => operand(dtype, with(&batch, l, ev), None, st.magnitude)
+            .prop_map(Some)
+            .boxed(),
+    };
+    (inputs, mask, grad)
+        .prop_map(move |(inputs, mask, grad)| AttentionCase {
+            op,
+            dtype,
+            batch: st.batch.clone(),
+            sizes: st.sizes,
+            inputs,
+            mask,
+            causal: st.causal,
+            scale: st.scale,
+            dropout: st.dropout,
+            grad,
+        })
+        .boxed()
+}
+
+/// Random cases of `op` on `dtype`.
 pub fn cases(op: AttentionOp, dtype: DType) -> BoxedStrategy<AttentionCase> {
     let sizes = (
         shape_with(0..=2, 1..=3),
@@ -140,64 +279,195 @@ pub fn cases(op: AttentionOp, dtype: DType) -> BoxedStrategy<AttentionCase> {
             } else {
                 (batch, s, ev)
             };
-            let inputs = if head_split {
-                let (n, h) = (batch[0], batch[1]);
-                tensor_case(dtype, vec![n, l, 3, h, e], PROFILE)
-                    .prop_map(|packed| Inputs::HeadSplit { packed })
-                    .boxed()
-            } else {
-                (
-                    tensor_case(dtype, with(&batch, l, e), PROFILE),
-                    tensor_case(dtype, with(&batch, s, e), PROFILE),
-                    tensor_case(dtype, with(&batch, s, ev), PROFILE),
-                )
-                    .prop_map(|(q, k, v)| Inputs::Separate { q, k, v })
-                    .boxed()
-            };
-            let scores = with(&batch, l, s);
             let (causal, mask_kind, scale, dropout) = flags;
             let mask = match mask_kind {
-                0 => Just(MaskCase::None).boxed(),
-                1 => broadcastable_to(scores)
-                    .prop_flat_map(|shape| {
-                        let bit = prop::bool::weighted(0.75)
-                            .prop_map(|b| if b { 1.0 } else { 0.0 })
-                            .boxed();
-                        tensor_case_from(DType::Bool, shape, bit)
-                    })
-                    .prop_map(MaskCase::Bool)
-                    .boxed(),
-                _ => broadcastable_to(scores)
-                    .prop_flat_map(move |shape| {
-                        tensor_case_from(dtype, shape, additive_value(dtype))
-                    })
-                    .prop_map(MaskCase::Additive)
-                    .boxed(),
+                0 => MaskKind::None,
+                1 => MaskKind::Bool {
+                    shape: MaskShape::Random,
+                    keep: 0.75,
+                },
+                _ => MaskKind::Additive {
+                    shape: MaskShape::Random,
+                },
             };
-            let grad = match op {
-                AttentionOp::Forward => Just(None).boxed(),
-                AttentionOp::Backward => tensor_case(dtype, with(&batch, l, ev), PROFILE)
-                    .prop_map(Some)
-                    .boxed(),
-            };
-            (inputs, mask, grad).prop_map(move |(inputs, mask, grad)| AttentionCase {
+            case_of(
                 op,
                 dtype,
-                batch: batch.clone(),
-                sizes: (l, s, e, ev),
-                inputs,
-                mask,
-                causal,
-                scale,
-                dropout: dropout.map(|(seed, offset)| AttentionDropout {
-                    p: 0.25,
-                    seed,
-                    offset,
-                }),
-                grad,
-            })
+                Structure {
+                    batch,
+                    sizes: (l, s, e, ev),
+                    head_split,
+                    layout: None,
+                    mask,
+                    causal,
+                    scale,
+                    dropout: dropout.map(|(seed, offset)| AttentionDropout {
+                        p: 0.25,
+                        seed,
+                        offset,
+                    }),
+                    magnitude: PROFILE.magnitude,
+                },
+            )
         })
         .boxed()
+}
+
+/// The systematic patterns of `op` on `dtype`, each run in every run of the suite: every mask
+/// kind and shape with and without causal masking, fully masked rows, q/k/v in every layout
+/// kind and split as heads, batch ranks 0 to 2, no keys, more or fewer queries than keys under
+/// causal masking, scores large enough that a softmax without the max shift overflows, dropout
+/// and an explicit scale.
+pub fn patterns(op: AttentionOp, dtype: DType) -> Vec<Pattern<AttentionCase>> {
+    let base = Structure {
+        batch: vec![2, 2],
+        sizes: (3, 3, 3, 3),
+        head_split: false,
+        layout: None,
+        mask: MaskKind::None,
+        causal: false,
+        scale: None,
+        dropout: None,
+        magnitude: PROFILE.magnitude,
+    };
+    let mut fixed: Vec<(String, Structure)> = Vec::new();
+    let masks = [
+        ("no mask", MaskKind::None),
+        (
+            "bool mask [..b, L, S]",
+            MaskKind::Bool {
+                shape: MaskShape::Full,
+                keep: 0.75,
+            },
+        ),
+        (
+            "bool key-padding mask [..b, 1, S]",
+            MaskKind::Bool {
+                shape: MaskShape::KeyPadding,
+                keep: 0.75,
+            },
+        ),
+        (
+            "bool mask masking every key",
+            MaskKind::Bool {
+                shape: MaskShape::Full,
+                keep: 0.0,
+            },
+        ),
+        (
+            "additive mask [..b, L, S]",
+            MaskKind::Additive {
+                shape: MaskShape::Full,
+            },
+        ),
+        (
+            "additive mask [L, S] shared",
+            MaskKind::Additive {
+                shape: MaskShape::Shared,
+            },
+        ),
+    ];
+    for (label, mask) in masks {
+        for causal in [false, true] {
+            let name = format!("{label}{}", if causal { ", causal" } else { "" });
+            fixed.push((
+                name,
+                Structure {
+                    mask,
+                    causal,
+                    ..base.clone()
+                },
+            ));
+        }
+    }
+    for kind in LayoutKind::ALL {
+        fixed.push((
+            format!("q, k, v {kind}"),
+            Structure {
+                layout: Some(kind),
+                ..base.clone()
+            },
+        ));
+    }
+    for causal in [false, true] {
+        fixed.push((
+            format!(
+                "heads split from a packed projection{}",
+                if causal { ", causal" } else { "" }
+            ),
+            Structure {
+                head_split: true,
+                causal,
+                ..base.clone()
+            },
+        ));
+    }
+    for batch in [vec![], vec![3], vec![2, 3]] {
+        fixed.push((
+            format!("batch dims {batch:?}"),
+            Structure {
+                batch,
+                ..base.clone()
+            },
+        ));
+    }
+    fixed.push((
+        "no keys (S = 0)".into(),
+        Structure {
+            sizes: (3, 0, 3, 3),
+            ..base.clone()
+        },
+    ));
+    fixed.push((
+        "causal, more queries than keys".into(),
+        Structure {
+            sizes: (5, 2, 3, 2),
+            causal: true,
+            ..base.clone()
+        },
+    ));
+    fixed.push((
+        "causal, fewer queries than keys".into(),
+        Structure {
+            sizes: (2, 5, 3, 4),
+            causal: true,
+            ..base.clone()
+        },
+    ));
+    for causal in [false, true] {
+        // |x| up to 30 with E = 4: scores reach ~1800, far beyond exp's f32 and f64 range.
+        fixed.push((
+            format!("large scores{}", if causal { ", causal" } else { "" }),
+            Structure {
+                sizes: (3, 4, 4, 3),
+                magnitude: 30.0,
+                causal,
+                ..base.clone()
+            },
+        ));
+    }
+    fixed.push((
+        "dropout 0.25".into(),
+        Structure {
+            dropout: Some(AttentionDropout {
+                p: 0.25,
+                seed: 7,
+                offset: 11,
+            }),
+            ..base.clone()
+        },
+    ));
+    fixed.push((
+        "explicit scale".into(),
+        Structure {
+            scale: Some(0.7),
+            ..base.clone()
+        },
+    ));
+    fixed
+        .into_iter()
+        .map(|(label, st)| Pattern::new(label, case_of(op, dtype, st)))
+        .collect()
 }
 
 /// q, k, v on the device and their logical values.
@@ -350,9 +620,12 @@ pub fn check<B: Backend>(dev: &B, case: &AttentionCase) -> Result<(), String> {
     }
 }
 
-/// Checks `op` on `dtype` over 256 random cases.
+/// Checks `op` on `dtype`: the systematic [`patterns`], then 256 random cases.
 pub fn run<B: Backend>(dev: &B, op: AttentionOp, dtype: DType) {
-    check_property(&format!("{} {dtype}", op.name()), cases(op, dtype), |c| {
-        check(dev, c)
-    });
+    check_property_systematic(
+        &format!("{} {dtype}", op.name()),
+        patterns(op, dtype),
+        cases(op, dtype),
+        |c| check(dev, c),
+    );
 }

@@ -58,9 +58,13 @@ pub fn check_cell<B: Backend>(
             memory::cases(o, dtype),
             |c| memory::check(dev, o, c),
         ),
-        Op::Attention(o) => run(n, config, Vec::new(), attention::cases(o, dtype), |c| {
-            attention::check(dev, c)
-        }),
+        Op::Attention(o) => run(
+            n,
+            config,
+            attention::patterns(o, dtype),
+            attention::cases(o, dtype),
+            |c| attention::check(dev, c),
+        ),
         Op::Fused(o) => run(
             n,
             config,

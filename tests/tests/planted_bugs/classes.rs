@@ -5,7 +5,7 @@
 //! | --- | --- | --- |
 //! | 1 | methods it never called | Adam without its bias correction; the ReLU gradient at 0 |
 //! | 2 | values that hide instability | softmax without the max shift; an overflowing sigmoid; max pooling's last tie |
-//! | 3 | shape patterns drawn too rarely | matmul batch offsets from the flattened batch index |
+//! | 3 | shape patterns drawn too rarely | matmul batch offsets from the flattened batch index; causal attention aligned bottom-right |
 //! | 4 | edge semantics | softmax with a finite shift (`+inf` rows); the ReLU gradient blocking NaN |
 //! | 5 | tolerances too loose for a rounding-level formula change | sigmoid through tanh; log-softmax as `x - logsumexp` |
 //!
@@ -16,6 +16,7 @@
 
 use crate::planted;
 use crate::planted::Bug;
+use tessera_conformance::checks::attention::AttentionOp;
 use tessera_conformance::checks::fused::FusedOp;
 use tessera_conformance::checks::kinks::Kink;
 use tessera_conformance::checks::pool::PoolOp;
@@ -119,6 +120,18 @@ fn class_3_matmul_batch_offsets_from_the_flat_batch_index() {
 }
 
 #[test]
+fn class_3_causal_attention_aligned_bottom_right() {
+    caught_on_every_seed(
+        Bug::AttentionCausalBottomRight,
+        Family::Attention,
+        &AttentionOp::ALL
+            .into_iter()
+            .flat_map(|op| floats(Op::Attention(op)))
+            .collect::<Vec<_>>(),
+    );
+}
+
+#[test]
 fn class_4_softmax_with_a_finite_shift() {
     caught_on_every_seed(
         Bug::SoftmaxFiniteShift,
@@ -163,6 +176,7 @@ fn the_healthy_wrapper_passes_these_families() {
         Family::Unary,
         Family::Pool,
         Family::Matmul,
+        Family::Attention,
     ] {
         let coverage = run_family(&planted(Bug::None), family, &Capabilities::all(), &config);
         assert!(coverage.passed(), "{coverage}");

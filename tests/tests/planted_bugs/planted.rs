@@ -10,8 +10,9 @@
 
 use tessera_core::backend::{AdamTensors, AdamUpdate};
 use tessera_core::{
-    composite, ArgReduceOp, AssignMode, Backend, BackendStorage, BinaryOp, CmpOp, DType, Device,
-    Distribution, HostData, Layout, Pool2dParams, ReduceOp, Result, Tensor, UnaryOp,
+    composite, ArgReduceOp, AssignMode, AttentionGrads, AttentionOutput, AttentionParams, Backend,
+    BackendStorage, BinaryOp, CmpOp, DType, Device, Distribution, HostData, Layout, Pool2dParams,
+    ReduceOp, Result, Tensor, UnaryOp,
 };
 
 /// The bug a [`Planted`] backend carries.
@@ -56,6 +57,10 @@ pub enum Bug {
     /// Class 5: log-softmax as `x - logsumexp(x)`, which rounds the large `max + log(sum)`
     /// before subtracting (off by an ulp of `|max|` near the maximum).
     LogSoftmaxMinusLse,
+    /// Class 3: causal attention aligned to the bottom-right corner (query `i` sees keys
+    /// `j <= i + S - L`, as some fused kernels do) instead of PyTorch's top-left: right
+    /// whenever `L == S`, wrong when queries and keys differ in number.
+    AttentionCausalBottomRight,
 }
 
 /// `B` with one planted [`Bug`].
@@ -483,5 +488,78 @@ impl<B: Backend> Backend for Planted<B> {
             update
         };
         composite::adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, update)
+    }
+
+    fn scaled_dot_product_attention(
+        &self,
+        q: &Tensor<Self>,
+        k: &Tensor<Self>,
+        v: &Tensor<Self>,
+        mask: Option<&Tensor<Self>>,
+        params: &AttentionParams,
+    ) -> Result<AttentionOutput<Self>> {
+        let (mask, params) = self.attention_causality(q, k, mask, params)?;
+        composite::scaled_dot_product_attention(q, k, v, mask.as_ref(), &params)
+    }
+
+    fn scaled_dot_product_attention_backward(
+        &self,
+        grad_out: &Tensor<Self>,
+        q: &Tensor<Self>,
+        k: &Tensor<Self>,
+        v: &Tensor<Self>,
+        mask: Option<&Tensor<Self>>,
+        forward: &AttentionOutput<Self>,
+        params: &AttentionParams,
+    ) -> Result<AttentionGrads<Self>> {
+        let (mask, params) = self.attention_causality(q, k, mask, params)?;
+        composite::scaled_dot_product_attention_backward(
+            grad_out,
+            q,
+            k,
+            v,
+            mask.as_ref(),
+            forward,
+            &params,
+        )
+    }
+}
+
+impl<B: Backend> Planted<B> {
+    /// The mask and parameters attention runs with: unchanged, except under
+    /// [`Bug::AttentionCausalBottomRight`], where causal masking becomes an additive mask
+    /// aligned to the bottom-right corner, added to the caller's mask.
+    fn attention_causality(
+        &self,
+        q: &Tensor<Self>,
+        k: &Tensor<Self>,
+        mask: Option<&Tensor<Self>>,
+        params: &AttentionParams,
+    ) -> Result<(Option<Tensor<Self>>, AttentionParams)> {
+        if self.bug != Bug::AttentionCausalBottomRight || !params.causal {
+            return Ok((mask.cloned(), *params));
+        }
+        let (l, s) = (q.dims()[q.rank() - 2], k.dims()[k.rank() - 2]);
+        let dtype = q.dtype();
+        let rows = Tensor::arange(0.0, l as f64, 1.0, dtype, self)?.reshape([l, 1])?;
+        let cols = Tensor::arange(0.0, s as f64, 1.0, dtype, self)?.reshape([1, s])?;
+        // Keeps key j for query i when j <= i + S - L.
+        let keep = cols.le(&rows.add_scalar(s as f64 - l as f64)?)?;
+        let zeros = Tensor::zeros([l, s], dtype, self)?;
+        let excluded = Tensor::full([l, s], f64::NEG_INFINITY, dtype, self)?;
+        let mut additive = keep.where_select(&zeros, &excluded)?;
+        if let Some(m) = mask {
+            let m = if m.dtype() == DType::Bool {
+                m.where_select(&zeros, &excluded)?
+            } else {
+                m.clone()
+            };
+            additive = additive.add(&m)?;
+        }
+        let params = AttentionParams {
+            causal: false,
+            ..*params
+        };
+        Ok((Some(additive), params))
     }
 }

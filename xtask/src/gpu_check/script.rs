@@ -20,7 +20,7 @@ pub fn steps(has_data: bool, train_samples: usize, test_samples: usize) -> Vec<S
     let mut steps = vec![
         Step {
             name: "conformance",
-            limit_s: 200,
+            limit_s: 190,
             command: "\"$here/bin/gpu_conformance\" --test-threads=8".into(),
         },
         Step {
@@ -66,14 +66,14 @@ pub fn steps(has_data: bool, train_samples: usize, test_samples: usize) -> Vec<S
     steps.extend([
         Step {
             name: "bench-gemm-auto",
-            limit_s: 45,
+            limit_s: 40,
             command: format!(
                 "env TESSERA_CUDA_GEMM=auto {bench} gemm --sizes 256,1024,4096 --reps 10"
             ),
         },
         Step {
             name: "bench-gemm-tiled",
-            limit_s: 45,
+            limit_s: 35,
             command: format!(
                 "env TESSERA_CUDA_GEMM=tiled {bench} gemm --sizes 256,1024,4096 --reps 10"
             ),
