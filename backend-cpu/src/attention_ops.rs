@@ -77,7 +77,7 @@ pub(crate) fn attention(
             None,
             params,
         );
-        let (out, lse) = problem.forward();
+        let (out, lse) = problem.forward()?;
         let ev = *v.dims().last().expect("rank >= 2");
         let dev = q.backend();
         Ok(Some(AttentionOutput {
@@ -134,7 +134,7 @@ pub(crate) fn attention_backward(
             Some(grad_out.layout()),
             params,
         );
-        let (dq, dk, dv) = problem.backward(&saved);
+        let (dq, dk, dv) = problem.backward(&saved)?;
         let dev = q.backend();
         Ok(Some(AttentionGrads {
             q: tensor(dev, dq, q.dims().to_vec())?,

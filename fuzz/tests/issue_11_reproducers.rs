@@ -480,3 +480,25 @@ fn reproducer_6_example_backend_indices_and_counters() {
     let v = Var::param(ones(&[2, 2], &Cpu::new()));
     assert!(v.narrow(0, usize::MAX - 1, 2).is_err());
 }
+
+// ----- attention (issue 14's API, held to the same promise) -----
+
+#[test]
+fn attention_outputs_that_cannot_be_allocated_are_out_of_memory_errors() {
+    limit_memory();
+    use tessera_core::AttentionOptions;
+    let dev = Cpu::new();
+    // q, k, v [2^20, 2^10, 1] as broadcast views of one element: the output and its
+    // log-sum-exp (4 GiB and more) cannot fit in the 4 GiB this process may use.
+    let q = ones(&[1, 1, 1], &dev)
+        .broadcast_to([1 << 20, 1 << 10, 1])
+        .unwrap();
+    let options = AttentionOptions::new();
+    let r = q.scaled_dot_product_attention(&q, &q, &options);
+    assert!(is_oom(r, 4 << 30), "forward");
+    let small = ones(&[2, 3, 4], &dev);
+    let forward = small
+        .scaled_dot_product_attention_with_lse(&small, &small, &options)
+        .unwrap();
+    assert_eq!(forward.out.dims(), &[2, 3, 4]);
+}

@@ -19,12 +19,13 @@
 //! (and, forward, query blocks) are spread over rayon's threads when the work is large enough.
 
 use super::gemm::{gemm, GemmElement, MatMut, MatRef};
+use crate::alloc::{checked_len, try_filled};
 use crate::parallel::threads;
 use crate::strided::StridedPlan;
 use rayon::prelude::*;
 use tessera_core::attention::AttentionParams;
 use tessera_core::random::{sample_f32, sample_f64};
-use tessera_core::{Distribution, FloatElement, Layout};
+use tessera_core::{Distribution, FloatElement, Layout, Result};
 
 /// Queries per block.
 pub(crate) const BLOCK_ROWS: usize = 32;
@@ -352,10 +353,13 @@ impl<'a, T: AttentionFloat> Problem<'a, T> {
     }
 
     /// The attention output `[batch, L, Ev]` and log-sum-exp `[batch, L]`.
-    pub(crate) fn forward(&self) -> (Vec<T>, Vec<T>) {
+    /// The output buffers are allocated fallibly: a request the machine cannot meet is
+    /// `Error::OutOfMemory`.
+    pub(crate) fn forward(&self) -> Result<(Vec<T>, Vec<T>)> {
         let (l, ev) = (self.l(), self.ev());
-        let mut out = vec![T::ZERO; self.batch * l * ev];
-        let mut lse = vec![T::ZERO; self.batch * l];
+        let op = "scaled_dot_product_attention";
+        let mut out = try_filled(checked_len(op, &[self.batch, l, ev])?, T::ZERO)?;
+        let mut lse = try_filled(checked_len(op, &[self.batch, l])?, T::ZERO)?;
         let jobs: Vec<(usize, &mut [T], &mut [T])> = per_batch(&mut out, self.batch, l * ev)
             .into_iter()
             .zip(per_batch(&mut lse, self.batch, l))
@@ -376,7 +380,7 @@ impl<'a, T: AttentionFloat> Problem<'a, T> {
         } else {
             jobs.into_iter().for_each(job);
         }
-        (out, lse)
+        Ok((out, lse))
     }
 }
 
@@ -413,13 +417,16 @@ struct GradsOf<'g, T> {
 
 impl<T: AttentionFloat> Problem<'_, T> {
     /// `(dQ, dK, dV)`, each contiguous `[batch, rows, cols]`.
-    pub(crate) fn backward(&self, saved: &Saved<'_, T>) -> (Vec<T>, Vec<T>, Vec<T>) {
+    /// The gradient buffers are allocated fallibly (`Error::OutOfMemory`).
+    pub(crate) fn backward(&self, saved: &Saved<'_, T>) -> Result<(Vec<T>, Vec<T>, Vec<T>)> {
         let (l, s, e, ev) = (self.l(), self.s(), self.e(), self.ev());
-        let mut dq = vec![T::ZERO; self.batch * l * e];
-        let mut dk = vec![T::ZERO; self.batch * s * e];
-        let mut dv = vec![T::ZERO; self.batch * s * ev];
+        let op = "scaled_dot_product_attention_backward";
+        let zeros = |dims: &[usize]| try_filled(checked_len(op, dims)?, T::ZERO);
+        let mut dq = zeros(&[self.batch, l, e])?;
+        let mut dk = zeros(&[self.batch, s, e])?;
+        let mut dv = zeros(&[self.batch, s, ev])?;
         if self.batch == 0 || l == 0 || s == 0 {
-            return (dq, dk, dv);
+            return Ok((dq, dk, dv));
         }
         let jobs: Vec<_> = per_batch(&mut dq, self.batch, l * e)
             .into_iter()
@@ -435,7 +442,7 @@ impl<T: AttentionFloat> Problem<'_, T> {
         } else {
             jobs.into_iter().for_each(job);
         }
-        (dq, dk, dv)
+        Ok((dq, dk, dv))
     }
 
     /// The gradients of batch element `b`.
