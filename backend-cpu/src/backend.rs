@@ -360,6 +360,7 @@ impl Backend for Cpu {
         mask: Option<&Tensor<Cpu>>,
         params: &AttentionParams,
     ) -> Result<AttentionOutput<Cpu>> {
+        tessera_core::attention::check_attention_operands(q, k, v, mask, params)?;
         match attention_ops::attention(q, k, v, mask, params)? {
             Some(out) => Ok(out),
             None => composite::scaled_dot_product_attention(q, k, v, mask, params),
@@ -376,6 +377,13 @@ impl Backend for Cpu {
         forward: &AttentionOutput<Cpu>,
         params: &AttentionParams,
     ) -> Result<AttentionGrads<Cpu>> {
+        tessera_core::attention::check_attention_backward_operands(
+            grad_out,
+            (q, k, v),
+            mask,
+            forward,
+            params,
+        )?;
         match attention_ops::attention_backward(grad_out, (q, k, v), mask, forward, params)? {
             Some(grads) => Ok(grads),
             None => composite::scaled_dot_product_attention_backward(

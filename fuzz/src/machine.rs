@@ -86,6 +86,16 @@ impl<B: tessera_core::Backend> IntoValues<B> for (Tensor<B>, Tensor<B>) {
     }
 }
 
+impl<B: tessera_core::Backend> IntoValues<B> for (Tensor<B>, Tensor<B>, Tensor<B>) {
+    fn into_values(self) -> Vec<Value<B>> {
+        vec![
+            Value::Tensor(self.0),
+            Value::Tensor(self.1),
+            Value::Tensor(self.2),
+        ]
+    }
+}
+
 impl<B: tessera_core::Backend> IntoValues<B> for Var<B> {
     fn into_values(self) -> Vec<Value<B>> {
         vec![Value::Var(self)]

@@ -321,6 +321,7 @@ impl<D: Driver> Backend for Gpu<D> {
         mask: Option<&Tensor<Self>>,
         params: &AttentionParams,
     ) -> Result<AttentionOutput<Self>> {
+        tessera_core::attention::check_attention_operands(q, k, v, mask, params)?;
         attention::forward(self, q, k, v, mask, params)
     }
 
@@ -335,6 +336,13 @@ impl<D: Driver> Backend for Gpu<D> {
         forward: &AttentionOutput<Self>,
         params: &AttentionParams,
     ) -> Result<AttentionGrads<Self>> {
+        tessera_core::attention::check_attention_backward_operands(
+            grad_out,
+            (q, k, v),
+            mask,
+            forward,
+            params,
+        )?;
         attention::backward(self, grad_out, q, k, v, mask, forward, params)
     }
 

@@ -86,12 +86,12 @@ fn windows_and_the_split() {
     assert_eq!(val.tokens(), 100);
     assert_eq!(train.count(), 9 * 92);
     let mut rng = SplitMix64::new(1);
-    let starts = val.sample_starts(200, &mut rng);
+    let starts = val.sample_starts(200, &mut rng).unwrap();
     assert!(
         starts.iter().all(|&s| (900..992).contains(&s)),
         "{starts:?}"
     );
-    let starts = train.sample_starts(2000, &mut rng);
+    let starts = train.sample_starts(2000, &mut rng).unwrap();
     // No window crosses out of its segment.
     assert!(starts.iter().all(|&s| s % 100 < 92 && s < 900));
     let (x, y) = train.batch_at(&[0, 7], &Cpu::new()).unwrap();

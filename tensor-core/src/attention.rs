@@ -144,3 +144,4 @@ pub struct AttentionGrads<B: Backend> {
     /// With respect to `v`: `[..b, S, Ev]`.
     pub v: Tensor<B>,
 }
+pub use crate::tensor::{check_attention_backward_operands, check_attention_operands};

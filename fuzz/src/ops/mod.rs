@@ -34,6 +34,7 @@ pub mod math;
 pub mod nn_ops;
 pub mod optim;
 pub mod tensors;
+pub mod transformer;
 pub mod views;
 
 use crate::args::{ArgKind, Kind};
@@ -202,6 +203,7 @@ pub fn table<B: FuzzBackend>() -> Vec<Op<B>> {
     t.extend(files::ops());
     t.extend(consistent::ops());
     t.extend(differential::ops());
+    t.extend(transformer::ops());
     t
 }
 

@@ -31,8 +31,15 @@ impl TokenWindows {
                 msg: "block_size must be positive".into(),
             });
         }
+        let mut stored = host_vec(tokens.len(), 4)?;
+        for &t in tokens {
+            stored.push(u32::try_from(t).map_err(|_| Error::InvalidArgument {
+                op: "TokenWindows",
+                msg: format!("token id {t} does not fit in 32 bits"),
+            })?);
+        }
         let windows = TokenWindows {
-            tokens: tokens.iter().map(|&t| t as u32).collect(),
+            tokens: stored,
             segments: segments
                 .into_iter()
                 .filter(|(s, e)| e - s > block_size)
@@ -60,13 +67,13 @@ impl TokenWindows {
         segment_len: usize,
         val_every: usize,
     ) -> Result<(Self, Self)> {
-        let seg = segment_len.max(2 * block_size).max(1);
+        let seg = segment_len.max(block_size.saturating_mul(2)).max(1);
         let every = val_every.max(2);
         let (mut train, mut val) = (Vec::new(), Vec::new());
         let mut start = 0;
         let mut n = 0;
         while start < tokens.len() {
-            let end = (start + seg).min(tokens.len());
+            let end = start.saturating_add(seg).min(tokens.len());
             if n % every == every - 1 {
                 val.push((start, end));
             } else {
@@ -99,22 +106,23 @@ impl TokenWindows {
         self.segments.iter().map(|(s, e)| e - s).sum()
     }
 
-    /// `batch` window starts drawn uniformly (with replacement) from `rng`.
-    pub fn sample_starts(&self, batch: usize, rng: &mut SplitMix64) -> Vec<usize> {
+    /// `batch` window starts drawn uniformly (with replacement) from `rng`; a `batch` whose
+    /// starts cannot be allocated is `Error::OutOfMemory`.
+    pub fn sample_starts(&self, batch: usize, rng: &mut SplitMix64) -> Result<Vec<usize>> {
         let total = self.count() as u64;
-        (0..batch)
-            .map(|_| {
-                let mut k = rng.below(total) as usize;
-                for &(s, e) in &self.segments {
-                    let here = e - s - self.block_size;
-                    if k < here {
-                        return s + k;
-                    }
-                    k -= here;
+        let mut starts = host_vec(batch, std::mem::size_of::<usize>())?;
+        starts.extend((0..batch).map(|_| {
+            let mut k = rng.below(total) as usize;
+            for &(s, e) in &self.segments {
+                let here = e - s - self.block_size;
+                if k < here {
+                    return s + k;
                 }
-                unreachable!("k < count")
-            })
-            .collect()
+                k -= here;
+            }
+            unreachable!("k < count")
+        }));
+        Ok(starts)
     }
 
     /// Inputs and targets `[batch, block_size]` (i64) of the windows starting at `starts`.
@@ -124,10 +132,13 @@ impl TokenWindows {
         backend: &B,
     ) -> Result<(Tensor<B>, Tensor<B>)> {
         let t = self.block_size;
-        let mut x = Vec::with_capacity(starts.len() * t);
-        let mut y = Vec::with_capacity(starts.len() * t);
+        let n = starts.len().checked_mul(t).ok_or(Error::SizeOverflow {
+            op: "TokenWindows",
+            msg: format!("{} windows of {t} tokens", starts.len()),
+        })?;
+        let (mut x, mut y) = (host_vec(n, 8)?, host_vec(n, 8)?);
         for &s in starts {
-            if s + t >= self.tokens.len() {
+            if s.checked_add(t).is_none_or(|end| end >= self.tokens.len()) {
                 return Err(Error::InvalidArgument {
                     op: "TokenWindows",
                     msg: format!("window start {s} is past the last window"),
@@ -149,7 +160,17 @@ impl TokenWindows {
         rng: &mut SplitMix64,
         backend: &B,
     ) -> Result<(Tensor<B>, Tensor<B>)> {
-        let starts = self.sample_starts(batch, rng);
+        let starts = self.sample_starts(batch, rng)?;
         self.batch_at(&starts, backend)
     }
+}
+
+/// An empty host vector with room for `n` elements of `bytes` each, allocated fallibly.
+fn host_vec<T>(n: usize, bytes: usize) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| Error::OutOfMemory {
+        device: "host".into(),
+        requested_bytes: n.saturating_mul(bytes),
+    })?;
+    Ok(v)
 }

@@ -74,6 +74,12 @@ impl GptConfig {
                 self.dtype
             )));
         }
+        if self.checked_num_parameters().is_none() {
+            return Err(Error::SizeOverflow {
+                op: "GptConfig",
+                msg: format!("the parameter count of {self:?} overflows"),
+            });
+        }
         Ok(())
     }
 
@@ -82,16 +88,37 @@ impl GptConfig {
         Gpt::new(*self, backend, generator)
     }
 
-    /// Trainable scalars of the model (the tied output head counted once).
+    /// Trainable scalars of the model (the tied output head counted once); `usize::MAX` for a
+    /// configuration so large that the count overflows (which [`GptConfig::validate`] rejects).
     pub fn num_parameters(&self) -> usize {
+        self.checked_num_parameters().unwrap_or(usize::MAX)
+    }
+
+    /// [`GptConfig::num_parameters`], `None` on overflow.
+    fn checked_num_parameters(&self) -> Option<usize> {
         let (e, v, t, l) = (self.n_embd, self.vocab_size, self.block_size, self.n_layer);
         let b = usize::from(self.bias);
-        let block = 2 * (e + b * e)      // ln_1, ln_2
-            + 3 * e * e + b * 3 * e      // in_proj
-            + e * e + b * e              // out_proj
-            + 4 * e * e + b * 4 * e      // c_fc
-            + 4 * e * e + b * e; //          c_proj
-        v * e + t * e + l * block + e + b * e
+        let ee = e.checked_mul(e)?;
+        let be = b * e;
+        // ln_1, ln_2; in_proj; out_proj; c_fc; c_proj.
+        let block = [
+            2 * (e.checked_add(be)?),
+            ee.checked_mul(3)?.checked_add(3 * be)?,
+            ee.checked_add(be)?,
+            ee.checked_mul(4)?.checked_add(4 * be)?,
+            ee.checked_mul(4)?.checked_add(be)?,
+        ]
+        .into_iter()
+        .try_fold(0usize, |a, x| a.checked_add(x))?;
+        [
+            v.checked_mul(e)?,
+            t.checked_mul(e)?,
+            l.checked_mul(block)?,
+            e,
+            be,
+        ]
+        .into_iter()
+        .try_fold(0usize, |a, x| a.checked_add(x))
     }
 
     /// The configuration as JSON (the `config.json` of a checkpoint folder).

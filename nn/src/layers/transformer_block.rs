@@ -10,7 +10,7 @@ use super::{
 use crate::module::Forward;
 use crate::{Config, Module};
 use tessera_autograd::Var;
-use tessera_core::{Backend, DType, Generator, Result, Tensor};
+use tessera_core::{Backend, DType, Error, Generator, Result, Tensor};
 
 /// The hyper-parameters of a [`TransformerBlock`].
 #[derive(Config, Clone, Copy, Debug, PartialEq)]
@@ -48,7 +48,10 @@ impl TransformerBlockConfig {
                 .dtype(dtype)
                 .init(backend)
         };
-        let hidden = self.mlp_ratio * e;
+        let hidden = self.mlp_ratio.checked_mul(e).ok_or(Error::SizeOverflow {
+            op: "TransformerBlock",
+            msg: format!("mlp_ratio {} times n_embd {e}", self.mlp_ratio),
+        })?;
         Ok(TransformerBlock {
             ln_1: norm()?,
             attn: MultiHeadAttentionConfig::new(e, self.n_head)

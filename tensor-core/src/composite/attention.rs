@@ -3,7 +3,10 @@
 //! materialises the `[..b, L, S]` scores, which a fused kernel avoids; it is the reference such
 //! kernels are checked against.
 
-use crate::attention::{AttentionGrads, AttentionOutput, AttentionParams};
+use crate::attention::{
+    check_attention_backward_operands, check_attention_operands, AttentionGrads, AttentionOutput,
+    AttentionParams,
+};
 use crate::{Backend, DType, Distribution, Result, Tensor};
 
 /// The scaled scores `q·kᵀ·scale` with the mask and causality applied: `[..b, L, S]`.
@@ -73,6 +76,7 @@ pub fn scaled_dot_product_attention<B: Backend>(
     mask: Option<&Tensor<B>>,
     params: &AttentionParams,
 ) -> Result<AttentionOutput<B>> {
+    check_attention_operands(q, k, v, mask, params)?;
     let s = masked_scores(q, k, mask, params)?;
     let lse = s.logsumexp(-1, true)?;
     let mut p = probabilities(&s, &lse)?;
@@ -102,6 +106,7 @@ pub fn scaled_dot_product_attention_backward<B: Backend>(
     forward: &AttentionOutput<B>,
     params: &AttentionParams,
 ) -> Result<AttentionGrads<B>> {
+    check_attention_backward_operands(grad_out, (q, k, v), mask, forward, params)?;
     let s = masked_scores(q, k, mask, params)?;
     let p = probabilities(&s, &forward.logsumexp.unsqueeze(-1)?)?;
     let factors = dropout_factors(&p, params)?;

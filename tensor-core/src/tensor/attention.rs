@@ -159,3 +159,107 @@ impl<B: Backend> Tensor<B> {
         Ok((params, mask))
     }
 }
+
+/// Checks the operands of [`Backend::scaled_dot_product_attention`] as a backend receives
+/// them, for backends and composites whose public methods are called without
+/// [`Tensor::scaled_dot_product_attention`]'s checks in front: `q`, `k`, `v` float tensors of
+/// one dtype and device, `[..b, L, E]`, `[..b, S, E]`, `[..b, S, Ev]`; the mask, if any, bool
+/// or `q`'s dtype and exactly `[..b, L, S]`; a finite scale and a dropout probability in
+/// `[0, 1)`. Returns `(L, S, E, Ev)`.
+pub fn check_attention_operands<B: Backend>(
+    q: &Tensor<B>,
+    k: &Tensor<B>,
+    v: &Tensor<B>,
+    mask: Option<&Tensor<B>>,
+    params: &AttentionParams,
+) -> Result<(usize, usize, usize, usize)> {
+    q.check_float(OP)?;
+    for t in [k, v] {
+        q.check_same_device(OP, t)?;
+        q.check_same_dtype(OP, t)?;
+    }
+    let rank = q.rank();
+    if rank < 2 || k.rank() != rank || v.rank() != rank {
+        return Err(invalid(format!(
+            "q, k and v must have one rank >= 2, got {}, {} and {}",
+            q.shape(),
+            k.shape(),
+            v.shape()
+        )));
+    }
+    let batch = &q.dims()[..rank - 2];
+    let (l, e) = (q.dims()[rank - 2], q.dims()[rank - 1]);
+    let (s, ek) = (k.dims()[rank - 2], k.dims()[rank - 1]);
+    let (sv, ev) = (v.dims()[rank - 2], v.dims()[rank - 1]);
+    if &k.dims()[..rank - 2] != batch || &v.dims()[..rank - 2] != batch || ek != e || sv != s {
+        return Err(invalid(format!(
+            "expected q [..b, L, E], k [..b, S, E] and v [..b, S, Ev], got {}, {} and {}",
+            q.shape(),
+            k.shape(),
+            v.shape()
+        )));
+    }
+    if !params.scale.is_finite() {
+        return Err(invalid(format!(
+            "scale must be finite, got {}",
+            params.scale
+        )));
+    }
+    if let Some(d) = params.dropout {
+        if !(0.0..1.0).contains(&d.p) {
+            return Err(invalid(format!(
+                "dropout probability must be in [0, 1), got {}",
+                d.p
+            )));
+        }
+    }
+    if let Some(m) = mask {
+        q.check_same_device(OP, m)?;
+        let mut scores = batch.to_vec();
+        scores.extend([l, s]);
+        if m.dims() != scores || (m.dtype() != DType::Bool && m.dtype() != q.dtype()) {
+            return Err(invalid(format!(
+                "a backend's mask must be bool or {} of the scores' shape {}, got {} {}",
+                q.dtype(),
+                Shape::new(scores),
+                m.dtype(),
+                m.shape()
+            )));
+        }
+    }
+    Ok((l, s, e, ev))
+}
+
+/// [`check_attention_operands`] for the backward pass, plus the upstream gradient
+/// `[..b, L, Ev]` and the saved output `[..b, L, Ev]` and log-sum-exp `[..b, L]`, all of
+/// `q`'s dtype and device.
+pub fn check_attention_backward_operands<B: Backend>(
+    grad_out: &Tensor<B>,
+    (q, k, v): (&Tensor<B>, &Tensor<B>, &Tensor<B>),
+    mask: Option<&Tensor<B>>,
+    forward: &AttentionOutput<B>,
+    params: &AttentionParams,
+) -> Result<()> {
+    let (_, _, _, ev) = check_attention_operands(q, k, v, mask, params)?;
+    let mut out_dims = q.dims().to_vec();
+    *out_dims.last_mut().expect("rank >= 2, checked") = ev;
+    let lse_dims = &q.dims()[..q.rank() - 1];
+    if grad_out.dims() != out_dims
+        || forward.out.dims() != out_dims
+        || forward.logsumexp.dims() != lse_dims
+    {
+        return Err(invalid(format!(
+            "gradient {}, saved output {} and log-sum-exp {} do not fit queries {} and values {}",
+            grad_out.shape(),
+            forward.out.shape(),
+            forward.logsumexp.shape(),
+            q.shape(),
+            v.shape()
+        )));
+    }
+    for t in [grad_out, &forward.out, &forward.logsumexp] {
+        q.check_same_device(OP, t)?;
+        q.check_same_dtype(OP, t)?;
+    }
+    Ok(())
+}

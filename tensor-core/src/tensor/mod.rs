@@ -6,6 +6,7 @@
 //! in `display`.
 
 mod attention;
+pub use attention::{check_attention_backward_operands, check_attention_operands};
 mod display;
 mod elementwise;
 mod in_place;
