@@ -216,16 +216,22 @@ impl<T: GemmElement> Vector<T> {
             let body = k / LANES * LANES;
             let mut j = 0;
             if let Some(dot) = self.dot {
-                while j + COLUMNS <= n {
-                    let cols = std::array::from_fn(|c| self.b.ptr.offset((j + c) as isize * cs));
+                while j < n {
+                    // The last group repeats its last column in the lanes past `n` (computed,
+                    // never stored), so no output takes the scalar loops below.
+                    let width = COLUMNS.min(n - j);
+                    let cols = std::array::from_fn(|c| {
+                        self.b.ptr.offset((j + c.min(width - 1)) as isize * cs)
+                    });
                     // SAFETY: x and the columns hold k contiguous elements each; `dot` is the
                     // kernel of the path, which was chosen to be supported.
                     let sums = dot(k, self.x, cols);
-                    for (c, sum) in sums.into_iter().enumerate() {
+                    for (c, &sum) in sums[..width].iter().enumerate() {
                         self.store(j + c, sum);
                     }
-                    j += COLUMNS;
+                    j += width;
                 }
+                return;
             }
             while j + COLUMNS <= n {
                 let cols: [&[T]; COLUMNS] = std::array::from_fn(|c| column(j + c));
