@@ -148,40 +148,44 @@ impl ConvGeometry {
     }
 }
 
-/// Fills `cols: [c*kh*kw, oh*ow]` from one input sample `x: [c, h, w]`.
-fn im2col_sample<T: GemmElement>(x: &[T], g: &ConvGeometry, cols: &mut [T]) {
-    let (positions, sw) = (g.positions(), g.p.stride.1);
-    let mut rows = cols.chunks_exact_mut(positions);
+/// Replaces the contents of `cols` with the column matrix `[c*kh*kw, oh*ow]` of one input
+/// sample `x: [c, h, w]`, appended row by row: every element is written once (zeros only
+/// where a tap falls in the padding), so the buffer needs no zero-filling first and one
+/// buffer serves every sample. Errors only when `cols` cannot grow to hold the matrix.
+fn im2col_into<T: GemmElement>(x: &[T], g: &ConvGeometry, cols: &mut Vec<T>) -> Result<()> {
+    let len = g.patch() * g.positions();
+    cols.clear();
+    cols.try_reserve_exact(len)
+        .map_err(|_| crate::alloc::out_of_memory::<T>(len))?;
+    let sw = g.p.stride.1;
+    let zeros = |cols: &mut Vec<T>, n: usize| cols.resize(cols.len() + n, T::ZERO);
     for ci in 0..g.c {
         let plane = &x[ci * g.h * g.w..(ci + 1) * g.h * g.w];
         for i in 0..g.kh {
             for j in 0..g.kw {
-                let dst = rows.next().expect("cols has c*kh*kw rows");
                 let (valid, shift) = g.valid_cols(j);
-                for (y, out_row) in dst.chunks_exact_mut(g.ow).enumerate() {
+                for y in 0..g.oh {
                     let Some(iy) = g.input_row(y, i) else {
-                        out_row.fill(T::ZERO);
+                        zeros(cols, g.ow);
                         continue;
                     };
                     let src = &plane[iy * g.w..(iy + 1) * g.w];
-                    out_row[..valid.start].fill(T::ZERO);
-                    out_row[valid.end..].fill(T::ZERO);
-                    if valid.is_empty() {
-                        continue;
-                    }
-                    let base = valid.start as isize * sw as isize + shift;
-                    if sw == 1 {
-                        let base = base as usize;
-                        out_row[valid.clone()].copy_from_slice(&src[base..base + valid.len()]);
-                    } else {
-                        for (k, d) in out_row[valid.clone()].iter_mut().enumerate() {
-                            *d = src[base as usize + k * sw];
+                    zeros(cols, valid.start);
+                    if !valid.is_empty() {
+                        let base = (valid.start as isize * sw as isize + shift) as usize;
+                        if sw == 1 {
+                            cols.extend_from_slice(&src[base..base + valid.len()]);
+                        } else {
+                            cols.extend((0..valid.len()).map(|k| src[base + k * sw]));
                         }
                     }
+                    zeros(cols, g.ow - valid.end);
                 }
             }
         }
     }
+    debug_assert_eq!(cols.len(), len);
+    Ok(())
 }
 
 /// Adds the columns `cols: [c*kh*kw, oh*ow]` back into one input-gradient sample `dx: [c, h, w]`.
@@ -230,8 +234,7 @@ pub(crate) fn conv2d<T: GemmElement>(x: &[T], weight: &[T], g: &ConvGeometry) ->
     }
     let w_mat = MatRef::row_major(weight, patch);
     let sample = |b: usize, out_b: &mut [T], cols: &mut Vec<T>, split: bool| -> Result<()> {
-        try_resize(cols, patch * positions, T::ZERO)?;
-        im2col_sample(&x[b * g.image()..(b + 1) * g.image()], g, cols);
+        im2col_into(&x[b * g.image()..(b + 1) * g.image()], g, cols)?;
         let dims = (g.o, patch, positions);
         let (b_mat, c_mat) = (
             MatRef::row_major(cols, positions),
@@ -330,9 +333,9 @@ pub(crate) fn conv2d_backward_weight<T: GemmElement + std::ops::AddAssign>(
     }
     let accumulate = |samples: std::ops::Range<usize>, split: bool| -> Result<Vec<T>> {
         let mut acc = try_zeroed::<T>(len)?;
-        let mut cols = try_zeroed::<T>(patch * positions)?;
+        let mut cols = Vec::new();
         for b in samples {
-            im2col_sample(&x[b * g.image()..(b + 1) * g.image()], g, &mut cols);
+            im2col_into(&x[b * g.image()..(b + 1) * g.image()], g, &mut cols)?;
             let g_b = &grad_out[b * g.o * positions..(b + 1) * g.o * positions];
             let dims = (g.o, positions, patch);
             let a_mat = MatRef::row_major(g_b, positions);
