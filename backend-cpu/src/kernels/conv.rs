@@ -164,6 +164,10 @@ fn im2col_into<T: GemmElement>(x: &[T], g: &ConvGeometry, cols: &mut Vec<T>) -> 
         for i in 0..g.kh {
             for j in 0..g.kw {
                 let (valid, shift) = g.valid_cols(j);
+                if g.p.stride == (1, 1) && g.ow == g.w && !valid.is_empty() {
+                    append_row_shifted(plane, g, i, (valid, shift), cols);
+                    continue;
+                }
                 for y in 0..g.oh {
                     let Some(iy) = g.input_row(y, i) else {
                         zeros(cols, g.ow);
@@ -186,6 +190,41 @@ fn im2col_into<T: GemmElement>(x: &[T], g: &ConvGeometry, cols: &mut Vec<T>) -> 
     }
     debug_assert_eq!(cols.len(), len);
     Ok(())
+}
+
+/// One row of the column matrix (kernel row `i`, kernel column with `(valid, shift)`) when
+/// both strides are 1 and output rows are as wide as input rows (a "same" convolution): the
+/// row is then the image plane shifted by a constant offset, so the rows of input that the
+/// row sees are appended as one contiguous block, and the few elements of each line that came
+/// from the neighbouring line (the columns outside `valid`) are zeroed afterwards. One copy
+/// per row of the matrix instead of one per image line.
+fn append_row_shifted<T: GemmElement>(
+    plane: &[T],
+    g: &ConvGeometry,
+    i: usize,
+    (valid, shift): (std::ops::Range<usize>, isize),
+    cols: &mut Vec<T>,
+) {
+    let ow = g.ow;
+    let row_start = cols.len();
+    // With unit stride the output lines whose input line is inside the image are consecutive.
+    let first = (0..g.oh).find_map(|y| g.input_row(y, i).map(|iy| (y, iy)));
+    let last = (0..g.oh).rev().find(|&y| g.input_row(y, i).is_some());
+    let (Some((y0, iy0)), Some(y_last)) = (first, last) else {
+        cols.resize(row_start + g.oh * ow, T::ZERO);
+        return;
+    };
+    cols.resize(row_start + y0 * ow + valid.start, T::ZERO);
+    // From (y0, valid.start) to (y_last, valid.end - 1): inside the plane, as each end is.
+    let start = iy0 * g.w + (valid.start as isize + shift) as usize;
+    let len = (y_last - y0) * ow + valid.len();
+    cols.extend_from_slice(&plane[start..start + len]);
+    cols.resize(row_start + g.oh * ow, T::ZERO);
+    for y in y0..=y_last {
+        let line = &mut cols[row_start + y * ow..row_start + (y + 1) * ow];
+        line[..valid.start].fill(T::ZERO);
+        line[valid.end..].fill(T::ZERO);
+    }
 }
 
 /// Adds the columns `cols: [c*kh*kw, oh*ow]` back into one input-gradient sample `dx: [c, h, w]`.
@@ -428,13 +467,31 @@ mod tests {
 
     #[test]
     fn miri_convolution_and_its_gradients_match_the_definition() {
-        let p = Conv2dParams {
-            stride: (2, 1),
-            padding: (1, 0),
-            dilation: (1, 2),
-        };
-        for n in [1, 3] {
-            let base = geometry([n, 2, 4, 5], [3, 2, 2, 2], p);
+        // Strided and dilated (im2col line by line), then a "same" convolution with unit
+        // strides (whole shifted blocks, `append_row_shifted`), whose 5x5 kernel on 3 lines
+        // also has kernel rows that see no input line at all.
+        let cases = [
+            (
+                [2, 4, 5],
+                [3, 2, 2, 2],
+                Conv2dParams {
+                    stride: (2, 1),
+                    padding: (1, 0),
+                    dilation: (1, 2),
+                },
+            ),
+            (
+                [2, 3, 5],
+                [2, 2, 5, 5],
+                Conv2dParams {
+                    stride: (1, 1),
+                    padding: (2, 2),
+                    dilation: (1, 1),
+                },
+            ),
+        ];
+        for (n, ([c, h, w], wdims, p)) in [1, 3].into_iter().flat_map(|n| cases.map(|k| (n, k))) {
+            let base = geometry([n, c, h, w], wdims, p);
             let x = values(base.n * base.image(), 1);
             let w = values(base.o * base.patch(), 2);
             let gy = values(base.n * base.o * base.positions(), 3);
