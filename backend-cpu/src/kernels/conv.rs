@@ -148,39 +148,82 @@ impl ConvGeometry {
     }
 }
 
-/// Fills `cols: [c*kh*kw, oh*ow]` from one input sample `x: [c, h, w]`.
-fn im2col_sample<T: GemmElement>(x: &[T], g: &ConvGeometry, cols: &mut [T]) {
-    let (positions, sw) = (g.positions(), g.p.stride.1);
-    let mut rows = cols.chunks_exact_mut(positions);
+/// Replaces the contents of `cols` with the column matrix `[c*kh*kw, oh*ow]` of one input
+/// sample `x: [c, h, w]`, appended row by row: every element is written once (zeros only
+/// where a tap falls in the padding), so the buffer needs no zero-filling first and one
+/// buffer serves every sample. Errors only when `cols` cannot grow to hold the matrix.
+fn im2col_into<T: GemmElement>(x: &[T], g: &ConvGeometry, cols: &mut Vec<T>) -> Result<()> {
+    let len = g.patch() * g.positions();
+    cols.clear();
+    cols.try_reserve_exact(len)
+        .map_err(|_| crate::alloc::out_of_memory::<T>(len))?;
+    let sw = g.p.stride.1;
+    let zeros = |cols: &mut Vec<T>, n: usize| cols.resize(cols.len() + n, T::ZERO);
     for ci in 0..g.c {
         let plane = &x[ci * g.h * g.w..(ci + 1) * g.h * g.w];
         for i in 0..g.kh {
             for j in 0..g.kw {
-                let dst = rows.next().expect("cols has c*kh*kw rows");
                 let (valid, shift) = g.valid_cols(j);
-                for (y, out_row) in dst.chunks_exact_mut(g.ow).enumerate() {
+                if g.p.stride == (1, 1) && g.ow == g.w && !valid.is_empty() {
+                    append_row_shifted(plane, g, i, (valid, shift), cols);
+                    continue;
+                }
+                for y in 0..g.oh {
                     let Some(iy) = g.input_row(y, i) else {
-                        out_row.fill(T::ZERO);
+                        zeros(cols, g.ow);
                         continue;
                     };
                     let src = &plane[iy * g.w..(iy + 1) * g.w];
-                    out_row[..valid.start].fill(T::ZERO);
-                    out_row[valid.end..].fill(T::ZERO);
-                    if valid.is_empty() {
-                        continue;
-                    }
-                    let base = valid.start as isize * sw as isize + shift;
-                    if sw == 1 {
-                        let base = base as usize;
-                        out_row[valid.clone()].copy_from_slice(&src[base..base + valid.len()]);
-                    } else {
-                        for (k, d) in out_row[valid.clone()].iter_mut().enumerate() {
-                            *d = src[base as usize + k * sw];
+                    zeros(cols, valid.start);
+                    if !valid.is_empty() {
+                        let base = (valid.start as isize * sw as isize + shift) as usize;
+                        if sw == 1 {
+                            cols.extend_from_slice(&src[base..base + valid.len()]);
+                        } else {
+                            cols.extend((0..valid.len()).map(|k| src[base + k * sw]));
                         }
                     }
+                    zeros(cols, g.ow - valid.end);
                 }
             }
         }
+    }
+    debug_assert_eq!(cols.len(), len);
+    Ok(())
+}
+
+/// One row of the column matrix (kernel row `i`, kernel column with `(valid, shift)`) when
+/// both strides are 1 and output rows are as wide as input rows (a "same" convolution): the
+/// row is then the image plane shifted by a constant offset, so the rows of input that the
+/// row sees are appended as one contiguous block, and the few elements of each line that came
+/// from the neighbouring line (the columns outside `valid`) are zeroed afterwards. One copy
+/// per row of the matrix instead of one per image line.
+fn append_row_shifted<T: GemmElement>(
+    plane: &[T],
+    g: &ConvGeometry,
+    i: usize,
+    (valid, shift): (std::ops::Range<usize>, isize),
+    cols: &mut Vec<T>,
+) {
+    let ow = g.ow;
+    let row_start = cols.len();
+    // With unit stride the output lines whose input line is inside the image are consecutive.
+    let first = (0..g.oh).find_map(|y| g.input_row(y, i).map(|iy| (y, iy)));
+    let last = (0..g.oh).rev().find(|&y| g.input_row(y, i).is_some());
+    let (Some((y0, iy0)), Some(y_last)) = (first, last) else {
+        cols.resize(row_start + g.oh * ow, T::ZERO);
+        return;
+    };
+    cols.resize(row_start + y0 * ow + valid.start, T::ZERO);
+    // From (y0, valid.start) to (y_last, valid.end - 1): inside the plane, as each end is.
+    let start = iy0 * g.w + (valid.start as isize + shift) as usize;
+    let len = (y_last - y0) * ow + valid.len();
+    cols.extend_from_slice(&plane[start..start + len]);
+    cols.resize(row_start + g.oh * ow, T::ZERO);
+    for y in y0..=y_last {
+        let line = &mut cols[row_start + y * ow..row_start + (y + 1) * ow];
+        line[..valid.start].fill(T::ZERO);
+        line[valid.end..].fill(T::ZERO);
     }
 }
 
@@ -230,8 +273,7 @@ pub(crate) fn conv2d<T: GemmElement>(x: &[T], weight: &[T], g: &ConvGeometry) ->
     }
     let w_mat = MatRef::row_major(weight, patch);
     let sample = |b: usize, out_b: &mut [T], cols: &mut Vec<T>, split: bool| -> Result<()> {
-        try_resize(cols, patch * positions, T::ZERO)?;
-        im2col_sample(&x[b * g.image()..(b + 1) * g.image()], g, cols);
+        im2col_into(&x[b * g.image()..(b + 1) * g.image()], g, cols)?;
         let dims = (g.o, patch, positions);
         let (b_mat, c_mat) = (
             MatRef::row_major(cols, positions),
@@ -330,9 +372,9 @@ pub(crate) fn conv2d_backward_weight<T: GemmElement + std::ops::AddAssign>(
     }
     let accumulate = |samples: std::ops::Range<usize>, split: bool| -> Result<Vec<T>> {
         let mut acc = try_zeroed::<T>(len)?;
-        let mut cols = try_zeroed::<T>(patch * positions)?;
+        let mut cols = Vec::new();
         for b in samples {
-            im2col_sample(&x[b * g.image()..(b + 1) * g.image()], g, &mut cols);
+            im2col_into(&x[b * g.image()..(b + 1) * g.image()], g, &mut cols)?;
             let g_b = &grad_out[b * g.o * positions..(b + 1) * g.o * positions];
             let dims = (g.o, positions, patch);
             let a_mat = MatRef::row_major(g_b, positions);
@@ -425,13 +467,31 @@ mod tests {
 
     #[test]
     fn miri_convolution_and_its_gradients_match_the_definition() {
-        let p = Conv2dParams {
-            stride: (2, 1),
-            padding: (1, 0),
-            dilation: (1, 2),
-        };
-        for n in [1, 3] {
-            let base = geometry([n, 2, 4, 5], [3, 2, 2, 2], p);
+        // Strided and dilated (im2col line by line), then a "same" convolution with unit
+        // strides (whole shifted blocks, `append_row_shifted`), whose 5x5 kernel on 3 lines
+        // also has kernel rows that see no input line at all.
+        let cases = [
+            (
+                [2, 4, 5],
+                [3, 2, 2, 2],
+                Conv2dParams {
+                    stride: (2, 1),
+                    padding: (1, 0),
+                    dilation: (1, 2),
+                },
+            ),
+            (
+                [2, 3, 5],
+                [2, 2, 5, 5],
+                Conv2dParams {
+                    stride: (1, 1),
+                    padding: (2, 2),
+                    dilation: (1, 1),
+                },
+            ),
+        ];
+        for (n, ([c, h, w], wdims, p)) in [1, 3].into_iter().flat_map(|n| cases.map(|k| (n, k))) {
+            let base = geometry([n, c, h, w], wdims, p);
             let x = values(base.n * base.image(), 1);
             let w = values(base.o * base.patch(), 2);
             let gy = values(base.n * base.o * base.positions(), 3);

@@ -11,6 +11,7 @@
 //! produced in `TILE x TILE` tiles instead, so the lines a tile reads stay in L1 until all their
 //! elements are used.
 
+use super::wide::{map_contiguous, zip_contiguous};
 use crate::alloc::{try_zeroed, Zeroable};
 use crate::parallel::{fill_chunks, worth_parallel};
 use crate::strided::StridedPlan;
@@ -33,11 +34,7 @@ where
     drive(&plan, &mut out, |dst, [o]| {
         let len = dst.len();
         match s {
-            1 => {
-                for (d, &v) in dst.iter_mut().zip(&x[o..o + len]) {
-                    *d = f(v);
-                }
-            }
+            1 => map_contiguous(dst, &x[o..o + len], &f),
             0 => dst.fill(f(x[o])),
             _ => {
                 for (d, v) in dst.iter_mut().zip(x[o..].iter().step_by(s)) {
@@ -63,22 +60,14 @@ where
     drive(&plan, &mut out, |dst, [oa, ob]| {
         let len = dst.len();
         match (sa, sb) {
-            (1, 1) => {
-                for ((d, &x), &y) in dst.iter_mut().zip(&a[oa..oa + len]).zip(&b[ob..ob + len]) {
-                    *d = f(x, y);
-                }
-            }
+            (1, 1) => zip_contiguous(dst, &a[oa..oa + len], &b[ob..ob + len], &f),
             (1, 0) => {
                 let y = b[ob];
-                for (d, &x) in dst.iter_mut().zip(&a[oa..oa + len]) {
-                    *d = f(x, y);
-                }
+                map_contiguous(dst, &a[oa..oa + len], &|x| f(x, y));
             }
             (0, 1) => {
                 let x = a[oa];
-                for (d, &y) in dst.iter_mut().zip(&b[ob..ob + len]) {
-                    *d = f(x, y);
-                }
+                map_contiguous(dst, &b[ob..ob + len], &|y| f(x, y));
             }
             _ => {
                 for (i, d) in dst.iter_mut().enumerate() {

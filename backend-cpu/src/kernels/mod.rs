@@ -27,3 +27,4 @@ pub(crate) mod scatter_add;
 pub(crate) mod select;
 pub(crate) mod softmax;
 pub(crate) mod unary;
+pub(crate) mod wide;

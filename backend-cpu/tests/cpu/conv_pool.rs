@@ -34,6 +34,10 @@ fn conv_cases() -> Vec<([usize; 4], [usize; 4], Conv2dParams)> {
         ([2, 2, 4, 4], [3, 2, 3, 3], p((3, 3), (3, 3), (1, 1))),
         // Width 1 with wide padding: whole kernel columns fall in the padding.
         ([2, 2, 3, 1], [2, 2, 2, 3], p((1, 2), (1, 2), (1, 2))),
+        // Unit strides and output as wide as the input (the shifted-block im2col): dilated,
+        // and a kernel taller than the image (kernel rows that see no input line).
+        ([2, 3, 9, 7], [4, 3, 3, 3], p((1, 1), (2, 2), (2, 2))),
+        ([2, 2, 2, 5], [3, 2, 5, 5], p((1, 1), (2, 2), (1, 1))),
     ]
 }
 

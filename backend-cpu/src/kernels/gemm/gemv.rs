@@ -6,12 +6,14 @@
 //!   chunk of columns held in registers while `p` runs down the rows.
 //! * B with adjacent rows (a transposed row-major matrix, as `x·Wᵀ` with a `[n, k]` weight `W`
 //!   in a linear layer): `y[j] = x · B[:, j]`, dot products over contiguous columns, four at a
-//!   time, in vector lanes summed at the end.
+//!   time, in vector lanes summed at the end: the intrinsics kernels of `dot` on the SIMD
+//!   paths (the compiler left the generic loops scalar), the generic loops otherwise.
 //! * Anything else: plain loops.
 //!
 //! The loops are generic Rust written in lanes that the compiler vectorises, compiled once per
 //! instruction set (AVX-512, AVX2 + FMA, baseline) and picked like the GEMM path.
 
+use super::dot::DotFn;
 use super::{GemmElement, GemmPath, MatRef};
 
 /// Multiply-adds from which a GEMV is split over the threads.
@@ -24,7 +26,7 @@ const CHUNK: usize = 64;
 /// Lanes of each dot product in the transposed form.
 const LANES: usize = 16;
 /// Dot products computed together in the transposed form.
-const COLUMNS: usize = 4;
+use super::dot::COLUMNS;
 
 /// `y[j*incy] = Σ_p x[p*incx]·B[p][j] + beta·y[j*incy]` for `j < n` (y is not read when
 /// `beta == 0`).
@@ -46,6 +48,7 @@ pub(super) unsafe fn row_times_matrix<T: GemmElement>(
     incy: isize,
 ) {
     let v = Vector {
+        dot: T::dot_columns(path),
         k,
         n,
         x,
@@ -68,7 +71,9 @@ pub(super) unsafe fn row_times_matrix<T: GemmElement>(
 }
 
 /// The operands of one GEMV (see [`row_times_matrix`]).
-struct Vector<T> {
+struct Vector<T: 'static> {
+    /// The SIMD dot kernel of the path, if it has one.
+    dot: Option<DotFn<T>>,
     k: usize,
     n: usize,
     x: *const T,
@@ -210,6 +215,24 @@ impl<T: GemmElement> Vector<T> {
                 |j: usize| std::slice::from_raw_parts(self.b.ptr.offset(j as isize * cs), k);
             let body = k / LANES * LANES;
             let mut j = 0;
+            if let Some(dot) = self.dot {
+                while j < n {
+                    // The last group repeats its last column in the lanes past `n` (computed,
+                    // never stored), so no output takes the scalar loops below.
+                    let width = COLUMNS.min(n - j);
+                    let cols = std::array::from_fn(|c| {
+                        self.b.ptr.offset((j + c.min(width - 1)) as isize * cs)
+                    });
+                    // SAFETY: x and the columns hold k contiguous elements each; `dot` is the
+                    // kernel of the path, which was chosen to be supported.
+                    let sums = dot(k, self.x, cols);
+                    for (c, &sum) in sums[..width].iter().enumerate() {
+                        self.store(j + c, sum);
+                    }
+                    j += width;
+                }
+                return;
+            }
             while j + COLUMNS <= n {
                 let cols: [&[T]; COLUMNS] = std::array::from_fn(|c| column(j + c));
                 let mut acc = [[T::ZERO; LANES]; COLUMNS];

@@ -28,6 +28,7 @@
 //! run; their tests are skipped there and run natively on every CPU that has the features.
 
 mod blocked;
+mod dot;
 mod gemv;
 mod microkernel;
 mod pack;
@@ -86,6 +87,10 @@ pub(crate) unsafe trait GemmElement:
     /// path this build does not have).
     fn micro_kernel(path: GemmPath) -> Option<&'static MicroKernel<Self>>;
 
+    /// The SIMD dot-product kernel of `path` for the GEMV's transposed form, or `None` for the
+    /// portable path (or a path this build does not have).
+    fn dot_columns(path: GemmPath) -> Option<dot::DotFn<Self>>;
+
     /// `C = A B + beta C` through `matrixmultiply` on this thread.
     ///
     /// # Safety
@@ -109,7 +114,7 @@ pub(crate) unsafe trait GemmElement:
 }
 
 macro_rules! impl_gemm_element {
-    ($t:ty, $portable:path, $avx512:ident, $avx2:ident) => {
+    ($t:ty, $portable:path, $avx512:ident, $avx2:ident, $dot:ident) => {
         // SAFETY: a primitive float: any bit pattern is a value; alignment 4 or 8.
         unsafe impl GemmElement for $t {
             const ZERO: Self = 0.0;
@@ -124,6 +129,20 @@ macro_rules! impl_gemm_element {
                     GemmPath::Avx512 => None,
                     #[cfg(target_arch = "x86_64")]
                     GemmPath::Avx2 => Some(&microkernel::avx2::$avx2),
+                    #[cfg(not(target_arch = "x86_64"))]
+                    GemmPath::Avx2 => None,
+                }
+            }
+
+            fn dot_columns(path: GemmPath) -> Option<dot::DotFn<Self>> {
+                match path {
+                    GemmPath::Portable => None,
+                    #[cfg(all(target_arch = "x86_64", tessera_avx512))]
+                    GemmPath::Avx512 => Some(dot::avx512::$dot),
+                    #[cfg(not(all(target_arch = "x86_64", tessera_avx512)))]
+                    GemmPath::Avx512 => None,
+                    #[cfg(target_arch = "x86_64")]
+                    GemmPath::Avx2 => Some(dot::avx2::$dot),
                     #[cfg(not(target_arch = "x86_64"))]
                     GemmPath::Avx2 => None,
                 }
@@ -151,8 +170,8 @@ macro_rules! impl_gemm_element {
     };
 }
 
-impl_gemm_element!(f32, matrixmultiply::sgemm, F32, F32);
-impl_gemm_element!(f64, matrixmultiply::dgemm, F64, F64);
+impl_gemm_element!(f32, matrixmultiply::sgemm, F32, F32, f32_dot);
+impl_gemm_element!(f64, matrixmultiply::dgemm, F64, F64, f64_dot);
 
 /// A strided matrix operand: base pointer and (row, column) strides in elements.
 #[derive(Clone, Copy, Debug)]

@@ -212,8 +212,10 @@ fn check<T: Element>(
 }
 
 /// Shapes every path is checked on: small and odd ones, `k = 0`, one row or column, row
-/// remainders that the short kernels take (12 + 8, 12 + 4, 6 + 3 rows over whole columns).
-const SMALL_SHAPES: [(usize, usize, usize); 15] = [
+/// remainders that the short kernels take (12 + 8, 12 + 4, 6 + 3 rows over whole columns),
+/// GEMVs whose depth ends in every step of the SIMD dot kernels (two vectors, one, a scalar
+/// tail) and whose outputs are not a multiple of their four columns.
+const SMALL_SHAPES: [(usize, usize, usize); 17] = [
     (20, 9, 64),
     (16, 33, 96),
     (9, 5, 32),
@@ -229,6 +231,8 @@ const SMALL_SHAPES: [(usize, usize, usize); 15] = [
     (25, 33, 65),
     (1, 70, 130),
     (131, 70, 1),
+    (1, 47, 6),
+    (23, 45, 1),
 ];
 
 /// Shapes past the block sizes of the SIMD kernels: k past `kc`, n past `nc`, m past `mc`.

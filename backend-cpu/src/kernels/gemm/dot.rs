@@ -1,0 +1,159 @@
+//! SIMD dot products for the GEMV's transposed form (`x·Wᵀ` with a row-major `[n, k]` weight,
+//! the linear layer's forward pass at batch 1): [`COLUMNS`] dot products of one contiguous
+//! vector with contiguous columns at once, so each load of `x` feeds several fused
+//! multiply-adds. Written with `core::arch` intrinsics because the compiler left the generic
+//! lane loops scalar (one accumulator per stack slot), which made a batch-1 forward pass
+//! several times slower than its arithmetic.
+//!
+//! Not Miri-able (intrinsics); Miri runs the generic loops of `gemv`, and the tests here
+//! compare these kernels with an f64 reference natively wherever the CPU has the features.
+
+// Compiled with AVX-512 only under `cfg(tessera_avx512)`, i.e. by Rust 1.89 or later (see
+// build.rs), so the intrinsics stabilised in 1.89 are there whatever the minimum version says.
+#![allow(clippy::incompatible_msrv)]
+
+/// Dot products computed together.
+pub(super) const COLUMNS: usize = 4;
+
+/// `out[c] = Σ_{p<k} x[p]·cols[c][p]` for `c < COLUMNS`.
+///
+/// # Safety
+/// `x` and every `cols[c]` must address `k` readable contiguous elements; the CPU must have
+/// the kernel's target features.
+pub(super) type DotFn<T> = unsafe fn(usize, *const T, [*const T; COLUMNS]) -> [T; COLUMNS];
+
+/// Writes a kernel: two vectors of `x` per step (eight accumulators for four columns), then
+/// one vector, then a scalar tail; lanes summed at the end.
+macro_rules! dot_kernel {
+    ($(#[$doc:meta])* $name:ident: $t:ty, $feature:literal, lanes = $lanes:literal,
+     $vec:ty, $zero:ident, $load:ident, $store:ident, $fma:ident, $add:ident) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As [`DotFn`].
+        #[target_feature(enable = $feature)]
+        pub(in crate::kernels::gemm) unsafe fn $name(k: usize, x: *const $t, cols: [*const $t; COLUMNS]) -> [$t; COLUMNS] {
+            // SAFETY: every read is at an index below `k` of `x` or of a column.
+            unsafe {
+                let mut lo: [$vec; COLUMNS] = [$zero(); COLUMNS];
+                let mut hi: [$vec; COLUMNS] = [$zero(); COLUMNS];
+                let mut p = 0;
+                while p + 2 * $lanes <= k {
+                    let x0 = $load(x.add(p));
+                    let x1 = $load(x.add(p + $lanes));
+                    for c in 0..COLUMNS {
+                        lo[c] = $fma(x0, $load(cols[c].add(p)), lo[c]);
+                        hi[c] = $fma(x1, $load(cols[c].add(p + $lanes)), hi[c]);
+                    }
+                    p += 2 * $lanes;
+                }
+                if p + $lanes <= k {
+                    let x0 = $load(x.add(p));
+                    for c in 0..COLUMNS {
+                        lo[c] = $fma(x0, $load(cols[c].add(p)), lo[c]);
+                    }
+                    p += $lanes;
+                }
+                let mut out = [0.0; COLUMNS];
+                for c in 0..COLUMNS {
+                    let mut lanes = [0.0 as $t; $lanes];
+                    $store(lanes.as_mut_ptr(), $add(lo[c], hi[c]));
+                    let mut sum = lanes.iter().sum::<$t>();
+                    for q in p..k {
+                        sum += *x.add(q) * *cols[c].add(q);
+                    }
+                    out[c] = sum;
+                }
+                out
+            }
+        }
+    };
+}
+
+/// AVX-512F kernels.
+#[cfg(all(target_arch = "x86_64", tessera_avx512))]
+pub(super) mod avx512 {
+    use super::COLUMNS;
+    use core::arch::x86_64::*;
+
+    dot_kernel!(
+        /// f32, 16 lanes.
+        f32_dot: f32, "avx512f", lanes = 16, __m512, _mm512_setzero_ps, _mm512_loadu_ps,
+        _mm512_storeu_ps, _mm512_fmadd_ps, _mm512_add_ps
+    );
+    dot_kernel!(
+        /// f64, 8 lanes.
+        f64_dot: f64, "avx512f", lanes = 8, __m512d, _mm512_setzero_pd, _mm512_loadu_pd,
+        _mm512_storeu_pd, _mm512_fmadd_pd, _mm512_add_pd
+    );
+}
+
+/// AVX2 + FMA kernels.
+#[cfg(target_arch = "x86_64")]
+pub(super) mod avx2 {
+    use super::COLUMNS;
+    use core::arch::x86_64::*;
+
+    dot_kernel!(
+        /// f32, 8 lanes.
+        f32_dot: f32, "avx2,fma", lanes = 8, __m256, _mm256_setzero_ps, _mm256_loadu_ps,
+        _mm256_storeu_ps, _mm256_fmadd_ps, _mm256_add_ps
+    );
+    dot_kernel!(
+        /// f64, 4 lanes.
+        f64_dot: f64, "avx2,fma", lanes = 4, __m256d, _mm256_setzero_pd, _mm256_loadu_pd,
+        _mm256_storeu_pd, _mm256_fmadd_pd, _mm256_add_pd
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::gemm::{GemmElement, GemmPath};
+
+    /// Every kernel this CPU runs, against an f64 reference, on lengths that hit and miss the
+    /// two-vector step, the one-vector step and the scalar tail.
+    fn check<T: GemmElement + Into<f64> + From<f32>>(tolerance: f64) {
+        for path in GemmPath::ALL {
+            let Some(dot) = T::dot_columns(path).filter(|_| path.is_supported()) else {
+                continue;
+            };
+            for k in [
+                0, 1, 3, 4, 7, 8, 15, 16, 17, 31, 32, 33, 48, 63, 64, 100, 784,
+            ] {
+                let value = |i: usize| T::from(((i * 37 % 101) as f32 - 50.0) / 25.0);
+                let x: Vec<T> = (0..k).map(value).collect();
+                let cols: Vec<Vec<T>> = (0..COLUMNS)
+                    .map(|c| (0..k).map(|p| value(p * 3 + c * 11 + 5)).collect())
+                    .collect();
+                let ptrs = std::array::from_fn(|c| cols[c].as_ptr());
+                // SAFETY: x and every column hold k elements; `path` is supported.
+                let got = unsafe { dot(k, x.as_ptr(), ptrs) };
+                for c in 0..COLUMNS {
+                    let want: f64 = (0..k).map(|p| x[p].into() * cols[c][p].into()).sum();
+                    let scale: f64 = (0..k)
+                        .map(|p| (x[p].into() * cols[c][p].into()).abs())
+                        .sum();
+                    let err = (got[c].into() - want).abs();
+                    assert!(
+                        err <= tolerance * (scale + 1.0),
+                        "{path:?} k={k} column {c}: {:?} vs {want}",
+                        got[c]
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "SIMD intrinsics: not for Miri")]
+    fn simd_dots_match_an_f64_reference_f32() {
+        check::<f32>(1e-6);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "SIMD intrinsics: not for Miri")]
+    fn simd_dots_match_an_f64_reference_f64() {
+        check::<f64>(1e-14);
+    }
+}
