@@ -23,6 +23,11 @@ unsafe impl Zeroable for f64 {}
 unsafe impl Zeroable for i64 {}
 // SAFETY: as above.
 unsafe impl Zeroable for u8 {}
+// SAFETY: `half`'s 16-bit floats are `repr(transparent)` wrappers of a `u16`, valid for every
+// bit pattern (all-zero bits are +0.0).
+unsafe impl Zeroable for tessera_core::f16 {}
+// SAFETY: as above.
+unsafe impl Zeroable for tessera_core::bf16 {}
 
 /// [`Error::OutOfMemory`] on the CPU for `len` elements of `T`.
 pub(crate) fn out_of_memory<T>(len: usize) -> Error {

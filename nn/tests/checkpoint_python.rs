@@ -65,6 +65,9 @@ fn rust_description(tensors: &BTreeMap<String, T>, metadata: &BTreeMap<String, S
             HostData::F64(_) => "float64",
             HostData::I64(_) => "int64",
             HostData::Bool(_) => "bool",
+            HostData::F16(_) => "float16",
+            HostData::BF16(_) => "bfloat16",
+            other => panic!("no numpy name for {}", other.dtype()),
         };
         let checksum: f64 = t
             .to_vec_f64()

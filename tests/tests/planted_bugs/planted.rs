@@ -111,6 +111,24 @@ impl<B: Backend> Planted<B> {
             DType::F64 => HostData::F64(wrong),
             DType::I64 => HostData::I64(wrong.iter().map(|&v| v as i64).collect()),
             DType::Bool => HostData::Bool(wrong.iter().map(|&v| u8::from(v != 0.0)).collect()),
+            DType::F16 => HostData::F16(
+                wrong
+                    .iter()
+                    .map(|&v| tessera_core::f16::from_f64(v))
+                    .collect(),
+            ),
+            DType::BF16 => HostData::BF16(
+                wrong
+                    .iter()
+                    .map(|&v| tessera_core::bf16::from_f64(v))
+                    .collect(),
+            ),
+            other => {
+                return Err(tessera_core::Error::UnsupportedDType {
+                    op: "planted",
+                    dtype: other,
+                })
+            }
         };
         Ok((
             self.inner.upload(data)?,
