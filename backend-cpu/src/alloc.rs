@@ -122,6 +122,14 @@ mod tests {
     }
 
     #[test]
+    fn miri_zeroed_16_bit_floats_are_positive_zeros() {
+        let h = try_zeroed::<tessera_core::f16>(5).unwrap();
+        assert!(h.iter().all(|x| x.to_bits() == 0 && x.to_f32() == 0.0));
+        let b = try_zeroed::<tessera_core::bf16>(3).unwrap();
+        assert_eq!(b, vec![tessera_core::bf16::ZERO; 3]);
+    }
+
+    #[test]
     fn miri_impossible_requests_are_errors() {
         // Sizes whose bytes exceed isize::MAX: refused before the allocator is asked.
         for len in [usize::MAX, usize::MAX / 4 + 1, isize::MAX as usize] {
