@@ -48,6 +48,12 @@ impl Backend for ExampleBackend {
     // ----- memory -----
 
     fn upload(&self, data: HostData) -> Result<ExampleStorage> {
+        if !self.supports_dtype(data.dtype()) {
+            return Err(tessera_core::Error::UnsupportedDType {
+                op: "upload",
+                dtype: data.dtype(),
+            });
+        }
         wrap(data)
     }
 

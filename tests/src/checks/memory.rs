@@ -288,6 +288,22 @@ fn same_bits(got: &HostData, want: &HostData) -> Result<(), String> {
             }
             Ok(())
         }
+        (HostData::F16(g), HostData::F16(w)) if g.len() == w.len() => {
+            for (i, (a, b)) in g.iter().zip(w).enumerate() {
+                if !(a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())) {
+                    return Err(differs(i));
+                }
+            }
+            Ok(())
+        }
+        (HostData::BF16(g), HostData::BF16(w)) if g.len() == w.len() => {
+            for (i, (a, b)) in g.iter().zip(w).enumerate() {
+                if !(a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())) {
+                    return Err(differs(i));
+                }
+            }
+            Ok(())
+        }
         _ if got == want => Ok(()),
         _ => Err(format!("got {got:?}, uploaded {want:?}")),
     }
