@@ -89,6 +89,9 @@ impl Backend for ExampleBackend {
         layout: &Layout,
         dtype: DType,
     ) -> Result<ExampleStorage> {
+        if !self.supports_dtype(dtype) {
+            return Err(Error::UnsupportedDType { op: "cast", dtype });
+        }
         wrap(elementwise::cast(read("cast", storage, layout)?, dtype)?)
     }
 
