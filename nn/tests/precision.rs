@@ -53,7 +53,10 @@ fn a_bf16_linear_computes_in_bf16_and_keeps_f32_parameters_and_gradients() {
             let magnitude = terms.iter().map(|v| v.abs()).sum::<f64>() + b[o].abs();
             let g = got[r * 3 + o];
             assert_eq!(round_bf16(g), g, "output {g} is not a bf16 value");
-            assert!((g - exact).abs() <= 2.0 * 2f64.powi(-8) * magnitude, "{g} vs {exact}");
+            assert!(
+                (g - exact).abs() <= 2.0 * 2f64.powi(-8) * magnitude,
+                "{g} vs {exact}"
+            );
         }
     }
 
@@ -65,14 +68,22 @@ fn a_bf16_linear_computes_in_bf16_and_keeps_f32_parameters_and_gradients() {
     let grad = grad.to_vec_f64().unwrap();
     for o in 0..3 {
         for i in 0..5 {
-            let (a, c) = (round_bf16(xs[i] as f32 as f64), round_bf16(xs[5 + i] as f32 as f64));
+            let (a, c) = (
+                round_bf16(xs[i] as f32 as f64),
+                round_bf16(xs[5 + i] as f32 as f64),
+            );
             let g = grad[o * 5 + i];
-            assert!((g - (a + c)).abs() <= 2f64.powi(-8) * (a.abs() + c.abs()), "{g}");
+            assert!(
+                (g - (a + c)).abs() <= 2f64.powi(-8) * (a.abs() + c.abs()),
+                "{g}"
+            );
             assert_eq!(round_bf16(g), g);
         }
     }
     // The default policy computes in f32: its outputs are (almost all) not bf16 values.
-    let fc32 = LinearConfig::new(5, 3).init(&dev, &mut Generator::new(4)).unwrap();
+    let fc32 = LinearConfig::new(5, 3)
+        .init(&dev, &mut Generator::new(4))
+        .unwrap();
     let y32 = fc32.forward(&x).unwrap().value().to_vec_f64().unwrap();
     assert!(y32.iter().any(|&v| round_bf16(v) != v));
 }
@@ -103,10 +114,15 @@ fn the_loss_scaler_skips_steps_with_inf_or_nan_and_backs_off() {
     for bad in [f64::INFINITY, f64::NAN] {
         let p = Var::param(t(&[1.0, 2.0], &[2]));
         p.set_grad(Some(t(&[1.0, bad], &[2])));
-        let mut scaler = DynamicLossScaler::new().init_scale(1024.0).growth_interval(1);
+        let mut scaler = DynamicLossScaler::new()
+            .init_scale(1024.0)
+            .growth_interval(1);
         let step = scaler.unscale_and_update(std::slice::from_ref(&p)).unwrap();
         assert_eq!(step, ScalerStep::Skip);
-        assert!(p.grad().is_none(), "the gradients of a skipped step are cleared");
+        assert!(
+            p.grad().is_none(),
+            "the gradients of a skipped step are cleared"
+        );
         assert_eq!(scaler.scale(), 512.0);
         // The count of finite steps restarts after an overflow.
         scaler.update(false);
@@ -127,7 +143,13 @@ fn loss_scaling_keeps_small_f16_gradients_from_flushing_to_zero() {
             .unwrap();
         let x = Var::constant(t(&[0.5, -0.25, 1.0, 0.75], &[1, 4]));
         // A tiny loss: its gradient (1e-8 x) is below f16's smallest subnormal (6e-8).
-        let loss = fc.forward(&x).unwrap().sum_all().unwrap().mul_scalar(1e-8).unwrap();
+        let loss = fc
+            .forward(&x)
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .mul_scalar(1e-8)
+            .unwrap();
         match scaler {
             Some(s) => {
                 s.scale_loss(&loss).unwrap().backward().unwrap();
@@ -138,11 +160,17 @@ fn loss_scaling_keeps_small_f16_gradients_from_flushing_to_zero() {
         }
         fc.weight().grad().unwrap().to_vec_f64().unwrap()
     };
-    assert!(grad_of_weight(None).iter().all(|&g| g == 0.0), "f16 flushes without scaling");
+    assert!(
+        grad_of_weight(None).iter().all(|&g| g == 0.0),
+        "f16 flushes without scaling"
+    );
     let mut scaler = DynamicLossScaler::new();
     let scaled = grad_of_weight(Some(&mut scaler));
     for (g, x) in scaled.iter().zip([0.5, -0.25, 1.0, 0.75]) {
         let want = 1e-8 * x;
-        assert!((g - want).abs() <= 2f64.powi(-10) * want.abs(), "{g} vs {want}");
+        assert!(
+            (g - want).abs() <= 2f64.powi(-10) * want.abs(),
+            "{g} vs {want}"
+        );
     }
 }

@@ -87,10 +87,7 @@ impl DynamicLossScaler {
         let mut found_non_finite = false;
         for p in params {
             let Some(g) = p.grad() else { continue };
-            let finite = g
-                .to_vec_f64()?
-                .iter()
-                .all(|x| x.is_finite());
+            let finite = g.to_vec_f64()?.iter().all(|x| x.is_finite());
             found_non_finite |= !finite;
             p.set_grad(Some(g.div_scalar(self.scale)?));
         }
