@@ -105,7 +105,7 @@ fn the_loss_scaler_unscales_exactly_and_grows_after_the_interval() {
     assert_eq!(scaler.scale(), 16.0);
     // A parameter without a gradient is left alone.
     let q = Var::param(t(&[1.0], &[1]));
-    assert!(!scaler.unscale(&[q.clone()]).unwrap());
+    assert!(!scaler.unscale(std::slice::from_ref(&q)).unwrap());
     assert!(q.grad().is_none());
 }
 
