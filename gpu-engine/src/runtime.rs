@@ -514,6 +514,20 @@ mod tests {
     }
 
     #[test]
+    fn dtypes_without_kernels_are_refused_before_any_allocation() {
+        let rt = runtime(1 << 20, u64::MAX, usize::MAX);
+        for dtype in [DType::F16, DType::BF16] {
+            let err = rt.alloc(dtype, 4).unwrap_err();
+            assert!(
+                matches!(err, Error::UnsupportedDType { dtype: d, .. } if d == dtype),
+                "{err:?}"
+            );
+            assert!(rt.upload(&HostData::F16(vec![])).is_err());
+        }
+        assert_eq!(rt.memory_usage().allocated_bytes, 0);
+    }
+
+    #[test]
     fn released_buffers_are_reused_within_their_size_class() {
         let rt = runtime(1 << 20, u64::MAX, usize::MAX);
         let a = rt.alloc(DType::F32, 250).unwrap(); // 1000 bytes: class 1024
