@@ -370,3 +370,56 @@ fn custom_ops_with_a_wrong_gradient_shape_are_rejected() {
     let z = Var::from_op(x.value(), vec![x.clone()], |_| Ok(vec![]));
     assert!(z.sum_all().unwrap().backward().is_err());
 }
+
+/// Bit patterns of a tensor's elements as f64 (NaN payloads aside, equal bits mean equal).
+fn bits(t: &Tensor<Cpu>) -> Vec<u64> {
+    t.to_vec_f64()
+        .unwrap()
+        .iter()
+        .map(|x| x.to_bits())
+        .collect()
+}
+
+#[test]
+fn casts_between_float_dtypes_pass_the_gradient_through_the_reverse_cast_exactly() {
+    // Values that are not 16-bit numbers, so that the gradient's cast has to round.
+    let w = [0.1, -1.0 / 3.0, 1e-6, 70000.0, 1.0 + 2f64.powi(-9)];
+    for low in [DType::F16, DType::BF16] {
+        // 16-bit leaf, computed in f32: d/dx sum(f32(x) * w) = w rounded to the leaf's dtype.
+        let x = Var::param(t(&[1.0, 2.0, 3.0, 4.0, 5.0], &[5]).to_dtype(low).unwrap());
+        let w32 = t(&w, &[5]).to_dtype(DType::F32).unwrap();
+        let y = x.to_dtype(DType::F32).unwrap();
+        y.mul(&Var::constant(w32.clone()))
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .backward()
+            .unwrap();
+        let g = x.grad().unwrap();
+        assert_eq!(g.dtype(), low);
+        assert_eq!(bits(&g), bits(&w32.to_dtype(low).unwrap()), "{low}");
+
+        // f32 leaf, computed in 16 bits: the 16-bit upstream gradient widened exactly.
+        let p = Var::param(
+            t(&[1.0, 2.0, 3.0, 4.0, 5.0], &[5])
+                .to_dtype(DType::F32)
+                .unwrap(),
+        );
+        let w_low = t(&w, &[5]).to_dtype(low).unwrap();
+        p.to_dtype(low)
+            .unwrap()
+            .mul(&Var::constant(w_low.clone()))
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .backward()
+            .unwrap();
+        let g = p.grad().unwrap();
+        assert_eq!(g.dtype(), DType::F32);
+        assert_eq!(
+            bits(&g),
+            bits(&w_low.to_dtype(DType::F32).unwrap()),
+            "{low}"
+        );
+    }
+}

@@ -25,6 +25,25 @@ pub const F32_EPS: f64 = 5.960_464_477_539_063e-8;
 pub const F64_EPS: f64 = 1.110_223_024_625_156_5e-16;
 /// The smallest normal f32 (2^-126): below it a device may flush a result to zero.
 pub const F32_MIN_NORMAL: f64 = 1.175_494_350_822_287_5e-38;
+/// Unit roundoff of f16 (2^-11).
+pub const F16_EPS: f64 = 4.882_812_5e-4;
+/// Unit roundoff of bf16 (2^-8).
+pub const BF16_EPS: f64 = 3.906_25e-3;
+/// The smallest normal f16 (2^-14). bf16's is f32's.
+pub const F16_MIN_NORMAL: f64 = 6.103_515_625e-5;
+
+/// The 16-bit floats are storage formats computed in f32 (the contract of every backend that
+/// supports them, see [`DType::compute_dtype`]): a result is the f32 result rounded once, so
+/// its tolerance is the f32 one plus one ulp of the 16-bit format (`2u`: half an ulp for the
+/// rounding and as much again for an f32 error that pushes a value across a rounding
+/// boundary), with the format's smallest normal number as the absolute slack.
+fn sixteen_bit(dtype: DType, f32_tolerance: Tolerance) -> Tolerance {
+    let (u, min_normal) = match dtype {
+        DType::F16 => (F16_EPS, F16_MIN_NORMAL),
+        _ => (BF16_EPS, F32_MIN_NORMAL),
+    };
+    Tolerance::loose(min_normal, 2.0 * u + f32_tolerance.rel)
+}
 
 impl Tolerance {
     /// Bit-exact (up to NaN payloads), with the sign of zero checked.
@@ -52,7 +71,8 @@ impl Tolerance {
         match dtype {
             DType::F32 => Tolerance::loose(F32_MIN_NORMAL, 8.0 * F32_EPS),
             DType::F64 => Tolerance::loose(f64::MIN_POSITIVE, 8.0 * F64_EPS),
-            DType::I64 | DType::Bool => Tolerance::EXACT,
+            DType::F16 | DType::BF16 => sixteen_bit(dtype, Tolerance::simple(DType::F32)),
+            _ => Tolerance::EXACT,
         }
     }
 
@@ -65,19 +85,21 @@ impl Tolerance {
         match dtype {
             DType::F32 => Tolerance::loose(F32_MIN_NORMAL, 128.0 * F32_EPS),
             DType::F64 => Tolerance::loose(f64::MIN_POSITIVE, 128.0 * F64_EPS),
-            DType::I64 | DType::Bool => Tolerance::EXACT,
+            DType::F16 | DType::BF16 => sixteen_bit(dtype, Tolerance::transcendental(DType::F32)),
+            _ => Tolerance::EXACT,
         }
     }
 
     /// Ops that accumulate `terms` products or sums (reductions, matmul, convolution, pooling):
     /// the classic bound `terms * eps * sum|term|`, with a factor 4 of headroom, on top of the
-    /// simple tolerance. Use with a per-element magnitude (`sum|term|`) as the scale.
+    /// simple tolerance. Use with a per-element magnitude (`sum|term|`) as the scale. The
+    /// 16-bit floats accumulate in f32, so their `eps` here is f32's.
     pub fn accumulation(dtype: DType, terms: usize) -> Tolerance {
         let base = Tolerance::simple(dtype);
         let eps = match dtype {
-            DType::F32 => F32_EPS,
+            DType::F32 | DType::F16 | DType::BF16 => F32_EPS,
             DType::F64 => F64_EPS,
-            DType::I64 | DType::Bool => return Tolerance::EXACT,
+            _ => return Tolerance::EXACT,
         };
         Tolerance::loose(base.abs, base.rel + 4.0 * (terms.max(1) as f64) * eps)
     }

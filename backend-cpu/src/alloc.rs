@@ -23,6 +23,11 @@ unsafe impl Zeroable for f64 {}
 unsafe impl Zeroable for i64 {}
 // SAFETY: as above.
 unsafe impl Zeroable for u8 {}
+// SAFETY: `half`'s 16-bit floats are `repr(transparent)` wrappers of a `u16`, valid for every
+// bit pattern (all-zero bits are +0.0).
+unsafe impl Zeroable for tessera_core::f16 {}
+// SAFETY: as above.
+unsafe impl Zeroable for tessera_core::bf16 {}
 
 /// [`Error::OutOfMemory`] on the CPU for `len` elements of `T`.
 pub(crate) fn out_of_memory<T>(len: usize) -> Error {
@@ -114,6 +119,14 @@ mod tests {
         assert_eq!(v, vec![0]);
         assert_eq!(try_zeroed::<u8>(0).unwrap(), Vec::<u8>::new());
         assert_eq!(try_zeroed::<f64>(2).unwrap(), vec![0.0, 0.0]);
+    }
+
+    #[test]
+    fn miri_zeroed_16_bit_floats_are_positive_zeros() {
+        let h = try_zeroed::<tessera_core::f16>(5).unwrap();
+        assert!(h.iter().all(|x| x.to_bits() == 0 && x.to_f32() == 0.0));
+        let b = try_zeroed::<tessera_core::bf16>(3).unwrap();
+        assert_eq!(b, vec![tessera_core::bf16::ZERO; 3]);
     }
 
     #[test]

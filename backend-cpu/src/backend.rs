@@ -1,6 +1,7 @@
 //! The [`Cpu`] backend: the [`Backend`] implementation that dispatches to the kernels.
 
-use crate::checks::check_storage;
+use crate::checks::{check_storage, unsupported};
+use crate::half_ops::{composite_in_f32, primitive_in_f32};
 use crate::kernels::softmax::{self, RowOp};
 use crate::kernels::{
     arg_reduce, binary, cast, compare, copy, fill, gather, index_select, matmul, random, reduce,
@@ -55,7 +56,7 @@ impl Backend for Cpu {
     }
 
     fn upload(&self, data: HostData) -> Result<CpuStorage> {
-        Ok(CpuStorage::from_host(data))
+        CpuStorage::from_host(data)
     }
 
     fn download(&self, storage: &CpuStorage, layout: &Layout) -> Result<HostData> {
@@ -69,6 +70,9 @@ impl Backend for Cpu {
             DType::F64 => CpuStorage::F64(fill::full(numel, value)?),
             DType::I64 => CpuStorage::I64(fill::full(numel, value)?),
             DType::Bool => CpuStorage::Bool(fill::full(numel, value)?),
+            DType::F16 => CpuStorage::F16(fill::full(numel, value)?),
+            DType::BF16 => CpuStorage::BF16(fill::full(numel, value)?),
+            other => return Err(unsupported("full", other)),
         })
     }
 
@@ -98,7 +102,7 @@ impl Backend for Cpu {
 
     fn unary(&self, op: UnaryOp, x: &CpuStorage, layout: &Layout) -> Result<CpuStorage> {
         check_storage(op.name(), x, layout)?;
-        unary::unary(op, x, layout)
+        primitive_in_f32([(x, layout)], |[(x, l)]| unary::unary(op, x, l))
     }
 
     fn binary(
@@ -112,7 +116,10 @@ impl Backend for Cpu {
         check_storage(op.name(), lhs, lhs_layout)?;
         check_storage(op.name(), rhs, rhs_layout)?;
         lhs_layout.check_same_shape(op.name(), rhs_layout)?;
-        binary::binary(op, lhs, lhs_layout, rhs, rhs_layout)
+        primitive_in_f32(
+            [(lhs, lhs_layout), (rhs, rhs_layout)],
+            |[(a, la), (b, lb)]| binary::binary(op, a, la, b, lb),
+        )
     }
 
     fn compare(
@@ -126,7 +133,10 @@ impl Backend for Cpu {
         check_storage(op.name(), lhs, lhs_layout)?;
         check_storage(op.name(), rhs, rhs_layout)?;
         lhs_layout.check_same_shape(op.name(), rhs_layout)?;
-        compare::compare(op, lhs, lhs_layout, rhs, rhs_layout)
+        primitive_in_f32(
+            [(lhs, lhs_layout), (rhs, rhs_layout)],
+            |[(a, la), (b, lb)]| compare::compare(op, a, la, b, lb),
+        )
     }
 
     fn where_select(
@@ -143,13 +153,13 @@ impl Backend for Cpu {
         check_storage("where", on_false, false_layout)?;
         cond_layout.check_same_shape("where", true_layout)?;
         cond_layout.check_same_shape("where", false_layout)?;
-        select::where_select(
-            cond,
-            cond_layout,
-            on_true,
-            true_layout,
-            on_false,
-            false_layout,
+        primitive_in_f32(
+            [
+                (cond, cond_layout),
+                (on_true, true_layout),
+                (on_false, false_layout),
+            ],
+            |[(c, lc), (t, lt), (f, lf)]| select::where_select(c, lc, t, lt, f, lf),
         )
     }
 
@@ -161,7 +171,7 @@ impl Backend for Cpu {
         axes: &[usize],
     ) -> Result<CpuStorage> {
         check_storage(op.name(), x, layout)?;
-        reduce::reduce(op, x, layout, axes)
+        primitive_in_f32([(x, layout)], |[(x, l)]| reduce::reduce(op, x, l, axes))
     }
 
     fn arg_reduce(
@@ -172,7 +182,9 @@ impl Backend for Cpu {
         axis: usize,
     ) -> Result<CpuStorage> {
         check_storage(op.name(), x, layout)?;
-        arg_reduce::arg_reduce(op, x, layout, axis)
+        primitive_in_f32([(x, layout)], |[(x, l)]| {
+            arg_reduce::arg_reduce(op, x, l, axis)
+        })
     }
 
     fn matmul(
@@ -184,7 +196,10 @@ impl Backend for Cpu {
     ) -> Result<CpuStorage> {
         check_storage("matmul", lhs, lhs_layout)?;
         check_storage("matmul", rhs, rhs_layout)?;
-        matmul::matmul(lhs, lhs_layout, rhs, rhs_layout)
+        primitive_in_f32(
+            [(lhs, lhs_layout), (rhs, rhs_layout)],
+            |[(a, la), (b, lb)]| matmul::matmul(a, la, b, lb),
+        )
     }
 
     fn index_select(
@@ -197,7 +212,10 @@ impl Backend for Cpu {
     ) -> Result<CpuStorage> {
         check_storage("index_select", x, layout)?;
         check_storage("index_select", indices, indices_layout)?;
-        index_select::index_select(x, layout, axis, indices, indices_layout)
+        primitive_in_f32(
+            [(x, layout), (indices, indices_layout)],
+            |[(x, l), (i, li)]| index_select::index_select(x, l, axis, i, li),
+        )
     }
 
     fn gather(
@@ -210,7 +228,10 @@ impl Backend for Cpu {
     ) -> Result<CpuStorage> {
         check_storage("gather", x, layout)?;
         check_storage("gather", indices, indices_layout)?;
-        gather::gather(x, layout, axis, indices, indices_layout)
+        primitive_in_f32(
+            [(x, layout), (indices, indices_layout)],
+            |[(x, l), (i, li)]| gather::gather(x, l, axis, i, li),
+        )
     }
 
     fn scatter_add(
@@ -226,14 +247,13 @@ impl Backend for Cpu {
         check_storage("scatter_add", base, base_layout)?;
         check_storage("scatter_add", indices, indices_layout)?;
         check_storage("scatter_add", src, src_layout)?;
-        scatter_add::scatter_add(
-            base,
-            base_layout,
-            axis,
-            indices,
-            indices_layout,
-            src,
-            src_layout,
+        primitive_in_f32(
+            [
+                (base, base_layout),
+                (indices, indices_layout),
+                (src, src_layout),
+            ],
+            |[(b, lb), (i, li), (s, ls)]| scatter_add::scatter_add(b, lb, axis, i, li, s, ls),
         )
     }
 
@@ -251,6 +271,9 @@ impl Backend for Cpu {
     // ----- fused composites -----
 
     fn softmax(&self, x: &Tensor<Cpu>, axis: usize) -> Result<Tensor<Cpu>> {
+        if let Some(out) = composite_in_f32([Some(x)], |[x]| self.softmax(x.unwrap(), axis)) {
+            return out;
+        }
         match fused_rows(RowOp::Softmax, x, axis)? {
             Some(t) => Ok(t),
             None => composite::softmax(x, axis),
@@ -258,6 +281,9 @@ impl Backend for Cpu {
     }
 
     fn log_softmax(&self, x: &Tensor<Cpu>, axis: usize) -> Result<Tensor<Cpu>> {
+        if let Some(out) = composite_in_f32([Some(x)], |[x]| self.log_softmax(x.unwrap(), axis)) {
+            return out;
+        }
         match fused_rows(RowOp::LogSoftmax, x, axis)? {
             Some(t) => Ok(t),
             None => composite::log_softmax(x, axis),
@@ -265,6 +291,9 @@ impl Backend for Cpu {
     }
 
     fn logsumexp(&self, x: &Tensor<Cpu>, axis: usize) -> Result<Tensor<Cpu>> {
+        if let Some(out) = composite_in_f32([Some(x)], |[x]| self.logsumexp(x.unwrap(), axis)) {
+            return out;
+        }
         match fused_rows(RowOp::LogSumExp, x, axis)? {
             Some(t) => Ok(t),
             None => composite::logsumexp(x, axis),
@@ -277,6 +306,11 @@ impl Backend for Cpu {
         weight: &Tensor<Cpu>,
         params: Conv2dParams,
     ) -> Result<Tensor<Cpu>> {
+        if let Some(out) = composite_in_f32([Some(x), Some(weight)], |[x, w]| {
+            self.conv2d(x.unwrap(), w.unwrap(), params)
+        }) {
+            return out;
+        }
         match nn_ops::conv2d(x, weight, params)? {
             Some(t) => Ok(t),
             None => composite::conv2d(x, weight, params),
@@ -290,6 +324,11 @@ impl Backend for Cpu {
         input_dims: &[usize],
         params: Conv2dParams,
     ) -> Result<Tensor<Cpu>> {
+        if let Some(out) = composite_in_f32([Some(grad_out), Some(weight)], |[g, w]| {
+            self.conv2d_backward_input(g.unwrap(), w.unwrap(), input_dims, params)
+        }) {
+            return out;
+        }
         match nn_ops::conv2d_backward_input(grad_out, weight, input_dims, params)? {
             Some(t) => Ok(t),
             None => composite::conv2d_backward_input(grad_out, weight, input_dims, params),
@@ -303,6 +342,11 @@ impl Backend for Cpu {
         weight_dims: &[usize],
         params: Conv2dParams,
     ) -> Result<Tensor<Cpu>> {
+        if let Some(out) = composite_in_f32([Some(x), Some(grad_out)], |[x, g]| {
+            self.conv2d_backward_weight(x.unwrap(), g.unwrap(), weight_dims, params)
+        }) {
+            return out;
+        }
         match nn_ops::conv2d_backward_weight(x, grad_out, weight_dims, params)? {
             Some(t) => Ok(t),
             None => composite::conv2d_backward_weight(x, grad_out, weight_dims, params),
@@ -314,6 +358,9 @@ impl Backend for Cpu {
         x: &Tensor<Cpu>,
         params: Pool2dParams,
     ) -> Result<(Tensor<Cpu>, Tensor<Cpu>)> {
+        if let Some(out) = composite_in_f32([Some(x)], |[x]| self.max_pool2d(x.unwrap(), params)) {
+            return out;
+        }
         match nn_ops::max_pool2d(x, params)? {
             Some(pair) => Ok(pair),
             None => composite::max_pool2d(x, params),
@@ -327,6 +374,11 @@ impl Backend for Cpu {
         input_dims: &[usize],
         params: Pool2dParams,
     ) -> Result<Tensor<Cpu>> {
+        if let Some(out) = composite_in_f32([Some(grad_out)], |[g]| {
+            self.max_pool2d_backward(g.unwrap(), window_argmax, input_dims, params)
+        }) {
+            return out;
+        }
         match nn_ops::max_pool2d_backward(grad_out, window_argmax, input_dims, params)? {
             Some(t) => Ok(t),
             None => composite::max_pool2d_backward(grad_out, window_argmax, input_dims, params),
@@ -334,6 +386,9 @@ impl Backend for Cpu {
     }
 
     fn avg_pool2d(&self, x: &Tensor<Cpu>, params: Pool2dParams) -> Result<Tensor<Cpu>> {
+        if let Some(out) = composite_in_f32([Some(x)], |[x]| self.avg_pool2d(x.unwrap(), params)) {
+            return out;
+        }
         match nn_ops::avg_pool2d(x, params)? {
             Some(t) => Ok(t),
             None => composite::avg_pool2d(x, params),
@@ -346,6 +401,11 @@ impl Backend for Cpu {
         input_dims: &[usize],
         params: Pool2dParams,
     ) -> Result<Tensor<Cpu>> {
+        if let Some(out) = composite_in_f32([Some(grad_out)], |[g]| {
+            self.avg_pool2d_backward(g.unwrap(), input_dims, params)
+        }) {
+            return out;
+        }
         match nn_ops::avg_pool2d_backward(grad_out, input_dims, params)? {
             Some(t) => Ok(t),
             None => composite::avg_pool2d_backward(grad_out, input_dims, params),
@@ -361,6 +421,11 @@ impl Backend for Cpu {
         params: &AttentionParams,
     ) -> Result<AttentionOutput<Cpu>> {
         tessera_core::attention::check_attention_operands(q, k, v, mask, params)?;
+        if let Some(out) = composite_in_f32([Some(q), Some(k), Some(v), mask], |[q, k, v, m]| {
+            self.scaled_dot_product_attention(q.unwrap(), k.unwrap(), v.unwrap(), m, params)
+        }) {
+            return out;
+        }
         match attention_ops::attention(q, k, v, mask, params)? {
             Some(out) => Ok(out),
             None => composite::scaled_dot_product_attention(q, k, v, mask, params),
@@ -384,6 +449,25 @@ impl Backend for Cpu {
             forward,
             params,
         )?;
+        let inputs = [
+            Some(grad_out),
+            Some(q),
+            Some(k),
+            Some(v),
+            mask,
+            Some(&forward.out),
+            Some(&forward.logsumexp),
+        ];
+        if let Some(out) = composite_in_f32(inputs, |[g, q, k, v, m, out, lse]| {
+            let forward = AttentionOutput {
+                out: out.unwrap().clone(),
+                logsumexp: lse.unwrap().clone(),
+            };
+            let (q, k, v) = (q.unwrap(), k.unwrap(), v.unwrap());
+            self.scaled_dot_product_attention_backward(g.unwrap(), q, k, v, m, &forward, params)
+        }) {
+            return out;
+        }
         match attention_ops::attention_backward(grad_out, (q, k, v), mask, forward, params)? {
             Some(grads) => Ok(grads),
             None => composite::scaled_dot_product_attention_backward(
@@ -393,6 +477,11 @@ impl Backend for Cpu {
     }
 
     fn relu_backward(&self, x: &Tensor<Cpu>, grad: &Tensor<Cpu>) -> Result<Tensor<Cpu>> {
+        if let Some(out) = composite_in_f32([Some(x), Some(grad)], |[x, g]| {
+            self.relu_backward(x.unwrap(), g.unwrap())
+        }) {
+            return out;
+        }
         match fused_ops::relu_backward(x, grad)? {
             Some(t) => Ok(t),
             None => composite::relu_backward(x, grad),
@@ -408,6 +497,19 @@ impl Backend for Cpu {
         max_exp_avg_sq: Option<&Tensor<Cpu>>,
         update: AdamUpdate,
     ) -> Result<AdamTensors<Cpu>> {
+        let inputs = [
+            Some(param),
+            Some(grad),
+            Some(exp_avg),
+            Some(exp_avg_sq),
+            max_exp_avg_sq,
+        ];
+        if let Some(out) = composite_in_f32(inputs, |[p, g, m, v, vmax]| {
+            let (p, g, m, v) = (p.unwrap(), g.unwrap(), m.unwrap(), v.unwrap());
+            self.adam_update(p, g, m, v, vmax, update)
+        }) {
+            return out;
+        }
         match fused_ops::adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, update)? {
             Some(t) => Ok(t),
             None => {

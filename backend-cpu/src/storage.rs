@@ -1,15 +1,20 @@
 //! [`CpuStorage`]: host memory holding one dtype, and [`CpuElement`], the bridge from a Rust
 //! element type to its storage variant.
 
-use tessera_core::{BackendStorage, DType, Element, HostData};
+use tessera_core::{bf16, f16, BackendStorage, DType, Element, HostData};
 
-/// A CPU buffer: a plain `Vec` of one of the four dtypes (booleans as bytes, 0 or 1).
+/// A CPU buffer: a plain `Vec` of one of the dtypes (booleans as bytes, 0 or 1). The 16-bit
+/// floats are stored in 16 bits and computed in f32 (see `crate::half_ops`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum CpuStorage {
     /// 32-bit floats.
     F32(Vec<f32>),
     /// 64-bit floats.
     F64(Vec<f64>),
+    /// IEEE binary16 floats.
+    F16(Vec<f16>),
+    /// bfloat16 floats.
+    BF16(Vec<bf16>),
     /// 64-bit signed integers.
     I64(Vec<i64>),
     /// Booleans, one byte each (0 is false, anything else true; kernels write 0 or 1).
@@ -21,6 +26,8 @@ impl BackendStorage for CpuStorage {
         match self {
             CpuStorage::F32(_) => DType::F32,
             CpuStorage::F64(_) => DType::F64,
+            CpuStorage::F16(_) => DType::F16,
+            CpuStorage::BF16(_) => DType::BF16,
             CpuStorage::I64(_) => DType::I64,
             CpuStorage::Bool(_) => DType::Bool,
         }
@@ -30,6 +37,8 @@ impl BackendStorage for CpuStorage {
         match self {
             CpuStorage::F32(v) => v.len(),
             CpuStorage::F64(v) => v.len(),
+            CpuStorage::F16(v) => v.len(),
+            CpuStorage::BF16(v) => v.len(),
             CpuStorage::I64(v) => v.len(),
             CpuStorage::Bool(v) => v.len(),
         }
@@ -82,14 +91,23 @@ impl CpuStorage {
         T::slice(self)
     }
 
-    /// Wraps host data without copying.
-    pub fn from_host(data: HostData) -> Self {
-        match data {
+    /// Wraps host data without copying; [`tessera_core::Error::UnsupportedDType`] for a
+    /// dtype this backend has no storage for (none today, but `HostData` is non-exhaustive).
+    pub fn from_host(data: HostData) -> tessera_core::Result<Self> {
+        Ok(match data {
             HostData::F32(v) => CpuStorage::F32(v),
             HostData::F64(v) => CpuStorage::F64(v),
+            HostData::F16(v) => CpuStorage::F16(v),
+            HostData::BF16(v) => CpuStorage::BF16(v),
             HostData::I64(v) => CpuStorage::I64(v),
             HostData::Bool(v) => CpuStorage::Bool(v),
-        }
+            other => {
+                return Err(tessera_core::Error::UnsupportedDType {
+                    op: "upload",
+                    dtype: other.dtype(),
+                })
+            }
+        })
     }
 
     /// Unwraps into host data without copying.
@@ -97,14 +115,18 @@ impl CpuStorage {
         match self {
             CpuStorage::F32(v) => HostData::F32(v),
             CpuStorage::F64(v) => HostData::F64(v),
+            CpuStorage::F16(v) => HostData::F16(v),
+            CpuStorage::BF16(v) => HostData::BF16(v),
             CpuStorage::I64(v) => HostData::I64(v),
             CpuStorage::Bool(v) => HostData::Bool(v),
         }
     }
 }
 
-impl From<HostData> for CpuStorage {
-    fn from(data: HostData) -> Self {
+impl TryFrom<HostData> for CpuStorage {
+    type Error = tessera_core::Error;
+
+    fn try_from(data: HostData) -> tessera_core::Result<Self> {
         CpuStorage::from_host(data)
     }
 }
@@ -143,6 +165,8 @@ macro_rules! impl_cpu_element {
 
 impl_cpu_element!(f32, F32);
 impl_cpu_element!(f64, F64);
+impl_cpu_element!(f16, F16);
+impl_cpu_element!(bf16, BF16);
 impl_cpu_element!(i64, I64);
 impl_cpu_element!(u8, Bool);
 
@@ -154,6 +178,8 @@ macro_rules! map_storage {
         match $storage {
             $crate::CpuStorage::F32($v) => $crate::CpuStorage::F32($body),
             $crate::CpuStorage::F64($v) => $crate::CpuStorage::F64($body),
+            $crate::CpuStorage::F16($v) => $crate::CpuStorage::F16($body),
+            $crate::CpuStorage::BF16($v) => $crate::CpuStorage::BF16($body),
             $crate::CpuStorage::I64($v) => $crate::CpuStorage::I64($body),
             $crate::CpuStorage::Bool($v) => $crate::CpuStorage::Bool($body),
         }

@@ -144,8 +144,10 @@ fn all_tiles() -> Vec<GemmTiles> {
 /// the attention program and the GEMM program with each tile configuration of
 /// [`GemmTiles::CANDIDATES`] and the default.
 pub fn modules() -> Vec<KernelModule> {
+    // Not the 16-bit floats: the shared kernels have no instantiation for them yet.
     let mut modules: Vec<KernelModule> = DType::ALL
         .iter()
+        .filter(|&&d| tessera_gpu::has_kernels(d))
         .map(|&d| KernelModule::new(ModuleKey::tensor(d)))
         .collect();
     for dtype in [DType::F32, DType::F64] {

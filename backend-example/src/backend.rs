@@ -39,13 +39,21 @@ impl Backend for ExampleBackend {
         }
     }
 
-    fn supports_dtype(&self, _dtype: DType) -> bool {
-        true
+    /// The template covers the four 32/64-bit and integer dtypes; the 16-bit floats are left
+    /// out (a new backend adds them like the CPU backend: 16-bit storage, f32 arithmetic).
+    fn supports_dtype(&self, dtype: DType) -> bool {
+        matches!(dtype, DType::F32 | DType::F64 | DType::I64 | DType::Bool)
     }
 
     // ----- memory -----
 
     fn upload(&self, data: HostData) -> Result<ExampleStorage> {
+        if !self.supports_dtype(data.dtype()) {
+            return Err(tessera_core::Error::UnsupportedDType {
+                op: "upload",
+                dtype: data.dtype(),
+            });
+        }
         wrap(data)
     }
 
@@ -81,6 +89,9 @@ impl Backend for ExampleBackend {
         layout: &Layout,
         dtype: DType,
     ) -> Result<ExampleStorage> {
+        if !self.supports_dtype(dtype) {
+            return Err(Error::UnsupportedDType { op: "cast", dtype });
+        }
         wrap(elementwise::cast(read("cast", storage, layout)?, dtype)?)
     }
 

@@ -11,6 +11,12 @@ pub(crate) fn full(numel: usize, dtype: DType, value: f64) -> Result<HostData> {
         DType::F64 => HostData::F64(filled(numel, value)?),
         DType::I64 => HostData::I64(filled(numel, i64::from_f64(value))?),
         DType::Bool => HostData::Bool(filled(numel, u8::from_f64(value))?),
+        other => {
+            return Err(Error::UnsupportedDType {
+                op: "full",
+                dtype: other,
+            })
+        }
     })
 }
 

@@ -154,5 +154,11 @@ pub(crate) fn arg_reduce(
         HostData::F64(v) => run(op, v, dims, axis)?,
         HostData::I64(v) => run(op, v, dims, axis)?,
         HostData::Bool(v) => run(op, v, dims, axis)?,
+        other => {
+            return Err(tessera_core::Error::UnsupportedDType {
+                op: op.name(),
+                dtype: other.dtype(),
+            })
+        }
     }))
 }

@@ -30,6 +30,12 @@ pub(crate) fn pick(data: &HostData, positions: &[usize]) -> Result<HostData> {
         HostData::F64(v) => HostData::F64(collect(n, positions.iter().map(|&p| v[p]))?),
         HostData::I64(v) => HostData::I64(collect(n, positions.iter().map(|&p| v[p]))?),
         HostData::Bool(v) => HostData::Bool(collect(n, positions.iter().map(|&p| v[p]))?),
+        other => {
+            return Err(tessera_core::Error::UnsupportedDType {
+                op: "read",
+                dtype: other.dtype(),
+            })
+        }
     })
 }
 

@@ -43,6 +43,10 @@ pub fn dtype_code(dtype: DType) -> u64 {
         DType::F64 => 2,
         DType::I64 => 3,
         DType::Bool => 4,
+        DType::F16 => 5,
+        DType::BF16 => 6,
+        // A dtype added later gets its own code; until then it collides only with itself.
+        _ => 15,
     }
 }
 

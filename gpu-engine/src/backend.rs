@@ -88,8 +88,11 @@ impl<D: Driver> Backend for Gpu<D> {
     /// f32, i64 and bool always; f64 where the device computes in it
     /// ([`crate::DriverInfo::supports_f64`]: OpenCL devices with `cl_khr_fp64`, every CUDA
     /// device). Every op on an unsupported dtype is [`Error::UnsupportedDType`].
+    /// Not the 16-bit floats: the shared kernels have no `half`/`bfloat16` instantiations
+    /// yet, so they get [`tessera_core::Error::UnsupportedDType`].
     fn supports_dtype(&self, dtype: DType) -> bool {
-        dtype != DType::F64 || self.runtime().info().supports_f64
+        crate::runtime::has_kernels(dtype)
+            && (dtype != DType::F64 || self.runtime().info().supports_f64)
     }
 
     fn upload(&self, data: HostData) -> Result<GpuStorage<D>> {

@@ -74,6 +74,6 @@ pub use gpu::Gpu;
 pub use launch_log::LAUNCH_BLOCKING_ENV_VAR;
 pub use pool::MemoryUsage;
 pub use registry::DeviceRegistry;
-pub use runtime::Runtime;
+pub use runtime::{has_kernels, Runtime};
 pub use storage::GpuStorage;
 pub use view::View;

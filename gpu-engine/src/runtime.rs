@@ -127,6 +127,9 @@ impl<D: Driver> Runtime<D> {
     /// not even fit in a `usize` of bytes) when the device cannot provide them, after freeing
     /// the cache; a driver error otherwise.
     pub fn alloc(self: &Arc<Self>, dtype: DType, len: usize) -> Result<GpuStorage<D>> {
+        if !has_kernels(dtype) {
+            return Err(Error::UnsupportedDType { op: "alloc", dtype });
+        }
         if len == 0 {
             return Ok(GpuStorage::new(self.clone(), None, 0, dtype, 0));
         }
@@ -273,6 +276,12 @@ impl<D: Driver> Runtime<D> {
             DType::F64 => HostData::F64(vec![0.0; len]),
             DType::I64 => HostData::I64(vec![0; len]),
             DType::Bool => HostData::Bool(vec![0; len]),
+            other => {
+                return Err(Error::UnsupportedDType {
+                    op: "download",
+                    dtype: other,
+                })
+            }
         };
         let Some(buffer) = storage.buffer().filter(|_| len > 0) else {
             self.finish()?;
@@ -439,23 +448,31 @@ impl<D: Driver> Drop for Runtime<D> {
     }
 }
 
-/// The bytes of host data's elements.
+/// Whether the shared kernels are instantiated for `dtype`: not for the 16-bit floats yet.
+pub fn has_kernels(dtype: DType) -> bool {
+    matches!(dtype, DType::F32 | DType::F64 | DType::I64 | DType::Bool)
+}
+
+/// The bytes of host data's elements (empty for a dtype without kernels, which
+/// [`Runtime::alloc`] refuses before any transfer).
 fn host_bytes(data: &HostData) -> &[u8] {
     match data {
         HostData::F32(v) => as_bytes(v),
         HostData::F64(v) => as_bytes(v),
         HostData::I64(v) => as_bytes(v),
         HostData::Bool(v) => v,
+        _ => &[],
     }
 }
 
-/// The bytes of host data's elements, writable.
+/// The bytes of host data's elements, writable (empty as in [`host_bytes`]).
 fn host_bytes_mut(data: &mut HostData) -> &mut [u8] {
     match data {
         HostData::F32(v) => as_bytes_mut(v),
         HostData::F64(v) => as_bytes_mut(v),
         HostData::I64(v) => as_bytes_mut(v),
         HostData::Bool(v) => v,
+        _ => &mut [],
     }
 }
 
@@ -494,6 +511,20 @@ mod tests {
 
     fn runtime(capacity: usize, max_buffer: u64, pool_limit: usize) -> Arc<Runtime<FakeDriver>> {
         Runtime::new(FakeDriver::new(FLAG + capacity, max_buffer, pool_limit)).unwrap()
+    }
+
+    #[test]
+    fn dtypes_without_kernels_are_refused_before_any_allocation() {
+        let rt = runtime(1 << 20, u64::MAX, usize::MAX);
+        for dtype in [DType::F16, DType::BF16] {
+            let err = rt.alloc(dtype, 4).unwrap_err();
+            assert!(
+                matches!(err, Error::UnsupportedDType { dtype: d, .. } if d == dtype),
+                "{err:?}"
+            );
+            assert!(rt.upload(&HostData::F16(vec![])).is_err());
+        }
+        assert_eq!(rt.memory_usage().allocated_bytes, 0);
     }
 
     #[test]

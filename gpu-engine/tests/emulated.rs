@@ -66,6 +66,37 @@ fn without_f64_every_f64_op_is_unsupported_and_the_suite_declares_no_f64() {
 }
 
 #[test]
+fn the_16_bit_floats_are_unsupported_dtypes_not_wrong_results() {
+    let Some(dev) = emulated(|_| {}) else {
+        return;
+    };
+    let x = Tensor::from_vec(vec![1.0f32, 4.0], [2], &dev).unwrap();
+    for dtype in [DType::F16, DType::BF16] {
+        assert!(!dev.supports_dtype(dtype), "{dtype}");
+        assert!(!Capabilities::declared_by(&dev).dtypes().contains(&dtype));
+        let is_unsupported = |err: Error| {
+            assert!(
+                matches!(err, Error::UnsupportedDType { dtype: d, .. } if d == dtype),
+                "{err:?}"
+            )
+        };
+        is_unsupported(Tensor::zeros([3], dtype, &dev).unwrap_err());
+        is_unsupported(x.to_dtype(dtype).unwrap_err());
+        is_unsupported(dev.cast(x.storage(), x.layout(), dtype).unwrap_err());
+        is_unsupported(dev.full(3, dtype, 1.0).unwrap_err());
+    }
+    is_half_upload_refused(&dev);
+}
+
+fn is_half_upload_refused(dev: &Dev) {
+    let data = tessera_core::HostData::BF16(vec![tessera_core::bf16::ONE]);
+    assert!(matches!(
+        dev.upload(data),
+        Err(Error::UnsupportedDType { .. })
+    ));
+}
+
+#[test]
 fn with_f64_the_device_answers_what_it_has() {
     let Some(dev) = emulated(|_| {}) else {
         return;

@@ -28,6 +28,7 @@ pub mod loss;
 pub mod models;
 pub mod module;
 pub mod optim;
+pub mod precision;
 pub mod schedule;
 pub mod training;
 

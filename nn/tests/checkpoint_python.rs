@@ -65,6 +65,9 @@ fn rust_description(tensors: &BTreeMap<String, T>, metadata: &BTreeMap<String, S
             HostData::F64(_) => "float64",
             HostData::I64(_) => "int64",
             HostData::Bool(_) => "bool",
+            HostData::F16(_) => "float16",
+            HostData::BF16(_) => "bfloat16",
+            other => panic!("no numpy name for {}", other.dtype()),
         };
         let checksum: f64 = t
             .to_vec_f64()
@@ -158,4 +161,98 @@ save_file({
     assert_eq!(ck.tensors["i"].dims(), &[2, 1]);
     assert_eq!(ck.tensors["i"].to_vec::<i64>().unwrap(), vec![5, -6]);
     assert_eq!(ck.tensors["b"].to_vec::<u8>().unwrap(), vec![1, 0, 1]);
+}
+
+fn python_torch_available() -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", "import torch, safetensors.torch"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !ok {
+        println!("skipped: python3 with torch and safetensors is not available (pip install torch safetensors)");
+    }
+    ok
+}
+
+/// Per tensor, in name order: `name dtype shape bits...`, the bits being the 16-bit patterns
+/// as PyTorch holds them (`view(torch.int16)`, as unsigned).
+const DESCRIBE_TORCH_BITS: &str = r#"
+import sys, torch
+from safetensors.torch import load_file
+tensors = load_file(sys.argv[1])
+for name in sorted(tensors):
+    t = tensors[name]
+    bits = [int(b) & 0xFFFF for b in t.reshape(-1).view(torch.int16).tolist()]
+    print(name, str(t.dtype).replace("torch.", ""), list(t.shape), *bits)
+"#;
+
+fn bits_line(name: &str, t: &T) -> String {
+    let (dtype, bits): (&str, Vec<u16>) = match t.to_host().unwrap() {
+        HostData::F16(v) => ("float16", v.iter().map(|x| x.to_bits()).collect()),
+        HostData::BF16(v) => ("bfloat16", v.iter().map(|x| x.to_bits()).collect()),
+        other => panic!("not a 16-bit tensor: {}", other.dtype()),
+    };
+    let bits: Vec<String> = bits.iter().map(|b| b.to_string()).collect();
+    format!("{name} {dtype} {:?} {}\n", t.dims(), bits.join(" "))
+}
+
+#[test]
+fn bf16_and_f16_files_written_by_pytorch_load_here_bit_for_bit() {
+    if !python_torch_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("from_torch.safetensors");
+    // Values PyTorch rounds itself (0.1, 1/3), a subnormal, infinity and NaN.
+    let script = r#"
+import sys, torch
+from safetensors.torch import save_file
+v = [0.1, -1.0 / 3.0, 1e-40, float("inf"), float("nan"), 65504.0]
+save_file({
+    "h": torch.tensor(v, dtype=torch.float16).reshape(2, 3),
+    "w": torch.tensor(v, dtype=torch.bfloat16).reshape(3, 2),
+}, sys.argv[1])
+"#;
+    run_python(script, &path);
+    let from_torch = run_python(DESCRIBE_TORCH_BITS, &path);
+    let ck = load(&path, &Cpu::new()).unwrap();
+    assert_eq!(ck.tensors["h"].dtype(), tessera_core::DType::F16);
+    assert_eq!(ck.tensors["w"].dtype(), tessera_core::DType::BF16);
+    let here = bits_line("h", &ck.tensors["h"]) + &bits_line("w", &ck.tensors["w"]);
+    assert_eq!(here, from_torch);
+    // Known values, independent of both sides: bf16(0.1) is 0x3dcd, f16(0.1) is 0x2e66.
+    assert_eq!(
+        ck.tensors["w"].to_vec::<tessera_core::bf16>().unwrap()[0].to_bits(),
+        0x3dcd
+    );
+    assert_eq!(
+        ck.tensors["h"].to_vec::<tessera_core::f16>().unwrap()[0].to_bits(),
+        0x2e66
+    );
+}
+
+#[test]
+fn bf16_and_f16_files_written_here_load_in_pytorch_bit_for_bit() {
+    if !python_torch_available() {
+        return;
+    }
+    let dev = Cpu::new();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("to_torch.safetensors");
+    let values = vec![0.1, -2.5, 3e-5, f64::NEG_INFINITY];
+    let base = T::from_vec(values, [2, 2], &dev).unwrap();
+    let mut tensors = BTreeMap::new();
+    tensors.insert(
+        "a.half".to_string(),
+        base.to_dtype(tessera_core::DType::F16).unwrap(),
+    );
+    tensors.insert(
+        "b.bf16".to_string(),
+        base.to_dtype(tessera_core::DType::BF16).unwrap(),
+    );
+    save(&path, &tensors, &BTreeMap::new()).unwrap();
+    let from_torch = run_python(DESCRIBE_TORCH_BITS, &path);
+    let here: String = tensors.iter().map(|(n, t)| bits_line(n, t)).collect();
+    assert_eq!(from_torch, here);
 }

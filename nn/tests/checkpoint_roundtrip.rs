@@ -54,6 +54,22 @@ fn sample_tensors(dev: &Cpu) -> Vec<(String, T)> {
             "empty".to_string(),
             T::zeros([0, 3], DType::F32, dev).unwrap(),
         ),
+        (
+            "half.values".to_string(),
+            T::from_vec(vec![0.1, -65504.0, 6e-8, f64::INFINITY], [4], dev)
+                .unwrap()
+                .to_dtype(DType::F16)
+                .unwrap(),
+        ),
+        (
+            "bf16.values_t".to_string(),
+            T::from_vec(vec![0.1, -3e38, 1e-40, 7.0, 1.0, 2.0], [2, 3], dev)
+                .unwrap()
+                .to_dtype(DType::BF16)
+                .unwrap()
+                .transpose(0, 1)
+                .unwrap(),
+        ),
     ]
 }
 
@@ -139,13 +155,67 @@ fn hand_written_file_loads() {
 fn unsupported_dtype_in_a_file_is_an_error_naming_the_tensor() {
     let dev = Cpu::new();
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("half.safetensors");
-    let header = r#"{"h":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}}"#;
-    std::fs::write(&path, spec_file(header, &[0, 60, 0, 64])).unwrap();
+    let path = dir.path().join("int32.safetensors");
+    let header = r#"{"n":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}}"#;
+    std::fs::write(&path, spec_file(header, &[1, 0, 0, 0])).unwrap();
     let err = load(&path, &dev).unwrap_err();
     assert!(matches!(err, Error::Format { .. }), "{err:?}");
     let msg = err.to_string();
-    assert!(msg.contains("'h'") && msg.contains("F16"), "{msg}");
+    assert!(msg.contains("'n'") && msg.contains("I32"), "{msg}");
+}
+
+#[test]
+fn hand_written_16_bit_tensors_load_with_their_dtypes() {
+    let dev = Cpu::new();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("half.safetensors");
+    // f16 0x3c00 = 1, 0x4000 = 2; bf16 0x3f80 = 1, 0xc020 = -2.5 (little-endian bytes).
+    let header = r#"{"h":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},"b":{"dtype":"BF16","shape":[2],"data_offsets":[4,8]}}"#;
+    std::fs::write(&path, spec_file(header, &[0, 60, 0, 64, 128, 63, 32, 192])).unwrap();
+    let ck = load(&path, &dev).unwrap();
+    assert_eq!(ck.get("h").unwrap().dtype(), DType::F16);
+    assert_eq!(ck.get("h").unwrap().to_vec_f64().unwrap(), vec![1.0, 2.0]);
+    assert_eq!(ck.get("b").unwrap().dtype(), DType::BF16);
+    assert_eq!(ck.get("b").unwrap().to_vec_f64().unwrap(), vec![1.0, -2.5]);
+    // And the bytes written are the same ones.
+    let bytes = checkpoint::serialize([("b", ck.get("b").unwrap())], &BTreeMap::new()).unwrap();
+    let expected = spec_file(
+        r#"{"b":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]}}"#,
+        &[128, 63, 32, 192],
+    );
+    assert_eq!(bytes, expected);
+}
+
+#[test]
+fn a_16_bit_model_saves_and_loads_in_its_dtype() {
+    use tessera_core::Generator;
+    use tessera_nn::layers::LinearConfig;
+    use tessera_nn::Module;
+    let dev = Cpu::new();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bf16.safetensors");
+    let config = LinearConfig::new(3, 2).dtype(DType::BF16);
+    let a = config.init(&dev, &mut Generator::new(1)).unwrap();
+    a.save(&path).unwrap();
+    let specs: Vec<DType> = inspect(&path)
+        .unwrap()
+        .tensors
+        .values()
+        .map(|s| s.dtype)
+        .collect();
+    assert_eq!(specs, vec![DType::BF16, DType::BF16]);
+    let b = config.init(&dev, &mut Generator::new(2)).unwrap();
+    b.load(&path).unwrap();
+    for ((na, ta), (_, tb)) in a.state_dict().into_iter().zip(b.state_dict()) {
+        assert_eq!(tb.dtype(), DType::BF16, "{na}");
+        assert_eq!(ta.to_host().unwrap(), tb.to_host().unwrap(), "{na}");
+    }
+    // An f32 model does not silently take bf16 values: the dtype mismatch is an error.
+    let f32_model = LinearConfig::new(3, 2)
+        .init(&dev, &mut Generator::new(3))
+        .unwrap();
+    let err = f32_model.load(&path).unwrap_err();
+    assert!(err.to_string().contains("bf16"), "{err}");
 }
 
 #[test]

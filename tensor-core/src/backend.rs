@@ -64,12 +64,18 @@ pub trait BackendStorage: Send + Sync + fmt::Debug + 'static {
 }
 
 /// Host-side data in one of the supported dtypes: what is uploaded and downloaded.
+/// `#[non_exhaustive]` like [`DType`]: a `match` outside this crate needs a wildcard arm.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum HostData {
     /// f32 elements.
     F32(Vec<f32>),
     /// f64 elements.
     F64(Vec<f64>),
+    /// f16 elements.
+    F16(Vec<half::f16>),
+    /// bf16 elements.
+    BF16(Vec<half::bf16>),
     /// i64 elements.
     I64(Vec<i64>),
     /// bool elements as bytes (0 or 1).
@@ -82,6 +88,8 @@ impl HostData {
         match self {
             HostData::F32(_) => DType::F32,
             HostData::F64(_) => DType::F64,
+            HostData::F16(_) => DType::F16,
+            HostData::BF16(_) => DType::BF16,
             HostData::I64(_) => DType::I64,
             HostData::Bool(_) => DType::Bool,
         }
@@ -92,6 +100,8 @@ impl HostData {
         match self {
             HostData::F32(v) => v.len(),
             HostData::F64(v) => v.len(),
+            HostData::F16(v) => v.len(),
+            HostData::BF16(v) => v.len(),
             HostData::I64(v) => v.len(),
             HostData::Bool(v) => v.len(),
         }
@@ -108,6 +118,8 @@ impl HostData {
         match self {
             HostData::F32(v) => v.iter().map(|&x| x as f64).collect(),
             HostData::F64(v) => v.clone(),
+            HostData::F16(v) => v.iter().map(|&x| f64::from(x)).collect(),
+            HostData::BF16(v) => v.iter().map(|&x| f64::from(x)).collect(),
             HostData::I64(v) => v.iter().map(|&x| x as f64).collect(),
             HostData::Bool(v) => v.iter().map(|&x| f64::from(x != 0)).collect(),
         }
@@ -125,6 +137,8 @@ impl HostData {
         match self {
             HostData::F32(v) => out.extend(v.iter().map(|&x| x as f64)),
             HostData::F64(v) => out.extend_from_slice(v),
+            HostData::F16(v) => out.extend(v.iter().map(|&x| f64::from(x))),
+            HostData::BF16(v) => out.extend(v.iter().map(|&x| f64::from(x))),
             HostData::I64(v) => out.extend(v.iter().map(|&x| x as f64)),
             HostData::Bool(v) => out.extend(v.iter().map(|&x| f64::from(x != 0))),
         }

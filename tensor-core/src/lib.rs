@@ -71,8 +71,10 @@ pub use attention::{
     AttentionDropout, AttentionGrads, AttentionOptions, AttentionOutput, AttentionParams,
 };
 pub use backend::{Backend, BackendStorage, Conv2dParams, Device, HostData, Pool2dParams};
-pub use dtype::{DType, Element, FloatElement};
+pub use dtype::{DType, Element, FloatElement, UnknownDType};
 pub use error::{CommFailure, Error, Result};
+/// The 16-bit float element types (from the `half` crate), so that users need not depend on it.
+pub use half::{bf16, f16};
 pub use layout::{Layout, StridedOffsets};
 pub use ops::{ArgReduceOp, AssignMode, BinaryOp, CmpOp, Distribution, ReduceOp, UnaryOp};
 pub use random::Generator;

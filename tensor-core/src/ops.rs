@@ -96,7 +96,7 @@ impl UnaryOp {
     /// Whether the op is defined for `dtype`.
     pub fn supports(self, dtype: DType) -> bool {
         match dtype {
-            DType::F32 | DType::F64 => self != UnaryOp::Not,
+            DType::F32 | DType::F64 | DType::F16 | DType::BF16 => self != UnaryOp::Not,
             DType::I64 => matches!(
                 self,
                 UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign | UnaryOp::Square
@@ -153,7 +153,7 @@ impl BinaryOp {
     /// Whether the op is defined for `dtype`.
     pub fn supports(self, dtype: DType) -> bool {
         match dtype {
-            DType::F32 | DType::F64 => true,
+            DType::F32 | DType::F64 | DType::F16 | DType::BF16 => true,
             DType::I64 => !matches!(self, BinaryOp::Div | BinaryOp::Pow),
             DType::Bool => matches!(self, BinaryOp::Mul | BinaryOp::Maximum | BinaryOp::Minimum),
         }

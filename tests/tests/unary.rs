@@ -48,6 +48,6 @@ fn every_unary_op_has_a_test() {
         .all(|op| !unary::supported_dtypes(*op).is_empty()));
     assert_eq!(
         unary::supported_dtypes(UnaryOp::Neg),
-        vec![DType::F32, DType::F64, DType::I64]
+        vec![DType::F32, DType::F64, DType::F16, DType::BF16, DType::I64]
     );
 }

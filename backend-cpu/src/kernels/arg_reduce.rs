@@ -9,7 +9,7 @@ use crate::checks::unsupported;
 use crate::parallel::split_reduction;
 use crate::CpuStorage;
 use std::ops::Range;
-use tessera_core::{ArgReduceOp, DType, Layout, Result};
+use tessera_core::{ArgReduceOp, BackendStorage, Layout, Result};
 
 /// Marks a partial result that has seen no element yet.
 const NONE: usize = usize::MAX;
@@ -34,7 +34,8 @@ pub(crate) fn arg_reduce(
         CpuStorage::F32(v) => arg_typed(op, v, &plan)?,
         CpuStorage::F64(v) => arg_typed(op, v, &plan)?,
         CpuStorage::I64(v) => arg_typed(op, v, &plan)?,
-        CpuStorage::Bool(_) => return Err(unsupported(op.name(), DType::Bool)),
+        // The 16-bit floats are widened to f32 (exactly) before they get here.
+        other => return Err(unsupported(op.name(), other.dtype())),
     }))
 }
 

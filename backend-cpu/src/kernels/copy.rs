@@ -8,7 +8,7 @@ use crate::parallel::worth_parallel;
 use crate::strided::StridedPlan;
 use crate::CpuStorage;
 use rayon::prelude::*;
-use tessera_core::{AssignMode, Layout, Result};
+use tessera_core::{AssignMode, Element, Layout, Result};
 
 /// A contiguous row-major copy of the elements of `layout` (through [`map1`], which has the
 /// contiguous, broadcast, strided and tiled-transpose paths).
@@ -121,6 +121,19 @@ pub(crate) fn assign_storage(
         }
         (CpuStorage::I64(d), CpuStorage::I64(s)) => {
             run(d, dst_layout, s, src_layout, mode, i64::num_add)
+        }
+        // 16-bit floats accumulate through f64, where the sum of two is exact (f16) or
+        // rounded at twice their precision plus two bits (bf16), so the rounding back is a
+        // single correct one.
+        (CpuStorage::F16(d), CpuStorage::F16(s)) => {
+            run(d, dst_layout, s, src_layout, mode, |a, b| {
+                Element::from_f64(a.to_f64() + b.to_f64())
+            })
+        }
+        (CpuStorage::BF16(d), CpuStorage::BF16(s)) => {
+            run(d, dst_layout, s, src_layout, mode, |a, b| {
+                Element::from_f64(a.to_f64() + b.to_f64())
+            })
         }
         (CpuStorage::Bool(d), CpuStorage::Bool(s)) => {
             run(d, dst_layout, s, src_layout, mode, |a: u8, b: u8| {

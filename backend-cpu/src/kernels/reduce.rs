@@ -22,7 +22,7 @@ use crate::parallel::split_reduction;
 use crate::strided::StridedPlan;
 use crate::CpuStorage;
 use std::ops::Range;
-use tessera_core::{Error, Layout, ReduceOp, Result};
+use tessera_core::{BackendStorage, Error, Layout, ReduceOp, Result};
 
 /// Shortest run of contiguous outputs worth row-wise accumulation.
 const MIN_ROW_RUN: usize = 8;
@@ -42,7 +42,9 @@ pub(crate) fn reduce(
         CpuStorage::F32(v) => CpuStorage::F32(reduce_typed(op, v, &plan)?),
         CpuStorage::F64(v) => CpuStorage::F64(reduce_typed(op, v, &plan)?),
         CpuStorage::I64(v) => CpuStorage::I64(reduce_typed(op, v, &plan)?),
-        CpuStorage::Bool(_) => return Err(unsupported(op.name(), tessera_core::DType::Bool)),
+        // Bool is summed as i64 by the tensor layer; the 16-bit floats are widened to f32
+        // before they get here (`crate::half_ops`).
+        other => return Err(unsupported(op.name(), other.dtype())),
     })
 }
 

@@ -8,6 +8,7 @@ mod common;
 mod conv_pool;
 mod elementwise;
 mod fused;
+mod half;
 mod indexing;
 mod matmul;
 mod memory;

@@ -30,7 +30,7 @@ fn upload_and_download_round_trip_every_dtype() {
         let back = Cpu.download(&s, &Layout::contiguous([data.len()])).unwrap();
         assert_eq!(format!("{back:?}"), format!("{data:?}"));
     }
-    let s = CpuStorage::from_host(HostData::F64(vec![1.0, 2.0]));
+    let s = CpuStorage::from_host(HostData::F64(vec![1.0, 2.0])).unwrap();
     assert_eq!(s.as_f64_slice(), Some(&[1.0, 2.0][..]));
     assert_eq!(s.as_f32_slice(), None);
     assert_eq!(s.as_slice::<f64>(), Some(&[1.0, 2.0][..]));

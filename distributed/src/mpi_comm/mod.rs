@@ -43,7 +43,7 @@ use std::ffi::{c_int, c_void};
 use std::mem::ManuallyDrop;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
-use tessera_core::{Backend, CommFailure, DType, Error, HostData, Result, Tensor};
+use tessera_core::{Backend, CommFailure, Error, HostData, Result, Tensor};
 use tessera_nn::distributed::{check_reducible, check_root, Communicator, Reduction};
 
 const LIBRARY: &str = "mpi";
@@ -482,10 +482,11 @@ impl MpiCommunicator {
                 unsafe { ffi::RSMPI_INT64_T },
                 reduction,
             )?),
-            HostData::Bool(_) => {
+            // Bool has no sum; the 16-bit floats are not exchanged over MPI yet.
+            other => {
                 return Err(Error::UnsupportedDType {
                     op,
-                    dtype: DType::Bool,
+                    dtype: other.dtype(),
                 })
             }
         })
@@ -588,6 +589,13 @@ impl<B: Backend> Communicator<B> for MpiCommunicator {
                 unsafe { ffi::RSMPI_UINT8_T },
                 root,
             )?),
+            // The 16-bit floats are not exchanged over MPI yet.
+            other => {
+                return Err(Error::UnsupportedDType {
+                    op: OP,
+                    dtype: other.dtype(),
+                })
+            }
         };
         drop(state);
         if self.rank != root {

@@ -320,6 +320,13 @@ impl NcclCommunicator {
             DType::F64 => data_type::FLOAT64,
             DType::I64 => data_type::INT64,
             DType::Bool => data_type::UINT8,
+            // No CUDA storage holds the 16-bit floats yet.
+            other => {
+                return Err(tessera_core::Error::UnsupportedDType {
+                    op: "all_reduce",
+                    dtype: other,
+                })
+            }
         };
         let (input, send) = cuda_interop::device_address(tensor)?;
         let output = cuda_interop::output_like(tensor)?;

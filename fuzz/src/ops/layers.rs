@@ -12,6 +12,7 @@ use tessera_nn::layers::{
 use tessera_nn::loss::{
     bce_with_logits, cross_entropy, cross_entropy_with_label_smoothing, mse_loss, nll_loss,
 };
+use tessera_nn::precision::Precision;
 use tessera_nn::Forward;
 
 /// A layer register value.
@@ -42,6 +43,23 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
                 let l = LinearConfig::new(i, o)
                     .bias(c.flag(2))
                     .dtype(c.dtype(3))
+                    .init(c.backend(), &mut g);
+                Ok(l.map(|l| layer(l, o)).into())
+            },
+        )
+        .work(|c| Ok(params_work(c.size(0).saturating_mul(c.size(1))))),
+        op(
+            "LinearConfig::init with a precision policy",
+            3,
+            &[SIZE, SIZE, B, SIZE, SEED],
+            OUT_L,
+            |c| {
+                let (i, o) = (c.size(0), c.size(1));
+                let precision = Precision::ALL[c.size(3) % Precision::ALL.len()];
+                let mut g = Generator::new(c.seed(4));
+                let l = LinearConfig::new(i, o)
+                    .bias(c.flag(2))
+                    .precision(precision)
                     .init(c.backend(), &mut g);
                 Ok(l.map(|l| layer(l, o)).into())
             },

@@ -7,6 +7,7 @@ use crate::machine::Ctx;
 use tessera_autograd::Var;
 use tessera_core::{Backend, Tensor};
 use tessera_nn::optim::{Adam, AdamConfig, AdamW, AdamWConfig, Optimizer, Sgd, SgdConfig};
+use tessera_nn::precision::DynamicLossScaler;
 
 /// The parameters an optimizer is built over: layer 0's when the step has a layer, else the
 /// variable argument as one parameter (it may not even require a gradient).
@@ -64,6 +65,18 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
         op("Optimizer::step", 6, &[O], NONE, |c| {
             Ok(c.optim(0)?.step().into())
         })
+        .work(|_| Ok(1 << 20)),
+        op(
+            "DynamicLossScaler::unscale_and_update(layer)",
+            2,
+            &[L, F],
+            NONE,
+            |c| {
+                let params: Vec<Var<B>> = params_of(c)?.into_iter().map(|(_, v)| v).collect();
+                let mut scaler = DynamicLossScaler::new().init_scale(c.float(1));
+                Ok(scaler.unscale_and_update(&params).map(|_| ()).into())
+            },
+        )
         .work(|_| Ok(1 << 20)),
         op("Optimizer::zero_grad", 2, &[O], NONE, |c| {
             c.optim(0)?.zero_grad();

@@ -187,6 +187,44 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             let x = c.t(0).map_err(|_| "input vanished".to_string())?;
             has(out_tensor(out)?, x.dims(), c.dtype(1))
         }),
+        op("Tensor::to_dtype round trip", 3, &[T], NONE, |c| {
+            // A 16-bit tensor survives the trip through its compute dtype bit for bit (the
+            // widening is exact and the rounding back of an exact value changes nothing).
+            let t = c.t(0)?;
+            if !t.dtype().is_half() {
+                return Ok(Outcome::Ok(Vec::new()));
+            }
+            let back = t
+                .to_dtype(DType::F32)
+                .and_then(|w| w.to_dtype(t.dtype()))
+                .and_then(|b| Ok((b.to_vec_f64()?, t.to_vec_f64()?)));
+            Ok(match back {
+                Ok((got, want)) => {
+                    let same = got
+                        .iter()
+                        .zip(&want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
+                    if same && got.len() == want.len() {
+                        Outcome::Ok(Vec::new())
+                    } else {
+                        Outcome::Break(format!("round trip changed {want:?} into {got:?}"))
+                    }
+                }
+                Err(e) => Outcome::Err(e.to_string()),
+            })
+        }),
+        op("Tensor::in_compute_dtype", 2, &[T], OUT_T, |c| {
+            Ok(c.t(0)?.in_compute_dtype(|x| x.sum_all()).into())
+        })
+        .expect(|c, out| {
+            let x = c.t(0).map_err(|_| "input vanished".to_string())?;
+            let dtype = if x.dtype() == DType::Bool {
+                DType::I64
+            } else {
+                x.dtype()
+            };
+            has(out_tensor(out)?, &[], dtype)
+        }),
         op("Tensor::scalar", 2, &[F], OUT_T, |c| {
             Ok(Tensor::scalar(c.float(0), c.backend()).into())
         })

@@ -115,6 +115,10 @@ impl Program {
             DType::F64 => ("f64", "TS_FLOAT"),
             DType::I64 => ("i64", "TS_INT"),
             DType::Bool => ("u8", "TS_BOOL"),
+            // Unreachable: `Runtime::alloc` refuses dtypes without kernels (the 16-bit floats
+            // today), so no storage of one reaches a program. No class define is set, so a
+            // build for one fails (an error) rather than running f32 code on 16-bit data.
+            other => (other.name(), "TS_UNSUPPORTED"),
         };
         let mut defines = vec![format!("T={ty}"), format!("{class}=1")];
         if dtype == DType::F64 {

@@ -98,6 +98,13 @@ pub(crate) fn cast<D: Driver>(
         DType::F64 => "cast_to_f64",
         DType::I64 => "cast_to_i64",
         DType::Bool => "cast_to_bool",
+        // No 16-bit kernels yet (`supports_dtype` says so).
+        other => {
+            return Err(tessera_core::Error::UnsupportedDType {
+                op: "cast",
+                dtype: other,
+            })
+        }
     };
     map(
         rt,

@@ -21,6 +21,12 @@ pub(crate) fn full<D: Driver>(
         DType::F64 => value.to_ne_bytes().to_vec(),
         DType::I64 => (value as i64).to_ne_bytes().to_vec(),
         DType::Bool => vec![u8::from(value != 0.0)],
+        other => {
+            return Err(tessera_core::Error::UnsupportedDType {
+                op: "full",
+                dtype: other,
+            })
+        }
     };
     rt.fill(&storage, &pattern)?;
     Ok(storage)

@@ -54,12 +54,18 @@ where
                 "cannot read tensor '{name}' back from the device: {e}"
             ))
         })?;
+        let unencodable = || {
+            Error::checkpoint(format!(
+                "tensor '{name}' has dtype {}, which safetensors cannot store",
+                tensor.dtype()
+            ))
+        };
         encoded.insert(
             name.to_string(),
             EncodedTensor {
-                dtype: to_safetensors_dtype(tensor.dtype()),
+                dtype: to_safetensors_dtype(tensor.dtype()).ok_or_else(unencodable)?,
                 shape: tensor.dims().to_vec(),
-                bytes: host_to_le_bytes(&host),
+                bytes: host_to_le_bytes(&host).ok_or_else(unencodable)?,
             },
         );
     }

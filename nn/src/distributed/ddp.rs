@@ -291,7 +291,10 @@ fn fingerprint<B: Backend>(tensor: &Tensor<B>) -> Result<f64> {
         tessera_core::HostData::F32(v) => v.iter().for_each(|x| eat(&x.to_bits().to_le_bytes())),
         tessera_core::HostData::F64(v) => v.iter().for_each(|x| eat(&x.to_bits().to_le_bytes())),
         tessera_core::HostData::I64(v) => v.iter().for_each(|x| eat(&x.to_le_bytes())),
+        tessera_core::HostData::F16(v) => v.iter().for_each(|x| eat(&x.to_bits().to_le_bytes())),
+        tessera_core::HostData::BF16(v) => v.iter().for_each(|x| eat(&x.to_bits().to_le_bytes())),
         tessera_core::HostData::Bool(v) => eat(&v),
+        other => eat(&format!("{other:?}").into_bytes()),
     }
     Ok((hash & ((1 << 52) - 1)) as f64)
 }

@@ -2,6 +2,7 @@
 
 use crate::init;
 use crate::module::{Forward, TrainingMode};
+use crate::precision::Precision;
 use crate::{Config, Module};
 use tessera_autograd::Var;
 use tessera_core::{Backend, DType, Error, Generator, Result, Tensor};
@@ -29,6 +30,9 @@ pub struct LinearConfig {
     /// The dtype of the parameters.
     #[config(default = DType::F32)]
     pub dtype: DType,
+    /// The dtype the product is computed in ([`Precision`]); the parameters keep `dtype`.
+    #[config(default = Precision::F32)]
+    pub precision: Precision,
 }
 
 impl LinearConfig {
@@ -42,7 +46,7 @@ impl LinearConfig {
         } else {
             None
         };
-        Linear::from_tensors(weight, bias)
+        Ok(Linear::from_tensors(weight, bias)?.with_precision(self.precision))
     }
 }
 
@@ -57,6 +61,8 @@ pub struct Linear<B: Backend> {
     weight: Var<B>,
     bias: Option<Var<B>>,
     mode: TrainingMode,
+    #[module(skip)]
+    precision: Precision,
 }
 
 impl<B: Backend> Linear<B> {
@@ -86,6 +92,7 @@ impl<B: Backend> Linear<B> {
             weight: Var::param(weight),
             bias: bias.map(Var::param),
             mode: TrainingMode::new(),
+            precision: Precision::F32,
         })
     }
 
@@ -97,6 +104,19 @@ impl<B: Backend> Linear<B> {
         layer.weight = weight;
         layer.bias = bias;
         Ok(layer)
+    }
+
+    /// The same layer computing under `precision`: for a 16-bit policy, the input, weight and
+    /// bias are cast (differentiably) to the compute dtype, multiplied there, and the output
+    /// is cast back to the input's dtype. The parameters themselves are not converted.
+    pub fn with_precision(mut self, precision: Precision) -> Self {
+        self.precision = precision;
+        self
+    }
+
+    /// The policy the layer computes under.
+    pub fn precision(&self) -> Precision {
+        self.precision
     }
 
     /// The weight `[out_features, in_features]`.
@@ -135,9 +155,19 @@ impl<B: Backend> Forward<B> for Linear<B> {
         }
         // Matrix products stay rank 2: leading dimensions are folded into the rows.
         let rows = x.reshape([dims[..dims.len() - 1].iter().product::<usize>(), in_f])?;
-        let mut y = rows.matmul(&self.weight.t()?)?;
+        // Under a 16-bit policy every operand is cast to the compute dtype (a no-op when it is
+        // already of it) and the result back to the input's dtype.
+        let low = self.precision.compute_dtype();
+        let cast = |v: &Var<B>| match low {
+            Some(d) => v.to_dtype(d),
+            None => Ok(v.clone()),
+        };
+        let mut y = cast(&rows)?.matmul(&cast(&self.weight)?.t()?)?;
         if let Some(b) = &self.bias {
-            y = y.add(b)?;
+            y = y.add(&cast(b)?)?;
+        }
+        if low.is_some() {
+            y = y.to_dtype(x.dtype())?;
         }
         let mut out_dims = dims;
         *out_dims.last_mut().expect("checked non-empty above") = out_f;

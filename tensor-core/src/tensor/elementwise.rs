@@ -200,6 +200,24 @@ impl<B: Backend> Tensor<B> {
         Ok(Self::from_output(&self.backend, storage, shape))
     }
 
+    /// `f` applied to this tensor in its compute dtype ([`DType::compute_dtype`]): a 16-bit
+    /// float tensor is widened to f32 (exactly), `f` runs in f32, and its result is rounded
+    /// once back to the 16-bit dtype when it is f32. For composites of several ops (mean,
+    /// variance, losses), so that their intermediates are neither rounded to 16 bits nor
+    /// overflow them. Other dtypes call `f` on `self` directly.
+    pub fn in_compute_dtype(&self, f: impl FnOnce(&Self) -> Result<Self>) -> Result<Self> {
+        let dtype = self.dtype();
+        if dtype.compute_dtype() == dtype {
+            return f(self);
+        }
+        let out = f(&self.to_dtype(dtype.compute_dtype())?)?;
+        if out.dtype() == dtype.compute_dtype() {
+            out.to_dtype(dtype)
+        } else {
+            Ok(out)
+        }
+    }
+
     /// Converts to `dtype` (a no-op when it already is).
     pub fn to_dtype(&self, dtype: DType) -> Result<Self> {
         if dtype == self.dtype() {

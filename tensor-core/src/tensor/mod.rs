@@ -538,6 +538,8 @@ fn host_values(dtype: DType, n: usize, value: impl Fn(usize) -> f64) -> Result<H
     Ok(match dtype {
         DType::F32 => HostData::F32(collect(n, value)?),
         DType::F64 => HostData::F64(collect(n, value)?),
+        DType::F16 => HostData::F16(collect(n, value)?),
+        DType::BF16 => HostData::BF16(collect(n, value)?),
         DType::I64 => HostData::I64(collect(n, value)?),
         DType::Bool => HostData::Bool(collect(n, value)?),
     })
@@ -583,5 +585,7 @@ macro_rules! impl_into_host_data {
 }
 impl_into_host_data!(f32, F32);
 impl_into_host_data!(f64, F64);
+impl_into_host_data!(half::f16, F16);
+impl_into_host_data!(half::bf16, BF16);
 impl_into_host_data!(i64, I64);
 impl_into_host_data!(u8, Bool);

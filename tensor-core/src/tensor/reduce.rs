@@ -89,7 +89,7 @@ impl<B: Backend> Tensor<B> {
         self.check_float("mean")?;
         let resolved = self.resolve_axes("mean", axes)?;
         let count: usize = resolved.iter().map(|&a| self.dims()[a]).product();
-        self.sum(axes, keepdim)?.div_scalar(count as f64)
+        self.in_compute_dtype(|x| x.sum(axes, keepdim)?.div_scalar(count as f64))
     }
 
     /// Mean of every element, as a rank-0 tensor.
@@ -102,9 +102,11 @@ impl<B: Backend> Tensor<B> {
         self.check_float("var")?;
         let resolved = self.resolve_axes("var", axes)?;
         let count: usize = resolved.iter().map(|&a| self.dims()[a]).product();
-        let centered = self.sub(&self.mean(axes, true)?)?;
-        let denom = count.saturating_sub(correction) as f64;
-        centered.square()?.sum(axes, keepdim)?.div_scalar(denom)
+        self.in_compute_dtype(|x| {
+            let centered = x.sub(&x.mean(axes, true)?)?;
+            let denom = count.saturating_sub(correction) as f64;
+            centered.square()?.sum(axes, keepdim)?.div_scalar(denom)
+        })
     }
 
     fn arg_reduce(&self, op: ArgReduceOp, axis: isize, keepdim: bool) -> Result<Self> {

@@ -112,7 +112,7 @@ const PROFILE: ValueProfile = ValueProfile {
 /// An additive mask value of `dtype`: mostly finite, sometimes `-inf`.
 fn additive_value(dtype: DType) -> BoxedStrategy<f64> {
     prop_oneof![
-        5 => (-3.0f64..3.0).prop_map(move |v| if dtype == DType::F32 { v as f32 as f64 } else { v }),
+        5 => (-3.0f64..3.0).prop_map(move |v| crate::reference::elementwise::round_to(dtype, v)),
         1 => Just(f64::NEG_INFINITY),
     ]
     .boxed()

@@ -36,8 +36,7 @@ pub fn cast_value(from: DType) -> BoxedStrategy<f64> {
         9_007_199_254_740_991.0,
     ])
     .prop_map(move |v| match from {
-        DType::F32 => v as f32 as f64,
-        DType::F64 => v,
+        DType::F32 | DType::F64 | DType::F16 | DType::BF16 => elementwise::round_to(from, v),
         // Integers keep |v| <= 2^53 - 1, where i64 -> f64 is exact (and `+ 0.0` turns -0 into 0).
         DType::I64 => {
             v.clamp(-9_007_199_254_740_991.0, 9_007_199_254_740_991.0)
@@ -45,6 +44,7 @@ pub fn cast_value(from: DType) -> BoxedStrategy<f64> {
                 + 0.0
         }
         DType::Bool => f64::from(v != 0.0),
+        other => panic!("no cast values for {other}"),
     });
     prop_oneof![3 => value(from, ValueProfile::DEFAULT.with_specials(15)), 1 => edge].boxed()
 }

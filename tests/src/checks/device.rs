@@ -81,6 +81,9 @@ fn zeros(dtype: DType, n: usize) -> HostData {
         DType::F64 => HostData::F64(vec![0.0; n]),
         DType::I64 => HostData::I64(vec![0; n]),
         DType::Bool => HostData::Bool(vec![0; n]),
+        DType::F16 => HostData::F16(vec![tessera_core::f16::ZERO; n]),
+        DType::BF16 => HostData::BF16(vec![tessera_core::bf16::ZERO; n]),
+        other => panic!("no zeros for {other}"),
     }
 }
 

@@ -101,6 +101,16 @@ fn host_data(dtype: DType, n: usize) -> BoxedStrategy<HostData> {
         DType::Bool => prop::collection::vec(0u8..=1, n)
             .prop_map(HostData::Bool)
             .boxed(),
+        // Every 16-bit pattern: NaNs, infinities, subnormals, -0.
+        DType::F16 => prop::collection::vec(any::<u16>().prop_map(tessera_core::f16::from_bits), n)
+            .prop_map(HostData::F16)
+            .boxed(),
+        DType::BF16 => {
+            prop::collection::vec(any::<u16>().prop_map(tessera_core::bf16::from_bits), n)
+                .prop_map(HostData::BF16)
+                .boxed()
+        }
+        other => panic!("no host data strategy for {other}"),
     }
 }
 
@@ -233,6 +243,10 @@ fn host_from_f64(dtype: DType, v: &[f64]) -> HostData {
         DType::F64 => HostData::F64(v.to_vec()),
         DType::I64 => HostData::I64(v.iter().map(|&x| x as i64).collect()),
         DType::Bool => HostData::Bool(v.iter().map(|&x| u8::from(x != 0.0)).collect()),
+        // The values are of the dtype already (exact conversions).
+        DType::F16 => HostData::F16(v.iter().map(|&x| tessera_core::f16::from_f64(x)).collect()),
+        DType::BF16 => HostData::BF16(v.iter().map(|&x| tessera_core::bf16::from_f64(x)).collect()),
+        other => panic!("no host data for {other}"),
     }
 }
 
@@ -267,6 +281,22 @@ fn same_bits(got: &HostData, want: &HostData) -> Result<(), String> {
             Ok(())
         }
         (HostData::F64(g), HostData::F64(w)) if g.len() == w.len() => {
+            for (i, (a, b)) in g.iter().zip(w).enumerate() {
+                if !(a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())) {
+                    return Err(differs(i));
+                }
+            }
+            Ok(())
+        }
+        (HostData::F16(g), HostData::F16(w)) if g.len() == w.len() => {
+            for (i, (a, b)) in g.iter().zip(w).enumerate() {
+                if !(a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())) {
+                    return Err(differs(i));
+                }
+            }
+            Ok(())
+        }
+        (HostData::BF16(g), HostData::BF16(w)) if g.len() == w.len() => {
             for (i, (a, b)) in g.iter().zip(w).enumerate() {
                 if !(a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())) {
                     return Err(differs(i));

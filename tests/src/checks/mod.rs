@@ -36,8 +36,14 @@ use proptest::prelude::*;
 use std::fmt::Debug;
 use tessera_core::{Backend, DType, Tensor};
 
-/// The float dtypes.
-pub const FLOAT_DTYPES: [DType; 2] = [DType::F32, DType::F64];
+/// The float dtypes. The 16-bit ones run only on backends whose `supports_dtype` says so, with
+/// the tolerances of `tessera_checked::tolerance` (f32 compute, one rounding).
+pub const FLOAT_DTYPES: [DType; 4] = [DType::F32, DType::F64, DType::F16, DType::BF16];
+
+/// The float dtypes gradients are checked in: f64 against finite differences, f32 against
+/// the CPU. Not the 16-bit ones: finite differences need more precision than they have, and
+/// their backward passes are the f32 ones run on upcast values (see the cast gradient tests).
+pub const GRADIENT_DTYPES: [DType; 2] = [DType::F32, DType::F64];
 
 /// Builds the tensor of `case`, describing a failure.
 pub(crate) fn build<B: Backend>(

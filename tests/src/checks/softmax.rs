@@ -233,8 +233,9 @@ pub fn magnitude(
     tol: Tolerance,
 ) -> RefArray {
     let dtype = case.input.dtype;
+    // The 16-bit floats compute in f32 (their final rounding is in the tolerance).
     let eps = match dtype {
-        DType::F32 => crate::compare::F32_EPS,
+        DType::F32 | DType::F16 | DType::BF16 => crate::compare::F32_EPS,
         _ => crate::compare::F64_EPS,
     };
     let m = row_max(input, case.axis);

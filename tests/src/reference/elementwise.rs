@@ -6,15 +6,42 @@
 use super::{views::broadcast_to, RefArray};
 use tessera_core::{BinaryOp, CmpOp, DType, UnaryOp};
 
-/// Rounds an exact f64 result to the nearest value of `dtype` (f32 rounding, i64 truncation
-/// with saturation and NaN to 0, bool `!= 0`), returned as f64 again.
+/// Rounds an exact f64 result to the nearest value of `dtype` (f32 and the 16-bit floats to
+/// nearest even, i64 truncation with saturation and NaN to 0, bool `!= 0`), returned as f64
+/// again.
 pub fn round_to(dtype: DType, x: f64) -> f64 {
     match dtype {
         DType::F32 => x as f32 as f64,
         DType::F64 => x,
+        DType::F16 => round_to_format(x, 11, -14, 15),
+        DType::BF16 => round_to_format(x, 8, -126, 127),
         DType::I64 => (x as i64) as f64,
         DType::Bool => bool_f64(x != 0.0),
+        other => panic!("reference: no rounding for {other}"),
     }
+}
+
+/// `x` rounded to nearest, ties to even, in a binary format with `p` significant bits and
+/// normal exponents `emin..=emax` (subnormals below, infinity above), by f64 math alone: the
+/// harness's own reference for the 16-bit floats, independent of the `half` crate and of
+/// `tessera_core`'s conversions. Exact for every f64 `x` (the scaling by a power of two and
+/// the rounding to an integer are exact in f64).
+pub fn round_to_format(x: f64, p: i32, emin: i32, emax: i32) -> f64 {
+    if x == 0.0 || !x.is_finite() {
+        return x;
+    }
+    let a = x.abs();
+    // floor(log2(a)) from the f64 exponent (f64 subnormals are far below either format).
+    let e = ((a.to_bits() >> 52) as i32 - 1023).max(emin);
+    let quantum = 2f64.powi(e - p + 1);
+    let rounded = (a / quantum).round_ties_even() * quantum;
+    let max_finite = (2.0 - 2f64.powi(1 - p)) * 2f64.powi(emax);
+    let r = if rounded > max_finite {
+        f64::INFINITY
+    } else {
+        rounded
+    };
+    r.copysign(x)
 }
 
 fn bool_f64(b: bool) -> f64 {
@@ -28,7 +55,7 @@ fn bool_f64(b: bool) -> f64 {
 /// `op(x)` for one element of `dtype`, from the definitions in `tessera_core::ops`.
 pub fn unary_value(op: UnaryOp, dtype: DType, x: f64) -> f64 {
     match dtype {
-        DType::F32 | DType::F64 => round_to(dtype, unary_float(op, x)),
+        DType::F32 | DType::F64 | DType::F16 | DType::BF16 => round_to(dtype, unary_float(op, x)),
         DType::I64 => {
             let v = x as i64;
             let r = match op {
@@ -44,6 +71,7 @@ pub fn unary_value(op: UnaryOp, dtype: DType, x: f64) -> f64 {
             UnaryOp::Not => bool_f64(x == 0.0),
             _ => panic!("reference: {op:?} is not defined for bool"),
         },
+        other => panic!("reference: no {op:?} for {other}"),
     }
 }
 
@@ -118,7 +146,7 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
 /// `op(a, b)` for one pair of elements of `dtype`.
 pub fn binary_value(op: BinaryOp, dtype: DType, a: f64, b: f64) -> f64 {
     match dtype {
-        DType::F32 | DType::F64 => {
+        DType::F32 | DType::F64 | DType::F16 | DType::BF16 => {
             let r = match op {
                 BinaryOp::Add => a + b,
                 BinaryOp::Sub => a - b,
@@ -150,6 +178,7 @@ pub fn binary_value(op: BinaryOp, dtype: DType, a: f64, b: f64) -> f64 {
                 _ => panic!("reference: {op:?} is not defined for bool"),
             })
         }
+        other => panic!("reference: no {op:?} for {other}"),
     }
 }
 
@@ -224,8 +253,7 @@ pub fn where_select(cond: &RefArray, on_true: &RefArray, on_false: &RefArray) ->
 /// saturating, NaN to 0; anything to bool is `x != 0` (so NaN is true); to f32 rounds.
 pub fn cast_value(to: DType, x: f64) -> f64 {
     match to {
-        DType::F32 => x as f32 as f64,
-        DType::F64 => x,
+        DType::F32 | DType::F64 | DType::F16 | DType::BF16 => round_to(to, x),
         DType::I64 => {
             if x.is_nan() {
                 0.0
@@ -238,6 +266,7 @@ pub fn cast_value(to: DType, x: f64) -> f64 {
             }
         }
         DType::Bool => bool_f64(x != 0.0),
+        other => panic!("reference: no cast to {other}"),
     }
 }
 

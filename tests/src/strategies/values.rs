@@ -1,5 +1,6 @@
 //! Element values per dtype: ordinary numbers plus, at a controlled rate, the IEEE specials.
 
+use crate::reference::elementwise::round_to;
 use proptest::prelude::*;
 use tessera_core::DType;
 
@@ -46,8 +47,8 @@ impl ValueProfile {
     }
 }
 
-/// One value of `dtype` (as f64) following `profile`. f32 values are exactly representable in
-/// f32; i64 values are integers in `-int_range * 250..=int_range * 250` plus, at the special
+/// One value of `dtype` (as f64) following `profile`. Float values are exactly representable
+/// in their dtype (f32, f16, bf16: rounded to nearest even); i64 values are integers in `-int_range * 250..=int_range * 250` plus, at the special
 /// rate, `i64::MAX` and `i64::MIN`; bools are 0 or 1.
 pub fn value(dtype: DType, profile: ValueProfile) -> BoxedStrategy<f64> {
     match dtype {
@@ -71,16 +72,10 @@ pub fn value(dtype: DType, profile: ValueProfile) -> BoxedStrategy<f64> {
                 .boxed()
             }
         }
-        DType::F32 | DType::F64 => {
+        _ => {
             let r = profile.int_range;
             let m = profile.magnitude;
-            let round = move |v: f64| {
-                if dtype == DType::F32 {
-                    v as f32 as f64
-                } else {
-                    v
-                }
-            };
+            let round = move |v: f64| round_to(dtype, v);
             let ordinary = prop_oneof![
                 2 => (-r..=r).prop_map(|v| v as f64),
                 3 => (-m..m).prop_map(round),
@@ -149,13 +144,7 @@ impl ValueRegime {
 /// [`regime_values`]; alone it draws the unshifted part). Integers and bools ignore the regime
 /// except for ties (small integers) and specials (`i64::MIN` and `i64::MAX`).
 pub fn regime_value(dtype: DType, regime: ValueRegime) -> BoxedStrategy<f64> {
-    let round = move |v: f64| {
-        if dtype == DType::F32 {
-            v as f32 as f64
-        } else {
-            v
-        }
-    };
+    let round = move |v: f64| round_to(dtype, v);
     match (dtype, regime) {
         (DType::Bool, _) => prop_oneof![Just(0.0), Just(1.0)].boxed(),
         (DType::I64, ValueRegime::Ties) => (-1i64..=2).prop_map(|v| v as f64).boxed(),
@@ -189,14 +178,7 @@ pub fn regime_values(dtype: DType, regime: ValueRegime, n: usize) -> BoxedStrate
         .prop_map(move |(values, offset)| {
             values
                 .into_iter()
-                .map(|v| {
-                    let s = v + offset;
-                    if dtype == DType::F32 {
-                        s as f32 as f64
-                    } else {
-                        s
-                    }
-                })
+                .map(|v| round_to(dtype, v + offset))
                 .collect()
         })
         .boxed()

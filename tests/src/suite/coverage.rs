@@ -36,7 +36,7 @@ pub struct CoverageRow {
     /// The op.
     pub op: Op,
     /// Outcomes for f32, f64, i64, bool.
-    pub outcomes: [Outcome; 4],
+    pub outcomes: [Outcome; DType::ALL.len()],
 }
 
 /// The matrix of one suite run (a family or everything) on one backend.
@@ -73,7 +73,7 @@ impl Coverage {
             None => {
                 self.rows.push(CoverageRow {
                     op,
-                    outcomes: [Outcome::Undefined; 4],
+                    outcomes: [Outcome::Undefined; DType::ALL.len()],
                 });
                 self.rows.len() - 1
             }

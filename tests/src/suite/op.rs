@@ -14,7 +14,7 @@ use crate::checks::memory::MemoryOp;
 use crate::checks::metamorphic::Law;
 use crate::checks::pool::PoolOp;
 use crate::checks::softmax::SoftmaxOp;
-use crate::checks::FLOAT_DTYPES;
+use crate::checks::{FLOAT_DTYPES, GRADIENT_DTYPES};
 use std::fmt;
 use tessera_core::{ArgReduceOp, BinaryOp, CmpOp, DType, ReduceOp, UnaryOp};
 
@@ -374,7 +374,9 @@ impl Op {
         match self {
             Op::Unary(op) => dtypes_where(|d| op.supports(d)),
             Op::Binary(op) => dtypes_where(|d| op.supports(d)),
-            Op::Index(IndexOp::ScatterAdd) => vec![DType::F32, DType::F64, DType::I64],
+            Op::Index(IndexOp::ScatterAdd) => {
+                vec![DType::F32, DType::F64, DType::F16, DType::BF16, DType::I64]
+            }
             Op::Device(_)
             | Op::Memory(_)
             | Op::Compare(_)
@@ -397,9 +399,8 @@ impl Op {
             | Op::Attention(_)
             | Op::Random
             | Op::RandomMoments
-            | Op::Gradient(_)
-            | Op::Kink(_)
-            | Op::Loss(_) => FLOAT_DTYPES.to_vec(),
+            | Op::Kink(_) => FLOAT_DTYPES.to_vec(),
+            Op::Gradient(_) | Op::Loss(_) => GRADIENT_DTYPES.to_vec(),
             Op::Law(law) => law.dtypes(),
         }
     }

@@ -23,7 +23,7 @@ use tessera_conformance::checks::pool::PoolOp;
 use tessera_conformance::checks::softmax::SoftmaxOp;
 use tessera_conformance::runner::RunConfig;
 use tessera_conformance::seed::base_seed;
-use tessera_conformance::suite::{check_cell, run_family, Capabilities, Family, Op, Outcome};
+use tessera_conformance::suite::{check_cell, run_family, Family, Op, Outcome};
 use tessera_core::{DType, UnaryOp};
 
 /// Seeds per bug.
@@ -52,7 +52,7 @@ fn caught_on_every_seed(bug: Bug, family: Family, expected: &[(Op, DType)]) {
             .without_minimizing()
     };
     let seeds = seeds();
-    let coverage = run_family(&dev, family, &Capabilities::all(), &config(seeds[0]));
+    let coverage = run_family(&dev, family, &planted::capabilities(), &config(seeds[0]));
     assert_eq!(
         coverage.cells(Outcome::Fail),
         expected,
@@ -178,7 +178,12 @@ fn the_healthy_wrapper_passes_these_families() {
         Family::Matmul,
         Family::Attention,
     ] {
-        let coverage = run_family(&planted(Bug::None), family, &Capabilities::all(), &config);
+        let coverage = run_family(
+            &planted(Bug::None),
+            family,
+            &planted::capabilities(),
+            &config,
+        );
         assert!(coverage.passed(), "{coverage}");
     }
 }

@@ -5,7 +5,7 @@ use crate::planted::Bug;
 use tessera_conformance::checks::{binary, matmul, reduce};
 use tessera_conformance::runner::{falsify, RunConfig};
 use tessera_conformance::strategies::TensorCase;
-use tessera_conformance::suite::{run_family, Capabilities, Family, Op, Outcome};
+use tessera_conformance::suite::{run_family, Family, Op, Outcome};
 use tessera_core::{BinaryOp, DType, ReduceOp};
 
 /// Runs `family` on the planted backend; returns the failed cells, after checking that every
@@ -14,10 +14,16 @@ fn failed_cells(bug: Bug, family: Family) -> Vec<(Op, DType)> {
     let coverage = run_family(
         &planted(bug),
         family,
-        &Capabilities::all(),
+        &planted::capabilities(),
         &RunConfig::from_env(),
     );
-    assert_eq!(coverage.cells(Outcome::Unsupported), vec![], "{coverage}");
+    // The planted backends leave out the 16-bit floats (see `planted::capabilities`).
+    let unsupported: Vec<(Op, DType)> = coverage
+        .cells(Outcome::Unsupported)
+        .into_iter()
+        .filter(|(_, d)| !d.is_half())
+        .collect();
+    assert_eq!(unsupported, vec![], "{coverage}");
     assert_eq!(
         coverage.failures.len(),
         coverage.cells(Outcome::Fail).len(),
@@ -52,7 +58,11 @@ fn the_healthy_wrapper_passes() {
 fn a_wrong_broadcast_in_one_binary_op_is_caught() {
     let bug = Bug::WrongBroadcast(BinaryOp::Mul);
     let mul = Op::Binary(BinaryOp::Mul);
-    let expected: Vec<(Op, DType)> = DType::ALL.into_iter().map(|d| (mul, d)).collect();
+    let expected: Vec<(Op, DType)> = DType::ALL
+        .into_iter()
+        .filter(|d| !d.is_half())
+        .map(|d| (mul, d))
+        .collect();
     assert_eq!(failed_cells(bug, Family::Binary), expected);
 
     let dev = planted(bug);
@@ -78,7 +88,11 @@ fn a_wrong_broadcast_in_one_binary_op_is_caught() {
 fn an_off_by_one_in_a_reduction_over_an_outer_axis_is_caught() {
     let bug = Bug::SumOffByOneOnOuterAxis;
     let sum = Op::Reduce(ReduceOp::Sum);
-    let expected: Vec<(Op, DType)> = DType::ALL.into_iter().map(|d| (sum, d)).collect();
+    let expected: Vec<(Op, DType)> = DType::ALL
+        .into_iter()
+        .filter(|d| !d.is_half())
+        .map(|d| (sum, d))
+        .collect();
     assert_eq!(failed_cells(bug, Family::Reduce), expected);
 
     let dev = planted(bug);
