@@ -16,8 +16,9 @@ use tessera_nn::distributed::{
 };
 use tessera_nn::models::ModelKind;
 use tessera_nn::optim::{Adam, AdamConfig, AdamW, AdamWConfig, Optimizer, Sgd, SgdConfig};
+use tessera_nn::precision::{DynamicLossScaler, Precision};
 use tessera_nn::schedule::{CosineAnnealing, LrSchedule};
-use tessera_nn::training::{evaluate, save_training_state, train_step};
+use tessera_nn::training::{evaluate, save_training_state, train_step, train_step_scaled};
 use tessera_nn::{Forward, Module};
 
 /// Which optimizer the job uses.
@@ -68,6 +69,9 @@ pub struct TrainConfig {
     pub test_limit: Option<usize>,
     /// Show progress bars on a terminal.
     pub progress: bool,
+    /// The dtype the linear layers compute in (parameters and optimizer state stay f32);
+    /// f16 trains with a [`DynamicLossScaler`].
+    pub precision: Precision,
 }
 
 /// Per-epoch figures.
@@ -154,7 +158,10 @@ pub fn run_training_with<B: Backend>(
     backend: &B,
     comm: Arc<dyn Communicator<B>>,
 ) -> Result<TrainReport> {
-    let model = config.model.build(DType::F32, config.seed, backend)?;
+    let model =
+        config
+            .model
+            .build_with_precision(DType::F32, config.precision, config.seed, backend)?;
     train_model(config, model, backend, comm)
 }
 
@@ -181,6 +188,13 @@ fn train_model<B: Backend, M: Forward<B>>(
         });
     }
     let (rank, world_size) = (comm.rank(), comm.world_size());
+    if config.precision.needs_loss_scaling() && world_size > 1 {
+        // Each rank would decide on its own gradients whether to skip a step.
+        return Err(Error::InvalidArgument {
+            op: "train",
+            msg: "f16 with loss scaling is not supported with --distributed yet (bf16 is)".into(),
+        });
+    }
     let train_set = load_split(config, Split::Train, config.train_limit)?;
     let test_set = load_split(config, Split::Test, config.test_limit)?;
     // Each rank's shard of every epoch (on one rank: the loader's own shuffled order).
@@ -201,6 +215,11 @@ fn train_model<B: Backend, M: Forward<B>>(
     // Rank 0's initial model on every rank; gradients averaged inside the optimizer's step.
     let model = DistributedDataParallel::new(model, comm.clone())?;
     let mut optimizer = model.wrap_optimizer(make_optimizer(config, &model)?);
+    let params: Vec<_> = model.parameters().into_iter().map(|(_, p)| p).collect();
+    let mut scaler = config
+        .precision
+        .needs_loss_scaling()
+        .then(DynamicLossScaler::new);
     let steps_per_epoch = train_loader.batches_for(sampler.num_samples());
     let total_steps = config.epochs * steps_per_epoch;
     let schedule = CosineAnnealing::new(config.lr, total_steps.max(1), 0.0)?;
@@ -223,7 +242,12 @@ fn train_model<B: Backend, M: Forward<B>>(
                 optimizer.set_learning_rate(schedule.lr_at(global_step));
             }
             global_step += 1;
-            let loss = train_step(&model, &mut optimizer, x, &y)?;
+            let loss = match scaler.as_mut() {
+                Some(scaler) => {
+                    train_step_scaled(&model, &mut optimizer, x, &y, scaler, &params)?.0
+                }
+                None => train_step(&model, &mut optimizer, x, &y)?,
+            };
             pending.push((loss, n));
             samples += n;
             if (step + 1) % LOSS_READ_INTERVAL == 0 {

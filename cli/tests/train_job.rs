@@ -5,6 +5,7 @@ use tessera_cli::mnist_job::{run_training, OptimizerKind, ScheduleKind, TrainCon
 use tessera_cpu::Cpu;
 use tessera_nn::data::FASHION_MNIST_DIR;
 use tessera_nn::models::ModelKind;
+use tessera_nn::precision::Precision;
 
 fn quick_config(model: ModelKind, data_dir: PathBuf) -> TrainConfig {
     TrainConfig {
@@ -20,6 +21,7 @@ fn quick_config(model: ModelKind, data_dir: PathBuf) -> TrainConfig {
         train_limit: Some(2000),
         test_limit: Some(500),
         progress: false,
+        precision: Precision::F32,
     }
 }
 
@@ -64,4 +66,34 @@ fn a_missing_data_folder_says_how_to_install_the_data() {
         "{err}"
     );
     assert!(err.contains("/nonexistent/tessera-data"), "{err}");
+}
+
+#[test]
+fn bf16_and_f16_training_learn_like_f32() {
+    if !data_available() {
+        return;
+    }
+    let base = ModelKind::Mlp;
+    let f32_run = run_training(&quick_config(base, FASHION_MNIST_DIR.into()), &Cpu::new()).unwrap();
+    let reference = f32_run.epochs[0].test_accuracy;
+    for precision in [Precision::BF16, Precision::F16] {
+        let config = TrainConfig {
+            precision,
+            ..quick_config(base, FASHION_MNIST_DIR.into())
+        };
+        let run = run_training(&config, &Cpu::new()).unwrap();
+        let e = &run.epochs[0];
+        assert!(
+            e.train_loss.is_finite(),
+            "{precision:?}: loss {}",
+            e.train_loss
+        );
+        // 500 test images: one image is 0.2%; the 16-bit runs round differently, so allow a
+        // few images either way (a broken policy or scaler lands near chance, 10%).
+        assert!(
+            (e.test_accuracy - reference).abs() < 0.03,
+            "{precision:?}: accuracy {} vs f32 {reference}",
+            e.test_accuracy
+        );
+    }
 }

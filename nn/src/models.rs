@@ -5,6 +5,7 @@ use crate::layers::{
     Conv2d, Conv2dConfig, Flatten, Linear, LinearConfig, MaxPool2d, Pool2dConfig, ReLU, Sequential,
 };
 use crate::module::{Forward, ModuleVisitor, ToBackend};
+use crate::precision::Precision;
 use crate::Module;
 use tessera_autograd::Var;
 use tessera_core::{Backend, DType, Generator, Result};
@@ -26,9 +27,25 @@ impl ModelKind {
         seed: u64,
         backend: &B,
     ) -> Result<ReferenceModel<B>> {
+        self.build_with_precision(dtype, Precision::F32, seed, backend)
+    }
+
+    /// [`ModelKind::build`] with the linear layers computing under `precision` (parameters
+    /// stay `dtype`; the convolutions compute in `dtype`).
+    pub fn build_with_precision<B: Backend>(
+        self,
+        dtype: DType,
+        precision: Precision,
+        seed: u64,
+        backend: &B,
+    ) -> Result<ReferenceModel<B>> {
         Ok(match self {
-            ModelKind::Mlp => ReferenceModel::Mlp(mlp(dtype, seed, backend)?),
-            ModelKind::Cnn => ReferenceModel::Cnn(Box::new(cnn(dtype, seed, backend)?)),
+            ModelKind::Mlp => {
+                ReferenceModel::Mlp(mlp_with_precision(dtype, precision, seed, backend)?)
+            }
+            ModelKind::Cnn => ReferenceModel::Cnn(Box::new(cnn_with_precision(
+                dtype, precision, seed, backend,
+            )?)),
         })
     }
 
@@ -61,8 +78,23 @@ pub type Cnn<B> = Sequential<(
 
 /// A multi-layer perceptron `784 → 512 → 512 → 10` with ReLU, initialised from `seed`.
 pub fn mlp<B: Backend>(dtype: DType, seed: u64, backend: &B) -> Result<Mlp<B>> {
+    mlp_with_precision(dtype, Precision::F32, seed, backend)
+}
+
+/// [`mlp`] with its linear layers computing under `precision`.
+pub fn mlp_with_precision<B: Backend>(
+    dtype: DType,
+    precision: Precision,
+    seed: u64,
+    backend: &B,
+) -> Result<Mlp<B>> {
     let mut g = Generator::new(seed);
-    let linear = |i, o, g: &mut Generator| LinearConfig::new(i, o).dtype(dtype).init(backend, g);
+    let linear = |i, o, g: &mut Generator| {
+        LinearConfig::new(i, o)
+            .dtype(dtype)
+            .precision(precision)
+            .init(backend, g)
+    };
     Ok(Sequential::new((
         linear(784, 512, &mut g)?,
         ReLU::new(),
@@ -74,6 +106,16 @@ pub fn mlp<B: Backend>(dtype: DType, seed: u64, backend: &B) -> Result<Mlp<B>> {
 
 /// A small CNN for `[n, 1, 28, 28]` inputs (see [`Cnn`]), initialised from `seed`.
 pub fn cnn<B: Backend>(dtype: DType, seed: u64, backend: &B) -> Result<Cnn<B>> {
+    cnn_with_precision(dtype, Precision::F32, seed, backend)
+}
+
+/// [`cnn`] with its linear layers computing under `precision` (the convolutions in `dtype`).
+pub fn cnn_with_precision<B: Backend>(
+    dtype: DType,
+    precision: Precision,
+    seed: u64,
+    backend: &B,
+) -> Result<Cnn<B>> {
     let mut g = Generator::new(seed);
     let conv = |c_in, c_out, g: &mut Generator| {
         Conv2dConfig::new(c_in, c_out, (3, 3))
@@ -81,7 +123,12 @@ pub fn cnn<B: Backend>(dtype: DType, seed: u64, backend: &B) -> Result<Cnn<B>> {
             .dtype(dtype)
             .init(backend, g)
     };
-    let linear = |i, o, g: &mut Generator| LinearConfig::new(i, o).dtype(dtype).init(backend, g);
+    let linear = |i, o, g: &mut Generator| {
+        LinearConfig::new(i, o)
+            .dtype(dtype)
+            .precision(precision)
+            .init(backend, g)
+    };
     let pool = || Pool2dConfig::new((2, 2)).init_max();
     Ok(Sequential::new((
         conv(1, 32, &mut g)?,

@@ -3,6 +3,7 @@
 use crate::loss::cross_entropy;
 use crate::module::Forward;
 use crate::optim::Optimizer;
+use crate::precision::{DynamicLossScaler, ScalerStep};
 use tessera_autograd::Var;
 use tessera_core::{Backend, Result, Tensor};
 
@@ -26,4 +27,31 @@ where
     loss.backward()?;
     optimizer.step()?;
     Ok(loss.value())
+}
+
+/// [`train_step`] with dynamic loss scaling (f16 training): the scaled loss is
+/// differentiated, the gradients of `params` are unscaled, and the optimizer step is skipped
+/// when one of them overflowed. Returns the (unscaled) loss and what the scaler decided.
+pub fn train_step_scaled<B, M, O>(
+    model: &M,
+    optimizer: &mut O,
+    features: Tensor<B>,
+    labels: &Tensor<B>,
+    scaler: &mut DynamicLossScaler,
+    params: &[Var<B>],
+) -> Result<(Tensor<B>, ScalerStep)>
+where
+    B: Backend,
+    M: Forward<B> + ?Sized,
+    O: Optimizer<B> + ?Sized,
+{
+    let logits = model.forward(&Var::constant(features))?;
+    let loss = cross_entropy(&logits, labels)?;
+    optimizer.zero_grad();
+    scaler.scale_loss(&loss)?.backward()?;
+    let decision = scaler.unscale_and_update(params)?;
+    if decision == ScalerStep::Apply {
+        optimizer.step()?;
+    }
+    Ok((loss.value(), decision))
 }
