@@ -17,7 +17,9 @@ impl<B: Backend> TinyNet<B> {
     pub fn new(dev: &B, seed: u64) -> Result<Self> {
         let g = &mut Generator::new(seed);
         Ok(TinyNet {
-            conv: Conv2dConfig::new(1, 4, (3, 3)).padding((1, 1)).init(dev, g)?,
+            conv: Conv2dConfig::new(1, 4, (3, 3))
+                .padding((1, 1))
+                .init(dev, g)?,
             norm: BatchNormConfig::new(4).init_2d(dev)?,
             head: LinearConfig::new(4 * 4 * 4, 3).init(dev, g)?,
         })
@@ -34,7 +36,10 @@ impl<B: Backend> TinyNet<B> {
 /// A fixed toy batch: the class is which third of the image is brightest.
 pub fn toy_batch<B: Backend>(dev: &B) -> Result<(Tensor<B>, Tensor<B>)> {
     let x = Tensor::<B>::randn([32, 1, 8, 8], DType::F32, 7, dev)?;
-    let thirds = x.narrow(3, 0, 6)?.reshape([32, 8, 3, 2])?.sum(&[1, 3], false)?;
+    let thirds = x
+        .narrow(3, 0, 6)?
+        .reshape([32, 8, 3, 2])?
+        .sum(&[1, 3], false)?;
     Ok((x, thirds.argmax(1, false)?))
 }
 
