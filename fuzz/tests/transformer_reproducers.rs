@@ -152,3 +152,24 @@ fn transformer_sizes_that_overflow_are_size_errors() {
     assert!(matches!(config.validate(), Err(Error::SizeOverflow { .. })));
     assert_eq!(config.num_parameters(), usize::MAX);
 }
+
+#[test]
+fn attention_layer_and_gpt_sizes_beyond_memory_are_errors() {
+    use tessera_nn::layers::MultiHeadAttentionConfig;
+    let dev = Cpu::new();
+    let mut g = Generator::new(0);
+    // 3 * embed_dim overflowed (a panic with overflow checks, a wrapped size without).
+    let mha = MultiHeadAttentionConfig::new(isize::MAX as usize, 1).init(&dev, &mut g);
+    assert!(
+        matches!(mha, Err(Error::SizeOverflow { .. })),
+        "{:?}",
+        mha.err()
+    );
+    // 2^32 layers: the block list alone cannot be allocated (it aborted).
+    let gpt = GptConfig::new(1 << 32, 1, 3, 10, 4).init(&dev, &mut g);
+    assert!(
+        matches!(gpt, Err(Error::OutOfMemory { .. })),
+        "{:?}",
+        gpt.err()
+    );
+}

@@ -68,7 +68,14 @@ impl<B: Backend> Gpt<B> {
         let wte = Embedding::from_tensor(normal([config.vocab_size, e], INIT_STD, generator)?)?;
         let wpe = Embedding::from_tensor(normal([config.block_size, e], INIT_STD, generator)?)?;
         let drop = DropoutConfig::new().p(config.dropout).init(generator)?;
-        let mut h = Vec::with_capacity(config.n_layer);
+        let mut h = Vec::new();
+        h.try_reserve_exact(config.n_layer)
+            .map_err(|_| Error::OutOfMemory {
+                device: "host".into(),
+                requested_bytes: config
+                    .n_layer
+                    .saturating_mul(std::mem::size_of::<TransformerBlock<B>>()),
+            })?;
         for _ in 0..config.n_layer {
             let block = block_config.init(backend, generator)?;
             // Re-initialise nanoGPT's way, in parameter order.

@@ -65,10 +65,14 @@ impl MultiHeadAttentionConfig {
             });
         }
         let dtype = self.dtype;
-        let in_proj_weight = init::xavier_uniform([3 * e, e], 1.0, dtype, generator, backend)?;
+        let e3 = e.checked_mul(3).ok_or(Error::SizeOverflow {
+            op: "MultiHeadAttention",
+            msg: format!("3 x embed_dim {e}"),
+        })?;
+        let in_proj_weight = init::xavier_uniform([e3, e], 1.0, dtype, generator, backend)?;
         let in_proj_bias = self
             .bias
-            .then(|| Tensor::zeros([3 * e], dtype, backend))
+            .then(|| Tensor::zeros([e3], dtype, backend))
             .transpose()?;
         let out = LinearConfig::new(e, e)
             .bias(false)
