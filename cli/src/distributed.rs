@@ -3,7 +3,7 @@
 //! process is, which device it uses (`--device-per-rank`) and which communicator carries its
 //! gradients; the training itself is [`crate::mnist_job::run_training_with`].
 //!
-//! * Built with `--features mpi`: MPI's processes ([`tessera_distributed::MpiCommunicator`]),
+//! * Built with `--features mpi`: MPI's processes (`tessera_distributed::MpiCommunicator`),
 //!   host transfers on every backend.
 //! * Built with `--features nccl` (implies `cuda`): `--backend cuda` exchanges gradients with
 //!   NCCL on the GPUs, bootstrapped over MPI when `mpi` is on too, alone otherwise.

@@ -1,7 +1,7 @@
 //! Scaled dot-product attention: the parameters a backend receives
 //! ([`AttentionParams`], [`AttentionDropout`]) and what it returns ([`AttentionOutput`],
 //! [`AttentionGrads`]). The op itself is [`crate::Tensor::scaled_dot_product_attention`]; its
-//! definition, the default every backend may override, is [`crate::composite::attention`].
+//! definition, the default every backend may override, is [`crate::composite::scaled_dot_product_attention`].
 //!
 //! # Definition
 //! For `q: [..b, L, E]`, `k: [..b, S, E]`, `v: [..b, S, Ev]` and each batch element:
