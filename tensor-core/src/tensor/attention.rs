@@ -54,21 +54,7 @@ impl<B: Backend> Tensor<B> {
         forward: &AttentionOutput<B>,
     ) -> Result<AttentionGrads<B>> {
         let (params, mask) = q.attention_params(k, v, options)?;
-        let out_dims = forward.out.dims();
-        let lse_dims = &q.dims()[..q.rank() - 1];
-        if self.dims() != out_dims || forward.logsumexp.dims() != lse_dims {
-            return Err(invalid(format!(
-                "gradient {} and saved output {} / log-sum-exp {} do not fit queries {}",
-                self.shape(),
-                forward.out.shape(),
-                forward.logsumexp.shape(),
-                q.shape()
-            )));
-        }
-        for t in [self, &forward.out, &forward.logsumexp] {
-            q.check_same_device(OP, t)?;
-            q.check_same_dtype(OP, t)?;
-        }
+        check_attention_backward_operands(self, (q, k, v), mask.as_ref(), forward, &params)?;
         self.backend.scaled_dot_product_attention_backward(
             self,
             q,
@@ -89,45 +75,14 @@ impl<B: Backend> Tensor<B> {
         options: &AttentionOptions<'_, B>,
     ) -> Result<(AttentionParams, Option<Self>)> {
         let q = self;
-        q.check_float(OP)?;
-        for t in [k, v] {
-            q.check_same_device(OP, t)?;
-            q.check_same_dtype(OP, t)?;
-        }
-        let rank = q.rank();
-        if rank < 2 || k.rank() != rank || v.rank() != rank {
-            return Err(invalid(format!(
-                "q, k and v must have one rank >= 2 ([..batch, length, features]), got {}, {} and {}",
-                q.shape(),
-                k.shape(),
-                v.shape()
-            )));
-        }
-        let batch = &q.dims()[..rank - 2];
-        let (l, e) = (q.dims()[rank - 2], q.dims()[rank - 1]);
-        let (s, ek) = (k.dims()[rank - 2], k.dims()[rank - 1]);
-        let sv = v.dims()[rank - 2];
-        if &k.dims()[..rank - 2] != batch || &v.dims()[..rank - 2] != batch || ek != e || sv != s {
-            return Err(invalid(format!(
-                "expected q [..b, L, E], k [..b, S, E] and v [..b, S, Ev] with the same batch \
-                 dimensions, got {}, {} and {}",
-                q.shape(),
-                k.shape(),
-                v.shape()
-            )));
-        }
-        let scale = options.scale.unwrap_or(1.0 / (e.max(1) as f64).sqrt());
-        if !scale.is_finite() {
-            return Err(invalid(format!("scale must be finite, got {scale}")));
-        }
-        if let Some(d) = options.dropout {
-            if !(0.0..1.0).contains(&d.p) {
-                return Err(invalid(format!(
-                    "dropout probability must be in [0, 1), got {}",
-                    d.p
-                )));
-            }
-        }
+        let e = q.dims().last().copied().unwrap_or(1);
+        let params = AttentionParams {
+            scale: options.scale.unwrap_or(1.0 / (e.max(1) as f64).sqrt()),
+            causal: options.causal,
+            dropout: options.dropout,
+        };
+        let (l, s, _, _) = check_attention_operands(q, k, v, None, &params)?;
+        let batch = &q.dims()[..q.rank() - 2];
         let mask = match options.mask {
             None => None,
             Some(m) => {
@@ -152,9 +107,8 @@ impl<B: Backend> Tensor<B> {
             }
         };
         let params = AttentionParams {
-            scale,
-            causal: options.causal,
-            dropout: options.dropout.filter(|d| d.p > 0.0),
+            dropout: params.dropout.filter(|d| d.p > 0.0),
+            ..params
         };
         Ok((params, mask))
     }
