@@ -16,7 +16,10 @@ use tessera_nn::precision::Precision;
 use tessera_nn::Forward;
 
 /// A layer register value.
-fn layer<B: FuzzBackend>(module: impl Forward<B> + 'static, cost_per_input: usize) -> Layer<B> {
+pub(super) fn layer<B: FuzzBackend>(
+    module: impl Forward<B> + 'static,
+    cost_per_input: usize,
+) -> Layer<B> {
     Layer {
         module: Box::new(module),
         cost_per_input: cost_per_input.max(1),

@@ -3,16 +3,16 @@
 //! transformer layers, the GPT model, the character tokenizer and token windows.
 
 use super::kinds::*;
+use super::layers::layer;
 use super::{alloc_work, has, op, out_tensor, FuzzBackend, Op};
 use crate::args::Kind;
-use crate::machine::{Ctx, Layer};
+use crate::machine::Ctx;
 use crate::rng::Rng;
 use tessera_core::attention::AttentionParams;
 use tessera_core::{AttentionDropout, AttentionOptions, Generator, Tensor};
 use tessera_nn::data::{CharTokenizer, SplitMix64, TokenWindows};
 use tessera_nn::gpt::GptConfig;
 use tessera_nn::layers::{MultiHeadAttentionConfig, TransformerBlockConfig};
-use tessera_nn::Forward;
 
 /// Three tensor outputs.
 const OUT_TTT: &[Kind] = &[Kind::Tensor, Kind::Tensor, Kind::Tensor];
@@ -253,12 +253,12 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             |c| {
                 let (e, h) = (c.size(0), c.size(1));
                 let mut g = Generator::new(c.seed(5));
-                let layer = MultiHeadAttentionConfig::new(e, h)
+                let built = MultiHeadAttentionConfig::new(e, h)
                     .dropout(c.float(2))
                     .bias(c.flag(3))
                     .dtype(c.dtype(4))
                     .init(c.backend(), &mut g);
-                Ok(layer.map(|l| boxed(l, e.saturating_mul(4))).into())
+                Ok(built.map(|l| layer(l, e.saturating_mul(4))).into())
             },
         )
         .work(|c| {
@@ -274,13 +274,13 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             |c| {
                 let (e, h, ratio) = (c.size(0), c.size(1), c.size(2));
                 let mut g = Generator::new(c.seed(6));
-                let layer = TransformerBlockConfig::new(e, h)
+                let built = TransformerBlockConfig::new(e, h)
                     .mlp_ratio(ratio)
                     .dropout(c.float(3))
                     .bias(c.flag(4))
                     .dtype(c.dtype(5))
                     .init(c.backend(), &mut g);
-                Ok(layer.map(|l| boxed(l, e.saturating_mul(12))).into())
+                Ok(built.map(|l| layer(l, e.saturating_mul(12))).into())
             },
         )
         .work(|c| {
@@ -393,12 +393,4 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             }
         }),
     ]
-}
-
-/// A layer register holding `module`.
-fn boxed<B: FuzzBackend>(module: impl Forward<B> + 'static, cost_per_input: usize) -> Layer<B> {
-    Layer {
-        module: Box::new(module),
-        cost_per_input: cost_per_input.max(1),
-    }
 }
