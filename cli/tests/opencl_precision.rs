@@ -56,7 +56,11 @@ fn bf16_and_f16_training_on_opencl_learn_like_f32() {
     for precision in [Precision::BF16, Precision::F16] {
         let run = run_training(&config(precision), &dev).unwrap();
         let e = &run.epochs[0];
-        assert!(e.train_loss.is_finite(), "{precision:?}: loss {}", e.train_loss);
+        assert!(
+            e.train_loss.is_finite(),
+            "{precision:?}: loss {}",
+            e.train_loss
+        );
         // 500 test images: one image is 0.2%; a broken kernel or scaler lands near chance (10%).
         assert!(
             (e.test_accuracy - reference).abs() < 0.03,
