@@ -11,8 +11,10 @@ use crate::rng::Rng;
 use tessera_core::attention::AttentionParams;
 use tessera_core::{AttentionDropout, AttentionOptions, Generator, Tensor};
 use tessera_nn::data::{CharTokenizer, SplitMix64, TokenWindows};
-use tessera_nn::gpt::GptConfig;
-use tessera_nn::layers::{MultiHeadAttentionConfig, TransformerBlockConfig};
+use tessera_nn::gpt::{GptCache, GptConfig};
+use tessera_nn::layers::{KvCache, MultiHeadAttentionConfig, TransformerBlockConfig};
+use tessera_nn::precision::Precision;
+use tessera_nn::Forward;
 
 /// Three tensor outputs.
 const OUT_TTT: &[Kind] = &[Kind::Tensor, Kind::Tensor, Kind::Tensor];
@@ -290,6 +292,134 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
                 .saturating_mul(c.size(2).saturating_add(4));
             Ok(alloc_work(per))
         }),
+        op(
+            "MultiHeadAttention under a precision policy: forward_self, forward_cached",
+            3,
+            &[SIZE, SIZE, SIZE, V, T, SIZE, SEED],
+            OUT_V,
+            |c| {
+                let (e, h) = (c.size(0), c.size(1));
+                let precision = Precision::ALL[c.size(2) % Precision::ALL.len()];
+                let (x, mask) = (c.v(3)?, c.t(4)?);
+                let mut g = Generator::new(c.seed(6));
+                let r = MultiHeadAttentionConfig::new(e, h)
+                    .precision(precision)
+                    .init(c.backend(), &mut g)
+                    .and_then(|attn| {
+                        let y = attn.forward_self(&x, true, Some(&mask))?;
+                        let d = x.dims();
+                        let (batch, n) = (d.first().copied(), d.get(1).copied());
+                        if let (Some(batch), Some(n)) = (batch, n) {
+                            let dtype = precision.compute_dtype().unwrap_or(x.dtype());
+                            let head = e / h.max(1);
+                            let capacity = n.saturating_add(c.size(5) % 4);
+                            let mut cache =
+                                KvCache::new(batch, h, capacity, head, dtype, c.backend())?;
+                            attn.forward_cached(&x, &mut cache)?;
+                        }
+                        Ok(y)
+                    });
+                Ok(r.into())
+            },
+        )
+        .work(|c| {
+            let e = c.size(0);
+            let x = c.v(3)?.numel();
+            Ok(alloc_work(e.saturating_mul(e).saturating_mul(4))
+                .saturating_add(x.saturating_mul(x).saturating_mul(2)))
+        }),
+        op(
+            "TransformerBlockConfig::init with a precision policy, forward",
+            3,
+            &[SIZE, SIZE, SIZE, SIZE, V, SEED],
+            OUT_V,
+            |c| {
+                let (e, h, ratio) = (c.size(0), c.size(1), c.size(2));
+                let precision = Precision::ALL[c.size(3) % Precision::ALL.len()];
+                let x = c.v(4)?;
+                let mut g = Generator::new(c.seed(5));
+                let r = TransformerBlockConfig::new(e, h)
+                    .mlp_ratio(ratio)
+                    .precision(precision)
+                    .init(c.backend(), &mut g)
+                    .and_then(|block| block.forward(&x));
+                Ok(r.into())
+            },
+        )
+        .work(|c| {
+            let e = c.size(0);
+            let per = e
+                .saturating_mul(e)
+                .saturating_mul(c.size(2).saturating_add(4));
+            let x = c.v(4)?.numel();
+            Ok(alloc_work(per).saturating_add(x.saturating_mul(x).saturating_mul(2)))
+        }),
+        op(
+            "Gpt under a precision policy: forward, loss, backward, cached forward",
+            2,
+            &[SIZE, SIZE, SIZE, SIZE, SIZE, B, F, T, SEED, SIZE],
+            OUT_V,
+            |c| {
+                let precision = Precision::ALL[c.size(9) % Precision::ALL.len()];
+                let config = gpt_config(c, 0).precision(precision);
+                let mut g = Generator::new(c.seed(8));
+                let idx = c.t(7)?;
+                let r = config.init(c.backend(), &mut g).and_then(|gpt| {
+                    let logits = gpt.forward(&idx)?;
+                    gpt.loss(&idx, &idx)?.backward()?;
+                    let batch = idx.dims().first().copied().unwrap_or(1);
+                    let mut cache = GptCache::new(gpt.config(), batch, c.backend())?;
+                    gpt.forward_cached(&idx, &mut cache)?;
+                    Ok(logits)
+                });
+                Ok(r.into())
+            },
+        )
+        .work(|c| {
+            let config = gpt_config(c, 0);
+            let tokens = c.t(7)?.numel();
+            Ok(gpt_work(&config).saturating_add(
+                tokens
+                    .saturating_mul(config.n_embd.max(1))
+                    .saturating_mul(config.vocab_size.max(config.block_size).max(1))
+                    .saturating_mul(4),
+            ))
+        })
+        .expect(|c, out| {
+            // The logits keep the parameters' dtype whatever the policy.
+            match out.first() {
+                Some(crate::machine::Value::Var(v)) if v.dtype() == gpt_config(c, 0).dtype => {
+                    Ok(())
+                }
+                Some(crate::machine::Value::Var(v)) => {
+                    Err(format!("the logits of a 16-bit policy are {}", v.dtype()))
+                }
+                _ => Err("expected a var".into()),
+            }
+        }),
+        op(
+            "GptConfig::from_json (precision)",
+            2,
+            &[BYTES, SIZE],
+            NONE,
+            |c| {
+                let precision = Precision::ALL[c.size(1) % Precision::ALL.len()];
+                let config = GptConfig::new(1, 1, 4, 4, 4).precision(precision);
+                let mut json = config.to_json();
+                match GptConfig::from_json(&json) {
+                    Ok(back) if back == config => {}
+                    other => {
+                        return Ok(crate::machine::Outcome::Break(format!(
+                            "the JSON round trip of {config:?} gave {other:?}"
+                        )))
+                    }
+                }
+                // Any other precision text is refused with an error, never a panic.
+                json["precision"] = serde_json::Value::String(text(c, 0));
+                let _ = GptConfig::from_json(&json);
+                Ok(crate::machine::Outcome::Ok(Vec::new()))
+            },
+        ),
         op(
             "Gpt: init, forward, loss",
             3,
