@@ -10,7 +10,7 @@ use tessera_cpu::Cpu;
 use tessera_nn::gpt::{GptCache, GptConfig};
 use tessera_nn::layers::{Conv2dConfig, MultiHeadAttentionConfig, TransformerBlockConfig};
 use tessera_nn::precision::Precision;
-use tessera_nn::{Forward, Module};
+use tessera_nn::{Forward, Module, ToBackend};
 
 fn dev() -> Cpu {
     Cpu::new()
@@ -234,6 +234,11 @@ fn a_16_bit_gpt_matches_f64_and_its_cached_decoding_matches_its_forward() {
             .init(&dev(), &mut Generator::new(7))
             .unwrap();
         assert_eq!(model.lm_head().precision(), p);
+        // Moving the model keeps the policy of every layer.
+        let moved = model.to_backend(&dev()).unwrap();
+        assert_eq!(moved.lm_head().precision(), p);
+        assert_eq!(moved.transformer().h[1].attn.precision(), p);
+        assert_eq!(moved.transformer().h[1].mlp.c_fc.precision(), p);
         let reference = config
             .dtype(DType::F64)
             .init(&dev(), &mut Generator::new(8))
