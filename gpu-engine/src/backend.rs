@@ -368,12 +368,12 @@ impl<D: Driver> Backend for Gpu<D> {
             Some(v),
             mask,
             Some(&forward.out),
-            Some(&forward.logsumexp),
         ];
-        if let Some(grads) = in_f32(inputs, |[g, q, k, v, m, out, lse]| {
+        if let Some(grads) = in_f32(inputs, |[g, q, k, v, m, out]| {
+            // The log-sum-exp is f32 already (the compute dtype of 16-bit queries).
             let forward = AttentionOutput {
                 out: out.unwrap().clone(),
-                logsumexp: lse.unwrap().clone(),
+                logsumexp: forward.logsumexp.clone(),
             };
             let (q, k, v) = (q.unwrap(), k.unwrap(), v.unwrap());
             attention::backward(self, g.unwrap(), q, k, v, m, &forward, params)

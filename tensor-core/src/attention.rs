@@ -130,7 +130,10 @@ pub struct AttentionOutput<B: Backend> {
     /// `[..b, L, Ev]`, contiguous.
     pub out: Tensor<B>,
     /// `[..b, L]`: the log-sum-exp of each row of masked, scaled scores (before dropout),
-    /// `-inf` for a fully masked row: all the backward pass needs besides the inputs.
+    /// `-inf` for a fully masked row: all the backward pass needs besides the inputs. In the
+    /// compute dtype of the queries ([`crate::DType::compute_dtype`]): f32 for 16-bit inputs,
+    /// as in PyTorch, since rounding it to 16 bits would cost every probability the backward
+    /// pass rebuilds from it a relative error of `|lse|` 16-bit unit roundoffs.
     pub logsumexp: Tensor<B>,
 }
 

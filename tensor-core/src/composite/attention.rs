@@ -85,7 +85,10 @@ pub fn scaled_dot_product_attention<B: Backend>(
     }
     Ok(AttentionOutput {
         out: p.matmul(v)?.contiguous()?,
-        logsumexp: lse.squeeze(-1)?.contiguous()?,
+        logsumexp: lse
+            .squeeze(-1)?
+            .to_dtype(q.dtype().compute_dtype())?
+            .contiguous()?,
     })
 }
 
@@ -108,7 +111,8 @@ pub fn scaled_dot_product_attention_backward<B: Backend>(
 ) -> Result<AttentionGrads<B>> {
     check_attention_backward_operands(grad_out, (q, k, v), mask, forward, params)?;
     let s = masked_scores(q, k, mask, params)?;
-    let p = probabilities(&s, &forward.logsumexp.unsqueeze(-1)?)?;
+    let lse = forward.logsumexp.to_dtype(q.dtype())?;
+    let p = probabilities(&s, &lse.unsqueeze(-1)?)?;
     let factors = dropout_factors(&p, params)?;
     let (p_dropped, mut dp) = match &factors {
         Some(f) => (p.mul(f)?, grad_out.matmul(&v.transpose(-2, -1)?)?.mul(f)?),

@@ -98,9 +98,10 @@ impl<T: Narrow> Narrow for Option<T> {
 
 impl<B: Backend> Narrow for AttentionOutput<B> {
     fn narrow(self, dtype: DType) -> Result<Self> {
+        // The log-sum-exp stays in the compute dtype (see `AttentionOutput::logsumexp`).
         Ok(AttentionOutput {
             out: self.out.narrow(dtype)?,
-            logsumexp: self.logsumexp.narrow(dtype)?,
+            logsumexp: self.logsumexp,
         })
     }
 }

@@ -185,8 +185,8 @@ pub fn check_attention_operands<B: Backend>(
 }
 
 /// [`check_attention_operands`] for the backward pass, plus the upstream gradient
-/// `[..b, L, Ev]` and the saved output `[..b, L, Ev]` and log-sum-exp `[..b, L]`, all of
-/// `q`'s dtype and device.
+/// `[..b, L, Ev]` and the saved output `[..b, L, Ev]` of `q`'s dtype and the log-sum-exp
+/// `[..b, L]` of its compute dtype (f32 for 16-bit queries), all on `q`'s device.
 pub fn check_attention_backward_operands<B: Backend>(
     grad_out: &Tensor<B>,
     (q, k, v): (&Tensor<B>, &Tensor<B>, &Tensor<B>),
@@ -213,7 +213,17 @@ pub fn check_attention_backward_operands<B: Backend>(
     }
     for t in [grad_out, &forward.out, &forward.logsumexp] {
         q.check_same_device(OP, t)?;
+    }
+    for t in [grad_out, &forward.out] {
         q.check_same_dtype(OP, t)?;
+    }
+    let lse_dtype = q.dtype().compute_dtype();
+    if forward.logsumexp.dtype() != lse_dtype {
+        return Err(crate::Error::DTypeMismatch {
+            op: OP,
+            lhs: lse_dtype,
+            rhs: forward.logsumexp.dtype(),
+        });
     }
     Ok(())
 }
