@@ -15,6 +15,20 @@ fn element(bytes: &[u8], dtype: DType, i: usize) -> f64 {
     }
 }
 
+/// `x` rounded to TF32 (10 explicit mantissa bits, f32's exponent) to nearest, ties to even:
+/// how a TF32 tensor-core product reads an f32 input.
+pub fn round_to_tf32(x: f32) -> f32 {
+    if !x.is_finite() {
+        return x;
+    }
+    let bits = x.to_bits();
+    let dropped = 13;
+    let half = 1u32 << (dropped - 1);
+    let lsb = (bits >> dropped) & 1;
+    let rounded = bits.wrapping_add(half - 1 + lsb) & !((1u32 << dropped) - 1);
+    f32::from_bits(rounded)
+}
+
 /// Elements of a column-major operand the call reaches (one past the last).
 fn extent<B>(o: &BlasOperand<'_, B>, rows: usize, cols: usize, batch: usize) -> usize {
     let (r, c) = match o.transpose {
@@ -37,7 +51,9 @@ fn read<D: Driver>(
 }
 
 /// Computes `call` on the host: reads A, B and C back through `driver`, writes C. Slow (one
-/// wait, a naive triple loop in f64): for tests.
+/// wait, a naive triple loop in f64): for tests. An f32 call with
+/// [`BlasGemm::allow_tf32`] reads its inputs rounded to TF32 ([`round_to_tf32`]), as
+/// `CUBLAS_COMPUTE_32F_FAST_TF32` does on tensor cores.
 ///
 /// # Errors
 /// A non-float dtype, an empty problem, or the driver's transfer errors.
@@ -69,7 +85,12 @@ pub fn host_gemm<D: Driver>(driver: &D, call: &BlasGemm<'_, D::Buffer>) -> Resul
             BlasTranspose::None => base + i + j * o.ld,
             BlasTranspose::Transpose => base + j + i * o.ld,
         };
-        element(bytes, dtype, index)
+        let v = element(bytes, dtype, index);
+        if call.allow_tf32 && dtype == DType::F32 {
+            round_to_tf32(v as f32) as f64
+        } else {
+            v
+        }
     };
     for batch in 0..call.batch {
         for j in 0..call.n {
@@ -88,4 +109,27 @@ pub fn host_gemm<D: Driver>(driver: &D, call: &BlasGemm<'_, D::Buffer>) -> Resul
         }
     }
     driver.write(call.c, &c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::round_to_tf32;
+
+    #[test]
+    fn tf32_keeps_ten_mantissa_bits_rounding_to_nearest_even() {
+        let ulp = 2f32.powi(-10);
+        assert_eq!(round_to_tf32(1.0), 1.0);
+        // Below half a TF32 ulp rounds down, above rounds up, a tie goes to the even mantissa.
+        assert_eq!(round_to_tf32(1.0 + 2f32.powi(-12)), 1.0);
+        assert_eq!(
+            round_to_tf32(1.0 + 2f32.powi(-11) + 2f32.powi(-20)),
+            1.0 + ulp
+        );
+        assert_eq!(round_to_tf32(1.0 + 2f32.powi(-11)), 1.0);
+        assert_eq!(round_to_tf32(1.0 + ulp + 2f32.powi(-11)), 1.0 + 2.0 * ulp);
+        assert_eq!(round_to_tf32(-3.0 - 2f32.powi(-12)), -3.0);
+        assert!(round_to_tf32(f32::NAN).is_nan());
+        assert_eq!(round_to_tf32(f32::INFINITY), f32::INFINITY);
+        assert_eq!(round_to_tf32(f32::MAX), f32::INFINITY);
+    }
 }
