@@ -454,6 +454,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_cublas_found_here_has_every_symbol_this_crate_calls() {
+        // Loading needs no GPU; creating a handle would. Skips where no cuBLAS is installed.
+        let (library, path) = match load_library(&CUBLAS_LIBRARY) {
+            Ok(found) => found,
+            Err(reason) => {
+                eprintln!("skipped: no cuBLAS on this machine ({reason})");
+                return;
+            }
+        };
+        for name in [
+            "cublasCreate_v2",
+            "cublasDestroy_v2",
+            "cublasSetStream_v2",
+            "cublasSgemmStridedBatched",
+            "cublasDgemmStridedBatched",
+            "cublasGemmStridedBatchedEx",
+        ] {
+            // SAFETY: only the symbol's presence is checked; nothing is called.
+            let found = unsafe { library.get::<*const c_void>(name.as_bytes()) };
+            assert!(found.is_ok(), "{name} missing from {}", path.display());
+        }
+    }
+
+    #[test]
     fn f32_and_f64_keep_the_classic_entry_points_unless_tf32_is_allowed() {
         for has_ex in [false, true] {
             assert_eq!(
