@@ -108,6 +108,23 @@ impl BackendKind {
             #[cfg(feature = "cuda")]
             BackendKind::Cuda => {
                 let dev = tessera_cuda::Cuda::new()?.with_tf32(precision.allows_tf32());
+                let cublas = dev.driver().cublas_library();
+                match &cublas {
+                    Ok(path) => eprintln!("tessera-bench: cuBLAS {}", path.display()),
+                    Err(reason) => eprintln!("tessera-bench: no cuBLAS ({reason})"),
+                }
+                // Only cuBLAS products use TF32: without it (or on the tiled kernel) a "tf32"
+                // record would be an f32 one mislabelled.
+                if precision.allows_tf32() {
+                    if let Err(reason) = cublas {
+                        return Err(
+                            format!("tf32 needs cuBLAS, which is unavailable: {reason}").into()
+                        );
+                    }
+                    if dev.options().engine == tessera_cuda::GemmEngine::Tiled {
+                        return Err("tf32 needs cuBLAS, but TESSERA_CUDA_GEMM=tiled".into());
+                    }
+                }
                 suite.measure(&dev, policy, protocol, &mut marked)
             }
         }
