@@ -487,6 +487,28 @@ mod tests {
     }
 
     #[test]
+    fn both_scripts_are_valid_bash() {
+        for (name, text) in [
+            ("run.sh", run_script(&bundle(true))),
+            ("lifecycle.sh", lifecycle_script()),
+        ] {
+            let file = std::env::temp_dir().join(format!("{}-{name}", std::process::id()));
+            std::fs::write(&file, text).unwrap();
+            let out = std::process::Command::new("bash")
+                .arg("-n")
+                .arg(&file)
+                .output()
+                .unwrap();
+            std::fs::remove_file(&file).unwrap();
+            assert!(
+                out.status.success(),
+                "{name}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+
+    #[test]
     fn the_lifecycle_script_replaces_the_placeholders_and_keeps_going_after_a_failure() {
         // A bundle folder with spaces in its path and a stand-in tessera-bench that prints its
         // arguments, one per line, and fails for the `cnn` suite.
@@ -513,8 +535,9 @@ mod tests {
                 "cnn --reps 1",
                 "gpt --init @OUT@/w.st",
             ])
-            .status()
-            .unwrap();
+            .output()
+            .unwrap()
+            .status;
         assert!(!status.success(), "the failing suite makes the run fail");
         let written = std::fs::read_to_string(out.join("cuda-bf16.jsonl")).unwrap();
         let lines: Vec<&str> = written.lines().collect();
