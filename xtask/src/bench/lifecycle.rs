@@ -206,8 +206,13 @@ impl Lifecycle {
     /// The answer to "which phase does an accelerator help most", in words.
     pub fn verdict(&self) -> String {
         match self.most_helped() {
-            Some((row, acc, s)) => format!(
+            Some((row, acc, s)) if s > 1.0 => format!(
                 "{acc} helps most in {} ({s:.2}x the CPU backend's speed).",
+                row.label()
+            ),
+            Some((row, acc, s)) => format!(
+                "No other column beats the CPU backend in any phase; the closest is {acc} in {} \
+                 ({s:.2}x its speed).",
                 row.label()
             ),
             None => "n/a: no accelerator backend was measured on this machine, so every speedup \
@@ -449,6 +454,20 @@ mod tests {
         let json = report.to_json();
         assert_eq!(json["rows"][1]["speedup_over_cpu"]["cuda tf32"], 20.0);
         assert_eq!(json["backends"][3], "cuda bf16");
+    }
+
+    #[test]
+    fn a_slower_column_is_not_said_to_help() {
+        let records = [
+            rec_in("cpu", None, "train", 0.01),
+            rec_in("cpu", Some("bf16"), "train", 0.02),
+        ];
+        let verdict = Lifecycle::from_records(&records).verdict();
+        assert!(verdict.starts_with("No other column beats"), "{verdict}");
+        assert!(
+            verdict.contains("cpu bf16 in train mlp (0.50x"),
+            "{verdict}"
+        );
     }
 
     #[test]
