@@ -232,7 +232,9 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// Waits for all queued work.
     fn synchronize(&self) -> Result<()>;
 
-    /// Queues a vendor BLAS GEMM, or returns `None` when the driver has no BLAS library.
+    /// Queues a vendor BLAS GEMM, or returns `None` when the driver has no BLAS library or none
+    /// for this call's dtype (the engine then runs its kernel). A driver may honour
+    /// [`BlasGemm::allow_tf32`] for f32 or ignore it (full f32 is always allowed).
     fn blas_gemm(&self, call: &BlasGemm<'_, Self::Buffer>) -> Option<Result<()>>;
 
     /// Why [`Driver::blas_gemm`] is unavailable (None when it is available).
