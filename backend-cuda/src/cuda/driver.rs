@@ -452,7 +452,7 @@ impl Driver for CudaDriver {
         })
     }
 
-    /// cuBLAS when it loaded and has an entry point for the dtype ([`gemm_route`]); None
+    /// cuBLAS when it loaded and has an entry point for the dtype (`gemm_route`); None
     /// otherwise, and the engine runs the kernel.
     fn blas_gemm(&self, call: &BlasGemm<'_, Block>) -> Option<Result<()>> {
         let cublas = self.blas().as_ref().ok()?;

@@ -3,7 +3,7 @@
 //! (`tessera_nn::precision::Precision::BF16`: linear layers compute in bf16, master weights and
 //! everything else stay f32). Records measured in anything but f32 carry it
 //! ([`crate::bench::record::Record::precision`]), and the lifecycle report gives each
-//! backend-and-precision pair its own column ([`column`]).
+//! backend-and-precision pair its own column ([`column()`]).
 
 use clap::ValueEnum;
 use tessera_nn::precision::Precision;
