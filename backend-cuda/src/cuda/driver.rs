@@ -455,6 +455,7 @@ impl Driver for CudaDriver {
     /// cuBLAS when it loaded and has an entry point for the dtype (`gemm_route`); None
     /// otherwise, and the engine runs the kernel.
     fn blas_gemm(&self, call: &BlasGemm<'_, Block>) -> Option<Result<()>> {
+        // f32/f64 through {S,D}gemmStridedBatched, f16/bf16 (and TF32) through GemmEx.
         let cublas = self.blas().as_ref().ok()?;
         let route = gemm_route(call.dtype, call.allow_tf32, cublas.has_gemm_ex())?;
         if let Err(e) = self.activate() {

@@ -417,7 +417,10 @@ impl Driver for Emulator {
     }
 
     fn blas_gemm(&self, call: &BlasGemm<'_, EmulatorBuffer>) -> Option<Result<()>> {
-        self.host_blas.then(|| host_gemm(self, call))
+        // Like the CUDA driver's cuBLAS: {S,D}gemmStridedBatched for f32 and f64,
+        // GemmStridedBatchedEx for f16 and bf16.
+        let blas_dtype = call.dtype.is_float();
+        (self.host_blas && blas_dtype).then(|| host_gemm(self, call))
     }
 
     fn blas_unavailable(&self) -> Option<String> {

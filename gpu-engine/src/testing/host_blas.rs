@@ -1,17 +1,33 @@
-//! [`host_gemm`]: a column-major strided-batched GEMM (`cublas{S,D}gemmStridedBatched` with
-//! alpha 1 and beta 0) computed on the host from the call the engine describes, through any
+//! [`host_gemm`]: a column-major strided-batched GEMM (`cublas{S,D}gemmStridedBatched`, or
+//! `cublasGemmStridedBatchedEx` for f16/bf16, with alpha 1 and beta 0) computed on the host from the call the engine describes, through any
 //! driver's `read` and `write`.
 
 use crate::driver::{BlasGemm, BlasOperand, BlasTranspose, Driver};
-use tessera_core::{DType, Error, Result};
+use tessera_core::{bf16, f16, DType, Error, Result};
 
-/// Element `i` of `bytes` (f32 or f64) as f64.
+/// Element `i` of `bytes` (f32, f64, f16 or bf16) as f64.
 fn element(bytes: &[u8], dtype: DType, i: usize) -> f64 {
+    let half = || u16::from_ne_bytes(bytes[2 * i..2 * i + 2].try_into().unwrap_or_default());
     match dtype {
         DType::F32 => {
             f32::from_ne_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap_or_default()) as f64
         }
+        DType::F16 => f16::from_bits(half()).to_f64(),
+        DType::BF16 => bf16::from_bits(half()).to_f64(),
         _ => f64::from_ne_bytes(bytes[8 * i..8 * i + 8].try_into().unwrap_or_default()),
+    }
+}
+
+/// Writes `v` as element `i` of `bytes`; a 16-bit output is the f32 result rounded once more,
+/// as `cublasGemmStridedBatchedEx` with `CUBLAS_COMPUTE_32F` stores it.
+fn store(bytes: &mut [u8], dtype: DType, i: usize, v: f64) {
+    match dtype {
+        DType::F32 => bytes[4 * i..4 * i + 4].copy_from_slice(&(v as f32).to_ne_bytes()),
+        DType::F16 => bytes[2 * i..2 * i + 2]
+            .copy_from_slice(&f16::from_f32(v as f32).to_bits().to_ne_bytes()),
+        DType::BF16 => bytes[2 * i..2 * i + 2]
+            .copy_from_slice(&bf16::from_f32(v as f32).to_bits().to_ne_bytes()),
+        _ => bytes[8 * i..8 * i + 8].copy_from_slice(&v.to_ne_bytes()),
     }
 }
 
@@ -99,12 +115,7 @@ pub fn host_gemm<D: Driver>(driver: &D, call: &BlasGemm<'_, D::Buffer>) -> Resul
                     .map(|q| at(&call.a, &a, batch, i, q) * at(&call.b, &b, batch, q, j))
                     .sum();
                 let index = call.c_offset + batch * call.c_batch_stride + i + j * call.ldc;
-                match dtype {
-                    DType::F32 => {
-                        c[4 * index..4 * index + 4].copy_from_slice(&(v as f32).to_ne_bytes())
-                    }
-                    _ => c[8 * index..8 * index + 8].copy_from_slice(&v.to_ne_bytes()),
-                }
+                store(&mut c, dtype, index, v);
             }
         }
     }
