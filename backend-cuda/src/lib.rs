@@ -19,6 +19,9 @@
 //!   checks every kernel with NVRTC and `ptxas` without a GPU.
 //! * **GEMM**: cuBLAS strided-batched (loaded at run time when present; [`GemmEngine::Blas`])
 //!   or the shared tiled kernel, chosen per handle (`dev.with_gemm(..)`, [`CudaOptions`]).
+//!   f16 and bf16 products go to `cublasGemmStridedBatchedEx` with f32 compute; f32 products
+//!   may use TF32 tensor cores when a handle allows it (`dev.with_tf32(true)`,
+//!   [`CudaOptions::allow_tf32`], [`TF32_ENV_VAR`]), off by default as in PyTorch.
 //! * **Memory and streams**: the engine's caching buffer pool with size classes per device
 //!   (on out-of-memory it frees its cache and retries once, then returns
 //!   [`tessera_core::Error::OutOfMemory`] naming the bytes); one stream per device and no host
@@ -62,7 +65,7 @@ pub use cuda::driver::{Block, CudaDriver};
 pub use cuda::driver_error::INSTALL_HINT;
 pub use cuda::registry::device_count;
 pub use interop::{device_address, load_nvidia_library};
-pub use options::{CudaOptions, DEFAULT_TILES, GEMM_ENV_VAR, TILES_ENV_VAR};
+pub use options::{CudaOptions, DEFAULT_TILES, GEMM_ENV_VAR, TF32_ENV_VAR, TILES_ENV_VAR};
 pub use tessera_gpu::{GemmEngine, MemoryUsage, RuntimeStats, LAUNCH_BLOCKING_ENV_VAR};
 
 /// An NVIDIA GPU: the engine over the CUDA driver. Cheap to clone; every handle on one device

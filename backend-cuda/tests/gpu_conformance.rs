@@ -5,8 +5,8 @@
 
 include!("common/suite.rs");
 
-use tessera_core::{DType, Error, Tensor};
-use tessera_cuda::{Cuda, GemmEngine};
+use tessera_core::{Backend, DType, Error, Tensor};
+use tessera_cuda::{Cuda, GemmEngine, TF32_ENV_VAR};
 
 /// Device 0, or None after printing why the test is skipped.
 fn cuda() -> Option<Cuda> {
@@ -52,6 +52,97 @@ fn matmul_with_cublas() {
         tessera_conformance::checks::matmul::run(&blas, dtype);
     }
     assert!(blas.stats().blas_calls > before, "cuBLAS was never called");
+}
+
+#[test]
+fn cuda_declares_the_16_bit_dtypes() {
+    let Some(dev) = cuda() else { return };
+    for dtype in [DType::F16, DType::BF16] {
+        assert!(
+            dev.supports_dtype(dtype),
+            "CUDA does not declare {dtype}: the conformance families skipped its cells"
+        );
+    }
+}
+
+#[test]
+fn sixteen_bit_matmul_with_cublas_gemm_ex() {
+    let Some(dev) = cuda() else { return };
+    if let Err(reason) = dev.driver().cublas_library() {
+        eprintln!("skipped: cuBLAS is not available on this machine ({reason})");
+        return;
+    }
+    let blas = dev.with_gemm(GemmEngine::Blas);
+    for dtype in [DType::F16, DType::BF16] {
+        if !blas.supports_dtype(dtype) {
+            eprintln!("skipped {dtype}: not declared (see cuda_declares_the_16_bit_dtypes)");
+            continue;
+        }
+        let before = blas.stats().blas_calls;
+        tessera_conformance::checks::matmul::run(&blas, dtype);
+        assert!(
+            blas.stats().blas_calls > before,
+            "{dtype} products never reached cublasGemmStridedBatchedEx"
+        );
+    }
+}
+
+/// `count` reproducible values in [-1, 1).
+fn uniform(count: usize, seed: u64) -> Vec<f32> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..count)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            ((state >> 40) as f32 / (1u64 << 23) as f32) - 1.0
+        })
+        .collect()
+}
+
+/// `||C - C_ref||_F / ||C_ref||_F` of `a (m x k) * b (k x n)` on `dev` against f64 on the host.
+fn normwise_error(dev: &Cuda, m: usize, k: usize, n: usize) -> f64 {
+    let (a, b) = (uniform(m * k, 1), uniform(k * n, 2));
+    let ta = Tensor::<Cuda>::from_vec(a.clone(), [m, k], dev).unwrap();
+    let tb = Tensor::<Cuda>::from_vec(b.clone(), [k, n], dev).unwrap();
+    let c = ta.matmul(&tb).unwrap().to_vec::<f32>().unwrap();
+    let (mut diff, mut norm) = (0.0f64, 0.0f64);
+    for i in 0..m {
+        for j in 0..n {
+            let exact: f64 = (0..k)
+                .map(|p| a[i * k + p] as f64 * b[p * n + j] as f64)
+                .sum();
+            diff += (c[i * n + j] as f64 - exact).powi(2);
+            norm += exact * exact;
+        }
+    }
+    (diff / norm).sqrt()
+}
+
+#[test]
+fn tf32_is_off_by_default_and_within_its_rounding_when_on() {
+    let Some(dev) = cuda() else { return };
+    if let Err(reason) = dev.driver().cublas_library() {
+        eprintln!("skipped: cuBLAS is not available on this machine ({reason})");
+        return;
+    }
+    if std::env::var_os(TF32_ENV_VAR).is_none() {
+        assert!(!dev.options().allow_tf32, "TF32 must be off by default");
+    }
+    let blas = dev.with_gemm(GemmEngine::Blas);
+    let (m, k, n) = (256, 1024, 256);
+    let f32_error = normwise_error(&blas.with_tf32(false), m, k, n);
+    let before = blas.stats().blas_calls;
+    let tf32_error = normwise_error(&blas.with_tf32(true), m, k, n);
+    assert!(
+        blas.stats().blas_calls > before,
+        "the TF32 product did not use cuBLAS"
+    );
+    // Printed for the record: TF32 rounds the inputs to 10 mantissa bits, so its error is
+    // expected near 1e-4 to 1e-3 and f32's near 1e-7.
+    eprintln!("normwise relative error at {m}x{k}x{n}: f32 {f32_error:.2e}, TF32 {tf32_error:.2e}");
+    assert!(f32_error < 1e-5, "f32 error {f32_error:.2e}");
+    assert!(tf32_error < 1e-2, "TF32 error {tf32_error:.2e}");
 }
 
 #[test]

@@ -123,11 +123,15 @@ pub struct BlasOperand<'a, B> {
 }
 
 /// `C = op(A) op(B)` for `batch` column-major matrices (`C` is `m x n`, contiguous batches of
-/// `ldc * n` elements): the arguments of `cublas{S,D}gemmStridedBatched` with alpha 1, beta 0.
+/// `ldc * n` elements): the arguments of `cublas{S,D}gemmStridedBatched` (or
+/// `cublasGemmStridedBatchedEx` for 16-bit and TF32) with alpha 1, beta 0.
 #[derive(Clone, Copy, Debug)]
 pub struct BlasGemm<'a, B> {
-    /// F32 or F64.
+    /// The element type of A, B and C (F32, F64, F16 or BF16; a driver whose BLAS lacks one
+    /// answers None and the kernel runs).
     pub dtype: DType,
+    /// Whether an f32 product may use TF32 tensor cores ([`crate::GemmOptions::allow_tf32`]).
+    pub allow_tf32: bool,
     /// Rows of `op(A)` and `C`.
     pub m: usize,
     /// Columns of `op(B)` and `C`.
@@ -228,7 +232,9 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// Waits for all queued work.
     fn synchronize(&self) -> Result<()>;
 
-    /// Queues a vendor BLAS GEMM, or returns `None` when the driver has no BLAS library.
+    /// Queues a vendor BLAS GEMM, or returns `None` when the driver has no BLAS library or none
+    /// for this call's dtype (the engine then runs its kernel). A driver may honour
+    /// [`BlasGemm::allow_tf32`] for f32 or ignore it (full f32 is always allowed).
     fn blas_gemm(&self, call: &BlasGemm<'_, Self::Buffer>) -> Option<Result<()>>;
 
     /// Why [`Driver::blas_gemm`] is unavailable (None when it is available).

@@ -114,15 +114,21 @@ pub struct GemmOptions {
     pub engine: GemmEngine,
     /// The kernel and tiles requested.
     pub config: GemmConfig,
+    /// Whether f32 matrix products may run on TF32 tensor cores (inputs rounded to a 10-bit
+    /// mantissa, f32 accumulation) where the driver's BLAS has them: cuBLAS's
+    /// `CUBLAS_COMPUTE_32F_FAST_TF32`. Off by default, as PyTorch's
+    /// `torch.backends.cuda.matmul.allow_tf32`; the tiled kernel and other dtypes ignore it.
+    pub allow_tf32: bool,
 }
 
 impl Default for GemmOptions {
     /// [`GemmEngine::Auto`] and the `gemm` kernel with 64 x 64 outputs per block of 16 x 16
-    /// work-items and 16-deep tiles.
+    /// work-items and 16-deep tiles, TF32 off.
     fn default() -> Self {
         GemmOptions {
             engine: GemmEngine::Auto,
             config: GemmConfig::tiled(GemmTiles::new(64, 64, 16, 4, 4)),
+            allow_tf32: false,
         }
     }
 }

@@ -109,6 +109,18 @@ impl<D: Driver> Gpu<D> {
         }
     }
 
+    /// The same device with TF32 allowed (or not) for its f32 matrix products
+    /// ([`GemmOptions::allow_tf32`]; off by default). Other handles are unaffected.
+    pub fn with_tf32(&self, allow: bool) -> Self {
+        Gpu {
+            rt: self.rt.clone(),
+            options: GemmOptions {
+                allow_tf32: allow,
+                ..self.options
+            },
+        }
+    }
+
     /// This handle's GEMM options.
     pub fn options(&self) -> &GemmOptions {
         &self.options

@@ -6,7 +6,7 @@
 //! come from [`crate::kernels`] (a precompiled folder or NVRTC), loaded once per module and
 //! context.
 
-use crate::cuda::cublas::{Cublas, GemmCall, GemmOperand};
+use crate::cuda::cublas::{gemm_route, Cublas, GemmCall, GemmOperand};
 use crate::cuda::driver_error::{backend_error, check, BACKEND};
 use crate::kernels::{self, Arch, KernelModule, KERNELS_DIR_ENV_VAR};
 use crate::options::check_tiles;
@@ -20,7 +20,7 @@ use std::ffi::{c_void, CString};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
-use tessera_core::{DType, Error, Result};
+use tessera_core::{Error, Result};
 use tessera_gpu::View;
 use tessera_gpu::{
     BlasGemm, BlasOperand, Driver, DriverArg, DriverInfo, GemmOptions, Launch, ModuleKey,
@@ -452,12 +452,12 @@ impl Driver for CudaDriver {
         })
     }
 
+    /// cuBLAS when it loaded and has an entry point for the dtype (`gemm_route`); None
+    /// otherwise, and the engine runs the kernel.
     fn blas_gemm(&self, call: &BlasGemm<'_, Block>) -> Option<Result<()>> {
-        // {S,D}gemmStridedBatched only: other dtypes (the 16-bit floats) use the GEMM kernel.
-        if !matches!(call.dtype, DType::F32 | DType::F64) {
-            return None;
-        }
+        // f32/f64 through {S,D}gemmStridedBatched, f16/bf16 (and TF32) through GemmEx.
         let cublas = self.blas().as_ref().ok()?;
+        let route = gemm_route(call.dtype, call.allow_tf32, cublas.has_gemm_ex())?;
         if let Err(e) = self.activate() {
             return Some(Err(e));
         }
@@ -469,7 +469,7 @@ impl Driver for CudaDriver {
             batch_stride: o.batch_stride,
         };
         let raw = GemmCall {
-            double: call.dtype == DType::F64,
+            route,
             m: call.m,
             n: call.n,
             k: call.k,

@@ -6,7 +6,7 @@
 //! search (`LD_LIBRARY_PATH`, the ld.so cache) for the bare library names; the CUDA toolkit
 //! (`$CUDA_PATH`, `$CUDA_HOME`, `/usr/local/cuda`); and the `nvidia-*-cu12` wheels of PyPI in
 //! the site-packages of `python3` (`nvidia/cuda_nvrtc/lib`, `nvidia/cublas/lib`,
-//! `nvidia/cuda_nvcc/bin`).
+//! `nvidia/cuda_nvcc/bin`), then the CUDA 13 wheels' shared folder ([`CUDA13_WHEEL_DIR`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -22,6 +22,9 @@ pub(crate) struct LibrarySpec {
     /// The wheel's folder under site-packages (`nvidia/cuda_nvrtc/lib`).
     pub(crate) wheel_dir: &'static str,
 }
+
+/// Where PyPI's CUDA 13 wheels (`nvidia-cublas`, `nvidia-cuda-nvrtc` 13.x) put every library.
+pub(crate) const CUDA13_WHEEL_DIR: &str = "nvidia/cu13/lib";
 
 /// The site-packages folders of `python3` (computed once; empty without Python).
 fn site_packages() -> &'static [PathBuf] {
@@ -73,6 +76,7 @@ pub(crate) fn library_candidates(spec: &LibrarySpec) -> Vec<PathBuf> {
         .flat_map(|r| [r.join("lib64"), r.join("lib")])
         .collect();
     folders.extend(site_packages().iter().map(|s| s.join(spec.wheel_dir)));
+    folders.extend(site_packages().iter().map(|s| s.join(CUDA13_WHEEL_DIR)));
     for folder in folders.into_iter().filter(|f| f.is_dir()) {
         for name in spec.file_names {
             let file = folder.join(name);

@@ -16,8 +16,15 @@ mod through_blas {
         let Some(dev) = super::super::emulated(true) else {
             return;
         };
-        for dtype in [DType::F32, DType::F64] {
+        // The 16-bit floats go to the (host-emulated) GemmStridedBatchedEx like f32 and f64 go
+        // to {S,D}gemmStridedBatched.
+        for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
+            let before = dev.stats().blas_calls;
             tessera_conformance::checks::matmul::run(&dev, dtype);
+            assert!(
+                dev.stats().blas_calls > before,
+                "{dtype}: the BLAS path never ran"
+            );
         }
     }
 }

@@ -70,3 +70,30 @@ fn layouts_above_the_kernel_rank_are_split_into_launches() {
     let summed = doubled.sum_all().unwrap();
     assert_eq!(summed.to_vec::<i64>().unwrap(), vec![total]);
 }
+
+#[test]
+fn tf32_reaches_the_cublas_call_only_for_handles_that_allow_it() {
+    let Some(dev) = emulated(true) else {
+        return;
+    };
+    // 1 + 2^-12 is exact in f32 and rounds to 1 in TF32 (10 mantissa bits).
+    let fine = 1.0f32 + 2f32.powi(-12);
+    let product = |handle: &super::Emulated| -> Vec<f32> {
+        let a = Tensor::from_vec(vec![fine, 0.0, 0.0, 1.0], [2, 2], handle).unwrap();
+        let eye = Tensor::from_vec(vec![1.0f32, 0.0, 0.0, 1.0], [2, 2], handle).unwrap();
+        a.matmul(&eye).unwrap().to_vec::<f32>().unwrap()
+    };
+    assert!(!dev.options().allow_tf32, "TF32 is off by default");
+    assert_eq!(product(&dev), [fine, 0.0, 0.0, 1.0]);
+    // Only the (host-emulated) cuBLAS call rounds to TF32: the flag went from the handle's
+    // options through the engine's BlasGemm to the driver.
+    assert_eq!(product(&dev.with_tf32(true)), [1.0, 0.0, 0.0, 1.0]);
+    // The option belongs to the handle: the first one still computes in f32; f64 ignores it.
+    assert_eq!(product(&dev), [fine, 0.0, 0.0, 1.0]);
+    let fine64 = 1.0f64 + 2f64.powi(-40);
+    let tf32 = dev.with_tf32(true);
+    let a = Tensor::from_vec(vec![fine64, 0.0, 0.0, 1.0], [2, 2], &tf32).unwrap();
+    let eye = Tensor::from_vec(vec![1.0f64, 0.0, 0.0, 1.0], [2, 2], &tf32).unwrap();
+    let c = a.matmul(&eye).unwrap().to_vec::<f64>().unwrap();
+    assert_eq!(c, [fine64, 0.0, 0.0, 1.0]);
+}

@@ -69,6 +69,7 @@ pub(crate) fn launch_kernel<D: Driver>(
 /// operand is not expressible (see `blas_layout`).
 fn launch_blas<D: Driver>(
     rt: &Runtime<D>,
+    allow_tf32: bool,
     a: &GpuStorage<D>,
     b: &GpuStorage<D>,
     c: &GpuStorage<D>,
@@ -77,6 +78,7 @@ fn launch_blas<D: Driver>(
     let [bt, at] = blas_operands(p)?;
     let call = BlasGemm {
         dtype: a.dtype(),
+        allow_tf32,
         m: p.n,
         n: p.m,
         k: p.k,
@@ -182,7 +184,9 @@ pub(crate) fn matmul<D: Driver>(
         };
         let blas = match engine {
             GemmEngine::Tiled => None,
-            GemmEngine::Auto | GemmEngine::Blas => launch_blas(rt, a, b, &out, &problem),
+            GemmEngine::Auto | GemmEngine::Blas => {
+                launch_blas(rt, options.allow_tf32, a, b, &out, &problem)
+            }
         };
         match blas {
             Some(outcome) => outcome?,

@@ -417,8 +417,9 @@ impl Driver for Emulator {
     }
 
     fn blas_gemm(&self, call: &BlasGemm<'_, EmulatorBuffer>) -> Option<Result<()>> {
-        // Like the CUDA driver's {S,D}gemmStridedBatched: f32 and f64 only.
-        let blas_dtype = matches!(call.dtype, DType::F32 | DType::F64);
+        // Like the CUDA driver's cuBLAS: {S,D}gemmStridedBatched for f32 and f64,
+        // GemmStridedBatchedEx for f16 and bf16.
+        let blas_dtype = call.dtype.is_float();
         (self.host_blas && blas_dtype).then(|| host_gemm(self, call))
     }
 

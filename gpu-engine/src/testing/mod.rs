@@ -34,4 +34,4 @@ mod emulator;
 mod host_blas;
 
 pub use emulator::{Emulator, EmulatorBuffer};
-pub use host_blas::host_gemm;
+pub use host_blas::{host_gemm, round_to_tf32};

@@ -3,6 +3,7 @@
 use clap::ValueEnum;
 use tessera_cpu::Cpu;
 
+use crate::bench::precision::BenchPrecision;
 use crate::bench::record::Record;
 use crate::bench::suites::SuiteCommand;
 use crate::bench::timing::Protocol;
@@ -59,18 +60,73 @@ impl BackendKind {
             .collect()
     }
 
-    /// Creates this backend and runs `suite` on it, passing each record to `emit`.
+    /// Whether the backend can run matrix products in `precision` (TF32 is a CUDA handle
+    /// option); None when it can, else why not.
+    pub fn precision_unavailable(self, precision: BenchPrecision) -> Option<String> {
+        match (self, precision) {
+            #[cfg(feature = "cuda")]
+            (BackendKind::Cuda, _) => None,
+            (_, BenchPrecision::Tf32) => Some(format!(
+                "tf32 is a CUDA option (cuBLAS tensor cores); the {} backend has none",
+                self.name()
+            )),
+            _ => None,
+        }
+    }
+
+    /// Creates this backend and runs `suite` on it in `precision`, passing each record (marked
+    /// with the precision when not f32) to `emit`. Errors before measuring when the backend or
+    /// the suite cannot run in `precision`.
     pub fn measure(
         self,
         suite: &SuiteCommand,
+        precision: BenchPrecision,
         protocol: &Protocol,
         emit: &mut dyn FnMut(Record),
     ) -> TaskResult<()> {
+        if let Some(reason) = self
+            .precision_unavailable(precision)
+            .or_else(|| suite.precision_unavailable(precision))
+        {
+            return Err(reason.into());
+        }
+        let policy = precision.model_precision();
+        let mut marked = |mut record: Record| {
+            record.precision = precision.record_label().map(str::to_string);
+            emit(record)
+        };
         match self {
-            BackendKind::Cpu => suite.measure(&Cpu::new(), protocol, emit),
-            BackendKind::Opencl => suite.measure(&tessera_opencl::OpenCl::new()?, protocol, emit),
+            BackendKind::Cpu => suite.measure(&Cpu::new(), policy, protocol, &mut marked),
+            BackendKind::Opencl => suite.measure(
+                &tessera_opencl::OpenCl::new()?,
+                policy,
+                protocol,
+                &mut marked,
+            ),
+            // The handle's TF32 switch is set either way, so that `TESSERA_CUDA_TF32` in the
+            // environment cannot turn an f32 measurement into a TF32 one.
             #[cfg(feature = "cuda")]
-            BackendKind::Cuda => suite.measure(&tessera_cuda::Cuda::new()?, protocol, emit),
+            BackendKind::Cuda => {
+                let dev = tessera_cuda::Cuda::new()?.with_tf32(precision.allows_tf32());
+                let cublas = dev.driver().cublas_library();
+                match &cublas {
+                    Ok(path) => eprintln!("tessera-bench: cuBLAS {}", path.display()),
+                    Err(reason) => eprintln!("tessera-bench: no cuBLAS ({reason})"),
+                }
+                // Only cuBLAS products use TF32: without it (or on the tiled kernel) a "tf32"
+                // record would be an f32 one mislabelled.
+                if precision.allows_tf32() {
+                    if let Err(reason) = cublas {
+                        return Err(
+                            format!("tf32 needs cuBLAS, which is unavailable: {reason}").into()
+                        );
+                    }
+                    if dev.options().engine == tessera_cuda::GemmEngine::Tiled {
+                        return Err("tf32 needs cuBLAS, but TESSERA_CUDA_GEMM=tiled".into());
+                    }
+                }
+                suite.measure(&dev, policy, protocol, &mut marked)
+            }
         }
     }
 }
@@ -78,6 +134,67 @@ impl BackendKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tf32_is_refused_off_cuda_and_marks_nothing_it_did_not_run() {
+        let suite = quick_infer();
+        let mut records = Vec::new();
+        let err = BackendKind::Cpu
+            .measure(&suite, BenchPrecision::Tf32, &quick(), &mut |r| {
+                records.push(r)
+            })
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("tf32 is a CUDA option"), "{err}");
+        assert!(records.is_empty());
+    }
+
+    #[test]
+    fn bf16_records_carry_their_precision() {
+        let suite = quick_infer();
+        let mut records = Vec::new();
+        BackendKind::Cpu
+            .measure(&suite, BenchPrecision::Bf16, &quick(), &mut |r| {
+                records.push(r)
+            })
+            .unwrap();
+        assert!(!records.is_empty());
+        for r in &records {
+            assert_eq!(r.precision.as_deref(), Some("bf16"));
+            assert_eq!(r.column(), "cpu bf16");
+        }
+    }
+
+    /// One warm-up run, no minimum warm-up time.
+    fn quick() -> Protocol {
+        Protocol {
+            min_warmup_runs: 1,
+            min_warmup_s: 0.0,
+            ..Protocol::default()
+        }
+    }
+
+    /// One MLP forward at batch 2, one repetition.
+    fn quick_infer() -> SuiteCommand {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct One {
+            #[command(subcommand)]
+            suite: SuiteCommand,
+        }
+        One::try_parse_from([
+            "b",
+            "infer",
+            "--models",
+            "mlp",
+            "--batches",
+            "2",
+            "--reps",
+            "1",
+        ])
+        .unwrap()
+        .suite
+    }
 
     #[test]
     fn the_cpu_is_always_present_and_first() {

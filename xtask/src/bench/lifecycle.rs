@@ -1,13 +1,17 @@
 //! The lifecycle report: for each phase of a model's life (prep, train, eval, infer-1,
 //! infer-batch), the time on each Tessera backend, each accelerator's speedup over the CPU and
 //! PyTorch's CPU time beside them; written as Markdown, JSON and an SVG plot under
-//! `target/bench/`.
+//! `target/bench/` (or, for the gpu-check bundle, `tessera-bench lifecycle-report DIR`).
+//!
+//! A "backend" column is a backend in one precision ([`crate::bench::precision::column`]):
+//! `cuda` (f32), `cuda tf32`, `cuda bf16`; every speedup is over the CPU backend in f32.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde_json::{json, Value};
 
+use crate::bench::precision;
 use crate::bench::record::Record;
 use crate::bench::report::{format_rate, host, unix_time};
 
@@ -103,7 +107,8 @@ impl PhaseRow {
 pub struct Lifecycle {
     /// Rows in phase order, then model order (MLP first).
     pub rows: Vec<PhaseRow>,
-    /// Tessera backends measured, the CPU first.
+    /// Tessera columns measured (a backend, with its precision when not f32), the CPU first,
+    /// then each backend's precisions in the order f32, TF32, bf16.
     pub backends: Vec<String>,
     /// Peers that measured some phase.
     pub peers: Vec<String>,
@@ -113,7 +118,8 @@ impl Lifecycle {
     /// Builds the report from every record of a run (the gemm suite's are ignored).
     pub fn from_records(records: &[Record]) -> Self {
         let mut rows: Vec<PhaseRow> = Vec::new();
-        let mut backends: Vec<String> = Vec::new();
+        // (column, backend, precision rank)
+        let mut backends: Vec<(String, String, usize)> = Vec::new();
         let mut peers: Vec<String> = Vec::new();
         for r in records {
             let Some(phase) = r.phase.as_deref() else {
@@ -137,9 +143,11 @@ impl Lifecycle {
                 }
             };
             if r.framework == "tessera" {
-                rows[index].tessera.insert(r.backend.clone(), Cell::of(r));
-                if !backends.contains(&r.backend) {
-                    backends.push(r.backend.clone());
+                let column = r.column();
+                rows[index].tessera.insert(column.clone(), Cell::of(r));
+                if !backends.iter().any(|(c, _, _)| *c == column) {
+                    let rank = precision::column_rank(r.precision.as_deref());
+                    backends.push((column, r.backend.clone(), rank));
                 }
             } else {
                 rows[index].peers.insert(r.framework.clone(), Cell::of(r));
@@ -161,10 +169,12 @@ impl Lifecycle {
                 .unwrap_or(PHASES.len());
             (phase, model_order(&row.model))
         });
-        backends.sort_by_key(|b| (b != REFERENCE_BACKEND, b.clone()));
+        backends.sort_by_key(|(column, backend, rank)| {
+            (column != REFERENCE_BACKEND, backend.clone(), *rank)
+        });
         Lifecycle {
             rows,
-            backends,
+            backends: backends.into_iter().map(|(column, _, _)| column).collect(),
             peers,
         }
     }
@@ -196,8 +206,13 @@ impl Lifecycle {
     /// The answer to "which phase does an accelerator help most", in words.
     pub fn verdict(&self) -> String {
         match self.most_helped() {
-            Some((row, acc, s)) => format!(
+            Some((row, acc, s)) if s > 1.0 => format!(
                 "{acc} helps most in {} ({s:.2}x the CPU backend's speed).",
+                row.label()
+            ),
+            Some((row, acc, s)) => format!(
+                "No other column beats the CPU backend in any phase; the closest is {acc} in {} \
+                 ({s:.2}x its speed).",
                 row.label()
             ),
             None => "n/a: no accelerator backend was measured on this machine, so every speedup \
@@ -250,6 +265,15 @@ impl Lifecycle {
             "\nEach cell: median time of the timed unit (samples/s). Speedups are time ratios \
              against Tessera's CPU backend; `Tessera cpu / peer` above 1 means Tessera is faster."
         );
+        if self.backends.iter().any(|b| b.contains(' ')) {
+            let _ = writeln!(
+                out,
+                "\nColumns `<backend> tf32`: f32 tensors, matrix products on TF32 tensor cores \
+                 (cuBLAS); `<backend> bf16`: the bf16 mixed-precision policy (linear layers in \
+                 bf16, f32 master weights). `-`: not measured in that precision (prep does no \
+                 matrix product; the GPT has no precision policy yet)."
+            );
+        }
         let _ = writeln!(out, "\n{}", self.verdict());
         out
     }
@@ -380,6 +404,80 @@ mod tests {
         assert!(md.contains("2.00x"));
         assert!(report.verdict().starts_with("n/a"));
         assert!(report.to_json()["most_helped"].is_null());
+    }
+
+    fn rec_in(backend: &str, precision: Option<&str>, phase: &str, s: f64) -> Record {
+        let model = (phase != "prep").then_some("mlp");
+        let mut r = rec("tessera", backend, phase, model, s);
+        r.precision = precision.map(str::to_string);
+        r
+    }
+
+    #[test]
+    fn each_precision_gets_its_own_column_and_speedup_over_cpu_f32() {
+        let records = [
+            rec_in("cuda", Some("bf16"), "train", 0.001),
+            rec_in("cpu", None, "train", 0.04),
+            rec_in("cuda", Some("tf32"), "train", 0.002),
+            rec_in("cuda", None, "train", 0.004),
+            rec_in("cpu", None, "prep", 1.0),
+            rec_in("cuda", None, "prep", 0.5),
+        ];
+        let report = Lifecycle::from_records(&records);
+        assert_eq!(report.backends, ["cpu", "cuda", "cuda tf32", "cuda bf16"]);
+        let train = &report.rows[1];
+        assert_eq!(train.label(), "train mlp");
+        assert_eq!(train.speedup("cuda"), Some(10.0));
+        assert_eq!(train.speedup("cuda tf32"), Some(20.0));
+        assert_eq!(train.speedup("cuda bf16"), Some(40.0));
+        // Prep was not measured in tf32/bf16: no speedup, a `-` cell.
+        assert_eq!(report.rows[0].speedup("cuda bf16"), None);
+        let md = report.to_markdown("gpu machine");
+        assert!(
+            md.contains("| Tessera cuda tf32 | cuda tf32 speedup |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| Tessera cuda bf16 | cuda bf16 speedup |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| prep | one epoch, 64 samples | 1.00 s (64.0/s) | 500.00 ms (128/s) | 2.00x | - | - | - | - |"),
+            "{md}"
+        );
+        assert!(md.contains("40.00x") && md.contains("bf16 mixed-precision policy"));
+        let (row, column, s) = report.most_helped().unwrap();
+        assert_eq!(
+            (row.label().as_str(), column, s),
+            ("train mlp", "cuda bf16", 40.0)
+        );
+        let json = report.to_json();
+        assert_eq!(json["rows"][1]["speedup_over_cpu"]["cuda tf32"], 20.0);
+        assert_eq!(json["backends"][3], "cuda bf16");
+    }
+
+    #[test]
+    fn a_slower_column_is_not_said_to_help() {
+        let records = [
+            rec_in("cpu", None, "train", 0.01),
+            rec_in("cpu", Some("bf16"), "train", 0.02),
+        ];
+        let verdict = Lifecycle::from_records(&records).verdict();
+        assert!(verdict.starts_with("No other column beats"), "{verdict}");
+        assert!(
+            verdict.contains("cpu bf16 in train mlp (0.50x"),
+            "{verdict}"
+        );
+    }
+
+    #[test]
+    fn an_f32_only_report_has_no_precision_note() {
+        let records = [
+            rec_in("cpu", None, "train", 0.04),
+            rec_in("cuda", None, "train", 0.004),
+        ];
+        let md = Lifecycle::from_records(&records).to_markdown("m");
+        assert!(!md.contains("mixed-precision"), "{md}");
     }
 
     #[test]

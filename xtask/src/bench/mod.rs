@@ -15,10 +15,12 @@ pub mod baseline;
 pub mod collect;
 pub mod ddp;
 pub mod lifecycle;
+pub mod lifecycle_files;
 pub mod numpy;
 pub mod pairs;
 pub mod peer;
 pub mod plot;
+pub mod precision;
 pub mod record;
 pub mod report;
 pub mod resident;
@@ -72,12 +74,16 @@ pub struct BenchArgs {
     pub suite: Option<SuiteCommand>,
 }
 
-/// Arguments of `tessera-bench`: one suite on one backend.
+/// Arguments of `tessera-bench`: one suite on one backend in one precision.
 #[derive(Debug, Clone, PartialEq, Args)]
 pub struct MeasureArgs {
     /// The Tessera backend to measure.
     #[arg(long, value_enum, default_value_t)]
     pub backend: BackendKind,
+    /// The precision: f32, tf32 (CUDA: f32 matrix products on TF32 tensor cores) or bf16
+    /// (the models' bf16 mixed-precision policy; the model suites only).
+    #[arg(long, value_enum, default_value_t)]
+    pub precision: precision::BenchPrecision,
     /// The suite to run.
     #[command(subcommand)]
     pub suite: SuiteCommand,
@@ -235,21 +241,13 @@ fn write_lifecycle(records: &[Record]) -> TaskResult<()> {
     let report = Lifecycle::from_records(records);
     let machine = machine_description();
     let dir = target_dir().join("bench");
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| format!("could not create {}: {e}", dir.display()))?;
-    let markdown = report.to_markdown(&machine);
-    let md_path = dir.join("lifecycle.md");
-    std::fs::write(&md_path, &markdown)
-        .map_err(|e| format!("could not write {}: {e}", md_path.display()))?;
-    let json_path = report::write_results("lifecycle", &report.to_json())?;
-    let svg_path = dir.join("lifecycle.svg");
-    plot::write_svg(&report, &machine, &svg_path)?;
+    let (markdown, [md, json, svg]) = lifecycle_files::write_files(&report, &machine, &dir)?;
     println!("==> lifecycle report\n\n{markdown}");
     println!(
         "written to {}, {} and {}",
-        md_path.display(),
-        json_path.display(),
-        svg_path.display()
+        md.display(),
+        json.display(),
+        svg.display()
     );
     Ok(())
 }

@@ -89,7 +89,8 @@ pub fn pair_ratios(rounds: &[Round]) -> Vec<PairRatio> {
                     && theirs.n == ours.n
                     && theirs.model == ours.model
                     && theirs.phase == ours.phase
-                    && theirs.variant == ours.variant;
+                    && theirs.variant == ours.variant
+                    && theirs.precision == ours.precision;
                 let rate = headline_rate(theirs);
                 if !same_case || theirs.backend != "cpu" || rate <= 0.0 {
                     continue;
@@ -193,6 +194,7 @@ mod tests {
             phase: None,
             variant: None,
             memory: None,
+            precision: None,
         }
     }
 

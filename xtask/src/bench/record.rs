@@ -50,6 +50,10 @@ pub struct Record {
     /// Resident memory around the measured unit, for the `mem` suite.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryUse>,
+    /// The precision measured in when not full f32 (`"tf32"`, `"bf16"`), see
+    /// [`crate::bench::precision`]; absent for f32.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<String>,
 }
 
 /// The resident memory of a measuring process around one measured unit (a training step, an
@@ -91,7 +95,14 @@ impl Record {
             phase: None,
             variant: None,
             memory: None,
+            precision: None,
         }
+    }
+
+    /// Where the record belongs in reports: its backend, with the precision when not f32
+    /// (`"cuda bf16"`).
+    pub fn column(&self) -> String {
+        crate::bench::precision::column(&self.backend, self.precision.as_deref())
     }
 
     /// Sets [`Record::gflops`] from the floating-point operations of one repetition.
@@ -118,14 +129,14 @@ impl Record {
         self
     }
 
-    /// What identifies the measured configuration across frameworks and runs: suite, backend,
-    /// model, phase, size and variant (the framework is left out so that peers line up with
+    /// What identifies the measured configuration across frameworks and runs: suite, backend
+    /// (with its precision), model, phase, size and variant (the framework is left out so that peers line up with
     /// Tessera).
     pub fn case_key(&self) -> String {
         let key = format!(
             "{}/{}/{}/{}/n={}",
             self.suite,
-            self.backend,
+            self.column(),
             self.model.as_deref().unwrap_or("-"),
             self.phase.as_deref().unwrap_or("-"),
             self.n
@@ -228,6 +239,7 @@ mod tests {
             phase: None,
             variant: None,
             memory: None,
+            precision: None,
         }
     }
 

@@ -38,9 +38,9 @@ pub fn throughput_table(ours: &[Record], peer_name: &str, peer: &[Record]) -> St
     lines.join("\n")
 }
 
-/// A column of [`comparison_table`]: one framework on one backend.
+/// A column of [`comparison_table`]: one framework on one backend (in one precision).
 fn column_name(r: &Record) -> String {
-    format!("{} {}", r.framework, r.backend)
+    format!("{} {}", r.framework, r.column())
 }
 
 /// The throughput a table shows for a record: samples/s where the suite counts samples, else
@@ -336,6 +336,7 @@ mod tests {
             phase: None,
             variant: None,
             memory: None,
+            precision: None,
         }
     }
 

@@ -1,12 +1,21 @@
-//! `tessera-bench`: runs one benchmark suite on one Tessera backend and prints one JSON record
-//! per line on stdout. `cargo xtask bench` builds it in release and runs it; running it by hand
-//! works too: `cargo run --release -p xtask --bin tessera-bench -- mlp --reps 20`.
+//! `tessera-bench`: runs one benchmark suite on one Tessera backend (in one precision) and
+//! prints one JSON record per line on stdout. `cargo xtask bench` builds it in release and runs
+//! it; running it by hand works too:
+//! `cargo run --release -p xtask --bin tessera-bench -- --precision bf16 mlp --reps 20`.
+//!
+//! `tessera-bench lifecycle-report DIR [--machine TEXT] [--gpu NAME]` instead renders the lifecycle report
+//! (`lifecycle.{md,json,svg}`) of the record files `DIR/*.jsonl` that earlier runs wrote: the
+//! gpu-check bundle's last step, on a machine without `cargo xtask`.
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
 use xtask::bench::MeasureArgs;
+
+/// The word that selects the report mode instead of a measurement.
+const REPORT_COMMAND: &str = "lifecycle-report";
 
 /// Measures one Tessera benchmark suite; prints JSON records, one per line.
 #[derive(Debug, Parser)]
@@ -14,6 +23,40 @@ use xtask::bench::MeasureArgs;
 struct Cli {
     #[command(flatten)]
     bench: MeasureArgs,
+}
+
+/// `tessera-bench lifecycle-report DIR`: the lifecycle report of the records in DIR/*.jsonl.
+#[derive(Debug, Parser)]
+#[command(name = "tessera-bench lifecycle-report")]
+struct ReportCli {
+    /// Folder of `*.jsonl` files of `tessera-bench` output; the report is written there.
+    dir: PathBuf,
+    /// The machine, for the report's heading [default: this CPU and its core count].
+    #[arg(long)]
+    machine: Option<String>,
+    /// The accelerator, added to the heading (e.g. `NVIDIA H200`; empty: none).
+    #[arg(long)]
+    gpu: Option<String>,
+}
+
+/// Renders the lifecycle report of `cli.dir` and prints it.
+fn report(cli: ReportCli) -> ExitCode {
+    let mut machine = cli
+        .machine
+        .unwrap_or_else(xtask::bench::machine_description);
+    if let Some(gpu) = cli.gpu.filter(|g| !g.trim().is_empty()) {
+        machine = format!("{machine}; GPU: {}", gpu.trim());
+    }
+    match xtask::bench::lifecycle_files::report_folder(&cli.dir, &machine) {
+        Ok(markdown) => {
+            println!("{markdown}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("tessera-bench {REPORT_COMMAND}: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// The threads of rayon's global pool: what the CPU backend runs on.
@@ -26,6 +69,10 @@ fn rayon_threads() -> usize {
 }
 
 fn main() -> ExitCode {
+    if std::env::args().nth(1).as_deref() == Some(REPORT_COMMAND) {
+        let words = std::env::args().skip(1);
+        return report(ReportCli::parse_from(words));
+    }
     // Keep freed tensor memory for reuse: a training program's choice (see tessera_cpu::tune_allocator).
     tessera_cpu::tune_allocator();
     let cli = Cli::parse();
@@ -44,6 +91,7 @@ fn main() -> ExitCode {
     let mut write_error = None;
     let outcome = cli.bench.backend.measure(
         &cli.bench.suite,
+        cli.bench.precision,
         &cli.bench.suite.protocol(),
         &mut |record| {
             // Flush each record at once so a long run shows progress to whoever reads the pipe.

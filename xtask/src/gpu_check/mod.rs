@@ -4,6 +4,10 @@
 //! with precompiled kernels and a slice of Fashion-MNIST in one git-ignored folder, and prints
 //! the single command that runs it all on a GPU machine.
 //!
+//! The script ends with the lifecycle report measured on the GPU machine: every phase on the
+//! CPU backend (all cores) and on CUDA in f32, TF32 and bf16, with the speedups
+//! ([`script::lifecycle_steps`]).
+//!
 //! The binaries link against the `libcuda` stub that `backend-cuda` generates where no driver
 //! is installed; they carry no rpath, so on the GPU machine they load the real driver, whose
 //! folder `run.sh` puts on the loader path after running `nvidia-smi`. Kernels are compiled
@@ -140,10 +144,16 @@ pub fn run(args: &GpuCheckArgs) -> TaskResult<()> {
     if has_text {
         steps.extend(script::gpt_steps());
     }
+    // Last: the lifecycle report, measured on the GPU machine itself.
+    steps.extend(script::lifecycle_steps(has_data));
     let run_sh = bundle.join("run.sh");
     std::fs::write(&run_sh, script::run_script(&steps))
         .map_err(|e| format!("cannot write {}: {e}", run_sh.display()))?;
     make_executable(&run_sh)?;
+    let lifecycle_sh = bundle.join("lifecycle.sh");
+    std::fs::write(&lifecycle_sh, script::lifecycle_script())
+        .map_err(|e| format!("cannot write {}: {e}", lifecycle_sh.display()))?;
+    make_executable(&lifecycle_sh)?;
 
     let size = artifacts::folder_size(&bundle);
     if size > SIZE_LIMIT_BYTES {
@@ -254,7 +264,8 @@ fn print_command(bundle: &Path, size: u64) {
     println!("    bash {}/run.sh RESULTS_DIR\n", shown.display());
     println!(
         "It runs nvidia-smi, puts the driver's library folder on the loader path, then the \
-         conformance suite, train and the benchmarks, writing each one's output and a \
-         summary.txt into RESULTS_DIR."
+         conformance suite (f32, f64, f16, bf16), train (f32 and bf16) and the benchmarks, \
+         writing each one's output and a summary.txt into RESULTS_DIR; it ends with the \
+         lifecycle report (CPU, CUDA f32, TF32 and bf16) in RESULTS_DIR/lifecycle/."
     );
 }

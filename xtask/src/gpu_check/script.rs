@@ -1,6 +1,13 @@
 //! `run.sh`, the bundle's entry point on a GPU machine: `nvidia-smi` first, then the driver's
 //! library folder on the loader path, then every check with a time limit, each writing its
-//! output into the results folder given as the only argument.
+//! output into the results folder given as the only argument. It ends with the lifecycle
+//! report measured on that machine ([`lifecycle_steps`], run through `lifecycle.sh`).
+//!
+//! Step limits add up to at most [`STEP_BUDGET_S`] (one 10-minute device command with room to
+//! start): a limit is the most a step may take, not what it is expected to take.
+
+/// The most seconds all steps' limits may add up to.
+pub const STEP_BUDGET_S: u32 = 540;
 
 /// One step of the script: a name (its output files are `<name>.out` and `<name>.err`), a time
 /// limit in seconds and the command line (shell words; `$here` is the bundle folder).
@@ -14,10 +21,14 @@ pub struct Step {
     pub command: String,
 }
 
-/// The steps: the conformance suite, a short training run, and the benchmarks.
+/// The steps: the conformance suite (every family in f32, f64, f16 and bf16 where the device
+/// declares them, cuBLAS in each, TF32), short training runs (f32 and bf16), and the GEMM
+/// benchmarks (cuBLAS in f32 and TF32, the tiled kernel).
 pub fn steps(has_data: bool, train_samples: usize, test_samples: usize) -> Vec<Step> {
     let bench = "\"$here/bin/tessera-bench\" --backend cuda";
     let mut steps = vec![
+        // The families run their F16/BF16 cells wherever `supports_dtype` says yes; the test
+        // `cuda_declares_the_16_bit_dtypes` fails if CUDA does not declare them.
         Step {
             name: "conformance",
             limit_s: 190,
@@ -25,7 +36,7 @@ pub fn steps(has_data: bool, train_samples: usize, test_samples: usize) -> Vec<S
         },
         Step {
             name: "index-error",
-            limit_s: 20,
+            limit_s: 10,
             command: "\"$here/bin/gpu_index_error\"".into(),
         },
         // One rank only: NCCL refuses two ranks of a communicator on one GPU, and the machine
@@ -36,10 +47,12 @@ pub fn steps(has_data: bool, train_samples: usize, test_samples: usize) -> Vec<S
             command: "\"$here/bin/nccl_library\" --nocapture --test-threads=1".into(),
         },
     ];
+    // Limits of the training runs: a few seconds of work on an H200 each, plus start-up
+    // (context, kernels, cuBLAS); they were 60 s before the 16-bit and lifecycle steps.
     if has_data {
         steps.push(Step {
             name: "train-mlp",
-            limit_s: 60,
+            limit_s: 40,
             command: format!(
                 "\"$here/bin/train\" --backend cuda --model mlp --epochs 2 --data \"$here/data\" \
                  --train-limit {train_samples} --test-limit {test_samples}"
@@ -56,40 +69,184 @@ pub fn steps(has_data: bool, train_samples: usize, test_samples: usize) -> Vec<S
         });
         steps.push(Step {
             name: "train-cnn",
-            limit_s: 60,
+            limit_s: 40,
             command: format!(
                 "\"$here/bin/train\" --backend cuda --model cnn --epochs 1 --data \"$here/data\" \
                  --train-limit {train_samples} --test-limit {test_samples}"
             ),
         });
+        // Mixed precision on the GPU: bf16 linear layers (16-bit kernels, cuBLAS GemmEx with
+        // f32 compute), f32 master weights; its accuracy line sits beside train-mlp's.
+        steps.push(Step {
+            name: "train-mlp-bf16",
+            limit_s: 25,
+            command: format!(
+                "\"$here/bin/train\" --backend cuda --model mlp --precision bf16 --epochs 2 \
+                 --data \"$here/data\" --train-limit {train_samples} --test-limit {test_samples}"
+            ),
+        });
     }
+    // The f32 matrix products through cuBLAS (TF32 off), with TF32 allowed, and on the tiled
+    // kernel. The mlp and infer benchmarks that were here are now the lifecycle steps' (on
+    // CUDA in f32, TF32 and bf16, with the CPU beside them).
     steps.extend([
         Step {
             name: "bench-gemm-auto",
-            limit_s: 40,
+            limit_s: 25,
             command: format!(
                 "env TESSERA_CUDA_GEMM=auto {bench} gemm --sizes 256,1024,4096 --reps 10"
             ),
         },
         Step {
+            name: "bench-gemm-tf32",
+            limit_s: 15,
+            command: format!(
+                "env TESSERA_CUDA_GEMM=auto {bench} --precision tf32 gemm --sizes 1024,4096 \
+                 --reps 10"
+            ),
+        },
+        Step {
             name: "bench-gemm-tiled",
-            limit_s: 35,
+            limit_s: 15,
             command: format!(
                 "env TESSERA_CUDA_GEMM=tiled {bench} gemm --sizes 256,1024,4096 --reps 10"
             ),
         },
-        Step {
-            name: "bench-mlp",
-            limit_s: 40,
-            command: format!("{bench} mlp --reps 20"),
-        },
-        Step {
-            name: "bench-infer",
-            limit_s: 40,
-            command: format!("{bench} infer --reps 20"),
-        },
     ]);
     steps
+}
+
+/// One column of the lifecycle report: a backend in a precision, the limit of its step and
+/// the suites it runs (`@DATA@` is the bundle's data folder, `@OUT@` the records folder).
+struct LifecycleRun {
+    name: &'static str,
+    backend: &'static str,
+    precision: &'static str,
+    limit_s: u32,
+    suites: &'static [&'static str],
+}
+
+/// The suites needing the Fashion-MNIST slice.
+fn needs_data(suite: &str) -> bool {
+    suite.contains("@DATA@")
+}
+
+/// The lifecycle report measured on the GPU machine itself: every phase (prep, train, eval,
+/// infer-1, infer-batch; MLP, CNN and GPT) on the CPU backend with all its cores and on CUDA in
+/// f32, TF32 and bf16, each run's records in `$results/lifecycle/<run>.jsonl`, then
+/// `tessera-bench lifecycle-report` renders `lifecycle.{md,json,svg}` with the speedup of
+/// each column over the CPU per phase. Prep has no matrix product and is measured in f32
+/// only; the GPT has no precision policy yet, so it has no bf16 run. Without the data slice,
+/// prep and eval are left out.
+pub fn lifecycle_steps(has_data: bool) -> Vec<Step> {
+    const ALL_F32: &[&str] = &[
+        "prep --data @DATA@ --reps 3",
+        "mlp --reps 10",
+        "cnn --reps 10",
+        "infer --reps 10",
+        "eval --data @DATA@ --reps 3",
+        "gpt --reps 5 --init @OUT@/gpt-init.safetensors",
+    ];
+    let runs = [
+        LifecycleRun {
+            name: "cpu",
+            backend: "cpu",
+            precision: "f32",
+            limit_s: 45,
+            suites: ALL_F32,
+        },
+        LifecycleRun {
+            name: "cuda",
+            backend: "cuda",
+            precision: "f32",
+            limit_s: 30,
+            suites: ALL_F32,
+        },
+        LifecycleRun {
+            name: "cuda-tf32",
+            backend: "cuda",
+            precision: "tf32",
+            limit_s: 25,
+            suites: &ALL_F32[1..],
+        },
+        LifecycleRun {
+            name: "cuda-bf16",
+            backend: "cuda",
+            precision: "bf16",
+            limit_s: 20,
+            suites: &ALL_F32[1..5],
+        },
+    ];
+    let mut steps: Vec<Step> = runs
+        .iter()
+        .map(|run| {
+            let suites: Vec<String> = run
+                .suites
+                .iter()
+                .filter(|s| has_data || !needs_data(s))
+                .map(|s| format!("\"{s}\""))
+                .collect();
+            Step {
+                name: match run.name {
+                    "cpu" => "lifecycle-cpu",
+                    "cuda" => "lifecycle-cuda",
+                    "cuda-tf32" => "lifecycle-cuda-tf32",
+                    _ => "lifecycle-cuda-bf16",
+                },
+                limit_s: run.limit_s,
+                command: format!(
+                    "bash \"$here/lifecycle.sh\" \"$here\" \"$results/lifecycle\" {} {} {} {}",
+                    run.name,
+                    run.backend,
+                    run.precision,
+                    suites.join(" ")
+                ),
+            }
+        })
+        .collect();
+    steps.push(Step {
+        name: "lifecycle-report",
+        limit_s: 5,
+        command: "\"$here/bin/tessera-bench\" lifecycle-report \"$results/lifecycle\" \
+                  --gpu \"$gpu_name\""
+            .into(),
+    });
+    steps
+}
+
+/// `lifecycle.sh HERE OUT RUN BACKEND PRECISION SUITE...`: runs `tessera-bench --backend
+/// BACKEND --precision PRECISION` once per SUITE (its words, with `@DATA@` and `@OUT@`
+/// replaced), appending the records to `OUT/RUN.jsonl`; exits non-zero if any suite failed,
+/// after running the others.
+pub fn lifecycle_script() -> String {
+    r#"#!/usr/bin/env bash
+# Generated by `cargo xtask gpu-check`: one column of the lifecycle report (see run.sh).
+# Usage: lifecycle.sh HERE OUT RUN BACKEND PRECISION SUITE...
+set -uo pipefail
+here=$1 out=$2 run=$3 backend=$4 precision=$5
+shift 5
+mkdir -p "$out"
+status=0
+for suite in "$@"; do
+  words=()
+  for word in $suite; do
+    case $word in
+      @DATA@) words+=("$here/data") ;;
+      @OUT@/*) words+=("$out/${word#@OUT@/}") ;;
+      *) words+=("$word") ;;
+    esac
+  done
+  echo "==> $run: tessera-bench --backend $backend --precision $precision ${words[*]}"
+  started=$SECONDS
+  if ! "$here/bin/tessera-bench" --backend "$backend" --precision "$precision" "${words[@]}"       >>"$out/$run.jsonl"; then
+    echo "$run: ${words[0]} failed" >&2
+    status=1
+  fi
+  echo "    ${words[0]}: $((SECONDS - started))s"
+done
+exit "$status"
+"#
+    .to_string()
 }
 
 /// The GPT's steps, run after [`steps`] when the bundle has its text slice: a short
@@ -132,6 +289,7 @@ if ! nvidia-smi 2>&1 | tee "$results/nvidia-smi.txt"; then
   echo "nvidia-smi failed: no NVIDIA driver on this machine" | tee -a "$results/summary.txt"
   exit 1
 fi
+gpu_name="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)"
 
 # The driver's library folder goes first on the loader path: the binaries were linked against
 # a stub libcuda.so (soname libcuda.so.1) and carry no rpath, so they load the real driver.
@@ -191,15 +349,226 @@ mod tests {
         assert!(script.contains("results=\"${1:?usage"));
     }
 
+    /// Every step of a bundle, as `gpu_check::run` orders them.
+    fn bundle(has_data: bool) -> Vec<Step> {
+        let mut all = steps(has_data, 1, 1);
+        all.extend(gpt_steps());
+        all.extend(lifecycle_steps(has_data));
+        all
+    }
+
     #[test]
     fn steps_fit_in_one_ten_minute_command() {
         for has_data in [false, true] {
-            let gpt: u32 = gpt_steps().iter().map(|s| s.limit_s).sum();
-            let total: u32 = steps(has_data, 1, 1).iter().map(|s| s.limit_s).sum::<u32>() + gpt;
-            assert!(total <= 540, "{total} s");
+            let total: u32 = bundle(has_data).iter().map(|s| s.limit_s).sum();
+            assert!(total <= STEP_BUDGET_S, "{total} s");
         }
         assert!(!steps(false, 1, 1)
             .iter()
             .any(|s| s.name.starts_with("train")));
+        let mut names: Vec<&str> = bundle(true).iter().map(|s| s.name).collect();
+        names.sort_unstable();
+        let before = names.len();
+        names.dedup();
+        assert_eq!(
+            names.len(),
+            before,
+            "step names (and output files) are unique"
+        );
+    }
+
+    #[test]
+    fn the_bundle_trains_in_bf16_and_benchmarks_tf32() {
+        let all = bundle(true);
+        let bf16 = all.iter().find(|s| s.name == "train-mlp-bf16").unwrap();
+        assert!(
+            bf16.command.contains("--backend cuda") && bf16.command.contains("--precision bf16")
+        );
+        let tf32 = all.iter().find(|s| s.name == "bench-gemm-tf32").unwrap();
+        assert!(
+            tf32.command.contains("--precision tf32 gemm"),
+            "{}",
+            tf32.command
+        );
+    }
+
+    #[test]
+    fn the_lifecycle_covers_cpu_and_cuda_in_f32_tf32_and_bf16_and_ends_the_script() {
+        let steps = lifecycle_steps(true);
+        let command = |name: &str| {
+            steps
+                .iter()
+                .find(|s| s.name == name)
+                .unwrap_or_else(|| panic!("no step {name}"))
+                .command
+                .clone()
+        };
+        let cpu = command("lifecycle-cpu");
+        assert!(cpu.contains(" cpu cpu f32 "), "{cpu}");
+        for suite in [
+            "\"prep ", "\"mlp ", "\"cnn ", "\"infer ", "\"eval ", "\"gpt ",
+        ] {
+            assert!(cpu.contains(suite), "{suite} missing: {cpu}");
+            assert!(command("lifecycle-cuda").contains(suite), "{suite}");
+        }
+        let tf32 = command("lifecycle-cuda-tf32");
+        assert!(
+            tf32.contains(" cuda-tf32 cuda tf32 ") && tf32.contains("\"gpt "),
+            "{tf32}"
+        );
+        assert!(
+            !tf32.contains("\"prep "),
+            "prep has no matrix product: {tf32}"
+        );
+        let bf16 = command("lifecycle-cuda-bf16");
+        assert!(bf16.contains(" cuda-bf16 cuda bf16 ") && bf16.contains("\"eval "));
+        assert!(
+            !bf16.contains("\"gpt "),
+            "the GPT has no bf16 policy: {bf16}"
+        );
+        // The report is the last step of the whole script.
+        let script = run_script(&bundle(true));
+        let last = script
+            .lines()
+            .rev()
+            .find(|l| l.starts_with("step "))
+            .unwrap();
+        assert!(last.starts_with("step lifecycle-report 5 ") && last.contains("lifecycle-report"));
+        assert!(script.contains("gpu_name=\"$(nvidia-smi --query-gpu=name"));
+        // Without data: no prep or eval, the rest stays.
+        let no_data = lifecycle_steps(false);
+        assert!(no_data.iter().all(|s| !s.command.contains("@DATA@")));
+        assert!(no_data[0].command.contains("\"mlp "));
+    }
+
+    #[test]
+    fn every_lifecycle_suite_parses_as_tessera_bench_would_read_it() {
+        use crate::bench::precision::BenchPrecision;
+        use crate::bench::MeasureArgs;
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            bench: MeasureArgs,
+        }
+        for step in lifecycle_steps(true)
+            .iter()
+            .filter(|s| s.name != "lifecycle-report")
+        {
+            // `bash lifecycle.sh HERE OUT RUN BACKEND PRECISION "SUITE"...`
+            let (_, rest) = step.command.split_once("\"$results/lifecycle\" ").unwrap();
+            let (head, suites) = rest.split_once(" \"").unwrap();
+            let [_, backend, precision] = head.split(' ').collect::<Vec<_>>()[..] else {
+                panic!("not RUN BACKEND PRECISION: {head}");
+            };
+            let suites = format!("\"{suites}");
+            for suite in suites.split('"').map(str::trim).filter(|s| !s.is_empty()) {
+                let suite = suite.replace("@DATA@", "/data").replace("@OUT@", "/out");
+                let mut words = vec![
+                    "tessera-bench",
+                    "--backend",
+                    backend,
+                    "--precision",
+                    precision,
+                ];
+                words.extend(suite.split(' '));
+                if backend == "cuda" && cfg!(not(feature = "cuda")) {
+                    words[2] = "cpu";
+                }
+                let cli = Cli::try_parse_from(&words).unwrap_or_else(|e| panic!("{words:?}: {e}"));
+                let precision: BenchPrecision = cli.bench.precision;
+                assert_eq!(
+                    cli.bench.suite.precision_unavailable(precision),
+                    None,
+                    "{words:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn both_scripts_are_valid_bash() {
+        for (name, text) in [
+            ("run.sh", run_script(&bundle(true))),
+            ("lifecycle.sh", lifecycle_script()),
+        ] {
+            let file = std::env::temp_dir().join(format!("{}-{name}", std::process::id()));
+            std::fs::write(&file, text).unwrap();
+            let out = std::process::Command::new("bash")
+                .arg("-n")
+                .arg(&file)
+                .output()
+                .unwrap();
+            std::fs::remove_file(&file).unwrap();
+            assert!(
+                out.status.success(),
+                "{name}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+
+    #[test]
+    fn the_lifecycle_script_replaces_the_placeholders_and_keeps_going_after_a_failure() {
+        // A bundle folder with spaces in its path and a stand-in tessera-bench that prints its
+        // arguments, one per line, and fails for the `cnn` suite.
+        let root = std::env::temp_dir().join(format!("gpu check {}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("bin")).unwrap();
+        std::fs::write(root.join("lifecycle.sh"), lifecycle_script()).unwrap();
+        let fake = root.join("bin").join("tessera-bench");
+        std::fs::write(
+            &fake,
+            "#!/usr/bin/env bash\nprintf '%s\\n' \"$@\"\n[ \"$5\" != cnn ]\n",
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let out = root.join("results dir");
+        let status = std::process::Command::new("bash")
+            .arg(root.join("lifecycle.sh"))
+            .arg(&root)
+            .arg(&out)
+            .args(["cuda-bf16", "cuda", "bf16"])
+            .args([
+                "eval --data @DATA@ --reps 3",
+                "cnn --reps 1",
+                "gpt --init @OUT@/w.st",
+            ])
+            .output()
+            .unwrap()
+            .status;
+        assert!(!status.success(), "the failing suite makes the run fail");
+        let written = std::fs::read_to_string(out.join("cuda-bf16.jsonl")).unwrap();
+        let lines: Vec<&str> = written.lines().collect();
+        let data = root.join("data").display().to_string();
+        let weights = out.join("w.st").display().to_string();
+        let expected = [
+            "--backend",
+            "cuda",
+            "--precision",
+            "bf16",
+            "eval",
+            "--data",
+            &data,
+            "--reps",
+            "3",
+            "--backend",
+            "cuda",
+            "--precision",
+            "bf16",
+            "cnn",
+            "--reps",
+            "1",
+            "--backend",
+            "cuda",
+            "--precision",
+            "bf16",
+            "gpt",
+            "--init",
+            &weights,
+        ];
+        assert_eq!(lines, expected, "the suite after the failure still ran");
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -1,6 +1,7 @@
 //! The `cnn` suite: one training step of the `train` command's CNN (batch 64), in samples/s.
 
 use tessera_core::Backend;
+use tessera_nn::precision::Precision;
 
 use crate::bench::record::Record;
 use crate::bench::suites::models::ModelName;
@@ -11,12 +12,14 @@ use crate::TaskResult;
 /// The suite's name.
 pub const NAME: &str = "cnn";
 
-/// Measures the CNN's training step on `dev` (see [`train_step::measure`]).
+/// Measures the CNN's training step on `dev` under `precision` (see
+/// [`train_step::measure`]).
 pub fn measure<B: Backend>(
     dev: &B,
     args: &TrainArgs,
+    precision: Precision,
     protocol: &Protocol,
     emit: &mut dyn FnMut(Record),
 ) -> TaskResult<()> {
-    train_step::measure(NAME, ModelName::Cnn, dev, args, protocol, emit)
+    train_step::measure(NAME, ModelName::Cnn, dev, args, precision, protocol, emit)
 }

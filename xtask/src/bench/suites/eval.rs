@@ -5,6 +5,7 @@ use std::sync::Arc;
 use clap::Args;
 use tessera_core::{Backend, DType};
 use tessera_nn::data::{DataLoader, LoaderConfig, MnistDataset, MnistLike, Normalization, Split};
+use tessera_nn::precision::Precision;
 use tessera_nn::training::evaluate;
 
 use crate::bench::record::Record;
@@ -40,10 +41,12 @@ impl EvalArgs {
 }
 
 /// Times one `evaluate` pass (batches of [`BATCH`], accuracy and loss read back at the end)
-/// of each (untrained, seed 0) model; the test set is decoded before the clock starts.
+/// of each (untrained, seed 0) model, its linear layers computing under `precision`; the test
+/// set is decoded before the clock starts.
 pub fn measure<B: Backend>(
     dev: &B,
     args: &EvalArgs,
+    precision: Precision,
     protocol: &Protocol,
     emit: &mut dyn FnMut(Record),
 ) -> TaskResult<()> {
@@ -57,7 +60,9 @@ pub fn measure<B: Backend>(
             dataset = dataset.flattened();
         }
         let loader = DataLoader::new(dataset, LoaderConfig::new(BATCH).sequential().prefetch(2))?;
-        let net = model.kind().build(DType::F32, 0, dev)?;
+        let net = model
+            .kind()
+            .build_with_precision(DType::F32, precision, 0, dev)?;
         let mut samples = 0;
         let timing = protocol.measure(args.data.reps.map(|r| r as usize), || {
             let result = evaluate(&net, &loader, dev)?;

@@ -4,6 +4,7 @@
 use clap::Args;
 use tessera_autograd::{no_grad, Var};
 use tessera_core::{Backend, DType};
+use tessera_nn::precision::Precision;
 use tessera_nn::{Forward, Module};
 
 use crate::bench::record::Record;
@@ -55,15 +56,19 @@ pub fn phase_of(batch: usize) -> &'static str {
 }
 
 /// Times one forward pass (eval mode, `no_grad`, plus a `synchronize`) of every model at every
-/// batch size on a fixed random input made before the clock starts.
+/// batch size on a fixed random input made before the clock starts, the linear layers
+/// computing under `precision`.
 pub fn measure<B: Backend>(
     dev: &B,
     args: &InferArgs,
+    precision: Precision,
     protocol: &Protocol,
     emit: &mut dyn FnMut(Record),
 ) -> TaskResult<()> {
     for &model in &args.models {
-        let net = model.kind().build(DType::F32, 0, dev)?;
+        let net = model
+            .kind()
+            .build_with_precision(DType::F32, precision, 0, dev)?;
         net.eval();
         for &batch in &args.batches {
             let (x, _) = model.random_batch(batch, 11, dev)?;

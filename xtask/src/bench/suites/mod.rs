@@ -31,9 +31,11 @@ pub mod train_step;
 use clap::Subcommand;
 use tessera_core::Backend;
 
+use crate::bench::precision::BenchPrecision;
 use crate::bench::record::Record;
 use crate::bench::timing::Protocol;
 use crate::TaskResult;
+use tessera_nn::precision::Precision;
 
 /// A suite and its arguments, as given on the command line (`gemm --sizes ... --reps ...`).
 #[derive(Debug, Clone, PartialEq, Subcommand)]
@@ -130,21 +132,56 @@ impl SuiteCommand {
         }
     }
 
-    /// Runs the suite on `dev` with `protocol`, passing each record to `emit` as it is measured
-    /// (the `mem` suite, which times nothing, ignores `protocol`).
+    /// Why the suite cannot be measured in `precision`, if it cannot: bf16 is the reference
+    /// models' policy (mlp, cnn, infer, eval; the gemm suite's matrices and the GPT are f32
+    /// only), TF32 changes matrix products only (not prep, mem or ddp).
+    pub fn precision_unavailable(&self, precision: BenchPrecision) -> Option<String> {
+        let ok = match precision {
+            BenchPrecision::F32 => true,
+            BenchPrecision::Tf32 => matches!(
+                self,
+                SuiteCommand::Gemm(_)
+                    | SuiteCommand::Mlp(_)
+                    | SuiteCommand::Cnn(_)
+                    | SuiteCommand::Infer(_)
+                    | SuiteCommand::Eval(_)
+                    | SuiteCommand::Gpt(_)
+            ),
+            BenchPrecision::Bf16 => matches!(
+                self,
+                SuiteCommand::Mlp(_)
+                    | SuiteCommand::Cnn(_)
+                    | SuiteCommand::Infer(_)
+                    | SuiteCommand::Eval(_)
+            ),
+        };
+        (!ok).then(|| {
+            format!(
+                "the {} suite has no {} variant",
+                self.name(),
+                precision.name()
+            )
+        })
+    }
+
+    /// Runs the suite on `dev` with `protocol`, the reference models under `precision` (the
+    /// suites without models ignore it, see [`SuiteCommand::precision_unavailable`]), passing
+    /// each record to `emit` as it is measured (the `mem` suite, which times nothing, ignores
+    /// `protocol`).
     pub fn measure<B: Backend>(
         &self,
         dev: &B,
+        precision: Precision,
         protocol: &Protocol,
         emit: &mut dyn FnMut(Record),
     ) -> TaskResult<()> {
         match self {
             SuiteCommand::Gemm(args) => Ok(gemm::measure(dev, args, protocol, emit)?),
-            SuiteCommand::Mlp(args) => mlp::measure(dev, args, protocol, emit),
-            SuiteCommand::Cnn(args) => cnn::measure(dev, args, protocol, emit),
-            SuiteCommand::Infer(args) => infer::measure(dev, args, protocol, emit),
+            SuiteCommand::Mlp(args) => mlp::measure(dev, args, precision, protocol, emit),
+            SuiteCommand::Cnn(args) => cnn::measure(dev, args, precision, protocol, emit),
+            SuiteCommand::Infer(args) => infer::measure(dev, args, precision, protocol, emit),
             SuiteCommand::Prep(args) => prep::measure(dev, args, protocol, emit),
-            SuiteCommand::Eval(args) => eval::measure(dev, args, protocol, emit),
+            SuiteCommand::Eval(args) => eval::measure(dev, args, precision, protocol, emit),
             // Its per-epoch series goes to stdout beside the records, as a peer's info lines.
             SuiteCommand::Mem(args) => mem::measure(dev, args, emit, &mut |v| println!("{v}")),
             SuiteCommand::Ddp(_) => {
@@ -223,7 +260,7 @@ mod tests {
             &["infer", "--batches", "1,3", "--reps", "1"][..],
         ] {
             parse(words)
-                .measure(&dev, &quick, &mut |r| records.push(r))
+                .measure(&dev, Precision::F32, &quick, &mut |r| records.push(r))
                 .unwrap();
         }
         let phases: Vec<(&str, &str, usize)> = records

@@ -4,6 +4,7 @@
 use clap::Args;
 use tessera_core::{Backend, DType};
 use tessera_nn::optim::{Adam, AdamConfig};
+use tessera_nn::precision::Precision;
 use tessera_nn::training::train_step;
 use tessera_nn::Module;
 
@@ -46,8 +47,10 @@ impl TrainArgs {
     }
 }
 
-/// Times `tessera_nn::training::train_step` of `model` with Adam (PyTorch's defaults) on one fixed
-/// random batch, and emits one `phase = "train"` record with samples/s and GFLOP/s. The model,
+/// Times `tessera_nn::training::train_step` of `model` (f32 parameters, linear layers computing
+/// under `precision`) with Adam (PyTorch's defaults) on one fixed random batch, and emits one
+/// `phase = "train"` record with samples/s and GFLOP/s. f16 steps need a loss scaler, which
+/// this plain step has not: f16 is refused. The model,
 /// optimizer and batch are made before the clock starts; each timed repetition is one step plus
 /// a `synchronize`.
 pub fn measure<B: Backend>(
@@ -55,11 +58,17 @@ pub fn measure<B: Backend>(
     model: ModelName,
     dev: &B,
     args: &TrainArgs,
+    precision: Precision,
     protocol: &Protocol,
     emit: &mut dyn FnMut(Record),
 ) -> TaskResult<()> {
+    if precision.needs_loss_scaling() {
+        return Err(format!("{suite}: {precision:?} training needs a loss scaler").into());
+    }
     let batch = args.batch_for(model);
-    let net = model.kind().build(DType::F32, 0, dev)?;
+    let net = model
+        .kind()
+        .build_with_precision(DType::F32, precision, 0, dev)?;
     net.train();
     let mut optimizer = Adam::new(net.parameters(), AdamConfig::default())?;
     let (x, y) = model.random_batch(batch, 7, dev)?;
