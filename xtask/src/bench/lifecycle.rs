@@ -271,7 +271,7 @@ impl Lifecycle {
                 "\nColumns `<backend> tf32`: f32 tensors, matrix products on TF32 tensor cores \
                  (cuBLAS); `<backend> bf16`: the bf16 mixed-precision policy (linear layers in \
                  bf16, f32 master weights). `-`: not measured in that precision (prep does no \
-                 matrix product; the GPT has no precision policy yet)."
+                 matrix product)."
             );
         }
         let _ = writeln!(out, "\n{}", self.verdict());

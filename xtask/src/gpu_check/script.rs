@@ -136,8 +136,7 @@ fn needs_data(suite: &str) -> bool {
 /// f32, TF32 and bf16, each run's records in `$results/lifecycle/<run>.jsonl`, then
 /// `tessera-bench lifecycle-report` renders `lifecycle.{md,json,svg}` with the speedup of
 /// each column over the CPU per phase. Prep has no matrix product and is measured in f32
-/// only; the GPT has no precision policy yet, so it has no bf16 run. Without the data slice,
-/// prep and eval are left out.
+/// only. Without the data slice, prep and eval are left out.
 pub fn lifecycle_steps(has_data: bool) -> Vec<Step> {
     const ALL_F32: &[&str] = &[
         "prep --data @DATA@ --reps 3",
@@ -174,7 +173,7 @@ pub fn lifecycle_steps(has_data: bool) -> Vec<Step> {
             backend: "cuda",
             precision: "bf16",
             limit_s: 20,
-            suites: &ALL_F32[1..5],
+            suites: &ALL_F32[1..],
         },
     ];
     let mut steps: Vec<Step> = runs
@@ -423,9 +422,10 @@ mod tests {
         let bf16 = command("lifecycle-cuda-bf16");
         assert!(bf16.contains(" cuda-bf16 cuda bf16 ") && bf16.contains("\"eval "));
         assert!(
-            !bf16.contains("\"gpt "),
-            "the GPT has no bf16 policy: {bf16}"
+            bf16.contains("\"gpt "),
+            "the GPT runs under the bf16 policy: {bf16}"
         );
+        assert!(!bf16.contains("\"prep "), "{bf16}");
         // The report is the last step of the whole script.
         let script = run_script(&bundle(true));
         let last = script

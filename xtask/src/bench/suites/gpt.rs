@@ -17,6 +17,7 @@ use tessera_nn::clip::clip_grad_norm;
 use tessera_nn::data::SplitMix64;
 use tessera_nn::gpt::{generate, GptConfig, SamplingConfig};
 use tessera_nn::optim::{AdamW, AdamWConfig, Optimizer};
+use tessera_nn::precision::Precision;
 use tessera_nn::Module;
 
 use crate::bench::record::Record;
@@ -119,10 +120,11 @@ impl GptArgs {
 pub fn measure<B: Backend>(
     dev: &B,
     args: &GptArgs,
+    precision: Precision,
     protocol: &Protocol,
     emit: &mut dyn FnMut(Record),
 ) -> TaskResult<()> {
-    let config = args.config();
+    let config = args.config().precision(precision);
     let model = config.init(dev, &mut Generator::new(0))?;
     let init = args.init_path();
     if let Some(dir) = init.parent() {
@@ -232,9 +234,13 @@ mod tests {
             ..Protocol::default()
         };
         let mut records = Vec::new();
-        measure(&tessera_cpu::Cpu::new(), &args, &quick, &mut |r| {
-            records.push(r)
-        })
+        measure(
+            &tessera_cpu::Cpu::new(),
+            &args,
+            Precision::F32,
+            &quick,
+            &mut |r| records.push(r),
+        )
         .unwrap();
         let phases: Vec<(&str, usize)> = records
             .iter()

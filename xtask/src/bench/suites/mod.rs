@@ -153,6 +153,7 @@ impl SuiteCommand {
                     | SuiteCommand::Cnn(_)
                     | SuiteCommand::Infer(_)
                     | SuiteCommand::Eval(_)
+                    | SuiteCommand::Gpt(_)
             ),
         };
         (!ok).then(|| {
@@ -188,7 +189,7 @@ impl SuiteCommand {
                 let _ = (dev, protocol, emit);
                 Err("the ddp suite runs ranks under mpirun: `cargo xtask bench ddp`".into())
             }
-            SuiteCommand::Gpt(args) => gpt::measure(dev, args, protocol, emit),
+            SuiteCommand::Gpt(args) => gpt::measure(dev, args, precision, protocol, emit),
         }
     }
 }
