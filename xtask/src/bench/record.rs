@@ -47,7 +47,11 @@ pub struct Record {
     /// and layout, `"f64 nt"`); absent for the suite's main case.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variant: Option<String>,
-    /// Resident memory around the measured unit, for the `mem` suite.
+    /// The compute precision of a mixed-precision case (`"f32"`, `"bf16"`, `"f16"`: f32
+    /// parameters, matrix products in this dtype), for the `precision` suite; absent elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<String>,
+    /// Resident memory around the measured unit, for the `mem` and `precision` suites.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryUse>,
 }
@@ -90,6 +94,7 @@ impl Record {
             model: None,
             phase: None,
             variant: None,
+            precision: None,
             memory: None,
         }
     }
@@ -118,11 +123,17 @@ impl Record {
         self
     }
 
+    /// Sets [`Record::precision`].
+    pub fn with_precision(mut self, precision: &str) -> Self {
+        self.precision = Some(precision.to_string());
+        self
+    }
+
     /// What identifies the measured configuration across frameworks and runs: suite, backend,
-    /// model, phase, size and variant (the framework is left out so that peers line up with
-    /// Tessera).
+    /// model, phase, size, variant and precision (the framework is left out so that peers line
+    /// up with Tessera).
     pub fn case_key(&self) -> String {
-        let key = format!(
+        let mut key = format!(
             "{}/{}/{}/{}/n={}",
             self.suite,
             self.backend,
@@ -130,16 +141,28 @@ impl Record {
             self.phase.as_deref().unwrap_or("-"),
             self.n
         );
-        match &self.variant {
-            Some(v) => format!("{key}/{v}"),
-            None => key,
+        for part in [&self.variant, &self.precision].into_iter().flatten() {
+            key = format!("{key}/{part}");
         }
+        key
     }
 
-    /// The case as tables label it: model, phase, variant and size, whichever it has.
+    /// Whether `other` measured the same case (suite, model, phase, size, variant and
+    /// precision), whatever framework and backend computed it.
+    pub fn same_case(&self, other: &Record) -> bool {
+        self.suite == other.suite
+            && self.n == other.n
+            && self.model == other.model
+            && self.phase == other.phase
+            && self.variant == other.variant
+            && self.precision == other.precision
+    }
+
+    /// The case as tables label it: model, phase, variant, precision and size, whichever it
+    /// has.
     pub fn case_label(&self) -> String {
         let mut parts = Vec::new();
-        for part in [&self.model, &self.phase, &self.variant]
+        for part in [&self.model, &self.phase, &self.variant, &self.precision]
             .into_iter()
             .flatten()
         {
@@ -227,6 +250,7 @@ mod tests {
             model: None,
             phase: None,
             variant: None,
+            precision: None,
             memory: None,
         }
     }

@@ -335,6 +335,7 @@ mod tests {
             model: None,
             phase: None,
             variant: None,
+            precision: None,
             memory: None,
         }
     }
