@@ -11,10 +11,10 @@
 //!   autocast (which leaves 16-bit inputs as they are).
 //! * `mlp`, `cnn` (phase `train`): one training step of the reference model built with
 //!   `tessera_nn::models::ModelKind::build_with_precision` (f32 master weights and Adam state;
-//!   the linear layers compute in the 16-bit dtype, the convolutions in f32) and
+//!   the layers the policy covers compute in the 16-bit dtype) and
 //!   `tessera_nn::training::train_step` (`train_step_scaled` with a `DynamicLossScaler` under
 //!   f16), as `train --precision` runs it. The peer runs its forward pass and loss under
-//!   autocast (which also puts the convolutions in 16 bits), `GradScaler` under f16.
+//!   autocast, `GradScaler` under f16.
 //! * memory (phases `gemm-memory`, `train-memory`): the resident set before the unit (operands,
 //!   or model, optimizer and batch in place), its peak during one product at the largest
 //!   `--sizes` / one training step, and after, measured as the `mem` suite does
