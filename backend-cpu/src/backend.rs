@@ -1,7 +1,7 @@
 //! The [`Cpu`] backend: the [`Backend`] implementation that dispatches to the kernels.
 
 use crate::checks::{check_storage, unsupported};
-use crate::half_ops::{composite_in_f32, primitive_in_f32};
+use crate::half_ops::primitive_in_f32;
 use crate::kernels::softmax::{self, RowOp};
 use crate::kernels::{
     arg_reduce, binary, cast, compare, copy, fill, gather, gemm_bf16, index_select, matmul, random,
@@ -12,6 +12,7 @@ use crate::CpuStorage;
 use crate::{attention_ops, fused_ops, nn_ops};
 use tessera_core::attention::{AttentionGrads, AttentionOutput, AttentionParams};
 use tessera_core::backend::{AdamTensors, AdamUpdate};
+use tessera_core::composite::in_f32;
 use tessera_core::{
     composite, ArgReduceOp, AssignMode, Backend, BinaryOp, CmpOp, Conv2dParams, DType, Device,
     Distribution, HostData, Layout, Pool2dParams, ReduceOp, Result, Tensor, UnaryOp,
@@ -274,7 +275,7 @@ impl Backend for Cpu {
     // ----- fused composites -----
 
     fn softmax(&self, x: &Tensor<Cpu>, axis: usize) -> Result<Tensor<Cpu>> {
-        if let Some(out) = composite_in_f32([Some(x)], |[x]| self.softmax(x.unwrap(), axis)) {
+        if let Some(out) = in_f32([Some(x)], |[x]| self.softmax(x.unwrap(), axis)) {
             return out;
         }
         match fused_rows(RowOp::Softmax, x, axis)? {
@@ -284,7 +285,7 @@ impl Backend for Cpu {
     }
 
     fn log_softmax(&self, x: &Tensor<Cpu>, axis: usize) -> Result<Tensor<Cpu>> {
-        if let Some(out) = composite_in_f32([Some(x)], |[x]| self.log_softmax(x.unwrap(), axis)) {
+        if let Some(out) = in_f32([Some(x)], |[x]| self.log_softmax(x.unwrap(), axis)) {
             return out;
         }
         match fused_rows(RowOp::LogSoftmax, x, axis)? {
@@ -294,7 +295,7 @@ impl Backend for Cpu {
     }
 
     fn logsumexp(&self, x: &Tensor<Cpu>, axis: usize) -> Result<Tensor<Cpu>> {
-        if let Some(out) = composite_in_f32([Some(x)], |[x]| self.logsumexp(x.unwrap(), axis)) {
+        if let Some(out) = in_f32([Some(x)], |[x]| self.logsumexp(x.unwrap(), axis)) {
             return out;
         }
         match fused_rows(RowOp::LogSumExp, x, axis)? {
@@ -309,7 +310,7 @@ impl Backend for Cpu {
         weight: &Tensor<Cpu>,
         params: Conv2dParams,
     ) -> Result<Tensor<Cpu>> {
-        if let Some(out) = composite_in_f32([Some(x), Some(weight)], |[x, w]| {
+        if let Some(out) = in_f32([Some(x), Some(weight)], |[x, w]| {
             self.conv2d(x.unwrap(), w.unwrap(), params)
         }) {
             return out;
@@ -327,7 +328,7 @@ impl Backend for Cpu {
         input_dims: &[usize],
         params: Conv2dParams,
     ) -> Result<Tensor<Cpu>> {
-        if let Some(out) = composite_in_f32([Some(grad_out), Some(weight)], |[g, w]| {
+        if let Some(out) = in_f32([Some(grad_out), Some(weight)], |[g, w]| {
             self.conv2d_backward_input(g.unwrap(), w.unwrap(), input_dims, params)
         }) {
             return out;
@@ -345,7 +346,7 @@ impl Backend for Cpu {
         weight_dims: &[usize],
         params: Conv2dParams,
     ) -> Result<Tensor<Cpu>> {
-        if let Some(out) = composite_in_f32([Some(x), Some(grad_out)], |[x, g]| {
+        if let Some(out) = in_f32([Some(x), Some(grad_out)], |[x, g]| {
             self.conv2d_backward_weight(x.unwrap(), g.unwrap(), weight_dims, params)
         }) {
             return out;
@@ -361,7 +362,7 @@ impl Backend for Cpu {
         x: &Tensor<Cpu>,
         params: Pool2dParams,
     ) -> Result<(Tensor<Cpu>, Tensor<Cpu>)> {
-        if let Some(out) = composite_in_f32([Some(x)], |[x]| self.max_pool2d(x.unwrap(), params)) {
+        if let Some(out) = in_f32([Some(x)], |[x]| self.max_pool2d(x.unwrap(), params)) {
             return out;
         }
         match nn_ops::max_pool2d(x, params)? {
@@ -377,7 +378,7 @@ impl Backend for Cpu {
         input_dims: &[usize],
         params: Pool2dParams,
     ) -> Result<Tensor<Cpu>> {
-        if let Some(out) = composite_in_f32([Some(grad_out)], |[g]| {
+        if let Some(out) = in_f32([Some(grad_out)], |[g]| {
             self.max_pool2d_backward(g.unwrap(), window_argmax, input_dims, params)
         }) {
             return out;
@@ -389,7 +390,7 @@ impl Backend for Cpu {
     }
 
     fn avg_pool2d(&self, x: &Tensor<Cpu>, params: Pool2dParams) -> Result<Tensor<Cpu>> {
-        if let Some(out) = composite_in_f32([Some(x)], |[x]| self.avg_pool2d(x.unwrap(), params)) {
+        if let Some(out) = in_f32([Some(x)], |[x]| self.avg_pool2d(x.unwrap(), params)) {
             return out;
         }
         match nn_ops::avg_pool2d(x, params)? {
@@ -404,7 +405,7 @@ impl Backend for Cpu {
         input_dims: &[usize],
         params: Pool2dParams,
     ) -> Result<Tensor<Cpu>> {
-        if let Some(out) = composite_in_f32([Some(grad_out)], |[g]| {
+        if let Some(out) = in_f32([Some(grad_out)], |[g]| {
             self.avg_pool2d_backward(g.unwrap(), input_dims, params)
         }) {
             return out;
@@ -424,7 +425,7 @@ impl Backend for Cpu {
         params: &AttentionParams,
     ) -> Result<AttentionOutput<Cpu>> {
         tessera_core::attention::check_attention_operands(q, k, v, mask, params)?;
-        if let Some(out) = composite_in_f32([Some(q), Some(k), Some(v), mask], |[q, k, v, m]| {
+        if let Some(out) = in_f32([Some(q), Some(k), Some(v), mask], |[q, k, v, m]| {
             self.scaled_dot_product_attention(q.unwrap(), k.unwrap(), v.unwrap(), m, params)
         }) {
             return out;
@@ -461,7 +462,7 @@ impl Backend for Cpu {
             Some(&forward.out),
             Some(&forward.logsumexp),
         ];
-        if let Some(out) = composite_in_f32(inputs, |[g, q, k, v, m, out, lse]| {
+        if let Some(out) = in_f32(inputs, |[g, q, k, v, m, out, lse]| {
             let forward = AttentionOutput {
                 out: out.unwrap().clone(),
                 logsumexp: lse.unwrap().clone(),
@@ -480,7 +481,7 @@ impl Backend for Cpu {
     }
 
     fn relu_backward(&self, x: &Tensor<Cpu>, grad: &Tensor<Cpu>) -> Result<Tensor<Cpu>> {
-        if let Some(out) = composite_in_f32([Some(x), Some(grad)], |[x, g]| {
+        if let Some(out) = in_f32([Some(x), Some(grad)], |[x, g]| {
             self.relu_backward(x.unwrap(), g.unwrap())
         }) {
             return out;
@@ -507,7 +508,7 @@ impl Backend for Cpu {
             Some(exp_avg_sq),
             max_exp_avg_sq,
         ];
-        if let Some(out) = composite_in_f32(inputs, |[p, g, m, v, vmax]| {
+        if let Some(out) = in_f32(inputs, |[p, g, m, v, vmax]| {
             let (p, g, m, v) = (p.unwrap(), g.unwrap(), m.unwrap(), v.unwrap());
             self.adam_update(p, g, m, v, vmax, update)
         }) {

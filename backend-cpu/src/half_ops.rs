@@ -13,31 +13,13 @@
 //! The widening is exact (every 16-bit value is an f32), so the only error beyond the f32
 //! kernel's is the final rounding: half an ulp of the 16-bit format. Inputs that mix a 16-bit
 //! dtype with another float dtype are passed through unchanged, so the kernel reports the
-//! dtype mismatch as it would for any other pair.
+//! dtype mismatch as it would for any other pair. Composite ops use the tensor-level
+//! [`tessera_core::composite::in_f32`], which the GPU backends share.
 
 use crate::kernels::map::map1;
-use crate::{Cpu, CpuStorage};
-use tessera_core::attention::{AttentionGrads, AttentionOutput};
-use tessera_core::backend::AdamTensors;
-use tessera_core::{bf16, f16, BackendStorage, DType, Layout, Result, Tensor};
-
-/// The 16-bit dtype shared by the float inputs, when at least one input is 16-bit and every
-/// float input has that dtype; `None` otherwise (nothing to widen, or a mismatch to report).
-fn common_half_dtype(dtypes: impl IntoIterator<Item = DType>) -> Option<DType> {
-    let mut half = None;
-    let mut other_float = false;
-    for d in dtypes {
-        if d.is_half() {
-            if half.is_some_and(|h| h != d) {
-                return None;
-            }
-            half = Some(d);
-        } else if d.is_float() {
-            other_float = true;
-        }
-    }
-    half.filter(|_| !other_float)
-}
+use crate::CpuStorage;
+use tessera_core::composite::in_f32::common_half_dtype;
+use tessera_core::{bf16, f16, BackendStorage, DType, Layout, Result};
 
 /// `x` read into contiguous f32 (exact), or `None` when it is not 16-bit.
 fn widen_storage(x: &CpuStorage, layout: &Layout) -> Result<Option<(CpuStorage, Layout)>> {
@@ -83,105 +65,4 @@ pub(crate) fn primitive_in_f32<const N: usize>(
         None => inputs[i],
     });
     narrow_storage(op(args)?, half)
-}
-
-/// A tensor-level result that can be rounded back to a 16-bit dtype.
-pub(crate) trait Narrow: Sized {
-    /// Every f32 tensor of `self` rounded to `dtype`; other tensors unchanged.
-    fn narrow(self, dtype: DType) -> Result<Self>;
-}
-
-impl Narrow for Tensor<Cpu> {
-    fn narrow(self, dtype: DType) -> Result<Self> {
-        if self.dtype() == DType::F32 {
-            self.to_dtype(dtype)
-        } else {
-            Ok(self)
-        }
-    }
-}
-
-impl<A: Narrow, B: Narrow> Narrow for (A, B) {
-    fn narrow(self, dtype: DType) -> Result<Self> {
-        Ok((self.0.narrow(dtype)?, self.1.narrow(dtype)?))
-    }
-}
-
-impl<T: Narrow> Narrow for Option<T> {
-    fn narrow(self, dtype: DType) -> Result<Self> {
-        self.map(|t| t.narrow(dtype)).transpose()
-    }
-}
-
-impl Narrow for AttentionOutput<Cpu> {
-    fn narrow(self, dtype: DType) -> Result<Self> {
-        Ok(AttentionOutput {
-            out: self.out.narrow(dtype)?,
-            logsumexp: self.logsumexp.narrow(dtype)?,
-        })
-    }
-}
-
-impl Narrow for AttentionGrads<Cpu> {
-    fn narrow(self, dtype: DType) -> Result<Self> {
-        Ok(AttentionGrads {
-            q: self.q.narrow(dtype)?,
-            k: self.k.narrow(dtype)?,
-            v: self.v.narrow(dtype)?,
-        })
-    }
-}
-
-impl Narrow for AdamTensors<Cpu> {
-    fn narrow(self, dtype: DType) -> Result<Self> {
-        Ok(AdamTensors {
-            param: self.param.narrow(dtype)?,
-            exp_avg: self.exp_avg.narrow(dtype)?,
-            exp_avg_sq: self.exp_avg_sq.narrow(dtype)?,
-            max_exp_avg_sq: self.max_exp_avg_sq.narrow(dtype)?,
-        })
-    }
-}
-
-/// `t` as f32 when it is 16-bit, `t` itself otherwise.
-pub(crate) fn widen(t: &Tensor<Cpu>) -> Result<Tensor<Cpu>> {
-    if t.dtype().is_half() {
-        t.to_dtype(DType::F32)
-    } else {
-        Ok(t.clone())
-    }
-}
-
-/// Runs the tensor-level composite `op` in f32 when its inputs are 16-bit: `Some(result)`,
-/// with the float outputs rounded back; `None` when there is nothing to widen, so that the
-/// caller runs its usual path. `op` receives the widened tensors in the order given.
-pub(crate) fn composite_in_f32<const N: usize, T: Narrow>(
-    inputs: [Option<&Tensor<Cpu>>; N],
-    op: impl FnOnce([Option<&Tensor<Cpu>>; N]) -> Result<T>,
-) -> Option<Result<T>> {
-    let half = common_half_dtype(inputs.iter().flatten().map(|t| t.dtype()))?;
-    let run = || {
-        let widened = inputs
-            .iter()
-            .map(|t| t.map(widen).transpose())
-            .collect::<Result<Vec<_>>>()?;
-        op(std::array::from_fn(|i| widened[i].as_ref()))?.narrow(half)
-    };
-    Some(run())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_a_single_shared_16_bit_dtype_is_widened() {
-        use DType::*;
-        assert_eq!(common_half_dtype([F16, F16]), Some(F16));
-        assert_eq!(common_half_dtype([Bool, BF16, BF16]), Some(BF16));
-        assert_eq!(common_half_dtype([BF16, I64]), Some(BF16));
-        assert_eq!(common_half_dtype([F16, BF16]), None);
-        assert_eq!(common_half_dtype([F16, F32]), None);
-        assert_eq!(common_half_dtype([F32, F32]), None);
-    }
 }

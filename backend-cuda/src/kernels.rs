@@ -140,28 +140,29 @@ fn all_tiles() -> Vec<GemmTiles> {
     tiles
 }
 
-/// Every module this backend may load: the tensor program for each dtype, and for f32 and f64
-/// the attention program and the GEMM program with each tile configuration of
-/// [`GemmTiles::CANDIDATES`] and the default.
+/// Every module this backend may load: the tensor program for each dtype, the GEMM program
+/// for each float dtype (the 16-bit ones included) with each tile configuration of
+/// [`GemmTiles::CANDIDATES`] and the default, and the attention program for f32 and f64 (16-bit
+/// attention runs it in f32, see [`Program::has_dtype`]).
 pub fn modules() -> Vec<KernelModule> {
-    // Not the 16-bit floats: the shared kernels have no instantiation for them yet.
-    let mut modules: Vec<KernelModule> = DType::ALL
-        .iter()
-        .filter(|&&d| tessera_gpu::has_kernels(d))
-        .map(|&d| KernelModule::new(ModuleKey::tensor(d)))
-        .collect();
-    for dtype in [DType::F32, DType::F64] {
-        modules.push(KernelModule::new(ModuleKey {
-            program: Program::Attention,
-            dtype,
-            extra_defines: Vec::new(),
-        }));
-        for tiles in all_tiles() {
+    let mut modules = Vec::new();
+    for &dtype in DType::ALL.iter().filter(|&&d| tessera_gpu::has_kernels(d)) {
+        modules.push(KernelModule::new(ModuleKey::tensor(dtype)));
+        if Program::Attention.has_dtype(dtype) {
             modules.push(KernelModule::new(ModuleKey {
-                program: Program::Gemm,
+                program: Program::Attention,
                 dtype,
-                extra_defines: tiles.defines(),
+                extra_defines: Vec::new(),
             }));
+        }
+        if Program::Gemm.has_dtype(dtype) {
+            for tiles in all_tiles() {
+                modules.push(KernelModule::new(ModuleKey {
+                    program: Program::Gemm,
+                    dtype,
+                    extra_defines: tiles.defines(),
+                }));
+            }
         }
     }
     modules
@@ -310,8 +311,8 @@ mod tests {
         let modules = modules();
         assert_eq!(
             modules.len(),
-            4 + 2 * (1 + all_tiles().len()),
-            "tensor x 4 dtypes, (attention + gemm x tiles) x 2 dtypes"
+            6 + 2 + 4 * all_tiles().len(),
+            "tensor x 6 dtypes, attention x f32/f64, gemm x tiles x 4 float dtypes"
         );
         let mut names: Vec<String> = modules
             .iter()
@@ -320,7 +321,7 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), modules.len());
-        assert_eq!(default_modules().len(), 8);
+        assert_eq!(default_modules().len(), 6 + 2 + 4);
     }
 
     #[test]

@@ -77,7 +77,8 @@ fn fits(info: &DeviceInfo, dtype: DType, config: &GemmConfig) -> bool {
     let (wx, wy) = tiles.work_group();
     tiles.is_valid()
         && wx * wy <= info.max_work_group_size
-        && tiles.local_bytes(dtype.size_in_bytes()) as u64 <= info.local_mem_bytes
+        && tiles.local_bytes(tessera_gpu::kernels::compute_size(dtype)) as u64
+            <= info.local_mem_bytes
 }
 
 /// A configuration small enough for any device.

@@ -21,9 +21,9 @@ fn on_device(dev: &OpenCl, candidates: impl IntoIterator<Item = DType>) -> Vec<D
         .collect()
 }
 
-/// The float dtypes the device supports.
+/// The float dtypes the device supports (the 16-bit ones on every device).
 fn floats(dev: &OpenCl) -> Vec<DType> {
-    on_device(dev, [DType::F32, DType::F64])
+    on_device(dev, tessera_conformance::checks::FLOAT_DTYPES)
 }
 
 #[test]
@@ -78,7 +78,10 @@ fn casts() {
 fn reductions() {
     let dev = device_or_skip!();
     for op in ReduceOp::ALL {
-        for dtype in on_device(&dev, [DType::F32, DType::F64, DType::I64]) {
+        for dtype in on_device(
+            &dev,
+            [DType::F32, DType::F64, DType::F16, DType::BF16, DType::I64],
+        ) {
             reduce::run(&dev, op, dtype);
         }
     }
@@ -88,7 +91,10 @@ fn reductions() {
 fn arg_reductions() {
     let dev = device_or_skip!();
     for op in [ArgReduceOp::ArgMax, ArgReduceOp::ArgMin] {
-        for dtype in on_device(&dev, [DType::F32, DType::F64, DType::I64]) {
+        for dtype in on_device(
+            &dev,
+            [DType::F32, DType::F64, DType::F16, DType::BF16, DType::I64],
+        ) {
             arg_reduce::run(&dev, op, dtype);
         }
     }
@@ -119,7 +125,9 @@ fn indexing() {
         indexing::IndexOp::ScatterAdd,
     ] {
         let dtypes = match op {
-            indexing::IndexOp::ScatterAdd => vec![DType::F32, DType::F64, DType::I64],
+            indexing::IndexOp::ScatterAdd => {
+                vec![DType::F32, DType::F64, DType::F16, DType::BF16, DType::I64]
+            }
             _ => DType::ALL.to_vec(),
         };
         for dtype in on_device(&dev, dtypes) {

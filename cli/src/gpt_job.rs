@@ -1,7 +1,9 @@
 //! The training job behind `train --model gpt`: a character-level GPT on a text corpus (by
 //! default Debian's `fortunes`), with AdamW (decay on matrices only), linear warm-up then
 //! cosine decay, gradient clipping, periodic train/validation loss estimates, tokens/s, a
-//! progress bar and checkpoint folders that `generate` reads.
+//! progress bar and checkpoint folders that `generate` reads. Under `--precision bf16|f16` the
+//! attention and linear layers compute in 16 bits with f32 master weights and optimizer state
+//! (see [`tessera_nn::precision`]); f16 adds a [`DynamicLossScaler`].
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::path::PathBuf;
@@ -12,6 +14,7 @@ use tessera_nn::clip::clip_grad_norm;
 use tessera_nn::data::{CharTokenizer, SplitMix64, TextCorpus, TokenWindows, FORTUNES_DIR};
 use tessera_nn::gpt::{generate, save_checkpoint, Gpt, GptConfig, SamplingConfig};
 use tessera_nn::optim::{AdamW, AdamWConfig, Optimizer};
+use tessera_nn::precision::{DynamicLossScaler, Precision, ScalerStep};
 use tessera_nn::schedule::{CosineAnnealing, LinearWarmup, LrSchedule};
 use tessera_nn::Module;
 
@@ -107,6 +110,9 @@ pub struct GptTrainConfig {
     pub progress: bool,
     /// The parameter dtype.
     pub dtype: DType,
+    /// The dtype the attention and linear layers compute in (parameters and optimizer state
+    /// stay `dtype`); f16 trains with a [`DynamicLossScaler`].
+    pub precision: Precision,
 }
 
 impl GptTrainConfig {
@@ -121,6 +127,7 @@ impl GptTrainConfig {
             save,
             progress: false,
             dtype: DType::F32,
+            precision: Precision::F32,
         }
     }
 
@@ -158,6 +165,8 @@ pub struct GptTrainReport {
     pub corpus_chars: usize,
     /// Sample text generated at the end.
     pub sample: String,
+    /// Optimisation steps the f16 loss scaler skipped (overflowing gradients); 0 otherwise.
+    pub skipped_steps: usize,
 }
 
 impl GptTrainReport {
@@ -254,17 +263,20 @@ pub fn run_gpt_training<B: Backend>(
         tokenizer.vocab_size(),
     )
     .dropout(a.dropout)
-    .dtype(config.dtype);
+    .dtype(config.dtype)
+    .precision(config.precision);
     let model = model_config.init(backend, &mut Generator::new(config.seed))?;
     model.train();
     eprintln!(
-        "gpt: {} parameters ({} layers, {} heads, width {}, context {}), vocabulary of {} \
-         characters, {} characters of text from {} file(s) of {} ({} train / {} validation tokens)",
+        "gpt: {} parameters ({} layers, {} heads, width {}, context {}, {} compute), vocabulary \
+         of {} characters, {} characters of text from {} file(s) of {} ({} train / {} \
+         validation tokens)",
         model.num_parameters(),
         a.n_layer,
         a.n_head,
         a.n_embd,
         a.block_size,
+        config.precision,
         tokenizer.vocab_size(),
         ids.len(),
         corpus.files.len(),
@@ -274,6 +286,11 @@ pub fn run_gpt_training<B: Backend>(
     );
     let (mut decay, mut no_decay) = optimizers(&model, config)?;
     let params: Vec<Var<B>> = model.parameters().into_iter().map(|(_, v)| v).collect();
+    let mut scaler = config
+        .precision
+        .needs_loss_scaling()
+        .then(DynamicLossScaler::new);
+    let mut skipped_steps = 0;
     let cosine = CosineAnnealing::new(
         config.lr,
         a.steps.saturating_sub(a.warmup_steps).max(1),
@@ -328,12 +345,27 @@ pub fn run_gpt_training<B: Backend>(
         decay.zero_grad();
         no_decay.zero_grad();
         let loss = model.loss(&x, &y)?;
-        loss.backward()?;
-        if a.grad_clip > 0.0 {
-            clip_grad_norm(&params, a.grad_clip)?;
+        // With f16, the scaled loss is differentiated and the gradients unscaled before they
+        // are clipped (PyTorch's order); a step whose gradients overflowed is skipped.
+        let apply = match scaler.as_mut() {
+            Some(scaler) => {
+                scaler.scale_loss(&loss)?.backward()?;
+                scaler.unscale_and_update(&params)? == ScalerStep::Apply
+            }
+            None => {
+                loss.backward()?;
+                true
+            }
+        };
+        if apply {
+            if a.grad_clip > 0.0 {
+                clip_grad_norm(&params, a.grad_clip)?;
+            }
+            decay.step()?;
+            no_decay.step()?;
+        } else {
+            skipped_steps += 1;
         }
-        decay.step()?;
-        no_decay.step()?;
         pending.push(loss.value());
         if (step + 1) % LOSS_READ_INTERVAL == 0 || step + 1 == a.steps {
             for l in pending.drain(..) {
@@ -370,6 +402,7 @@ pub fn run_gpt_training<B: Backend>(
                     "batch_size": config.batch_size,
                     "lr": config.lr,
                     "seed": config.seed,
+                    "precision": config.precision.name(),
                     "data": config.data.display().to_string(),
                     "backend": backend.name(),
                 });
@@ -402,5 +435,6 @@ pub fn run_gpt_training<B: Backend>(
         vocab_size: tokenizer.vocab_size(),
         corpus_chars: ids.len(),
         sample,
+        skipped_steps,
     })
 }

@@ -18,7 +18,9 @@ use tessera_nn::models::ModelKind;
 use tessera_nn::optim::{Adam, AdamConfig, AdamW, AdamWConfig, Optimizer, Sgd, SgdConfig};
 use tessera_nn::precision::{DynamicLossScaler, Precision};
 use tessera_nn::schedule::{CosineAnnealing, LrSchedule};
-use tessera_nn::training::{evaluate, save_training_state, train_step, train_step_scaled};
+use tessera_nn::training::{
+    evaluate, save_training_state, train_step, train_step_scaled, train_step_scaled_across,
+};
 use tessera_nn::{Forward, Module};
 
 /// Which optimizer the job uses.
@@ -188,13 +190,6 @@ fn train_model<B: Backend, M: Forward<B>>(
         });
     }
     let (rank, world_size) = (comm.rank(), comm.world_size());
-    if config.precision.needs_loss_scaling() && world_size > 1 {
-        // Each rank would decide on its own gradients whether to skip a step.
-        return Err(Error::InvalidArgument {
-            op: "train",
-            msg: "f16 with loss scaling is not supported with --distributed yet (bf16 is)".into(),
-        });
-    }
     let train_set = load_split(config, Split::Train, config.train_limit)?;
     let test_set = load_split(config, Split::Test, config.test_limit)?;
     // Each rank's shard of every epoch (on one rank: the loader's own shuffled order).
@@ -243,6 +238,12 @@ fn train_model<B: Backend, M: Forward<B>>(
             }
             global_step += 1;
             let loss = match scaler.as_mut() {
+                // The ranks agree on skipping a step (one flag all-reduced per step).
+                Some(scaler) if world_size > 1 => {
+                    let comm = &*comm;
+                    train_step_scaled_across(&model, &mut optimizer, x, &y, scaler, &params, comm)?
+                        .0
+                }
                 Some(scaler) => {
                     train_step_scaled(&model, &mut optimizer, x, &y, scaler, &params)?.0
                 }

@@ -101,6 +101,44 @@ fn two_ranks_train_and_rank_zero_alone_reports_and_saves() {
 }
 
 #[test]
+fn two_ranks_train_in_f16_and_skip_overflowing_steps_together() {
+    if let Some(reason) = skip_reason() {
+        println!("skipped: {reason}");
+        return;
+    }
+    // The scaler starts at 2^16: the first steps overflow in f16 and are skipped. A rank that
+    // skipped alone would leave the other waiting in the gradient all-reduce (a timeout here).
+    let out = Command::new("mpirun")
+        .args(["--oversubscribe", "--allow-run-as-root", "-np", "2"])
+        .arg(train_with_mpi())
+        .args(["--distributed", "--precision", "f16", "--epochs", "1"])
+        .args([
+            "--batch-size",
+            "32",
+            "--train-limit",
+            "1024",
+            "--test-limit",
+            "500",
+        ])
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("RAYON_NUM_THREADS", "1")
+        .env("TESSERA_DIST_TIMEOUT_S", "60")
+        .output()
+        .expect("mpirun starts");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let summary: serde_json::Value = stdout
+        .lines()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .expect("rank 0's JSON line");
+    assert_eq!(summary["precision"], "f16", "{summary}");
+    let accuracy = summary["test_accuracy"].as_f64().unwrap();
+    assert!(accuracy > 0.3, "{summary}");
+}
+
+#[test]
 fn distributed_without_mpi_says_how_to_build_it() {
     let out = Command::new(env!("CARGO_BIN_EXE_train"))
         .args(["--distributed", "--epochs", "1"])

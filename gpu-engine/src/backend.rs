@@ -4,6 +4,12 @@
 //! `crate::ops`. Softmax, log-softmax and log-sum-exp use the fused kernel where it applies,
 //! conv2d and its weight gradient im2col plus the GEMM; every other composite keeps
 //! tensor-core's default.
+//!
+//! The 16-bit floats: primitives run their 16-bit kernels (u16 storage, f32 arithmetic, one
+//! rounding per result). Composites that would otherwise chain several 16-bit roundings (the
+//! conv gradients, pooling, attention, Adam, softmax off the last axis) run in f32 between
+//! casts through [`composite::in_f32`], as on the CPU, so their error is one 16-bit rounding
+//! too; conv2d runs natively (im2col is exact and the GEMM accumulates in f32).
 
 use crate::checks::check_operand;
 use crate::driver::Driver;
@@ -14,9 +20,11 @@ use crate::ops::{
 };
 use crate::storage::GpuStorage;
 use tessera_core::attention::{AttentionGrads, AttentionOutput, AttentionParams};
+use tessera_core::backend::{AdamTensors, AdamUpdate};
+use tessera_core::composite::in_f32;
 use tessera_core::{
     composite, ArgReduceOp, AssignMode, Backend, BinaryOp, CmpOp, Conv2dParams, DType, Device,
-    Distribution, Error, HostData, Layout, ReduceOp, Result, Tensor, UnaryOp,
+    Distribution, Error, HostData, Layout, Pool2dParams, ReduceOp, Result, Tensor, UnaryOp,
 };
 
 impl<D: Driver> Gpu<D> {
@@ -66,7 +74,8 @@ impl<D: Driver> Gpu<D> {
         self.check("softmax", x.storage(), x.layout())?;
         match softmax::last_axis(self.runtime(), op, x.storage(), x.layout(), axis)? {
             Some((storage, layout)) => Tensor::from_parts(self, storage, layout),
-            None => fallback(x, axis),
+            None => in_f32([Some(x)], |[x]| fallback(x.unwrap(), axis))
+                .unwrap_or_else(|| fallback(x, axis)),
         }
     }
 }
@@ -85,11 +94,11 @@ impl<D: Driver> Backend for Gpu<D> {
         }
     }
 
-    /// f32, i64 and bool always; f64 where the device computes in it
+    /// f32, f16, bf16, i64 and bool always; f64 where the device computes in it
     /// ([`crate::DriverInfo::supports_f64`]: OpenCL devices with `cl_khr_fp64`, every CUDA
     /// device). Every op on an unsupported dtype is [`Error::UnsupportedDType`].
-    /// Not the 16-bit floats: the shared kernels have no `half`/`bfloat16` instantiations
-    /// yet, so they get [`tessera_core::Error::UnsupportedDType`].
+    /// The 16-bit floats are stored in 16 bits and computed in f32 on every device (no
+    /// `cl_khr_fp16` needed; see `kernels/half.cl.c`).
     fn supports_dtype(&self, dtype: DType) -> bool {
         crate::runtime::has_kernels(dtype)
             && (dtype != DType::F64 || self.runtime().info().supports_f64)
@@ -325,6 +334,12 @@ impl<D: Driver> Backend for Gpu<D> {
         params: &AttentionParams,
     ) -> Result<AttentionOutput<Self>> {
         tessera_core::attention::check_attention_operands(q, k, v, mask, params)?;
+        // The fused kernels accumulate in their outputs: 16-bit attention runs them in f32.
+        if let Some(out) = in_f32([Some(q), Some(k), Some(v), mask], |[q, k, v, m]| {
+            attention::forward(self, q.unwrap(), k.unwrap(), v.unwrap(), m, params)
+        }) {
+            return out;
+        }
         attention::forward(self, q, k, v, mask, params)
     }
 
@@ -346,6 +361,25 @@ impl<D: Driver> Backend for Gpu<D> {
             forward,
             params,
         )?;
+        let inputs = [
+            Some(grad_out),
+            Some(q),
+            Some(k),
+            Some(v),
+            mask,
+            Some(&forward.out),
+            Some(&forward.logsumexp),
+        ];
+        if let Some(grads) = in_f32(inputs, |[g, q, k, v, m, out, lse]| {
+            let forward = AttentionOutput {
+                out: out.unwrap().clone(),
+                logsumexp: lse.unwrap().clone(),
+            };
+            let (q, k, v) = (q.unwrap(), k.unwrap(), v.unwrap());
+            attention::backward(self, g.unwrap(), q, k, v, m, &forward, params)
+        }) {
+            return grads;
+        }
         attention::backward(self, grad_out, q, k, v, mask, forward, params)
     }
 
@@ -356,6 +390,11 @@ impl<D: Driver> Backend for Gpu<D> {
         weight_dims: &[usize],
         params: Conv2dParams,
     ) -> Result<Tensor<Self>> {
+        if let Some(out) = in_f32([Some(x), Some(grad_out)], |[x, g]| {
+            self.conv2d_backward_weight(x.unwrap(), g.unwrap(), weight_dims, params)
+        }) {
+            return out;
+        }
         if x.rank() != 4 || grad_out.rank() != 4 || weight_dims.len() != 4 || !x.dtype().is_float()
         {
             return composite::conv2d_backward_weight(x, grad_out, weight_dims, params);
@@ -374,5 +413,81 @@ impl<D: Driver> Backend for Gpu<D> {
 
     fn logsumexp(&self, x: &Tensor<Self>, axis: usize) -> Result<Tensor<Self>> {
         self.fused_rows(RowOp::LogSumExp, x, axis, composite::logsumexp)
+    }
+
+    // ----- composites that run in f32 for the 16-bit floats (tensor-core's default else) -----
+
+    fn conv2d_backward_input(
+        &self,
+        grad_out: &Tensor<Self>,
+        weight: &Tensor<Self>,
+        input_dims: &[usize],
+        params: Conv2dParams,
+    ) -> Result<Tensor<Self>> {
+        in_f32([Some(grad_out), Some(weight)], |[g, w]| {
+            composite::conv2d_backward_input(g.unwrap(), w.unwrap(), input_dims, params)
+        })
+        .unwrap_or_else(|| composite::conv2d_backward_input(grad_out, weight, input_dims, params))
+    }
+
+    fn max_pool2d(
+        &self,
+        x: &Tensor<Self>,
+        params: Pool2dParams,
+    ) -> Result<(Tensor<Self>, Tensor<Self>)> {
+        in_f32([Some(x)], |[x]| composite::max_pool2d(x.unwrap(), params))
+            .unwrap_or_else(|| composite::max_pool2d(x, params))
+    }
+
+    fn max_pool2d_backward(
+        &self,
+        grad_out: &Tensor<Self>,
+        window_argmax: &Tensor<Self>,
+        input_dims: &[usize],
+        params: Pool2dParams,
+    ) -> Result<Tensor<Self>> {
+        let backward =
+            |g: &Tensor<Self>| composite::max_pool2d_backward(g, window_argmax, input_dims, params);
+        in_f32([Some(grad_out)], |[g]| backward(g.unwrap())).unwrap_or_else(|| backward(grad_out))
+    }
+
+    fn avg_pool2d(&self, x: &Tensor<Self>, params: Pool2dParams) -> Result<Tensor<Self>> {
+        in_f32([Some(x)], |[x]| composite::avg_pool2d(x.unwrap(), params))
+            .unwrap_or_else(|| composite::avg_pool2d(x, params))
+    }
+
+    fn avg_pool2d_backward(
+        &self,
+        grad_out: &Tensor<Self>,
+        input_dims: &[usize],
+        params: Pool2dParams,
+    ) -> Result<Tensor<Self>> {
+        let backward = |g: &Tensor<Self>| composite::avg_pool2d_backward(g, input_dims, params);
+        in_f32([Some(grad_out)], |[g]| backward(g.unwrap())).unwrap_or_else(|| backward(grad_out))
+    }
+
+    fn adam_update(
+        &self,
+        param: &Tensor<Self>,
+        grad: &Tensor<Self>,
+        exp_avg: &Tensor<Self>,
+        exp_avg_sq: &Tensor<Self>,
+        max_exp_avg_sq: Option<&Tensor<Self>>,
+        update: AdamUpdate,
+    ) -> Result<AdamTensors<Self>> {
+        let inputs = [
+            Some(param),
+            Some(grad),
+            Some(exp_avg),
+            Some(exp_avg_sq),
+            max_exp_avg_sq,
+        ];
+        in_f32(inputs, |[p, g, m, v, vmax]| {
+            let (p, g, m, v) = (p.unwrap(), g.unwrap(), m.unwrap(), v.unwrap());
+            composite::adam_update(p, g, m, v, vmax, update)
+        })
+        .unwrap_or_else(|| {
+            composite::adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, update)
+        })
     }
 }

@@ -23,7 +23,7 @@ use crate::pool::{size_class, BufferPool, MemoryUsage};
 use crate::storage::GpuStorage;
 use crate::view::View;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use tessera_core::{BackendStorage, DType, Error, HostData, Result};
+use tessera_core::{bf16, f16, BackendStorage, DType, Error, HostData, Result};
 
 /// A kernel argument as the ops write it.
 #[derive(Clone, Copy, Debug)]
@@ -275,6 +275,8 @@ impl<D: Driver> Runtime<D> {
             DType::F32 => HostData::F32(vec![0.0; len]),
             DType::F64 => HostData::F64(vec![0.0; len]),
             DType::I64 => HostData::I64(vec![0; len]),
+            DType::F16 => HostData::F16(vec![f16::ZERO; len]),
+            DType::BF16 => HostData::BF16(vec![bf16::ZERO; len]),
             DType::Bool => HostData::Bool(vec![0; len]),
             other => {
                 return Err(Error::UnsupportedDType {
@@ -448,9 +450,13 @@ impl<D: Driver> Drop for Runtime<D> {
     }
 }
 
-/// Whether the shared kernels are instantiated for `dtype`: not for the 16-bit floats yet.
+/// Whether the shared kernels are instantiated for `dtype`: every dtype Tessera has (the
+/// 16-bit floats as u16 storage computed in f32, see `kernels/half.cl.c`).
 pub fn has_kernels(dtype: DType) -> bool {
-    matches!(dtype, DType::F32 | DType::F64 | DType::I64 | DType::Bool)
+    matches!(
+        dtype,
+        DType::F32 | DType::F64 | DType::F16 | DType::BF16 | DType::I64 | DType::Bool
+    )
 }
 
 /// The bytes of host data's elements (empty for a dtype without kernels, which
@@ -460,6 +466,8 @@ fn host_bytes(data: &HostData) -> &[u8] {
         HostData::F32(v) => as_bytes(v),
         HostData::F64(v) => as_bytes(v),
         HostData::I64(v) => as_bytes(v),
+        HostData::F16(v) => as_bytes(v),
+        HostData::BF16(v) => as_bytes(v),
         HostData::Bool(v) => v,
         _ => &[],
     }
@@ -471,6 +479,8 @@ fn host_bytes_mut(data: &mut HostData) -> &mut [u8] {
         HostData::F32(v) => as_bytes_mut(v),
         HostData::F64(v) => as_bytes_mut(v),
         HostData::I64(v) => as_bytes_mut(v),
+        HostData::F16(v) => as_bytes_mut(v),
+        HostData::BF16(v) => as_bytes_mut(v),
         HostData::Bool(v) => v,
         _ => &mut [],
     }
@@ -481,9 +491,12 @@ trait Plain: Copy {}
 impl Plain for f32 {}
 impl Plain for f64 {}
 impl Plain for i64 {}
+impl Plain for f16 {}
+impl Plain for bf16 {}
 
 fn as_bytes<T: Plain>(values: &[T]) -> &[u8] {
-    // SAFETY: `T` is f32, f64 or i64: no padding, so every byte of the slice is initialised;
+    // SAFETY: `T` is f32, f64, i64, f16 or bf16 (the last two `repr(transparent)` over u16):
+    // no padding, so every byte of the slice is initialised;
     // the byte slice covers exactly the same memory and borrows `values` for its lifetime.
     unsafe {
         std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), std::mem::size_of_val(values))
@@ -491,7 +504,7 @@ fn as_bytes<T: Plain>(values: &[T]) -> &[u8] {
 }
 
 fn as_bytes_mut<T: Plain>(values: &mut [T]) -> &mut [u8] {
-    // SAFETY: as in `as_bytes`; in addition every bit pattern is a valid f32, f64 or i64, so any
+    // SAFETY: as in `as_bytes`; in addition every bit pattern is a valid value of each, so any
     // bytes written through the returned slice leave valid values; it borrows `values` mutably.
     unsafe {
         std::slice::from_raw_parts_mut(
@@ -514,17 +527,15 @@ mod tests {
     }
 
     #[test]
-    fn dtypes_without_kernels_are_refused_before_any_allocation() {
+    fn every_dtype_has_kernels_and_16_bit_storages_take_two_bytes() {
         let rt = runtime(1 << 20, u64::MAX, usize::MAX);
+        assert!(DType::ALL.iter().all(|&d| has_kernels(d)));
         for dtype in [DType::F16, DType::BF16] {
-            let err = rt.alloc(dtype, 4).unwrap_err();
-            assert!(
-                matches!(err, Error::UnsupportedDType { dtype: d, .. } if d == dtype),
-                "{err:?}"
-            );
-            assert!(rt.upload(&HostData::F16(vec![])).is_err());
+            let s = rt.alloc(dtype, 4).unwrap();
+            assert_eq!((s.dtype(), s.bytes()), (dtype, 8));
         }
-        assert_eq!(rt.memory_usage().allocated_bytes, 0);
+        let up = rt.upload(&HostData::F16(vec![f16::ONE; 3])).unwrap();
+        assert_eq!(up.bytes(), 6);
     }
 
     #[test]

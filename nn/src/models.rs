@@ -30,8 +30,8 @@ impl ModelKind {
         self.build_with_precision(dtype, Precision::F32, seed, backend)
     }
 
-    /// [`ModelKind::build`] with the linear layers computing under `precision` (parameters
-    /// stay `dtype`; the convolutions compute in `dtype`).
+    /// [`ModelKind::build`] with the linear and convolution layers computing under
+    /// `precision` (parameters stay `dtype`).
     pub fn build_with_precision<B: Backend>(
         self,
         dtype: DType,
@@ -109,7 +109,8 @@ pub fn cnn<B: Backend>(dtype: DType, seed: u64, backend: &B) -> Result<Cnn<B>> {
     cnn_with_precision(dtype, Precision::F32, seed, backend)
 }
 
-/// [`cnn`] with its linear layers computing under `precision` (the convolutions in `dtype`).
+/// [`cnn`] with its convolutions and linear layers computing under `precision` (parameters,
+/// ReLU and pooling in `dtype`).
 pub fn cnn_with_precision<B: Backend>(
     dtype: DType,
     precision: Precision,
@@ -121,6 +122,7 @@ pub fn cnn_with_precision<B: Backend>(
         Conv2dConfig::new(c_in, c_out, (3, 3))
             .padding((1, 1))
             .dtype(dtype)
+            .precision(precision)
             .init(backend, g)
     };
     let linear = |i, o, g: &mut Generator| {

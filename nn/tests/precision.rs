@@ -174,3 +174,72 @@ fn loss_scaling_keeps_small_f16_gradients_from_flushing_to_zero() {
         );
     }
 }
+
+/// One rank of a two-rank run whose other rank's flags are `other` (max-reduced with ours).
+struct TwoRanks {
+    other: f64,
+}
+
+impl tessera_nn::distributed::Communicator<Cpu> for TwoRanks {
+    fn rank(&self) -> usize {
+        0
+    }
+    fn world_size(&self) -> usize {
+        2
+    }
+    fn library(&self) -> &'static str {
+        "test"
+    }
+    fn all_reduce(
+        &self,
+        _tensor: &mut T,
+        _op: tessera_nn::distributed::Reduction,
+    ) -> tessera_core::Result<()> {
+        unreachable!("the scaler agrees through all_reduce_host")
+    }
+    fn broadcast(&self, _tensor: &mut T, _root: usize) -> tessera_core::Result<()> {
+        unreachable!()
+    }
+    fn barrier(&self) -> tessera_core::Result<()> {
+        Ok(())
+    }
+    fn all_reduce_host(
+        &self,
+        values: &mut [f64],
+        op: tessera_nn::distributed::Reduction,
+    ) -> tessera_core::Result<()> {
+        assert_eq!(op, tessera_nn::distributed::Reduction::Max);
+        for v in values {
+            *v = v.max(self.other);
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn ranks_skip_together_when_any_rank_overflowed() {
+    for (other_overflowed, local_bad, want) in [
+        (true, false, ScalerStep::Skip),
+        (false, true, ScalerStep::Skip),
+        (false, false, ScalerStep::Apply),
+    ] {
+        let p = Var::param(t(&[1.0, 2.0], &[2]));
+        let g1 = if local_bad { f64::INFINITY } else { 4.0 };
+        p.set_grad(Some(t(&[8.0, g1], &[2])));
+        let comm = TwoRanks {
+            other: if other_overflowed { 1.0 } else { 0.0 },
+        };
+        let mut scaler = DynamicLossScaler::new().init_scale(4.0);
+        let step = scaler
+            .unscale_and_update_across(std::slice::from_ref(&p), &comm)
+            .unwrap();
+        assert_eq!(step, want, "other {other_overflowed}, local {local_bad}");
+        if want == ScalerStep::Apply {
+            assert_eq!(p.grad().unwrap().to_vec_f64().unwrap(), [2.0, 1.0]);
+            assert_eq!(scaler.scale(), 4.0);
+        } else {
+            assert!(p.grad().is_none());
+            assert_eq!(scaler.scale(), 2.0);
+        }
+    }
+}

@@ -453,6 +453,10 @@ impl Driver for CudaDriver {
     }
 
     fn blas_gemm(&self, call: &BlasGemm<'_, Block>) -> Option<Result<()>> {
+        // {S,D}gemmStridedBatched only: other dtypes (the 16-bit floats) use the GEMM kernel.
+        if !matches!(call.dtype, DType::F32 | DType::F64) {
+            return None;
+        }
         let cublas = self.blas().as_ref().ok()?;
         if let Err(e) = self.activate() {
             return Some(Err(e));

@@ -94,6 +94,65 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
                 .unwrap_or(usize::MAX);
             Ok(params_work(n))
         }),
+        op(
+            "Conv2dConfig::init with a precision policy",
+            2,
+            &[SIZE, SIZE, SIZE, CONV, B, SIZE, SEED],
+            OUT_L,
+            |c| {
+                let (i, o, k) = (c.size(0), c.size(1), c.size(2));
+                let p = c.conv(3);
+                let precision = Precision::ALL[c.size(5) % Precision::ALL.len()];
+                let config = Conv2dConfig::new(i, o, (k, k))
+                    .stride(p.stride)
+                    .padding(p.padding)
+                    .dilation(p.dilation)
+                    .bias(c.flag(4))
+                    .precision(precision);
+                let mut g = Generator::new(c.seed(6));
+                let l = config.init(c.backend(), &mut g);
+                Ok(l.map(|l| layer(l, o.saturating_mul(k).saturating_mul(k)))
+                    .into())
+            },
+        )
+        .work(|c| {
+            let n = [c.size(0), c.size(1), c.size(2), c.size(2)]
+                .iter()
+                .try_fold(1usize, |a, &d| a.checked_mul(d))
+                .unwrap_or(usize::MAX);
+            Ok(params_work(n))
+        }),
+        op(
+            "Precision::to_compute, from_compute",
+            3,
+            &[V, SIZE],
+            OUT_V,
+            |c| {
+                let v = c.v(0)?;
+                let precision = Precision::ALL[c.size(1) % Precision::ALL.len()];
+                let r = precision
+                    .to_compute(&v)
+                    .and_then(|low| precision.from_compute(low, v.dtype()));
+                Ok(r.into())
+            },
+        )
+        .expect(|c, out| {
+            let v = c.v(0).map_err(|_| "gone")?;
+            match out.first() {
+                Some(crate::machine::Value::Var(o)) if o.dims() == v.dims() => {
+                    if o.dtype() == v.dtype() {
+                        Ok(())
+                    } else {
+                        Err(format!(
+                            "from_compute(to_compute(x), {}) has dtype {}",
+                            v.dtype(),
+                            o.dtype()
+                        ))
+                    }
+                }
+                _ => Err("expected a var of the input's shape".into()),
+            }
+        }),
         op("BatchNormConfig::init_1d", 2, &[SIZE, DT], OUT_L, |c| {
             Ok(BatchNormConfig::new(c.size(0))
                 .dtype(c.dtype(1))

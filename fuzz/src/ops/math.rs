@@ -139,6 +139,14 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             Ok(c.t(0)?.softmax(c.axis(1)).into())
         })
         .expect(|c, out| like_input(c, 0, out)),
+        op("composite::in_f32(softmax)", 2, &[T, AXIS], OUT_T, |c| {
+            // The shared "16-bit in f32" helper: None (nothing to widen) runs the plain op.
+            let (x, axis) = (c.t(0)?, c.axis(1));
+            let widened =
+                tessera_core::composite::in_f32([Some(&x)], |[x]| x.unwrap().softmax(axis));
+            Ok(widened.unwrap_or_else(|| x.softmax(axis)).into())
+        })
+        .expect(|c, out| like_input(c, 0, out)),
         op("Tensor::log_softmax", 3, &[T, AXIS], OUT_T, |c| {
             Ok(c.t(0)?.log_softmax(c.axis(1)).into())
         })

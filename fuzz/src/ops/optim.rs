@@ -78,6 +78,20 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             },
         )
         .work(|_| Ok(1 << 20)),
+        op(
+            "DynamicLossScaler::unscale_and_update_across(layer, local)",
+            1,
+            &[L, F],
+            NONE,
+            |c| {
+                let params: Vec<Var<B>> = params_of(c)?.into_iter().map(|(_, v)| v).collect();
+                let mut scaler = DynamicLossScaler::new().init_scale(c.float(1));
+                let comm = tessera_nn::distributed::LocalCommunicator::new();
+                let step = scaler.unscale_and_update_across(&params, &comm);
+                Ok(step.map(|_| ()).into())
+            },
+        )
+        .work(|_| Ok(1 << 20)),
         op("Optimizer::zero_grad", 2, &[O], NONE, |c| {
             c.optim(0)?.zero_grad();
             Ok(Ok::<_, String>(()).into())

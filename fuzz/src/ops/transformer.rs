@@ -8,11 +8,14 @@ use super::{alloc_work, has, op, out_tensor, FuzzBackend, Op};
 use crate::args::Kind;
 use crate::machine::Ctx;
 use crate::rng::Rng;
+use tessera_autograd::Var;
 use tessera_core::attention::AttentionParams;
-use tessera_core::{AttentionDropout, AttentionOptions, Generator, Tensor};
+use tessera_core::{AttentionDropout, AttentionOptions, DType, Generator, Tensor};
 use tessera_nn::data::{CharTokenizer, SplitMix64, TokenWindows};
-use tessera_nn::gpt::GptConfig;
-use tessera_nn::layers::{MultiHeadAttentionConfig, TransformerBlockConfig};
+use tessera_nn::gpt::{GptCache, GptConfig};
+use tessera_nn::layers::{KvCache, MultiHeadAttentionConfig, TransformerBlockConfig};
+use tessera_nn::precision::Precision;
+use tessera_nn::Forward;
 
 /// Three tensor outputs.
 const OUT_TTT: &[Kind] = &[Kind::Tensor, Kind::Tensor, Kind::Tensor];
@@ -90,6 +93,18 @@ fn gpt_config<B: FuzzBackend>(c: &Ctx<'_, B>, i: usize) -> GptConfig {
         model_size(c, i + 4, 16, small),
     )
     .dropout(c.float(i + 6))
+}
+
+/// The width and heads of an attention layer from the sizes at `i`, `i + 1`: a buildable pair
+/// when `small` (heads dividing the width), as drawn otherwise.
+fn attention_shape<B: FuzzBackend>(c: &Ctx<'_, B>, i: usize, small: bool) -> (usize, usize) {
+    let h = model_size(c, i + 1, 3, small);
+    let e = if small {
+        h * model_size(c, i, 4, true)
+    } else {
+        c.size(i)
+    };
+    (e, h)
 }
 
 /// The work of building a GPT of `config` (its parameters, saturating).
@@ -290,6 +305,183 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
                 .saturating_mul(c.size(2).saturating_add(4));
             Ok(alloc_work(per))
         }),
+        op(
+            "MultiHeadAttention under a precision policy: forward_self, forward_cached",
+            3,
+            &[SIZE, SIZE, SIZE, V, T, SIZE, SEED, B],
+            OUT_V,
+            |c| {
+                let small = c.flag(7);
+                let (e, h) = attention_shape(c, 0, small);
+                let precision = Precision::ALL[c.size(2) % Precision::ALL.len()];
+                let mut g = Generator::new(c.seed(6));
+                // Small: a random input of the layer's width and no extra mask (most calls
+                // succeed); otherwise the registers as drawn.
+                let (x, mask) = match small {
+                    true => {
+                        let dims = [c.size(5) % 3 + 1, c.size(2) / 3 % 5 + 1, e];
+                        let x = Tensor::randn(dims, DType::F32, c.seed(6), c.backend());
+                        (x.map(Var::param), None)
+                    }
+                    false => (Ok(c.v(3)?), Some(c.t(4)?)),
+                };
+                let r = x.and_then(|x| {
+                    let attn = MultiHeadAttentionConfig::new(e, h)
+                        .precision(precision)
+                        .init(c.backend(), &mut g)?;
+                    let y = attn.forward_self(&x, true, mask.as_ref())?;
+                    y.sum_all()?.backward()?;
+                    if let [batch, n, ..] = *x.dims() {
+                        let dtype = precision.compute_dtype().unwrap_or(x.dtype());
+                        let head = e / h.max(1);
+                        let capacity = n.saturating_add(c.size(5) % 4);
+                        let mut cache = KvCache::new(batch, h, capacity, head, dtype, c.backend())?;
+                        attn.forward_cached(&x, &mut cache)?;
+                    }
+                    Ok(y)
+                });
+                Ok(r.into())
+            },
+        )
+        .work(|c| {
+            let small = c.flag(7);
+            let e = attention_shape(c, 0, small).0;
+            let x = if small { 3 * 5 * e } else { c.v(3)?.numel() };
+            Ok(alloc_work(e.saturating_mul(e).saturating_mul(4))
+                .saturating_add(x.saturating_mul(x).saturating_mul(4)))
+        })
+        .expect(|c, out| match out.first() {
+            Some(crate::machine::Value::Var(v)) if v.dtype() == DType::F32 || !c.flag(7) => Ok(()),
+            Some(crate::machine::Value::Var(v)) => Err(format!(
+                "the output of an f32 input under a 16-bit policy is {}",
+                v.dtype()
+            )),
+            _ => Err("expected a var".into()),
+        }),
+        op(
+            "TransformerBlockConfig::init with a precision policy, forward",
+            3,
+            &[SIZE, SIZE, SIZE, SIZE, V, SEED, B],
+            OUT_V,
+            |c| {
+                let small = c.flag(6);
+                let (e, h) = attention_shape(c, 0, small);
+                let ratio = model_size(c, 2, 4, small);
+                let precision = Precision::ALL[c.size(3) % Precision::ALL.len()];
+                let mut g = Generator::new(c.seed(5));
+                let x = match small {
+                    true => {
+                        let dims = [c.size(3) % 2 + 1, c.size(3) / 3 % 5 + 1, e];
+                        let x = Tensor::randn(dims, DType::F32, c.seed(5), c.backend());
+                        x.map(Var::param)
+                    }
+                    false => Ok(c.v(4)?),
+                };
+                let r = x.and_then(|x| {
+                    let block = TransformerBlockConfig::new(e, h)
+                        .mlp_ratio(ratio)
+                        .precision(precision)
+                        .init(c.backend(), &mut g)?;
+                    let y = block.forward(&x)?;
+                    y.sum_all()?.backward()?;
+                    Ok(y)
+                });
+                Ok(r.into())
+            },
+        )
+        .work(|c| {
+            let small = c.flag(6);
+            let e = attention_shape(c, 0, small).0;
+            let per = e
+                .saturating_mul(e)
+                .saturating_mul(model_size(c, 2, 4, small).saturating_add(4));
+            let x = if small { 2 * 5 * e } else { c.v(4)?.numel() };
+            Ok(alloc_work(per).saturating_add(x.saturating_mul(x).saturating_mul(4)))
+        }),
+        op(
+            "Gpt under a precision policy: forward, loss, backward, cached forward",
+            2,
+            &[SIZE, SIZE, SIZE, SIZE, SIZE, B, F, T, SEED, SIZE],
+            OUT_V,
+            |c| {
+                let precision = Precision::ALL[c.size(9) % Precision::ALL.len()];
+                let config = gpt_config(c, 0).precision(precision);
+                let mut g = Generator::new(c.seed(8));
+                // Small models get valid token ids (most calls succeed); the others the
+                // register as drawn.
+                let idx = match c.flag(5) {
+                    true => {
+                        let t = c.size(9) / 3 % config.block_size.max(1) + 1;
+                        let ids: Vec<i64> = token_ids(c, 8, 2 * t)
+                            .into_iter()
+                            .map(|i| (i % config.vocab_size.max(1)) as i64)
+                            .collect();
+                        let t = ids.len() / 2;
+                        Tensor::from_vec(ids[..2 * t].to_vec(), [2, t], c.backend())
+                    }
+                    false => Ok(c.t(7)?),
+                };
+                let r = idx.and_then(|idx| {
+                    let gpt = config.init(c.backend(), &mut g)?;
+                    let logits = gpt.forward(&idx)?;
+                    gpt.loss(&idx, &idx)?.backward()?;
+                    let batch = idx.dims().first().copied().unwrap_or(1);
+                    let mut cache = GptCache::new(gpt.config(), batch, c.backend())?;
+                    gpt.forward_cached(&idx, &mut cache)?;
+                    Ok(logits)
+                });
+                Ok(r.into())
+            },
+        )
+        .work(|c| {
+            let config = gpt_config(c, 0);
+            let tokens = if c.flag(5) {
+                2 * config.block_size
+            } else {
+                c.t(7)?.numel()
+            };
+            Ok(gpt_work(&config).saturating_add(
+                tokens
+                    .saturating_mul(config.n_embd.max(1))
+                    .saturating_mul(config.vocab_size.max(config.block_size).max(1))
+                    .saturating_mul(4),
+            ))
+        })
+        .expect(|c, out| {
+            // The logits keep the parameters' dtype whatever the policy.
+            match out.first() {
+                Some(crate::machine::Value::Var(v)) if v.dtype() == gpt_config(c, 0).dtype => {
+                    Ok(())
+                }
+                Some(crate::machine::Value::Var(v)) => {
+                    Err(format!("the logits of a 16-bit policy are {}", v.dtype()))
+                }
+                _ => Err("expected a var".into()),
+            }
+        }),
+        op(
+            "GptConfig::from_json (precision)",
+            2,
+            &[BYTES, SIZE],
+            NONE,
+            |c| {
+                let precision = Precision::ALL[c.size(1) % Precision::ALL.len()];
+                let config = GptConfig::new(1, 1, 4, 4, 4).precision(precision);
+                let mut json = config.to_json();
+                match GptConfig::from_json(&json) {
+                    Ok(back) if back == config => {}
+                    other => {
+                        return Ok(crate::machine::Outcome::Break(format!(
+                            "the JSON round trip of {config:?} gave {other:?}"
+                        )))
+                    }
+                }
+                // Any other precision text is refused with an error, never a panic.
+                json["precision"] = serde_json::Value::String(text(c, 0));
+                let _ = GptConfig::from_json(&json);
+                Ok(crate::machine::Outcome::Ok(Vec::new()))
+            },
+        ),
         op(
             "Gpt: init, forward, loss",
             3,

@@ -1,4 +1,5 @@
-/* Dtype conversions from T to each dtype: floats to integers truncate toward zero, saturate and
+/* Dtype conversions from the program's dtype to each dtype (16-bit sources are read as f32):
+ * floats to integers truncate toward zero, saturate and
  * send NaN to 0; anything to bool is x != 0 (NaN is true); bool to numbers is 0 or 1. */
 
 #if defined(TS_BOOL)
@@ -21,11 +22,11 @@ DEVICE i64 cast_to_i64_value(T v) {
 }
 
 #define CAST_KERNEL(NAME, D, EXPR)                                                             \
-    KERNEL void cast_to_##NAME(i64 n, GLOBAL const T* x, View xv, GLOBAL D* out,               \
+    KERNEL void cast_to_##NAME(i64 n, GLOBAL const STORE_T* x, View xv, GLOBAL D* out,         \
                                i64 out_offset) {                                               \
         i64 i = GLOBAL_ID(0);                                                                  \
         if (i >= n) return;                                                                    \
-        T v = x[view_at(xv, i)];                                                               \
+        T v = LOAD(x[view_at(xv, i)]);                                                         \
         out[out_offset + i] = (EXPR);                                                          \
     }
 
@@ -35,3 +36,15 @@ CAST_KERNEL(f64, f64, (f64)CAST_SOURCE(v))
 #endif
 CAST_KERNEL(i64, i64, cast_to_i64_value(v))
 CAST_KERNEL(bool, u8, (u8)(v != 0))
+
+/* v as an f32 that rounds to the 16-bit formats correctly: exact for f32 and the 16-bit
+ * dtypes (whose T is f32), rounded to odd from f64 and i64 (see half.cl.c). */
+#if defined(TS_F64)
+#define CAST_TO_F32_ODD(v) ts_f64_to_f32_odd(v)
+#elif defined(TS_INT)
+#define CAST_TO_F32_ODD(v) ts_i64_to_f32_odd(v)
+#else
+#define CAST_TO_F32_ODD(v) ((f32)CAST_SOURCE(v))
+#endif
+CAST_KERNEL(f16, u16, ts_f32_to_f16(CAST_TO_F32_ODD(v)))
+CAST_KERNEL(bf16, u16, ts_f32_to_bf16(CAST_TO_F32_ODD(v)))

@@ -3,8 +3,8 @@
  * cols[b][(ch * kh + i) * kw + j][oy * ow + ox] = x[b][ch][oy*sh - ph + i*dh][ox*sw - pw + j*dw] */
 
 #if defined(TS_FLOAT)
-KERNEL void im2col(i64 total, GLOBAL const T* x, View xv, i64 kh, i64 kw, i64 sh, i64 sw,
-                   i64 ph, i64 pw, i64 dh, i64 dw, i64 oh, i64 ow, GLOBAL T* cols) {
+KERNEL void im2col(i64 total, GLOBAL const STORE_T* x, View xv, i64 kh, i64 kw, i64 sh, i64 sw,
+                   i64 ph, i64 pw, i64 dh, i64 dw, i64 oh, i64 ow, GLOBAL STORE_T* cols) {
     i64 idx = GLOBAL_ID(0);
     if (idx >= total) return;
     i64 positions = oh * ow;
@@ -18,7 +18,7 @@ KERNEL void im2col(i64 total, GLOBAL const T* x, View xv, i64 kh, i64 kw, i64 sh
     i64 ch = r / (kw * kh);
     i64 y = (p / ow) * sh - ph + i * dh;
     i64 xx = (p % ow) * sw - pw + j * dw;
-    T v = (T)0;
+    STORE_T v = STORE((T)0);
     if (y >= 0 && y < xv.dims[2] && xx >= 0 && xx < xv.dims[3]) {
         v = x[xv.offset + b * xv.strides[0] + ch * xv.strides[1] + y * xv.strides[2] +
               xx * xv.strides[3]];

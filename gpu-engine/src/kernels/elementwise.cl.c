@@ -11,35 +11,35 @@
 #endif
 #endif
 
-/* out = x (any dtype). */
-KERNEL void copy(i64 n, GLOBAL const T* x, View xv, GLOBAL T* out, i64 out_offset) {
+/* out = x (any dtype; 16-bit elements are copied as bits). */
+KERNEL void copy(i64 n, GLOBAL const STORE_T* x, View xv, GLOBAL STORE_T* out, i64 out_offset) {
     i64 i = GLOBAL_ID(0);
     if (i >= n) return;
     out[out_offset + i] = x[view_at(xv, i)];
 }
 
 /* dst[dv] = src[sv]; dv never maps two indices to one element. */
-KERNEL void assign_set(i64 n, GLOBAL T* dst, View dv, GLOBAL const T* src, View sv) {
+KERNEL void assign_set(i64 n, GLOBAL STORE_T* dst, View dv, GLOBAL const STORE_T* src, View sv) {
     i64 i = GLOBAL_ID(0);
     if (i >= n) return;
     dst[view_at(dv, i)] = src[view_at(sv, i)];
 }
 
 /* dst[dv] += src[sv] (wrapping for i64, logical or for bool). */
-KERNEL void assign_add(i64 n, GLOBAL T* dst, View dv, GLOBAL const T* src, View sv) {
+KERNEL void assign_add(i64 n, GLOBAL STORE_T* dst, View dv, GLOBAL const STORE_T* src, View sv) {
     i64 i = GLOBAL_ID(0);
     if (i >= n) return;
     i64 d = view_at(dv, i);
 #if defined(TS_BOOL)
     dst[d] = (u8)(dst[d] != 0 || src[view_at(sv, i)] != 0);
 #else
-    dst[d] = t_add(dst[d], src[view_at(sv, i)]);
+    dst[d] = STORE(t_add(LOAD(dst[d]), LOAD(src[view_at(sv, i)])));
 #endif
 }
 
 /* cond ? on_true : on_false, cond being bool (u8). */
-KERNEL void where_select(i64 n, GLOBAL const u8* c, View cv, GLOBAL const T* t, View tv,
-                         GLOBAL const T* f, View fv, GLOBAL T* out, i64 out_offset) {
+KERNEL void where_select(i64 n, GLOBAL const u8* c, View cv, GLOBAL const STORE_T* t, View tv,
+                         GLOBAL const STORE_T* f, View fv, GLOBAL STORE_T* out, i64 out_offset) {
     i64 i = GLOBAL_ID(0);
     if (i >= n) return;
     out[out_offset + i] = c[view_at(cv, i)] != 0 ? t[view_at(tv, i)] : f[view_at(fv, i)];
@@ -48,12 +48,12 @@ KERNEL void where_select(i64 n, GLOBAL const u8* c, View cv, GLOBAL const T* t, 
 /* ----- unary maps: out[i] = EXPR(v) with v = x[i] ----- */
 
 #define UNARY_KERNEL(NAME, EXPR)                                                               \
-    KERNEL void unary_##NAME(i64 n, GLOBAL const T* x, View xv, GLOBAL T* out,                 \
+    KERNEL void unary_##NAME(i64 n, GLOBAL const STORE_T* x, View xv, GLOBAL STORE_T* out,     \
                              i64 out_offset) {                                                 \
         i64 i = GLOBAL_ID(0);                                                                  \
         if (i >= n) return;                                                                    \
-        T v = x[view_at(xv, i)];                                                               \
-        out[out_offset + i] = (EXPR);                                                          \
+        T v = LOAD(x[view_at(xv, i)]);                                                         \
+        out[out_offset + i] = STORE(EXPR);                                                     \
     }
 
 #if defined(TS_FLOAT)
@@ -95,13 +95,13 @@ UNARY_KERNEL(not, (u8)(v == 0))
 /* ----- binary maps: out[i] = EXPR(a, b) ----- */
 
 #define BINARY_KERNEL(NAME, EXPR)                                                              \
-    KERNEL void binary_##NAME(i64 n, GLOBAL const T* x, View xv, GLOBAL const T* y, View yv,   \
-                              GLOBAL T* out, i64 out_offset) {                                 \
+    KERNEL void binary_##NAME(i64 n, GLOBAL const STORE_T* x, View xv, GLOBAL const STORE_T* y,\
+                              View yv, GLOBAL STORE_T* out, i64 out_offset) {                  \
         i64 i = GLOBAL_ID(0);                                                                  \
         if (i >= n) return;                                                                    \
-        T a = x[view_at(xv, i)];                                                               \
-        T b = y[view_at(yv, i)];                                                               \
-        out[out_offset + i] = (EXPR);                                                          \
+        T a = LOAD(x[view_at(xv, i)]);                                                         \
+        T b = LOAD(y[view_at(yv, i)]);                                                         \
+        out[out_offset + i] = STORE(EXPR);                                                     \
     }
 
 #if defined(TS_FLOAT)
@@ -133,12 +133,13 @@ BINARY_KERNEL(minimum, (u8)(a != 0 && b != 0))
 #endif
 
 #define COMPARE_KERNEL(NAME, OP)                                                               \
-    KERNEL void cmp_##NAME(i64 n, GLOBAL const T* x, View xv, GLOBAL const T* y, View yv,      \
+    KERNEL void cmp_##NAME(i64 n, GLOBAL const STORE_T* x, View xv, GLOBAL const STORE_T* y,   \
+                           View yv,                                                            \
                            GLOBAL u8* out, i64 out_offset) {                                   \
         i64 i = GLOBAL_ID(0);                                                                  \
         if (i >= n) return;                                                                    \
-        T a = x[view_at(xv, i)];                                                               \
-        T b = y[view_at(yv, i)];                                                               \
+        T a = LOAD(x[view_at(xv, i)]);                                                         \
+        T b = LOAD(y[view_at(yv, i)]);                                                         \
         out[out_offset + i] = (u8)(CMP_KEY(a) OP CMP_KEY(b));                                  \
     }
 

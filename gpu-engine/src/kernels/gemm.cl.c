@@ -1,6 +1,7 @@
 /* Batched GEMM C = A B with local-memory tiles and register blocking.
  *
- * Built per element type T (f32 or f64) and per tile configuration:
+ * Built per element type (f32, f64, or a 16-bit type stored as STORE_T and accumulated in f32,
+ * see half.cl.c) and per tile configuration:
  *   TS_BM x TS_BN  output tile of one work-group,
  *   TS_BK          depth of the A and B tiles staged in local memory per step,
  *   TS_TM x TS_TN  outputs accumulated in registers by one work-item.
@@ -15,9 +16,9 @@
 #define TS_THREADS (TS_WX * TS_WY)
 
 KERNEL void gemm(i64 m, i64 n, i64 k,
-                 GLOBAL const T* a, i64 a_offset, i64 a_row, i64 a_col, i64 a_batch,
-                 GLOBAL const T* b, i64 b_offset, i64 b_row, i64 b_col, i64 b_batch,
-                 GLOBAL T* c, i64 c_offset) {
+                 GLOBAL const STORE_T* a, i64 a_offset, i64 a_row, i64 a_col, i64 a_batch,
+                 GLOBAL const STORE_T* b, i64 b_offset, i64 b_row, i64 b_col, i64 b_batch,
+                 GLOBAL STORE_T* c, i64 c_offset) {
     LOCAL_DECL T a_tile[TS_BK][TS_BM];
     LOCAL_DECL T b_tile[TS_BK][TS_BN];
     const i64 tx = LOCAL_ID(0);
@@ -37,12 +38,12 @@ KERNEL void gemm(i64 m, i64 n, i64 k,
         for (i64 e = tid; e < TS_BM * TS_BK; e += TS_THREADS) {
             i64 r = e / TS_BK, q = e - (e / TS_BK) * TS_BK;
             i64 gr = row0 + r, gq = k0 + q;
-            a_tile[q][r] = (gr < m && gq < k) ? a[a_base + gr * a_row + gq * a_col] : (T)0;
+            a_tile[q][r] = (gr < m && gq < k) ? LOAD(a[a_base + gr * a_row + gq * a_col]) : (T)0;
         }
         for (i64 e = tid; e < TS_BK * TS_BN; e += TS_THREADS) {
             i64 q = e / TS_BN, col = e - (e / TS_BN) * TS_BN;
             i64 gq = k0 + q, gc = col0 + col;
-            b_tile[q][col] = (gq < k && gc < n) ? b[b_base + gq * b_row + gc * b_col] : (T)0;
+            b_tile[q][col] = (gq < k && gc < n) ? LOAD(b[b_base + gq * b_row + gc * b_col]) : (T)0;
         }
         BARRIER();
         for (int q = 0; q < TS_BK; ++q) {
@@ -62,7 +63,7 @@ KERNEL void gemm(i64 m, i64 n, i64 k,
         if (gr >= m) continue;
         for (int j = 0; j < TS_TN; ++j) {
             i64 gc = col0 + tx + j * TS_WX;
-            if (gc < n) c[c_base + gr * n + gc] = acc[i][j];
+            if (gc < n) c[c_base + gr * n + gc] = STORE(acc[i][j]);
         }
     }
 }
@@ -74,9 +75,9 @@ KERNEL void gemm(i64 m, i64 n, i64 k,
  * unit column stride in B the inner loop is a run of contiguous loads the compiler vectorises.
  * TS_BK is not used. Loads are clamped into the matrices; stores are bounds-checked. */
 KERNEL void gemm_direct(i64 m, i64 n, i64 k,
-                        GLOBAL const T* a, i64 a_offset, i64 a_row, i64 a_col, i64 a_batch,
-                        GLOBAL const T* b, i64 b_offset, i64 b_row, i64 b_col, i64 b_batch,
-                        GLOBAL T* c, i64 c_offset) {
+                        GLOBAL const STORE_T* a, i64 a_offset, i64 a_row, i64 a_col, i64 a_batch,
+                        GLOBAL const STORE_T* b, i64 b_offset, i64 b_row, i64 b_col, i64 b_batch,
+                        GLOBAL STORE_T* c, i64 c_offset) {
     const i64 batch = GROUP_ID(2);
     const i64 row0 = GROUP_ID(1) * TS_BM + LOCAL_ID(1) * TS_TM;
     const i64 col0 = GROUP_ID(0) * TS_BN + LOCAL_ID(0) * TS_TN;
@@ -95,11 +96,11 @@ KERNEL void gemm_direct(i64 m, i64 n, i64 k,
 
     if (b_col == 1 && col0 + TS_TN <= n) {
         for (i64 q = 0; q < k; ++q) {
-            GLOBAL const T* b_run = b + b_base + q * b_row + col0;
+            GLOBAL const STORE_T* b_run = b + b_base + q * b_row + col0;
             T bv[TS_TN];
-            for (int j = 0; j < TS_TN; ++j) bv[j] = b_run[j];
+            for (int j = 0; j < TS_TN; ++j) bv[j] = LOAD(b_run[j]);
             for (int i = 0; i < TS_TM; ++i) {
-                T av = a[a_rows[i] + q * a_col];
+                T av = LOAD(a[a_rows[i] + q * a_col]);
                 for (int j = 0; j < TS_TN; ++j) acc[i][j] = MAD(av, bv[j], acc[i][j]);
             }
         }
@@ -111,9 +112,9 @@ KERNEL void gemm_direct(i64 m, i64 n, i64 k,
         }
         for (i64 q = 0; q < k; ++q) {
             T bv[TS_TN];
-            for (int j = 0; j < TS_TN; ++j) bv[j] = b[b_cols[j] + q * b_row];
+            for (int j = 0; j < TS_TN; ++j) bv[j] = LOAD(b[b_cols[j] + q * b_row]);
             for (int i = 0; i < TS_TM; ++i) {
-                T av = a[a_rows[i] + q * a_col];
+                T av = LOAD(a[a_rows[i] + q * a_col]);
                 for (int j = 0; j < TS_TN; ++j) acc[i][j] = MAD(av, bv[j], acc[i][j]);
             }
         }
@@ -123,7 +124,7 @@ KERNEL void gemm_direct(i64 m, i64 n, i64 k,
     for (int i = 0; i < TS_TM; ++i) {
         if (row0 + i >= m) break;
         for (int j = 0; j < TS_TN; ++j) {
-            if (col0 + j < n) c[c_base + (row0 + i) * n + col0 + j] = acc[i][j];
+            if (col0 + j < n) c[c_base + (row0 + i) * n + col0 + j] = STORE(acc[i][j]);
         }
     }
 }

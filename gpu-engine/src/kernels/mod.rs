@@ -19,7 +19,11 @@
 //! `BARRIER()` appears only in kernel bodies, never in helper functions (PoCL, which runs
 //! OpenCL on CPUs, miscompiles barriers inside called functions).
 //! Element types come from build-time defines ([`Program::defines`]): a program is built once per
-//! dtype with `-D T=f32` (or `f64`, `i64`, `u8`) plus a dtype-class macro.
+//! dtype with `-D T=f32` (or `f64`, `i64`, `u8`) plus a dtype-class macro. The 16-bit floats
+//! are stored as `u16` and computed in f32: `-D T=f32 -D STORE_T=u16` plus `TS_F16` or
+//! `TS_BF16`; kernels read elements with `LOAD(..)` and write them with `STORE(..)`, which
+//! `half.cl.c` defines as correctly rounded conversions (the identity for other dtypes). No
+//! device extension is needed (`cl_khr_fp16` computes in half precision, which Tessera does not).
 //!
 //! # Programs
 //! * [`Program::Tensor`]: everything but matrix products, per dtype: strided copy and assign,
@@ -67,6 +71,7 @@ pub const MAX_RANK: usize = 8;
 
 const PRELUDE_OPENCL: &str = include_str!("prelude_opencl.h");
 const PRELUDE_CUDA: &str = include_str!("prelude_cuda.h");
+const HALF: &str = include_str!("half.cl.c");
 const COMMON: &str = include_str!("common.cl.c");
 const ELEMENTWISE: &str = include_str!("elementwise.cl.c");
 const CAST: &str = include_str!("cast.cl.c");
@@ -83,6 +88,7 @@ impl Program {
     fn parts(self) -> &'static [&'static str] {
         match self {
             Program::Tensor => &[
+                HALF,
                 COMMON,
                 ELEMENTWISE,
                 CAST,
@@ -92,8 +98,8 @@ impl Program {
                 SOFTMAX,
                 CONV,
             ],
-            Program::Gemm => &[COMMON, GEMM],
-            Program::Attention => &[COMMON, RANDOM, ATTENTION],
+            Program::Gemm => &[HALF, COMMON, GEMM],
+            Program::Attention => &[HALF, COMMON, RANDOM, ATTENTION],
         }
     }
 
@@ -106,25 +112,41 @@ impl Program {
         }
     }
 
-    /// The `NAME=VALUE` defines that build the program for elements of `dtype`: `T`, the dtype
-    /// class (`TS_FLOAT`, `TS_INT` or `TS_BOOL`) and `TS_F64` for f64. The backend adds
+    /// The `NAME=VALUE` defines that build the program for elements of `dtype`: `T` (the type
+    /// kernels compute in), the dtype class (`TS_FLOAT`, `TS_INT` or `TS_BOOL`) and `TS_F64`
+    /// for f64. The 16-bit floats compute in f32 over `u16` storage: `T=f32`,
+    /// `STORE_T=u16` and `TS_F16` or `TS_BF16` (see `half.cl.c`). The backend adds
     /// `TS_HAS_FP64` when the device supports f64 (always, for CUDA).
     pub fn defines(self, dtype: DType) -> Vec<String> {
         let (ty, class) = match dtype {
-            DType::F32 => ("f32", "TS_FLOAT"),
+            DType::F32 | DType::F16 | DType::BF16 => ("f32", "TS_FLOAT"),
             DType::F64 => ("f64", "TS_FLOAT"),
             DType::I64 => ("i64", "TS_INT"),
             DType::Bool => ("u8", "TS_BOOL"),
-            // Unreachable: `Runtime::alloc` refuses dtypes without kernels (the 16-bit floats
-            // today), so no storage of one reaches a program. No class define is set, so a
-            // build for one fails (an error) rather than running f32 code on 16-bit data.
+            // Unreachable: `Runtime::alloc` refuses dtypes without kernels, so no storage of
+            // one reaches a program. No class define is set, so a build for one fails (an
+            // error) rather than running f32 code on its data.
             other => (other.name(), "TS_UNSUPPORTED"),
         };
         let mut defines = vec![format!("T={ty}"), format!("{class}=1")];
-        if dtype == DType::F64 {
-            defines.push("TS_F64=1".into());
+        match dtype {
+            DType::F64 => defines.push("TS_F64=1".into()),
+            DType::F16 => defines.extend(["STORE_T=u16".into(), "TS_F16=1".into()]),
+            DType::BF16 => defines.extend(["STORE_T=u16".into(), "TS_BF16=1".into()]),
+            _ => {}
         }
         defines
+    }
+
+    /// Whether the program has kernels for `dtype`. Attention has none for the 16-bit floats
+    /// (its kernels accumulate in their output buffers): the backend runs it in f32 between
+    /// casts.
+    pub fn has_dtype(self, dtype: DType) -> bool {
+        match self {
+            Program::Tensor => true,
+            Program::Gemm => dtype.is_float(),
+            Program::Attention => dtype.is_float() && !dtype.is_half(),
+        }
     }
 }
 
@@ -140,6 +162,16 @@ pub fn program_source(dialect: Dialect, program: Program) -> String {
         source.push_str(part);
     }
     source
+}
+
+/// Bytes of the type kernels compute `dtype` in (what local-memory tiles hold): 4 for the
+/// 16-bit floats, which compute in f32, the element size otherwise.
+pub fn compute_size(dtype: DType) -> usize {
+    if dtype.is_half() {
+        4
+    } else {
+        dtype.size_in_bytes()
+    }
 }
 
 /// A tile configuration of [`Program::Gemm`]: see `gemm.cl.c`.
@@ -250,6 +282,14 @@ mod tests {
             ["T=f64", "TS_FLOAT=1", "TS_F64=1"]
         );
         assert_eq!(Program::Tensor.defines(DType::Bool), ["T=u8", "TS_BOOL=1"]);
+        assert_eq!(
+            Program::Gemm.defines(DType::BF16),
+            ["T=f32", "TS_FLOAT=1", "STORE_T=u16", "TS_BF16=1"]
+        );
+        assert_eq!(
+            Program::Tensor.defines(DType::F16),
+            ["T=f32", "TS_FLOAT=1", "STORE_T=u16", "TS_F16=1"]
+        );
         assert!(GemmTiles::CANDIDATES.iter().all(GemmTiles::is_valid));
         assert_eq!(GemmTiles::new(64, 64, 16, 4, 4).work_group(), (16, 16));
     }

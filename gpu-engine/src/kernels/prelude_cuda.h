@@ -8,6 +8,7 @@
 
 typedef signed char i8;
 typedef unsigned char u8;
+typedef unsigned short u16;
 typedef int i32;
 typedef unsigned int u32;
 typedef long long i64;
@@ -45,3 +46,7 @@ DEVICE i64 ts_uint3_get(uint3 v, int d) { return d == 0 ? (i64)v.x : d == 1 ? (i
 
 /* Positive infinity as f32 (cast to f64 where needed). */
 #define TS_INF_F32 __int_as_float(0x7f800000)
+
+/* The bits of an f32 as u32 and back. */
+#define TS_F32_TO_BITS(x) __float_as_uint(x)
+#define TS_BITS_TO_F32(u) __uint_as_float(u)

@@ -14,6 +14,7 @@
 
 typedef char i8;
 typedef uchar u8;
+typedef ushort u16;
 typedef int i32;
 typedef uint u32;
 typedef long i64;
@@ -51,3 +52,7 @@ typedef double f64;
 
 /* Positive infinity as f32 (cast to f64 where needed). */
 #define TS_INF_F32 INFINITY
+
+/* The bits of an f32 as u32 and back. */
+#define TS_F32_TO_BITS(x) as_uint(x)
+#define TS_BITS_TO_F32(u) as_float(u)

@@ -36,8 +36,12 @@ DEVICE void philox4x32_10(u64 index, u32 key0, u32 key1, u32* w) {
 
 /* `a` and `b` are (low, high - low) for uniform, (mean, std) for normal, already rounded to T
  * by the host (f32 draws round them to f32 like sample_f32). Separate statements keep every
- * product and sum rounded on its own (FP_CONTRACT OFF, --fmad=false on CUDA). */
-KERNEL void random_uniform(i64 n, u32 key0, u32 key1, u64 offset, T a, T b, GLOBAL T* out) {
+ * product and sum rounded on its own (FP_CONTRACT OFF, --fmad=false on CUDA).
+ * 16-bit draws are the f32 draw rounded to nearest even; a uniform value that rounded up to
+ * `bound` (the least f32 >= high, or +inf when high <= low) steps down to the next smaller
+ * 16-bit value, as in backend-cpu's sample_half, so that high stays excluded. */
+KERNEL void random_uniform(i64 n, u32 key0, u32 key1, u64 offset, T a, T b, T bound,
+                           GLOBAL STORE_T* out) {
     i64 i = GLOBAL_ID(0);
     if (i >= n) return;
     u32 w[4];
@@ -49,10 +53,19 @@ KERNEL void random_uniform(i64 n, u32 key0, u32 key1, u64 offset, T a, T b, GLOB
     T u = (T)(w[0] >> 8) * (T)(1.0f / 16777216.0f);
 #endif
     T scaled = b * u;
+#if defined(TS_HALF)
+    STORE_T h = STORE(a + scaled);
+    T x = LOAD(h);
+    if (x >= bound) h = x > (T)0 ? (STORE_T)(h - 1) : (x == (T)0 ? (STORE_T)0x8001 : (STORE_T)(h + 1));
+    out[i] = h;
+#else
+    (void)bound;
     out[i] = a + scaled;
+#endif
 }
 
-KERNEL void random_normal(i64 n, u32 key0, u32 key1, u64 offset, T a, T b, GLOBAL T* out) {
+KERNEL void random_normal(i64 n, u32 key0, u32 key1, u64 offset, T a, T b,
+                          GLOBAL STORE_T* out) {
     i64 i = GLOBAL_ID(0);
     if (i >= n) return;
     u32 w[4];
@@ -74,7 +87,7 @@ KERNEL void random_normal(i64 n, u32 key0, u32 key1, u64 offset, T a, T b, GLOBA
     T angle = two_pi * u2;
     T z = radius * cos(angle);
     T scaled = b * z;
-    out[i] = a + scaled;
+    out[i] = STORE(a + scaled);
 }
 
 #endif

@@ -6,7 +6,9 @@
  *   *_tree: `chunks` work-groups of TS_REDUCE_WG (a power of two) work-items per output, each
  *           work-item striding over its chunk, then a tree in local memory. With chunks > 1 the
  *           partials go to `out[o * chunks + chunk]` and a second *_seq pass combines them.
- * Argmax/argmin carry (value, index) pairs: ties go to the lower index and the first NaN wins. */
+ * Argmax/argmin carry (value, index) pairs: ties go to the lower index and the first NaN wins.
+ * Accumulators are T (f32 for the 16-bit dtypes, rounded once when stored); the host never
+ * splits a 16-bit reduction into chunks, whose partials would be rounded to 16 bits. */
 
 #if !defined(TS_BOOL)
 
@@ -15,19 +17,19 @@
 #endif
 
 #define REDUCE_KERNELS(NAME, COMBINE, IDENTITY)                                                \
-    KERNEL void reduce_##NAME##_seq(i64 m, i64 k, GLOBAL const T* x, View kept, View red,      \
-                                    GLOBAL T* out) {                                           \
+    KERNEL void reduce_##NAME##_seq(i64 m, i64 k, GLOBAL const STORE_T* x, View kept,          \
+                                    View red, GLOBAL STORE_T* out) {                           \
         i64 o = GLOBAL_ID(0);                                                                  \
         if (o >= m) return;                                                                    \
         i64 base = view_at(kept, o);                                                           \
         T acc = (IDENTITY);                                                                    \
         for (i64 r = 0; r < k; ++r) {                                                          \
-            acc = COMBINE(acc, x[base + view_at(red, r)]);                                     \
+            acc = COMBINE(acc, LOAD(x[base + view_at(red, r)]));                               \
         }                                                                                      \
-        out[o] = acc;                                                                          \
+        out[o] = STORE(acc);                                                                   \
     }                                                                                          \
-    KERNEL void reduce_##NAME##_tree(i64 m, i64 k, GLOBAL const T* x, View kept, View red,     \
-                                     GLOBAL T* out, i64 chunks) {                              \
+    KERNEL void reduce_##NAME##_tree(i64 m, i64 k, GLOBAL const STORE_T* x, View kept,         \
+                                     View red, GLOBAL STORE_T* out, i64 chunks) {              \
         LOCAL_DECL T scratch[TS_REDUCE_WG];                                                    \
         i64 lid = LOCAL_ID(0);                                                                 \
         i64 group = GROUP_ID(0);                                                               \
@@ -40,7 +42,7 @@
         if (o < m) {                                                                           \
             i64 base = view_at(kept, o);                                                       \
             for (i64 r = start + lid; r < end; r += TS_REDUCE_WG) {                            \
-                acc = COMBINE(acc, x[base + view_at(red, r)]);                                 \
+                acc = COMBINE(acc, LOAD(x[base + view_at(red, r)]));                           \
             }                                                                                  \
         }                                                                                      \
         scratch[lid] = acc;                                                                    \
@@ -49,7 +51,7 @@
             if (lid < s) scratch[lid] = COMBINE(scratch[lid], scratch[lid + s]);               \
             BARRIER();                                                                         \
         }                                                                                      \
-        if (lid == 0 && o < m) out[group] = scratch[0];                                        \
+        if (lid == 0 && o < m) out[group] = STORE(scratch[0]);                                 \
     }
 
 REDUCE_KERNELS(sum, t_add, (T)0)
@@ -69,7 +71,7 @@ REDUCE_KERNELS(min, t_min, T_HIGHEST)
     }
 
 #define ARG_KERNELS(NAME)                                                                      \
-    KERNEL void arg##NAME##_seq(i64 m, i64 k, GLOBAL const T* x, View kept, View red,          \
+    KERNEL void arg##NAME##_seq(i64 m, i64 k, GLOBAL const STORE_T* x, View kept, View red,    \
                                 GLOBAL i64* out) {                                             \
         i64 o = GLOBAL_ID(0);                                                                  \
         if (o >= m) return;                                                                    \
@@ -77,7 +79,7 @@ REDUCE_KERNELS(min, t_min, T_HIGHEST)
         T best = (T)0;                                                                         \
         i64 at = -1;                                                                           \
         for (i64 r = 0; r < k; ++r) {                                                          \
-            T v = x[base + view_at(red, r)];                                                   \
+            T v = LOAD(x[base + view_at(red, r)]);                                             \
             if (arg_better_##NAME(v, r, best, at)) {                                           \
                 best = v;                                                                      \
                 at = r;                                                                        \
@@ -85,7 +87,7 @@ REDUCE_KERNELS(min, t_min, T_HIGHEST)
         }                                                                                      \
         out[o] = at < 0 ? 0 : at;                                                              \
     }                                                                                          \
-    KERNEL void arg##NAME##_tree(i64 m, i64 k, GLOBAL const T* x, View kept, View red,         \
+    KERNEL void arg##NAME##_tree(i64 m, i64 k, GLOBAL const STORE_T* x, View kept, View red,   \
                                  GLOBAL i64* out) {                                            \
         LOCAL_DECL T values[TS_REDUCE_WG];                                                     \
         LOCAL_DECL i64 indices[TS_REDUCE_WG];                                                  \
@@ -96,7 +98,7 @@ REDUCE_KERNELS(min, t_min, T_HIGHEST)
         if (o < m) {                                                                           \
             i64 base = view_at(kept, o);                                                       \
             for (i64 r = lid; r < k; r += TS_REDUCE_WG) {                                      \
-                T v = x[base + view_at(red, r)];                                               \
+                T v = LOAD(x[base + view_at(red, r)]);                                         \
                 if (arg_better_##NAME(v, r, best, at)) {                                       \
                     best = v;                                                                  \
                     at = r;                                                                    \

@@ -21,8 +21,8 @@ DEVICE T softmax_add(T a, T b) { return a + b; }
         BARRIER();                                                                             \
     }
 
-KERNEL void softmax_rows(i64 rows, i64 k, GLOBAL const T* x, View outer, i64 stride,
-                         GLOBAL T* out, i32 mode) {
+KERNEL void softmax_rows(i64 rows, i64 k, GLOBAL const STORE_T* x, View outer, i64 stride,
+                         GLOBAL STORE_T* out, i32 mode) {
     LOCAL_DECL T scratch[TS_REDUCE_WG];
     i64 lid = LOCAL_ID(0);
     i64 row = GROUP_ID(0);
@@ -32,7 +32,7 @@ KERNEL void softmax_rows(i64 rows, i64 k, GLOBAL const T* x, View outer, i64 str
     i64 len = active ? k : 0;
 
     T m = T_LOWEST;
-    for (i64 r = lid; r < len; r += TS_REDUCE_WG) m = t_max(m, x[base + r * stride]);
+    for (i64 r = lid; r < len; r += TS_REDUCE_WG) m = t_max(m, LOAD(x[base + r * stride]));
     scratch[lid] = m;
     BARRIER();
     SOFTMAX_TREE(t_max)
@@ -41,7 +41,7 @@ KERNEL void softmax_rows(i64 rows, i64 k, GLOBAL const T* x, View outer, i64 str
     BARRIER();
 
     T s = (T)0;
-    for (i64 r = lid; r < len; r += TS_REDUCE_WG) s += exp(x[base + r * stride] - shift);
+    for (i64 r = lid; r < len; r += TS_REDUCE_WG) s += exp(LOAD(x[base + r * stride]) - shift);
     scratch[lid] = s;
     BARRIER();
     SOFTMAX_TREE(softmax_add)
@@ -49,13 +49,13 @@ KERNEL void softmax_rows(i64 rows, i64 k, GLOBAL const T* x, View outer, i64 str
     if (!active) return;
 
     if (mode == TS_LOGSUMEXP) {
-        if (lid == 0) out[row] = log(total) + shift;
+        if (lid == 0) out[row] = STORE(log(total) + shift);
         return;
     }
     T log_total = log(total);
     for (i64 r = lid; r < k; r += TS_REDUCE_WG) {
-        T v = x[base + r * stride] - shift;
-        out[row * k + r] = mode == TS_SOFTMAX ? exp(v) / total : v - log_total;
+        T v = LOAD(x[base + r * stride]) - shift;
+        out[row * k + r] = STORE(mode == TS_SOFTMAX ? exp(v) / total : v - log_total);
     }
 }
 

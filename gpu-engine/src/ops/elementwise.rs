@@ -98,7 +98,8 @@ pub(crate) fn cast<D: Driver>(
         DType::F64 => "cast_to_f64",
         DType::I64 => "cast_to_i64",
         DType::Bool => "cast_to_bool",
-        // No 16-bit kernels yet (`supports_dtype` says so).
+        DType::F16 => "cast_to_f16",
+        DType::BF16 => "cast_to_bf16",
         other => {
             return Err(tessera_core::Error::UnsupportedDType {
                 op: "cast",

@@ -9,7 +9,7 @@
 use crate::checks::{check_dtype, check_same_dtype, element_count};
 use crate::driver::{Driver, ModuleKey};
 use crate::kernels::MAX_RANK;
-use crate::ops::elementwise::copy_strided;
+use crate::ops::elementwise::{cast, copy_strided};
 use crate::runtime::{Arg, Runtime};
 use crate::storage::GpuStorage;
 use crate::view::{MapPlan, View};
@@ -142,6 +142,27 @@ pub(crate) fn scatter_add<D: Driver>(
             op: OP,
             dtype: DType::Bool,
         });
+    }
+    if base.dtype().is_half() {
+        // Several sources may add into one element: sum in f32 and round once, not per add.
+        let wide_base = cast(rt, base, bl, DType::F32)?;
+        let wide_src = cast(rt, src, sl, DType::F32)?;
+        let sum = scatter_add(
+            rt,
+            &wide_base,
+            &Layout::contiguous(bl.shape().clone()),
+            axis,
+            indices,
+            il,
+            &wide_src,
+            &Layout::contiguous(sl.shape().clone()),
+        )?;
+        return cast(
+            rt,
+            &sum,
+            &Layout::contiguous(bl.shape().clone()),
+            base.dtype(),
+        );
     }
     let out = copy_strided(rt, base, bl)?;
     if il.numel() == 0 {

@@ -184,7 +184,8 @@ pub(crate) fn reduce<D: Driver>(
     let group = rt.info().reduce_group as usize;
     // Enough blocks to occupy every multiprocessor a few times over.
     let wanted_groups = 4 * rt.info().compute_units.max(1);
-    let chunks = if m >= wanted_groups {
+    // A 16-bit reduction is never split: its partials would be rounded to 16 bits.
+    let chunks = if m >= wanted_groups || dtype.is_half() {
         1
     } else {
         wanted_groups.div_ceil(m).min(k.div_ceil(4 * group)).max(1)

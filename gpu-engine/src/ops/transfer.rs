@@ -6,7 +6,7 @@ use crate::ops::elementwise::copy_strided;
 use crate::runtime::Runtime;
 use crate::storage::GpuStorage;
 use std::sync::Arc;
-use tessera_core::{DType, HostData, Layout, Result};
+use tessera_core::{bf16, f16, DType, Element, HostData, Layout, Result};
 
 /// A storage of `numel` copies of `value` converted like `Element::from_f64`.
 pub(crate) fn full<D: Driver>(
@@ -20,6 +20,14 @@ pub(crate) fn full<D: Driver>(
         DType::F32 => (value as f32).to_ne_bytes().to_vec(),
         DType::F64 => value.to_ne_bytes().to_vec(),
         DType::I64 => (value as i64).to_ne_bytes().to_vec(),
+        DType::F16 => <f16 as Element>::from_f64(value)
+            .to_bits()
+            .to_ne_bytes()
+            .to_vec(),
+        DType::BF16 => <bf16 as Element>::from_f64(value)
+            .to_bits()
+            .to_ne_bytes()
+            .to_vec(),
         DType::Bool => vec![u8::from(value != 0.0)],
         other => {
             return Err(tessera_core::Error::UnsupportedDType {

@@ -417,7 +417,9 @@ impl Driver for Emulator {
     }
 
     fn blas_gemm(&self, call: &BlasGemm<'_, EmulatorBuffer>) -> Option<Result<()>> {
-        self.host_blas.then(|| host_gemm(self, call))
+        // Like the CUDA driver's {S,D}gemmStridedBatched: f32 and f64 only.
+        let blas_dtype = matches!(call.dtype, DType::F32 | DType::F64);
+        (self.host_blas && blas_dtype).then(|| host_gemm(self, call))
     }
 
     fn blas_unavailable(&self) -> Option<String> {

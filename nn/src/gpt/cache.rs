@@ -11,9 +11,11 @@ pub struct GptCache<B: Backend> {
 }
 
 impl<B: Backend> GptCache<B> {
-    /// Empty caches for `batch` sequences of a model of `config`.
+    /// Empty caches for `batch` sequences of a model of `config`, in the dtype its attention
+    /// computes in (the 16-bit dtype of [`GptConfig::precision`], else [`GptConfig::dtype`]).
     pub fn new(config: &GptConfig, batch: usize, backend: &B) -> Result<Self> {
         let head_dim = config.n_embd / config.n_head;
+        let dtype = config.precision.compute_dtype().unwrap_or(config.dtype);
         let layers = (0..config.n_layer)
             .map(|_| {
                 KvCache::new(
@@ -21,7 +23,7 @@ impl<B: Backend> GptCache<B> {
                     config.n_head,
                     config.block_size,
                     head_dim,
-                    config.dtype,
+                    dtype,
                     backend,
                 )
             })

@@ -1,6 +1,7 @@
 //! [`GptConfig`]: the shape of a GPT, and its JSON form saved beside checkpoints.
 
 use super::Gpt;
+use crate::precision::Precision;
 use crate::Config;
 use serde_json::{json, Value};
 use tessera_core::{Backend, DType, Error, Generator, Result};
@@ -9,7 +10,10 @@ use tessera_core::{Backend, DType, Error, Generator, Result};
 ///
 /// ```
 /// use tessera_nn::gpt::GptConfig;
-/// let config = GptConfig::new(4, 4, 128, 64, 96).dropout(0.1);
+/// use tessera_nn::precision::Precision;
+/// let config = GptConfig::new(4, 4, 128, 64, 96)
+///     .dropout(0.1)
+///     .precision(Precision::BF16);
 /// assert_eq!(GptConfig::from_json(&config.to_json()).unwrap(), config);
 /// ```
 #[derive(Config, Clone, Copy, Debug, PartialEq)]
@@ -33,6 +37,10 @@ pub struct GptConfig {
     /// The dtype of the parameters.
     #[config(default = DType::F32)]
     pub dtype: DType,
+    /// The dtype the attention and linear layers (the output head too) compute in
+    /// ([`Precision`]); embeddings, LayerNorms and the logits stay in `dtype`.
+    #[config(default = Precision::F32)]
+    pub precision: Precision,
 }
 
 fn invalid(msg: String) -> Error {
@@ -132,10 +140,12 @@ impl GptConfig {
             "dropout": self.dropout,
             "bias": self.bias,
             "dtype": self.dtype.to_string(),
+            "precision": self.precision.name(),
         })
     }
 
-    /// Reads [`GptConfig::to_json`]'s form (extra keys are ignored), validated.
+    /// Reads [`GptConfig::to_json`]'s form (extra keys are ignored; a missing `precision` is
+    /// f32), validated.
     pub fn from_json(value: &Value) -> Result<Self> {
         let size = |key: &str| -> Result<usize> {
             value
@@ -149,6 +159,14 @@ impl GptConfig {
             Some("f64") => DType::F64,
             Some(other) => return Err(invalid(format!("unknown dtype `{other}`"))),
         };
+        let precision = match value.get("precision") {
+            None => Precision::F32,
+            Some(p) => p
+                .as_str()
+                .ok_or_else(|| invalid("`precision` must be a string".into()))?
+                .parse::<Precision>()
+                .map_err(invalid)?,
+        };
         let config = GptConfig {
             n_layer: size("n_layer")?,
             n_head: size("n_head")?,
@@ -158,6 +176,7 @@ impl GptConfig {
             dropout: value.get("dropout").and_then(Value::as_f64).unwrap_or(0.0),
             bias: value.get("bias").and_then(Value::as_bool).unwrap_or(true),
             dtype,
+            precision,
         };
         config.validate()?;
         Ok(config)

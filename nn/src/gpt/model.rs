@@ -40,6 +40,9 @@ pub struct GptTransformer<B: Backend> {
 /// * **Weight tying**: `lm_head.weight` *is* `transformer.wte.weight` (one [`Var`] visited under
 ///   both names, as PyTorch's `state_dict` lists it); [`Module::parameters`] lists it once, so an
 ///   optimizer updates it once, and moving the model keeps the two tied.
+/// * **Precision**: under a 16-bit [`GptConfig::precision`] the attention, the MLPs and the
+///   output head compute in the 16-bit dtype; the parameters, embeddings, LayerNorms, residual
+///   stream and logits stay in [`GptConfig::dtype`] (see [`crate::precision`]).
 /// * **Initialisation** (nanoGPT's): every linear weight and both embeddings `N(0, 0.02²)`, the
 ///   residual projections (`attn.out_proj`, `mlp.c_proj`) `N(0, (0.02/√(2·n_layer))²)`, biases
 ///   zero, LayerNorms one and zero.
@@ -63,7 +66,8 @@ impl<B: Backend> Gpt<B> {
         let block_config = TransformerBlockConfig::new(e, config.n_head)
             .dropout(config.dropout)
             .bias(config.bias)
-            .dtype(dtype);
+            .dtype(dtype)
+            .precision(config.precision);
         let residual_std = INIT_STD / (2.0 * config.n_layer as f64).sqrt();
         let wte = Embedding::from_tensor(normal([config.vocab_size, e], INIT_STD, generator)?)?;
         let wpe = Embedding::from_tensor(normal([config.block_size, e], INIT_STD, generator)?)?;
@@ -101,7 +105,8 @@ impl<B: Backend> Gpt<B> {
             .bias(config.bias)
             .dtype(dtype)
             .init(backend)?;
-        let lm_head = Linear::from_vars(wte.weight().clone(), None)?;
+        let lm_head =
+            Linear::from_vars(wte.weight().clone(), None)?.with_precision(config.precision);
         Ok(Gpt {
             transformer: GptTransformer {
                 wte,
@@ -245,7 +250,8 @@ impl<B: Backend> ToBackend<B> for Gpt<B> {
 
     fn to_backend<B2: Backend>(&self, backend: &B2) -> Result<Gpt<B2>> {
         let transformer = self.transformer.to_backend(backend)?;
-        let lm_head = Linear::from_vars(transformer.wte.weight().clone(), None)?;
+        let lm_head = Linear::from_vars(transformer.wte.weight().clone(), None)?
+            .with_precision(self.lm_head.precision());
         lm_head.set_training(self.lm_head.is_training());
         Ok(Gpt {
             transformer,

@@ -2,6 +2,7 @@
 
 use crate::init;
 use crate::module::{Forward, TrainingMode};
+use crate::precision::Precision;
 use crate::{Config, Module};
 use tessera_autograd::Var;
 use tessera_core::{Backend, Conv2dParams, DType, Error, Generator, Result, Tensor};
@@ -40,6 +41,9 @@ pub struct Conv2dConfig {
     /// The dtype of the parameters.
     #[config(default = DType::F32)]
     pub dtype: DType,
+    /// The dtype the convolution is computed in ([`Precision`]); the parameters keep `dtype`.
+    #[config(default = Precision::F32)]
+    pub precision: Precision,
 }
 
 impl Conv2dConfig {
@@ -70,7 +74,7 @@ impl Conv2dConfig {
         } else {
             None
         };
-        Conv2d::from_tensors(weight, bias, self.params())
+        Ok(Conv2d::from_tensors(weight, bias, self.params())?.with_precision(self.precision))
     }
 }
 
@@ -86,6 +90,8 @@ pub struct Conv2d<B: Backend> {
     #[module(skip)]
     params: Conv2dParams,
     mode: TrainingMode,
+    #[module(skip)]
+    precision: Precision,
 }
 
 impl<B: Backend> Conv2d<B> {
@@ -130,7 +136,21 @@ impl<B: Backend> Conv2d<B> {
             bias: bias.map(Var::param),
             params,
             mode: TrainingMode::new(),
+            precision: Precision::F32,
         })
+    }
+
+    /// The same layer computing under `precision`: for a 16-bit policy, the input, weight and
+    /// bias are cast (differentiably) to the compute dtype, convolved there, and the output is
+    /// cast back to the input's dtype. The parameters themselves are not converted.
+    pub fn with_precision(mut self, precision: Precision) -> Self {
+        self.precision = precision;
+        self
+    }
+
+    /// The policy the layer computes under.
+    pub fn precision(&self) -> Precision {
+        self.precision
     }
 
     /// The weight `[o, c, kh, kw]`.
@@ -151,6 +171,11 @@ impl<B: Backend> Conv2d<B> {
 
 impl<B: Backend> Forward<B> for Conv2d<B> {
     fn forward(&self, x: &Var<B>) -> Result<Var<B>> {
-        x.conv2d(&self.weight, self.bias.as_ref(), self.params)
+        let p = self.precision;
+        let bias = self.bias.as_ref().map(|b| p.to_compute(b)).transpose()?;
+        let y =
+            p.to_compute(x)?
+                .conv2d(&p.to_compute(&self.weight)?, bias.as_ref(), self.params)?;
+        p.from_compute(y, x.dtype())
     }
 }

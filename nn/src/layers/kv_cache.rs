@@ -41,6 +41,11 @@ impl<B: Backend> KvCache<B> {
         self.len == 0
     }
 
+    /// The dtype of the cached keys and values.
+    pub fn dtype(&self) -> DType {
+        self.keys.dtype()
+    }
+
     /// Positions the cache can hold.
     pub fn capacity(&self) -> usize {
         self.keys.dims()[2]

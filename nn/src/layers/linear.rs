@@ -157,18 +157,14 @@ impl<B: Backend> Forward<B> for Linear<B> {
         let rows = x.reshape([dims[..dims.len() - 1].iter().product::<usize>(), in_f])?;
         // Under a 16-bit policy every operand is cast to the compute dtype (a no-op when it is
         // already of it) and the result back to the input's dtype.
-        let low = self.precision.compute_dtype();
-        let cast = |v: &Var<B>| match low {
-            Some(d) => v.to_dtype(d),
-            None => Ok(v.clone()),
-        };
-        let mut y = cast(&rows)?.matmul(&cast(&self.weight)?.t()?)?;
+        let p = self.precision;
+        let mut y = p
+            .to_compute(&rows)?
+            .matmul(&p.to_compute(&self.weight)?.t()?)?;
         if let Some(b) = &self.bias {
-            y = y.add(&cast(b)?)?;
+            y = y.add(&p.to_compute(b)?)?;
         }
-        if low.is_some() {
-            y = y.to_dtype(x.dtype())?;
-        }
+        let y = p.from_compute(y, x.dtype())?;
         let mut out_dims = dims;
         *out_dims.last_mut().expect("checked non-empty above") = out_f;
         y.reshape(out_dims)

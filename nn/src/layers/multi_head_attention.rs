@@ -6,6 +6,7 @@ use super::kv_cache::KvCache;
 use super::{Linear, LinearConfig};
 use crate::init;
 use crate::module::{Forward, TrainingMode};
+use crate::precision::Precision;
 use crate::{Config, Module};
 use tessera_autograd::{no_grad, Var};
 use tessera_core::{
@@ -40,6 +41,10 @@ pub struct MultiHeadAttentionConfig {
     /// The dtype of the parameters.
     #[config(default = DType::F32)]
     pub dtype: DType,
+    /// The dtype the projections and the attention are computed in ([`Precision`]); the
+    /// parameters keep `dtype`.
+    #[config(default = Precision::F32)]
+    pub precision: Precision,
 }
 
 impl MultiHeadAttentionConfig {
@@ -85,11 +90,13 @@ impl MultiHeadAttentionConfig {
         Ok(MultiHeadAttention {
             in_proj_weight: Var::param(in_proj_weight),
             in_proj_bias: in_proj_bias.map(Var::param),
-            out_proj: Linear::from_tensors(out.weight().value(), out_bias)?,
+            out_proj: Linear::from_tensors(out.weight().value(), out_bias)?
+                .with_precision(self.precision),
             num_heads: h,
             dropout: self.dropout,
             generator: MaskGenerator::new(generator.fork()),
             mode: TrainingMode::new(),
+            precision: self.precision,
         })
     }
 }
@@ -105,6 +112,10 @@ impl MultiHeadAttentionConfig {
 /// `[batch, heads, L, S]` that is bool (`true` = may attend; note that PyTorch's
 /// `key_padding_mask` uses the opposite convention) or additive. See
 /// [`MultiHeadAttention::key_padding_mask`].
+///
+/// Under a 16-bit [`Precision`] ([`MultiHeadAttentionConfig::precision`]) the projections and
+/// the attention compute in the 16-bit dtype and the output is cast back to the input's dtype;
+/// the parameters keep theirs (see [`crate::precision`]).
 #[derive(Module)]
 pub struct MultiHeadAttention<B: Backend> {
     in_proj_weight: Var<B>,
@@ -117,15 +128,23 @@ pub struct MultiHeadAttention<B: Backend> {
     #[module(skip)]
     generator: MaskGenerator,
     mode: TrainingMode,
+    #[module(skip)]
+    precision: Precision,
 }
 
-/// `x: [b, t, i] · wᵀ + bias` for `w: [o, i]`: `[b, t, o]` (a rank-2 product over the rows).
-fn project<B: Backend>(x: &Var<B>, w: &Var<B>, bias: Option<&Var<B>>) -> Result<Var<B>> {
+/// `x: [b, t, i] · wᵀ + bias` for `w: [o, i]`: `[b, t, o]` (a rank-2 product over the rows),
+/// computed under `precision` and left in its compute dtype.
+fn project<B: Backend>(
+    x: &Var<B>,
+    w: &Var<B>,
+    bias: Option<&Var<B>>,
+    precision: Precision,
+) -> Result<Var<B>> {
     let d = x.dims().to_vec();
-    let rows = x.reshape([d[0] * d[1], d[2]])?;
-    let mut y = rows.matmul(&w.t()?)?;
+    let rows = precision.to_compute(&x.reshape([d[0] * d[1], d[2]])?)?;
+    let mut y = rows.matmul(&precision.to_compute(w)?.t()?)?;
     if let Some(b) = bias {
-        y = y.add(b)?;
+        y = y.add(&precision.to_compute(b)?)?;
     }
     y.reshape([d[0], d[1], w.dims()[0]])
 }
@@ -149,6 +168,19 @@ impl<B: Backend> MultiHeadAttention<B> {
     /// The attention-weight dropout probability.
     pub fn dropout(&self) -> f64 {
         self.dropout
+    }
+
+    /// The same layer computing under `precision` (the output projection too); the parameters
+    /// are not converted.
+    pub fn with_precision(mut self, precision: Precision) -> Self {
+        self.precision = precision;
+        self.out_proj = self.out_proj.with_precision(precision);
+        self
+    }
+
+    /// The policy the layer computes under.
+    pub fn precision(&self) -> Precision {
+        self.precision
     }
 
     /// The stacked input projections `[3E, E]`.
@@ -200,13 +232,29 @@ impl<B: Backend> MultiHeadAttention<B> {
             .permute(&[0, 2, 1, 3])
     }
 
-    /// `[b, heads, t, d]` back to `[b, t, E]`, through the output projection.
-    fn merge(&self, y: &Var<B>) -> Result<Var<B>> {
+    /// `[b, heads, t, d]` back to `[b, t, E]`, through the output projection, cast to `dtype`
+    /// (the input's).
+    fn merge(&self, y: &Var<B>, dtype: DType) -> Result<Var<B>> {
         let (b, t) = (y.dims()[0], y.dims()[2]);
         let merged = y
             .permute(&[0, 2, 1, 3])?
             .reshape([b, t, self.embed_dim()])?;
-        self.out_proj.forward(&merged)
+        // The projection computes in the dtype of `y` (the compute dtype under a 16-bit
+        // policy) and returns it; one cast back here.
+        self.precision
+            .from_compute(self.out_proj.forward(&merged)?, dtype)
+    }
+
+    /// `mask` in the dtype attention runs in: an additive float mask of the input's dtype is
+    /// cast to the compute dtype (a bool mask, or one of another dtype, which the op then
+    /// reports, is passed as it is).
+    fn compute_mask(&self, mask: Option<&Tensor<B>>, input: DType) -> Result<Option<Tensor<B>>> {
+        match (mask, self.precision.compute_dtype()) {
+            (Some(m), Some(low)) if m.dtype() == input && m.dtype().is_float() => {
+                Ok(Some(m.to_dtype(low)?))
+            }
+            (m, _) => Ok(m.cloned()),
+        }
     }
 
     /// The dropout of one attention call over `numel` weights, in training mode.
@@ -246,13 +294,20 @@ impl<B: Backend> MultiHeadAttention<B> {
     ) -> Result<Var<B>> {
         self.check_input("input", x)?;
         let e = self.embed_dim();
-        let qkv = project(x, &self.in_proj_weight, self.in_proj_bias.as_ref())?;
+        let qkv = project(
+            x,
+            &self.in_proj_weight,
+            self.in_proj_bias.as_ref(),
+            self.precision,
+        )?;
         let (q, k, v) = (
             self.heads(&qkv, 0)?,
             self.heads(&qkv, e)?,
             self.heads(&qkv, 2 * e)?,
         );
-        self.merge(&self.attend(&q, &k, &v, causal, mask)?)
+        let mask = self.compute_mask(mask, x.dtype())?;
+        let y = self.attend(&q, &k, &v, causal, mask.as_ref())?;
+        self.merge(&y, x.dtype())
     }
 
     /// Attention of `query: [batch, L, E]` over `key`, `value: [batch, S, E]` (PyTorch's
@@ -287,10 +342,12 @@ impl<B: Backend> MultiHeadAttention<B> {
                 .as_ref()
                 .map(|b| b.narrow(0, i * e, e))
                 .transpose()?;
-            self.heads(&project(x, &w, b.as_ref())?, 0)
+            self.heads(&project(x, &w, b.as_ref(), self.precision)?, 0)
         };
         let (q, k, v) = (part(query, 0)?, part(key, 1)?, part(value, 2)?);
-        self.merge(&self.attend(&q, &k, &v, causal, mask)?)
+        let mask = self.compute_mask(mask, query.dtype())?;
+        let y = self.attend(&q, &k, &v, causal, mask.as_ref())?;
+        self.merge(&y, query.dtype())
     }
 
     /// Causal self-attention of the new positions `x: [batch, n, E]` after those already in
@@ -301,15 +358,32 @@ impl<B: Backend> MultiHeadAttention<B> {
         self.check_input("input", x)?;
         no_grad(|| {
             let e = self.embed_dim();
-            let qkv = project(x, &self.in_proj_weight, self.in_proj_bias.as_ref())?;
+            let qkv = project(
+                x,
+                &self.in_proj_weight,
+                self.in_proj_bias.as_ref(),
+                self.precision,
+            )?;
             let q = self.heads(&qkv, 0)?.value();
+            // The cache keeps its own dtype (`GptCache` allocates the compute dtype, so there
+            // is nothing to cast); attention runs in the dtype of the queries.
+            let cache_dtype = cache.dtype();
+            let in_cache_dtype = |t: Tensor<B>| match t.dtype() == cache_dtype {
+                true => Ok(t),
+                false => t.to_dtype(cache_dtype),
+            };
             let (k, v) = (
-                self.heads(&qkv, e)?.value(),
-                self.heads(&qkv, 2 * e)?.value(),
+                in_cache_dtype(self.heads(&qkv, e)?.value())?,
+                in_cache_dtype(self.heads(&qkv, 2 * e)?.value())?,
             );
             let start = cache.len();
             let n = x.dims()[1];
             let (keys, values) = cache.append(&k, &v)?;
+            let in_query_dtype = |t: Tensor<B>| match t.dtype() == q.dtype() {
+                true => Ok(t),
+                false => t.to_dtype(q.dtype()),
+            };
+            let (keys, values) = (in_query_dtype(keys)?, in_query_dtype(values)?);
             // One new position sees the whole cache; several new positions after a non-empty
             // cache need the causal mask aligned to the end.
             let mask = if n > 1 && start > 0 {
@@ -330,7 +404,7 @@ impl<B: Backend> MultiHeadAttention<B> {
             }
             let y = q.scaled_dot_product_attention(&keys, &values, &options)?;
             drop((keys, values));
-            self.merge(&Var::constant(y))
+            self.merge(&Var::constant(y), x.dtype())
         })
     }
 }

@@ -8,6 +8,7 @@ use super::{
     MultiHeadAttentionConfig, GELU,
 };
 use crate::module::Forward;
+use crate::precision::Precision;
 use crate::{Config, Module};
 use tessera_autograd::Var;
 use tessera_core::{Backend, DType, Error, Generator, Result, Tensor};
@@ -31,6 +32,10 @@ pub struct TransformerBlockConfig {
     /// The dtype of the parameters.
     #[config(default = DType::F32)]
     pub dtype: DType,
+    /// The dtype the attention and the MLP's linear layers compute in ([`Precision`]); the
+    /// LayerNorms, GELU and the residual stream stay in `dtype`.
+    #[config(default = Precision::F32)]
+    pub precision: Precision,
 }
 
 impl TransformerBlockConfig {
@@ -58,6 +63,7 @@ impl TransformerBlockConfig {
                 .dropout(self.dropout)
                 .bias(self.bias)
                 .dtype(dtype)
+                .precision(self.precision)
                 .init(backend, generator)?,
             attn_dropout: DropoutConfig::new().p(self.dropout).init(generator)?,
             ln_2: norm()?,
@@ -65,11 +71,13 @@ impl TransformerBlockConfig {
                 c_fc: LinearConfig::new(e, hidden)
                     .bias(self.bias)
                     .dtype(dtype)
+                    .precision(self.precision)
                     .init(backend, generator)?,
                 gelu: GELU::new(),
                 c_proj: LinearConfig::new(hidden, e)
                     .bias(self.bias)
                     .dtype(dtype)
+                    .precision(self.precision)
                     .init(backend, generator)?,
                 dropout: DropoutConfig::new().p(self.dropout).init(generator)?,
             },

@@ -1,7 +1,8 @@
 //! [`DynamicLossScaler`]: loss scaling for f16 training (PyTorch's `GradScaler`).
 
+use crate::distributed::{Communicator, Reduction};
 use tessera_autograd::Var;
-use tessera_core::{Backend, Error, Result};
+use tessera_core::{Backend, DType, Error, Result, Tensor};
 
 /// What [`DynamicLossScaler::unscale_and_update`] decided for one step.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -77,6 +78,10 @@ impl DynamicLossScaler {
 
     /// Divides the gradient of every parameter by the scale; returns whether any gradient
     /// holds inf or NaN (checked before unscaling, on the scaled values).
+    ///
+    /// The check runs on the device: `sum(g * 0)` is NaN exactly when `g` holds an inf or a
+    /// NaN, the per-parameter sums are added there, and one scalar is read back, so a step
+    /// waits for the device once, not once per parameter, and moves 8 bytes, not the gradients.
     pub fn unscale<B: Backend>(&self, params: &[Var<B>]) -> Result<bool> {
         if !(self.scale.is_finite() && self.scale > 0.0) {
             return Err(Error::InvalidArgument {
@@ -84,14 +89,33 @@ impl DynamicLossScaler {
                 msg: format!("the scale must be positive and finite, not {}", self.scale),
             });
         }
-        let mut found_non_finite = false;
+        let mut probe: Option<Tensor<B>> = None;
         for p in params {
             let Some(g) = p.grad() else { continue };
-            let finite = g.to_vec_f64()?.iter().all(|x| x.is_finite());
-            found_non_finite |= !finite;
+            let poisoned = g.mul_scalar(0.0)?.sum_all()?.to_dtype(DType::F64)?;
+            probe = Some(match probe {
+                None => poisoned,
+                Some(acc) => acc.add(&poisoned)?,
+            });
             p.set_grad(Some(g.div_scalar(self.scale)?));
         }
-        Ok(found_non_finite)
+        match probe {
+            None => Ok(false),
+            Some(probe) => Ok(!probe.to_scalar_f64()?.is_finite()),
+        }
+    }
+
+    /// [`Self::unscale`] on one rank of a data-parallel run: the ranks agree (one all-reduce of
+    /// a flag) so that every rank skips, or takes, the same steps, whichever rank overflowed.
+    pub fn unscale_across<B: Backend>(
+        &self,
+        params: &[Var<B>],
+        comm: &dyn Communicator<B>,
+    ) -> Result<bool> {
+        let found = self.unscale(params)?;
+        let mut flag = [if found { 1.0 } else { 0.0 }];
+        comm.all_reduce_host(&mut flag, Reduction::Max)?;
+        Ok(flag[0] > 0.0)
     }
 
     /// The scale after a step with (`true`) or without overflowing gradients: backoff and a
@@ -113,14 +137,29 @@ impl DynamicLossScaler {
     /// optimizer step taken anyway changes nothing.
     pub fn unscale_and_update<B: Backend>(&mut self, params: &[Var<B>]) -> Result<ScalerStep> {
         let found = self.unscale(params)?;
+        Ok(self.decide(found, params))
+    }
+
+    /// [`Self::unscale_and_update`] with the ranks of `comm` agreeing
+    /// ([`Self::unscale_across`]): every rank gets the same decision and the same next scale.
+    pub fn unscale_and_update_across<B: Backend>(
+        &mut self,
+        params: &[Var<B>],
+        comm: &dyn Communicator<B>,
+    ) -> Result<ScalerStep> {
+        let found = self.unscale_across(params, comm)?;
+        Ok(self.decide(found, params))
+    }
+
+    fn decide<B: Backend>(&mut self, found: bool, params: &[Var<B>]) -> ScalerStep {
         self.update(found);
         if found {
             for p in params {
                 p.set_grad(None);
             }
-            Ok(ScalerStep::Skip)
+            ScalerStep::Skip
         } else {
-            Ok(ScalerStep::Apply)
+            ScalerStep::Apply
         }
     }
 }

@@ -1,13 +1,47 @@
 //! Mixed precision: a [`Precision`] policy for the layers and a [`DynamicLossScaler`] for f16.
 //!
 //! Under a 16-bit policy the parameters and the optimizer state stay f32 (the *master
-//! weights*); a [`crate::layers::Linear`] casts its input and parameters to the compute dtype,
-//! multiplies there (f32 accumulation on every backend that supports the 16-bit dtypes) and
-//! casts its output back. The casts are differentiable, so gradients reach the f32 parameters
-//! in f32. Everything else (softmax, losses, normalisation) stays in the dtype of its input.
+//! weights*). The layers that do the matrix products follow the policy, each the same way:
+//! cast its input and parameters (differentiably, [`Precision::to_compute`]) to the compute
+//! dtype, compute there (f32 accumulation on every backend that supports the 16-bit dtypes)
+//! and cast its output back to the input's dtype. The casts are differentiable, so gradients
+//! reach the f32 parameters in f32.
 //!
-//! Not done yet: Conv2d and attention ignore the policy, and `train` has no `--precision`
-//! flag (see the README).
+//! * [`crate::layers::Linear`] ([`crate::layers::LinearConfig::precision`]): the product and
+//!   the bias.
+//! * [`crate::layers::Conv2d`] ([`crate::layers::Conv2dConfig::precision`]): the convolution
+//!   and the bias.
+//! * [`crate::layers::MultiHeadAttention`]
+//!   ([`crate::layers::MultiHeadAttentionConfig::precision`]): the input projection, the scaled
+//!   dot-product attention on the 16-bit queries, keys and values (the backends compute its
+//!   scores and softmax with f32 math; an additive float mask is cast to the compute dtype,
+//!   a bool mask is used as it is) and the output projection; one cast back at the end.
+//! * [`crate::layers::TransformerBlock`] and [`crate::gpt::Gpt`] pass their config's
+//!   `precision` to their attention and linear layers (the GPT's tied output head too).
+//!
+//! Everything else stays in the dtype of its input (f32): embeddings, softmax and
+//! cross-entropy on the logits, LayerNorm, BatchNorm, activations between layers, residual
+//! additions and reductions.
+//!
+//! ```
+//! # fn main() -> tessera_core::Result<()> {
+//! use tessera_autograd::Var;
+//! use tessera_core::{DType, Generator, Tensor};
+//! use tessera_nn::layers::Conv2dConfig;
+//! use tessera_nn::precision::Precision;
+//! use tessera_nn::Forward;
+//! let (dev, mut g) = (tessera_cpu::Cpu::new(), Generator::new(0));
+//! let conv = Conv2dConfig::new(3, 8, (3, 3))
+//!     .precision(Precision::BF16)
+//!     .init(&dev, &mut g)?;
+//! let x = Var::constant(Tensor::ones([2, 3, 8, 8], DType::F32, &dev)?);
+//! let y = conv.forward(&x)?; // computed in bf16, returned in f32
+//! y.sum_all()?.backward()?;
+//! assert_eq!(y.dtype(), DType::F32);
+//! assert_eq!(conv.weight().dtype(), DType::F32); // master weight
+//! assert_eq!(conv.weight().grad().unwrap().dtype(), DType::F32);
+//! # Ok(()) }
+//! ```
 
 mod loss_scaler;
 
@@ -15,7 +49,8 @@ pub use loss_scaler::{DynamicLossScaler, ScalerStep};
 
 use std::fmt;
 use std::str::FromStr;
-use tessera_core::DType;
+use tessera_autograd::Var;
+use tessera_core::{Backend, DType, Result};
 
 /// The dtype matrix products are computed in; parameters stay f32 whatever the policy.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -44,6 +79,26 @@ impl Precision {
         }
     }
 
+    /// A float `v` cast (differentiably: its gradient is cast back) to the compute dtype; `v`
+    /// itself under [`Precision::F32`], when it already has the compute dtype and when it is
+    /// not a float (indices, bool masks).
+    pub fn to_compute<B: Backend>(self, v: &Var<B>) -> Result<Var<B>> {
+        match self.compute_dtype() {
+            Some(d) if v.dtype().is_float() && v.dtype() != d => v.to_dtype(d),
+            _ => Ok(v.clone()),
+        }
+    }
+
+    /// `y` cast back to `dtype` (the dtype of the layer's input) after computing under this
+    /// policy; `y` itself when it already has it.
+    pub fn from_compute<B: Backend>(self, y: Var<B>, dtype: DType) -> Result<Var<B>> {
+        if y.dtype() == dtype {
+            Ok(y)
+        } else {
+            y.to_dtype(dtype)
+        }
+    }
+
     /// Whether training under this policy needs loss scaling (f16's narrow exponent range).
     pub fn needs_loss_scaling(self) -> bool {
         self == Precision::F16
@@ -69,7 +124,7 @@ impl fmt::Display for Precision {
 impl FromStr for Precision {
     type Err = String;
 
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
         Precision::ALL
             .into_iter()
             .find(|p| p.name().eq_ignore_ascii_case(s))

@@ -7,4 +7,4 @@ mod step;
 
 pub use evaluate::{evaluate, Evaluation};
 pub use state::{load_training_state, save_training_state, TrainingStateInfo};
-pub use step::{train_step, train_step_scaled};
+pub use step::{train_step, train_step_scaled, train_step_scaled_across};

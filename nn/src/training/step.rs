@@ -1,5 +1,6 @@
 //! One supervised optimisation step with cross-entropy.
 
+use crate::distributed::Communicator;
 use crate::loss::cross_entropy;
 use crate::module::Forward;
 use crate::optim::Optimizer;
@@ -45,11 +46,53 @@ where
     M: Forward<B> + ?Sized,
     O: Optimizer<B> + ?Sized,
 {
+    scaled_step(model, optimizer, features, labels, scaler, |scaler| {
+        scaler.unscale_and_update(params)
+    })
+}
+
+/// [`train_step_scaled`] on one rank of a data-parallel run: the ranks of `comm` agree on
+/// whether a gradient overflowed anywhere ([`DynamicLossScaler::unscale_and_update_across`]),
+/// so that they all skip or all take the step and keep the same scale. The step's gradient
+/// all-reduce (a [`crate::distributed::DistributedOptimizer`]'s) then only runs on steps every
+/// rank takes.
+pub fn train_step_scaled_across<B, M, O>(
+    model: &M,
+    optimizer: &mut O,
+    features: Tensor<B>,
+    labels: &Tensor<B>,
+    scaler: &mut DynamicLossScaler,
+    params: &[Var<B>],
+    comm: &dyn Communicator<B>,
+) -> Result<(Tensor<B>, ScalerStep)>
+where
+    B: Backend,
+    M: Forward<B> + ?Sized,
+    O: Optimizer<B> + ?Sized,
+{
+    scaled_step(model, optimizer, features, labels, scaler, |scaler| {
+        scaler.unscale_and_update_across(params, comm)
+    })
+}
+
+fn scaled_step<B, M, O>(
+    model: &M,
+    optimizer: &mut O,
+    features: Tensor<B>,
+    labels: &Tensor<B>,
+    scaler: &mut DynamicLossScaler,
+    decide: impl FnOnce(&mut DynamicLossScaler) -> Result<ScalerStep>,
+) -> Result<(Tensor<B>, ScalerStep)>
+where
+    B: Backend,
+    M: Forward<B> + ?Sized,
+    O: Optimizer<B> + ?Sized,
+{
     let logits = model.forward(&Var::constant(features))?;
     let loss = cross_entropy(&logits, labels)?;
     optimizer.zero_grad();
     scaler.scale_loss(&loss)?.backward()?;
-    let decision = scaler.unscale_and_update(params)?;
+    let decision = decide(scaler)?;
     if decision == ScalerStep::Apply {
         optimizer.step()?;
     }

@@ -801,8 +801,23 @@ pub fn gradient_tolerance() -> Tolerance {
     Tolerance::loose(1e-5, 1e-4 + 4.0 * 64.0 * crate::compare::F32_EPS)
 }
 
-/// The same computation on `dev` and on the CPU backend (f32): outputs and gradients must
-/// agree within the f32 accumulation tolerance.
+/// [`gradient_tolerance`] for chains in `dtype`. In the 16-bit floats every op of the chain
+/// rounds its result once to 16 bits, so two backends whose f32 arithmetic differs in the last
+/// bits may land on neighbouring 16-bit values at each step: four ulps of the format (eight
+/// unit roundoffs) of the tensor's scale are added, with the format's smallest normal number
+/// as the absolute slack for f16.
+pub fn gradient_tolerance_for(dtype: DType) -> Tolerance {
+    use tessera_checked::tolerance::{BF16_EPS, F16_EPS, F16_MIN_NORMAL};
+    let f32_chain = gradient_tolerance();
+    match dtype {
+        DType::F16 => Tolerance::loose(F16_MIN_NORMAL, f32_chain.rel + 8.0 * F16_EPS),
+        DType::BF16 => Tolerance::loose(f32_chain.abs, f32_chain.rel + 8.0 * BF16_EPS),
+        _ => f32_chain,
+    }
+}
+
+/// The same computation on `dev` and on the CPU backend (f32 or 16-bit): outputs and gradients
+/// must agree within the accumulation tolerance of the dtype ([`gradient_tolerance_for`]).
 pub fn check_against_cpu<B: Backend>(dev: &B, case: &GradCase) -> Result<(), String> {
     let got = output_and_gradients(dev, case)?;
     let cpu = output_and_gradients(&Cpu::new(), case)
@@ -810,7 +825,7 @@ pub fn check_against_cpu<B: Backend>(dev: &B, case: &GradCase) -> Result<(), Str
     if got.dims != cpu.dims {
         return Err(format!("output shape {:?}, CPU {:?}", got.dims, cpu.dims));
     }
-    let tol = gradient_tolerance();
+    let tol = gradient_tolerance_for(case.inputs[0].dtype);
     let inputs = build_inputs(dev, case)?;
     compare_to_cpu("output", &got.output, &cpu.output, tol)
         .and_then(|_| {
