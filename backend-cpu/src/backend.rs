@@ -4,8 +4,8 @@ use crate::checks::{check_storage, unsupported};
 use crate::half_ops::primitive_in_f32;
 use crate::kernels::softmax::{self, RowOp};
 use crate::kernels::{
-    arg_reduce, binary, cast, compare, copy, fill, gather, index_select, matmul, random, reduce,
-    scatter_add, select, unary,
+    arg_reduce, binary, cast, compare, copy, fill, gather, gemm_bf16, index_select, matmul, random,
+    reduce, scatter_add, select, unary,
 };
 use crate::storage::map_storage;
 use crate::CpuStorage;
@@ -197,6 +197,9 @@ impl Backend for Cpu {
     ) -> Result<CpuStorage> {
         check_storage("matmul", lhs, lhs_layout)?;
         check_storage("matmul", rhs, rhs_layout)?;
+        if let Some(out) = gemm_bf16::try_matmul(lhs, lhs_layout, rhs, rhs_layout)? {
+            return Ok(out);
+        }
         primitive_in_f32(
             [(lhs, lhs_layout), (rhs, rhs_layout)],
             |[(a, la), (b, lb)]| matmul::matmul(a, la, b, lb),

@@ -6,6 +6,10 @@
 //! rounds each float result once, to nearest even, back to the input dtype. Results of other
 //! dtypes (comparisons' bools, arg-reductions' indices) are returned as they are.
 //!
+//! One exception: a 2-D bf16 matmul on a CPU with AVX-512 BF16 runs on the `vdpbf16ps` kernel
+//! of `kernels::gemm_bf16` (packed bf16 operands, f32 accumulation, the same single rounding
+//! at the end), measured 1.05-1.5x faster than widening (docs/BENCHMARKS.md).
+//!
 //! The widening is exact (every 16-bit value is an f32), so the only error beyond the f32
 //! kernel's is the final rounding: half an ulp of the 16-bit format. Inputs that mix a 16-bit
 //! dtype with another float dtype are passed through unchanged, so the kernel reports the

@@ -11,7 +11,9 @@
 //!   strided inner loop; f32 sums are pairwise (see `kernels::reducer`).
 //! * **Matrix products** run one strided GEMM per batch element: BLIS-style blocking and
 //!   packing around AVX-512 or AVX2+FMA micro-kernels chosen at run time, a GEMV for one row
-//!   or column, and `matrixmultiply` as the portable path ([`GEMM_ENV_VAR`] chooses).
+//!   or column, and `matrixmultiply` as the portable path ([`GEMM_ENV_VAR`] chooses). 2-D
+//!   bf16 products take a `vdpbf16ps` kernel on CPUs with AVX-512 BF16 (`kernels::gemm_bf16`;
+//!   [`BF16_GEMM_ENV_VAR`]`=widen` turns it off); every other 16-bit op widens to f32.
 //! * **Parallelism**: outputs above 32768 elements are split across `rayon`'s pool; below that
 //!   everything runs on the calling thread.
 //! * **Memory**: freed tensor memory stays in the process for the next tensor of that size
@@ -69,13 +71,19 @@ mod strided;
 
 pub use backend::Cpu;
 pub use kernels::gemm::GEMM_ENV_VAR;
+pub use kernels::gemm_bf16::BF16_GEMM_ENV_VAR;
 pub use malloc_tuning::{tune_allocator, MALLOC_TUNING_ENV_VAR};
 pub use storage::{CpuElement, CpuStorage};
 
 /// Which GEMM path this process uses and its micro-kernels, for reports: e.g.
-/// `"avx512 (avx512 f32 12x32, avx512 f64 12x16)"` or `"portable (matrixmultiply)"`.
+/// `"avx512 (avx512 f32 12x32, avx512 f64 12x16); bf16: avx512-bf16 dot 12x32"` or
+/// `"portable (matrixmultiply); bf16: widened to f32"`.
 pub fn gemm_description() -> String {
-    kernels::gemm::description()
+    format!(
+        "{}; bf16: {}",
+        kernels::gemm::description(),
+        kernels::gemm_bf16::description()
+    )
 }
 
 /// A tensor on the CPU backend.

@@ -81,9 +81,10 @@ def int_list(text):
 
 
 def emit(suite, framework, n, samples, flops=None, samples_counted=False, model=None,
-         phase=None, memory=None, variant=None):
+         phase=None, memory=None, variant=None, precision=None):
     """Prints one record line with the fields of tessera-bench's records (`memory`: a dict of
-    rss_before_bytes, peak_rss_bytes, rss_after_bytes, for the mem suite)."""
+    rss_before_bytes, peak_rss_bytes, rss_after_bytes, for the mem and precision suites;
+    `precision`: "f32", "bf16" or "f16", for the precision suite)."""
     med = median(samples)
     record = {
         "suite": suite,
@@ -104,6 +105,8 @@ def emit(suite, framework, n, samples, flops=None, samples_counted=False, model=
         record["phase"] = phase
     if variant is not None:
         record["variant"] = variant
+    if precision is not None:
+        record["precision"] = precision
     if memory is not None:
         record["memory"] = memory
     print(json.dumps(record), flush=True)

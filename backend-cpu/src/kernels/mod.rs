@@ -13,6 +13,7 @@ pub(crate) mod copy;
 pub(crate) mod fill;
 pub(crate) mod gather;
 pub(crate) mod gemm;
+pub(crate) mod gemm_bf16;
 pub(crate) mod index_check;
 pub(crate) mod index_select;
 pub(crate) mod map;

@@ -21,6 +21,7 @@ pub mod pairs;
 pub mod peer;
 pub mod plot;
 pub mod precision;
+pub mod precision_ratios;
 pub mod record;
 pub mod report;
 pub mod resident;
@@ -118,6 +119,11 @@ fn suite_caption(suite: &SuiteCommand) -> &'static str {
             "mem: resident memory of training, MiB: before the unit, its peak above that, after"
         }
         SuiteCommand::Ddp(_) => "ddp: data-parallel training steps on 1 and 2 ranks",
+        SuiteCommand::Precision(_) => {
+            "precision: 16-bit compute against f32 (f32 master weights; peer: PyTorch's \
+             torch.autocast on the CPU); gemm = C = A·B of n×n operands in that dtype, train = \
+             one training step, *-memory = resident MiB of one product / step"
+        }
         SuiteCommand::Gpt(_) => {
             "gpt: train = one step (forward, loss, backward, clip, AdamW), n = tokens; \
              generate = greedy KV-cached decoding at batch 1, n = new tokens (ms/token = median / n)"
@@ -167,13 +173,15 @@ fn run_suite(suite: &SuiteCommand, ctx: &RunContext) -> TaskResult<Vec<Record>> 
                 backend.name(),
                 ctx.env.describe()
             );
-            let out = tessera::measure(&ctx.binary, &ctx.env, backend, suite)?;
-            if round == 1 {
-                for info in &out.info {
-                    println!("    tessera: {}", info.get("tessera_info").unwrap_or(info));
+            for (part, process) in suite.processes().iter().enumerate() {
+                let out = tessera::measure(&ctx.binary, &ctx.env, backend, process)?;
+                if round == 1 && part == 0 {
+                    for info in &out.info {
+                        println!("    tessera: {}", info.get("tessera_info").unwrap_or(info));
+                    }
                 }
+                records.extend(out.records);
             }
-            records.extend(out.records);
         }
         for (kind, run) in peers.iter_mut() {
             let PeerRun::Ran(all) = run else { continue };
@@ -182,18 +190,20 @@ fn run_suite(suite: &SuiteCommand, ctx: &RunContext) -> TaskResult<Vec<Record>> 
                 kind.name(),
                 ctx.env.describe()
             );
-            if let PeerRun::Ran(out) = kind.measure(suite, &ctx.env)? {
-                if round == 1 {
-                    for info in &out.info {
-                        println!(
-                            "    {}: {}",
-                            kind.name(),
-                            info.get("peer_info").unwrap_or(info)
-                        );
+            for (part, process) in suite.processes().iter().enumerate() {
+                if let PeerRun::Ran(out) = kind.measure(process, &ctx.env)? {
+                    if round == 1 && part == 0 {
+                        for info in &out.info {
+                            println!(
+                                "    {}: {}",
+                                kind.name(),
+                                info.get("peer_info").unwrap_or(info)
+                            );
+                        }
+                        all.info = out.info.clone();
                     }
-                    all.info = out.info.clone();
+                    records.extend(out.records.iter().cloned());
                 }
-                records.extend(out.records.iter().cloned());
             }
         }
         rounds.push(records);
@@ -215,15 +225,19 @@ fn run_suite(suite: &SuiteCommand, ctx: &RunContext) -> TaskResult<Vec<Record>> 
         .collect();
     println!("\n{} ({})", suite_caption(suite), ctx.env.describe());
     let ratios = pairs::pair_ratios(&rounds);
+    let mut results = report::suite_results_json(name, &suite.to_cli_args(), &ours, &peers);
     if matches!(suite, SuiteCommand::Mem(_)) {
         println!("{}\n", report::memory_table(&records));
+    } else if matches!(suite, SuiteCommand::Precision(_)) {
+        print_precision_tables(&records, &ratios, &rounds);
+        results["speedups_over_f32"] = serde_json::to_value(precision_ratios::speedups(&rounds))?;
+        results["memory_ratios"] = serde_json::to_value(precision_ratios::memory_ratios(&rounds))?;
     } else {
         println!("{}\n", report::comparison_table(&records));
         if !ratios.is_empty() {
             println!("{}\n", pairs::ratio_table(&ratios, rounds.len()));
         }
     }
-    let mut results = report::suite_results_json(name, &suite.to_cli_args(), &ours, &peers);
     results["conditions"] = serde_json::json!({
         "threads": ctx.env.threads,
         "pinned_cpus": ctx.env.cpus,
@@ -234,6 +248,45 @@ fn run_suite(suite: &SuiteCommand, ctx: &RunContext) -> TaskResult<Vec<Record>> 
     let path = report::write_results(name, &results)?;
     println!("results written to {}\n", path.display());
     Ok(records)
+}
+
+/// The `precision` suite's tables: throughput (GEMM and training steps apart, their units
+/// differ), Tessera / peer at the same precision, each side's 16-bit / f32, and memory.
+fn print_precision_tables(records: &[Record], ratios: &[pairs::PairRatio], rounds: &[Round]) {
+    let timed: Vec<Record> = records
+        .iter()
+        .filter(|r| r.memory.is_none())
+        .cloned()
+        .collect();
+    let (gemm, train): (Vec<Record>, Vec<Record>) =
+        timed.into_iter().partition(|r| r.samples_per_s.is_none());
+    for table in [gemm, train] {
+        if !table.is_empty() {
+            println!("{}\n", report::comparison_table(&table));
+        }
+    }
+    if !ratios.is_empty() {
+        println!("{}\n", pairs::ratio_table(ratios, rounds.len()));
+    }
+    let speedups = precision_ratios::speedups(rounds);
+    if !speedups.is_empty() {
+        let title = format!(
+            "16-bit / f32 throughput of each side, median [min, max] of {} round(s); above 1: \
+             16-bit is faster",
+            rounds.len()
+        );
+        println!("{}\n", precision_ratios::ratio_table(&title, &speedups));
+    }
+    if records.iter().any(|r| r.memory.is_some()) {
+        println!("{}\n", report::memory_table(records));
+        let title = format!(
+            "peak memory above the resident set before, median [min, max] of {} round(s); \
+             below 1: less memory",
+            rounds.len()
+        );
+        let memory = precision_ratios::memory_ratios(rounds);
+        println!("{}\n", precision_ratios::ratio_table(&title, &memory));
+    }
 }
 
 /// Writes the lifecycle report of `records` (Markdown, JSON, SVG) and prints the Markdown.
@@ -312,9 +365,11 @@ pub fn run(args: &BenchArgs) -> TaskResult<()> {
         records.extend(run_suite(suite, &ctx)?);
     }
     if args.suite.is_none() {
+        // The lifecycle report is of f32 runs: the precision suite's cases have their own tables.
         let timed: Vec<Record> = records
             .iter()
-            .filter(|r| r.memory.is_none())
+            // The precision suite's records compare precisions, not lifecycle phases.
+            .filter(|r| r.memory.is_none() && r.suite != suites::precision::NAME)
             .cloned()
             .collect();
         write_lifecycle(&timed)?;

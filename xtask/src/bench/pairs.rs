@@ -85,12 +85,7 @@ pub fn pair_ratios(rounds: &[Round]) -> Vec<PairRatio> {
         let peers: Vec<&Record> = round.iter().filter(|r| r.framework != "tessera").collect();
         for ours in round.iter().filter(|r| r.framework == "tessera") {
             for theirs in &peers {
-                let same_case = theirs.suite == ours.suite
-                    && theirs.n == ours.n
-                    && theirs.model == ours.model
-                    && theirs.phase == ours.phase
-                    && theirs.variant == ours.variant
-                    && theirs.precision == ours.precision;
+                let same_case = theirs.same_case(ours);
                 let rate = headline_rate(theirs);
                 if !same_case || theirs.backend != "cpu" || rate <= 0.0 {
                     continue;
@@ -193,8 +188,8 @@ mod tests {
             model: None,
             phase: None,
             variant: None,
-            memory: None,
             precision: None,
+            memory: None,
         }
     }
 

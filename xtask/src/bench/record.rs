@@ -47,13 +47,16 @@ pub struct Record {
     /// and layout, `"f64 nt"`); absent for the suite's main case.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variant: Option<String>,
-    /// Resident memory around the measured unit, for the `mem` suite.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory: Option<MemoryUse>,
-    /// The precision measured in when not full f32 (`"tf32"`, `"bf16"`), see
-    /// [`crate::bench::precision`]; absent for f32.
+    /// The precision the case was measured in: `"tf32"` (f32 tensors, TF32 matrix products)
+    /// or a mixed-precision policy (`"bf16"`, `"f16"`: f32 parameters, matrix products in that
+    /// dtype), see [`crate::bench::precision`]; `"f32"` or absent for full f32 (the
+    /// `precision` suite always names it). Part of the case: records pair only with records
+    /// of the same precision, and reports give each precision its own column.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub precision: Option<String>,
+    /// Resident memory around the measured unit, for the `mem` and `precision` suites.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryUse>,
 }
 
 /// The resident memory of a measuring process around one measured unit (a training step, an
@@ -94,8 +97,8 @@ impl Record {
             model: None,
             phase: None,
             variant: None,
-            memory: None,
             precision: None,
+            memory: None,
         }
     }
 
@@ -129,28 +132,46 @@ impl Record {
         self
     }
 
-    /// What identifies the measured configuration across frameworks and runs: suite, backend
-    /// (with its precision), model, phase, size and variant (the framework is left out so that peers line up with
-    /// Tessera).
+    /// Sets [`Record::precision`].
+    pub fn with_precision(mut self, precision: &str) -> Self {
+        self.precision = Some(precision.to_string());
+        self
+    }
+
+    /// What identifies the measured configuration across frameworks and runs: suite, backend,
+    /// model, phase, size, variant and precision (the framework is left out so that peers line
+    /// up with Tessera).
     pub fn case_key(&self) -> String {
-        let key = format!(
+        let mut key = format!(
             "{}/{}/{}/{}/n={}",
             self.suite,
-            self.column(),
+            self.backend,
             self.model.as_deref().unwrap_or("-"),
             self.phase.as_deref().unwrap_or("-"),
             self.n
         );
-        match &self.variant {
-            Some(v) => format!("{key}/{v}"),
-            None => key,
+        for part in [&self.variant, &self.precision].into_iter().flatten() {
+            key = format!("{key}/{part}");
         }
+        key
     }
 
-    /// The case as tables label it: model, phase, variant and size, whichever it has.
+    /// Whether `other` measured the same case (suite, model, phase, size, variant and
+    /// precision), whatever framework and backend computed it.
+    pub fn same_case(&self, other: &Record) -> bool {
+        self.suite == other.suite
+            && self.n == other.n
+            && self.model == other.model
+            && self.phase == other.phase
+            && self.variant == other.variant
+            && self.precision == other.precision
+    }
+
+    /// The case as tables label it: model, phase, variant, precision and size, whichever it
+    /// has.
     pub fn case_label(&self) -> String {
         let mut parts = Vec::new();
-        for part in [&self.model, &self.phase, &self.variant]
+        for part in [&self.model, &self.phase, &self.variant, &self.precision]
             .into_iter()
             .flatten()
         {
@@ -238,8 +259,8 @@ mod tests {
             model: None,
             phase: None,
             variant: None,
-            memory: None,
             precision: None,
+            memory: None,
         }
     }
 

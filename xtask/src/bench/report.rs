@@ -335,8 +335,8 @@ mod tests {
             model: None,
             phase: None,
             variant: None,
-            memory: None,
             precision: None,
+            memory: None,
         }
     }
 

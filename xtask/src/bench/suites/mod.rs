@@ -11,10 +11,12 @@
 //! | `eval` | a test-set pass of `tessera_nn::training::evaluate` | eval |
 //! | `mem` | resident memory of a training step and of an epoch | train-step, train-epoch |
 //! | `gpt` | a GPT's training step and its KV-cached generation at batch 1 | train, generate |
+//! | `precision` | bf16 (or f16) against f32: GEMMs and training steps, speed and peak memory | gemm, train, gemm-memory, train-memory |
 //!
 //! Adding a suite: a file here with its clap `Args` and a `measure` function generic over
 //! [`Backend`], a variant of [`SuiteCommand`] with its arms below, and optionally peers
-//! `xtask/peers/<suite>_<peer>.py` (see [`crate::bench::peer`]).
+//! `xtask/peers/<suite>_<peer>.py` (see [`crate::bench::peer`]). A suite that needs fresh
+//! processes for some of its cases says so in [`SuiteCommand::processes`].
 
 pub mod cnn;
 pub mod data_source;
@@ -25,6 +27,7 @@ pub mod infer;
 pub mod mem;
 pub mod mlp;
 pub mod models;
+pub mod precision;
 pub mod prep;
 pub mod train_step;
 
@@ -58,6 +61,9 @@ pub enum SuiteCommand {
     Ddp(crate::bench::ddp::DdpArgs),
     /// A GPT: one training step (tokens/s) and KV-cached generation at batch 1 (ms/token).
     Gpt(gpt::GptArgs),
+    /// bf16 (or f16) against f32: GEMM and training-step speed and peak memory, beside
+    /// PyTorch's CPU autocast.
+    Precision(precision::PrecisionArgs),
 }
 
 impl SuiteCommand {
@@ -73,6 +79,7 @@ impl SuiteCommand {
             SuiteCommand::Mem(_) => mem::NAME,
             SuiteCommand::Ddp(_) => crate::bench::ddp::NAME,
             SuiteCommand::Gpt(_) => gpt::NAME,
+            SuiteCommand::Precision(_) => precision::NAME,
         }
     }
 
@@ -85,14 +92,24 @@ impl SuiteCommand {
             #[command(subcommand)]
             suite: SuiteCommand,
         }
-        ["gemm", "mlp", "cnn", "infer", "prep", "eval", "mem", "gpt"]
-            .into_iter()
-            .map(|name| {
-                One::try_parse_from(["bench", name])
-                    .expect("every suite parses with its defaults")
-                    .suite
-            })
-            .collect()
+        [
+            "gemm",
+            "mlp",
+            "cnn",
+            "infer",
+            "prep",
+            "eval",
+            "mem",
+            "gpt",
+            "precision",
+        ]
+        .into_iter()
+        .map(|name| {
+            One::try_parse_from(["bench", name])
+                .expect("every suite parses with its defaults")
+                .suite
+        })
+        .collect()
     }
 
     /// The command-line words that parse back to `self` (the subcommand name first), used to
@@ -108,8 +125,23 @@ impl SuiteCommand {
             SuiteCommand::Mem(a) => args.extend(a.to_cli_args()),
             SuiteCommand::Ddp(a) => args.extend(a.to_cli_args()),
             SuiteCommand::Gpt(a) => args.extend(a.to_cli_args()),
+            SuiteCommand::Precision(a) => args.extend(a.to_cli_args()),
         }
         args
+    }
+
+    /// The processes one side of a round runs, in order, each on its own arguments: the suite
+    /// itself, except for the `precision` suite, whose memory cases each get a fresh process
+    /// (see [`precision::PrecisionArgs::processes`]).
+    pub fn processes(&self) -> Vec<SuiteCommand> {
+        match self {
+            SuiteCommand::Precision(a) => a
+                .processes()
+                .into_iter()
+                .map(SuiteCommand::Precision)
+                .collect(),
+            _ => vec![self.clone()],
+        }
     }
 
     /// The timing protocol: the default one, or for the suites whose repetition is a whole
@@ -190,6 +222,7 @@ impl SuiteCommand {
                 Err("the ddp suite runs ranks under mpirun: `cargo xtask bench ddp`".into())
             }
             SuiteCommand::Gpt(args) => gpt::measure(dev, args, precision, protocol, emit),
+            SuiteCommand::Precision(args) => precision::measure(dev, args, protocol, emit),
         }
     }
 }
@@ -242,8 +275,32 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            ["gemm", "mlp", "cnn", "infer", "prep", "eval", "mem", "gpt"]
+            [
+                "gemm",
+                "mlp",
+                "cnn",
+                "infer",
+                "prep",
+                "eval",
+                "mem",
+                "gpt",
+                "precision"
+            ]
         );
+    }
+
+    #[test]
+    fn only_the_precision_suite_splits_into_processes() {
+        for suite in SuiteCommand::all_defaults() {
+            let parts = suite.processes();
+            if suite.name() == "precision" {
+                // The timed cases, then gemm, mlp and cnn memory at f32 and bf16.
+                assert_eq!(parts.len(), 1 + 3 * 2, "{parts:?}");
+                assert!(parts.iter().all(|p| p.name() == "precision"));
+            } else {
+                assert_eq!(parts, [suite]);
+            }
+        }
     }
 
     #[test]

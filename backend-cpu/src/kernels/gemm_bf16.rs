@@ -1,0 +1,506 @@
+//! A bf16 GEMM on the AVX-512 BF16 dot-product instruction (`vdpbf16ps`), for CPUs that have
+//! it (`avx512_bf16`: Zen 4 and later, Cooper Lake, Sapphire Rapids).
+//!
+//! `vdpbf16ps` multiplies 32 pairs of bf16 values and adds each pair's two products into one
+//! of 16 f32 lanes: twice the multiply-adds of an f32 FMA per instruction. Operands are packed
+//! once, in 32-bit *words* that hold two bf16 values adjacent along k (the low half the even
+//! step): A as panels of [`MR`] rows, word `(panel, pair, row)` at
+//! `(panel * pairs + pair) * MR + row`, and B as panels of [`NR`] columns, word
+//! `(panel, pair, col)` at `(panel * pairs + pair) * NR + col` (zeros past the last row, column
+//! or step). A micro-kernel multiplies one A panel by
+//! one B panel over a block of pairs into an `MR x NR` f32 tile, which is added to the f32
+//! output; the output is rounded once to bf16 at the end (nearest even), as every other
+//! 16-bit op of this backend.
+//!
+//! The instruction treats bf16 subnormal inputs as zero and flushes subnormal results (as
+//! PyTorch's and oneDNN's bf16 GEMMs on the same instruction do); with f32 accumulation over
+//! products of normal values that only changes results below f32's normal range.
+//!
+//! Only the micro-kernel is `unsafe` (the intrinsics); it reads and writes through slices whose
+//! lengths it asserts. [`portable_tile`] computes the same tile in scalar f32, and runs the
+//! packing and blocking under Miri (`miri_` tests).
+
+use super::gemm::{chosen_path, GemmPath};
+use crate::CpuStorage;
+use rayon::prelude::*;
+use tessera_core::{bf16, Error, Layout, Result};
+
+/// Rows of an A panel (and of the micro-kernel's tile).
+pub(crate) const MR: usize = 12;
+/// Columns of a B panel: two 16-lane vectors.
+pub(crate) const NR: usize = 32;
+/// Pairs of k steps per block: an A panel block is `KC * MR * 4` = 12 KiB, a B panel block
+/// `KC * NR * 4` = 32 KiB.
+const KC: usize = 256;
+/// A panels per parallel task (96 rows).
+const PANELS_PER_TASK: usize = 8;
+/// Multiply-adds below which the product runs on the calling thread.
+const PARALLEL_MACS: usize = 1 << 18;
+
+/// A strided bf16 matrix: element `(r, c)` at `data[offset + r * rs + c * cs]`.
+#[derive(Clone, Copy)]
+pub(crate) struct Bf16Matrix<'a> {
+    pub(crate) data: &'a [bf16],
+    pub(crate) offset: usize,
+    pub(crate) rows: usize,
+    pub(crate) cols: usize,
+    pub(crate) rs: usize,
+    pub(crate) cs: usize,
+}
+
+impl Bf16Matrix<'_> {
+    /// The bits of element `(r, c)`, 0 outside the matrix (the zero padding of the panels).
+    fn bits(&self, r: usize, c: usize) -> u32 {
+        if r < self.rows && c < self.cols {
+            u32::from(self.data[self.offset + r * self.rs + c * self.cs].to_bits())
+        } else {
+            0
+        }
+    }
+
+    /// Errors unless every element lies in `data` (checked arithmetic).
+    fn check_in_bounds(&self) -> Result<()> {
+        if self.rows == 0 || self.cols == 0 {
+            return Ok(());
+        }
+        let last = (self.rows - 1)
+            .checked_mul(self.rs)
+            .zip((self.cols - 1).checked_mul(self.cs))
+            .and_then(|(r, c)| r.checked_add(c))
+            .and_then(|e| e.checked_add(self.offset));
+        match last {
+            Some(last) if last < self.data.len() => Ok(()),
+            _ => Err(Error::InvalidArgument {
+                op: "matmul",
+                msg: format!(
+                    "a {}x{} bf16 operand at offset {} with strides ({}, {}) leaves a storage of \
+                     {} elements",
+                    self.rows,
+                    self.cols,
+                    self.offset,
+                    self.rs,
+                    self.cs,
+                    self.data.len()
+                ),
+            }),
+        }
+    }
+}
+
+/// A zero-filled vector of `len` elements, or a typed out-of-memory error.
+fn zeroed<T: Clone + Default>(len: usize) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| Error::OutOfMemory {
+        device: "cpu".to_string(),
+        requested_bytes: len.saturating_mul(std::mem::size_of::<T>()),
+    })?;
+    v.resize(len, T::default());
+    Ok(v)
+}
+
+/// A (`m x k`) packed into panels of [`MR`] rows of k-pair words (see the module docs).
+fn pack_a(a: &Bf16Matrix, pairs: usize) -> Result<Vec<u32>> {
+    let panels = a.rows.div_ceil(MR);
+    let mut out = zeroed(panels * pairs * MR)?;
+    for (panel, words) in out.chunks_exact_mut(pairs * MR).enumerate() {
+        for (pair, step) in words.chunks_exact_mut(MR).enumerate() {
+            for (row, word) in step.iter_mut().enumerate() {
+                let r = panel * MR + row;
+                *word = a.bits(r, 2 * pair) | (a.bits(r, 2 * pair + 1) << 16);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// B (`k x n`) packed into panels of [`NR`] columns of k-pair words (see the module docs).
+fn pack_b(b: &Bf16Matrix, pairs: usize) -> Result<Vec<u32>> {
+    let panels = b.cols.div_ceil(NR);
+    let mut out = zeroed(panels * pairs * NR)?;
+    for (panel, words) in out.chunks_exact_mut(pairs * NR).enumerate() {
+        for (pair, step) in words.chunks_exact_mut(NR).enumerate() {
+            for (col, word) in step.iter_mut().enumerate() {
+                let c = panel * NR + col;
+                *word = b.bits(2 * pair, c) | (b.bits(2 * pair + 1, c) << 16);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Whether 2-D bf16 products of this process take the `vdpbf16ps` kernel.
+fn dot_kernel_used() -> bool {
+    fast_kernel().is_some() && chosen_path() == GemmPath::Avx512 && !widening_asked()
+}
+
+/// How this process multiplies 2-D bf16 matrices, for reports.
+pub(crate) fn description() -> &'static str {
+    if dot_kernel_used() {
+        "avx512-bf16 dot 12x32"
+    } else {
+        "widened to f32"
+    }
+}
+
+/// The two bf16 values of a packed word, as f32 (exact): (even step, odd step).
+#[cfg(test)]
+fn halves(word: u32) -> (f32, f32) {
+    (
+        f32::from_bits(word << 16),
+        f32::from_bits(word & 0xffff_0000),
+    )
+}
+
+/// A micro-kernel: the `MR x NR` tile (row-major) of one A panel block (`pairs * MR` words) by
+/// one B panel block (`pairs * NR` words), written over `tile`.
+type TileFn = fn(&[u32], &[u32], &mut [f32; MR * NR]);
+
+/// The tile in scalar f32, each pair's odd product added before its even one (the order of
+/// `vdpbf16ps`). The tests' twin of the kernel, and what runs the packing and blocking under
+/// Miri (which has no AVX-512); CPUs without the instruction never reach this module.
+#[cfg(test)]
+fn portable_tile(a: &[u32], b: &[u32], tile: &mut [f32; MR * NR]) {
+    let pairs = a.len() / MR;
+    assert!(
+        a.len() == pairs * MR && b.len() == pairs * NR,
+        "panel lengths"
+    );
+    tile.fill(0.0);
+    for p in 0..pairs {
+        let (a_words, b_words) = (&a[p * MR..(p + 1) * MR], &b[p * NR..(p + 1) * NR]);
+        for (i, &aw) in a_words.iter().enumerate() {
+            let (a0, a1) = halves(aw);
+            for (j, &bw) in b_words.iter().enumerate() {
+                let (b0, b1) = halves(bw);
+                let acc = &mut tile[i * NR + j];
+                *acc += a1 * b1;
+                *acc += a0 * b0;
+            }
+        }
+    }
+}
+
+#[cfg(all(target_arch = "x86_64", tessera_avx512, not(miri)))]
+mod avx512 {
+    // Built only where `build.rs` found the AVX-512 intrinsics stable (Rust 1.89+), whatever
+    // the crate's MSRV.
+    #![allow(clippy::incompatible_msrv)]
+    use super::{MR, NR};
+    use std::arch::x86_64::*;
+
+    /// [`super::portable_tile`] on `vdpbf16ps`: 24 accumulators (12 rows x 2 vectors).
+    pub(super) fn tile(a: &[u32], b: &[u32], tile: &mut [f32; MR * NR]) {
+        let pairs = a.len() / MR;
+        assert!(
+            a.len() == pairs * MR && b.len() == pairs * NR,
+            "panel lengths"
+        );
+        assert!(
+            std::is_x86_feature_detected!("avx512bf16"),
+            "the CPU lacks avx512_bf16"
+        );
+        // SAFETY: the CPU has the features (asserted above; `kernel()` only hands this out
+        // when it does); the slices hold `pairs` steps of both panels (asserted).
+        unsafe { tile_avx512(pairs, a.as_ptr(), b.as_ptr(), tile) }
+    }
+
+    /// # Safety
+    /// The CPU has AVX-512F and AVX-512 BF16; `a` holds `pairs * MR` words, `b` `pairs * NR`.
+    #[target_feature(enable = "avx512f,avx512bf16")]
+    unsafe fn tile_avx512(pairs: usize, a: *const u32, b: *const u32, tile: &mut [f32; MR * NR]) {
+        let mut acc = [[_mm512_setzero_ps(); 2]; MR];
+        for p in 0..pairs {
+            // SAFETY: step `p < pairs` of both panels is in bounds (see the contract).
+            unsafe {
+                let bp = b.add(p * NR);
+                let b0: __m512bh = std::mem::transmute(_mm512_loadu_si512(bp.cast()));
+                let b1: __m512bh = std::mem::transmute(_mm512_loadu_si512(bp.add(16).cast()));
+                let ap = a.add(p * MR);
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let w: __m512bh =
+                        std::mem::transmute(_mm512_set1_epi32(ap.add(i).read() as i32));
+                    row[0] = _mm512_dpbf16_ps(row[0], w, b0);
+                    row[1] = _mm512_dpbf16_ps(row[1], w, b1);
+                }
+            }
+        }
+        for (i, row) in acc.iter().enumerate() {
+            // SAFETY: row `i < MR` of the tile has `NR` = 32 floats.
+            unsafe {
+                let out = tile.as_mut_ptr().add(i * NR);
+                _mm512_storeu_ps(out, row[0]);
+                _mm512_storeu_ps(out.add(16), row[1]);
+            }
+        }
+    }
+}
+
+/// The environment variable that turns the `vdpbf16ps` GEMM off for comparisons:
+/// `TESSERA_CPU_BF16_GEMM=widen` multiplies bf16 as every other 16-bit op (widened to f32, the
+/// f32 GEMM, rounded back); unset or `auto`, the dot-product kernel where the CPU has it.
+pub const BF16_GEMM_ENV_VAR: &str = "TESSERA_CPU_BF16_GEMM";
+
+/// Whether [`BF16_GEMM_ENV_VAR`] asks for the widening path (read once).
+fn widening_asked() -> bool {
+    static WIDEN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *WIDEN.get_or_init(|| {
+        std::env::var(BF16_GEMM_ENV_VAR).is_ok_and(|v| v.trim().eq_ignore_ascii_case("widen"))
+    })
+}
+
+/// The `vdpbf16ps` micro-kernel, when this build has it and this CPU runs it.
+pub(crate) fn fast_kernel() -> Option<TileFn> {
+    #[cfg(all(target_arch = "x86_64", tessera_avx512, not(miri)))]
+    {
+        if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bf16") {
+            return Some(avx512::tile);
+        }
+    }
+    None
+}
+
+/// `A·B` (`m x k` by `k x n`) into a fresh row-major f32 `m x n`, through `kernel`.
+pub(crate) fn gemm_bf16(
+    a: &Bf16Matrix,
+    b: &Bf16Matrix,
+    kernel: TileFn,
+    threads: usize,
+) -> Result<Vec<f32>> {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    assert_eq!(b.rows, k, "inner dimensions");
+    a.check_in_bounds()?;
+    b.check_in_bounds()?;
+    let pairs = k.div_ceil(2);
+    let mut c = zeroed::<f32>(m.checked_mul(n).ok_or_else(|| Error::SizeOverflow {
+        op: "matmul",
+        msg: format!("{m} x {n}"),
+    })?)?;
+    if m == 0 || n == 0 || k == 0 {
+        return Ok(c);
+    }
+    let packed_a = pack_a(a, pairs)?;
+    let packed_b = pack_b(b, pairs)?;
+    let rows_per_task = MR * PANELS_PER_TASK;
+    let task = |(t, rows): (usize, &mut [f32])| {
+        let first_panel = t * PANELS_PER_TASK;
+        let panels = rows.len().div_ceil(n).div_ceil(MR);
+        let mut tile = [0.0f32; MR * NR];
+        for p0 in (0..pairs).step_by(KC) {
+            let depth = KC.min(pairs - p0);
+            for jp in 0..n.div_ceil(NR) {
+                let b_block = &packed_b[(jp * pairs + p0) * NR..(jp * pairs + p0 + depth) * NR];
+                let cols = NR.min(n - jp * NR);
+                for ip in 0..panels {
+                    let panel = first_panel + ip;
+                    let a_block =
+                        &packed_a[(panel * pairs + p0) * MR..(panel * pairs + p0 + depth) * MR];
+                    kernel(a_block, b_block, &mut tile);
+                    let row_count = MR.min(rows.len() / n - ip * MR);
+                    for i in 0..row_count {
+                        let at = (ip * MR + i) * n + jp * NR;
+                        for (out, v) in rows[at..at + cols].iter_mut().zip(&tile[i * NR..]) {
+                            *out += v;
+                        }
+                    }
+                }
+            }
+        }
+    };
+    if threads > 1 && m * n * k >= PARALLEL_MACS {
+        c.par_chunks_mut(rows_per_task * n)
+            .enumerate()
+            .for_each(task);
+    } else {
+        c.chunks_mut(rows_per_task * n).enumerate().for_each(task);
+    }
+    Ok(c)
+}
+
+/// `lhs · rhs` through [`gemm_bf16`] when both are 2-D bf16 matrices of matching shapes and
+/// this process's GEMMs take the AVX-512 path on a CPU with `avx512_bf16`; `None` otherwise
+/// (the caller widens to f32: batched products, other CPUs, `TESSERA_CPU_GEMM=avx2|portable`).
+pub(crate) fn try_matmul(
+    lhs: &CpuStorage,
+    ll: &Layout,
+    rhs: &CpuStorage,
+    rl: &Layout,
+) -> Result<Option<CpuStorage>> {
+    let (CpuStorage::BF16(a), CpuStorage::BF16(b)) = (lhs, rhs) else {
+        return Ok(None);
+    };
+    let Some(kernel) = fast_kernel() else {
+        return Ok(None);
+    };
+    if chosen_path() != GemmPath::Avx512 || widening_asked() || ll.rank() != 2 || rl.rank() != 2 {
+        return Ok(None);
+    }
+    let (ld, rd) = (ll.dims(), rl.dims());
+    if ld[1] != rd[0] {
+        return Ok(None);
+    }
+    // Negative strides (none of the views Tessera makes) take the widening path.
+    let stride = |l: &Layout, i: usize| usize::try_from(l.strides()[i]).ok();
+    let (Some(lrs), Some(lcs), Some(rrs), Some(rcs)) =
+        (stride(ll, 0), stride(ll, 1), stride(rl, 0), stride(rl, 1))
+    else {
+        return Ok(None);
+    };
+    let a = Bf16Matrix {
+        data: a,
+        offset: ll.offset(),
+        rows: ld[0],
+        cols: ld[1],
+        rs: lrs,
+        cs: lcs,
+    };
+    let b = Bf16Matrix {
+        data: b,
+        offset: rl.offset(),
+        rows: rd[0],
+        cols: rd[1],
+        rs: rrs,
+        cs: rcs,
+    };
+    let threads = crate::parallel::Parallelism::current().threads;
+    let c = gemm_bf16(&a, &b, kernel, threads)?;
+    Ok(Some(CpuStorage::BF16(narrow(&c)?)))
+}
+
+/// f32 values rounded to bf16, nearest even.
+pub(crate) fn narrow(values: &[f32]) -> Result<Vec<bf16>> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(values.len())
+        .map_err(|_| Error::OutOfMemory {
+            device: "cpu".to_string(),
+            requested_bytes: values.len().saturating_mul(2),
+        })?;
+    out.extend(values.iter().map(|&v| bf16::from_f32(v)));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Values whose products and sums are exact in f32: small integers and halves.
+    fn values(len: usize, seed: usize) -> Vec<bf16> {
+        (0..len)
+            .map(|i| bf16::from_f32((((i * 7 + seed * 3) % 11) as f32 - 5.0) * 0.5))
+            .collect()
+    }
+
+    fn matrix(data: &[bf16], rows: usize, cols: usize, transposed: bool) -> Bf16Matrix<'_> {
+        let (rs, cs) = if transposed { (1, rows) } else { (cols, 1) };
+        Bf16Matrix {
+            data,
+            offset: 0,
+            rows,
+            cols,
+            rs,
+            cs,
+        }
+    }
+
+    /// The product by definition, in f64.
+    fn reference(a: &Bf16Matrix, b: &Bf16Matrix) -> Vec<f64> {
+        let at = |x: &Bf16Matrix, r: usize, c: usize| x.data[x.offset + r * x.rs + c * x.cs];
+        let mut out = Vec::new();
+        for i in 0..a.rows {
+            for j in 0..b.cols {
+                out.push(
+                    (0..a.cols)
+                        .map(|p| f64::from(at(a, i, p).to_f32()) * f64::from(at(b, p, j).to_f32()))
+                        .sum(),
+                );
+            }
+        }
+        out
+    }
+
+    fn check(kernel: TileFn, (m, k, n): (usize, usize, usize), transposed: bool, threads: usize) {
+        let (da, db) = (values(m * k, 1), values(k * n, 2));
+        let a = matrix(&da, m, k, transposed);
+        let b = matrix(&db, k, n, transposed);
+        let got = gemm_bf16(&a, &b, kernel, threads).unwrap();
+        let want = reference(&a, &b);
+        assert_eq!(got.len(), want.len());
+        for (idx, (g, w)) in got.iter().zip(&want).enumerate() {
+            // Exact: every product and partial sum of these values is an f32.
+            assert_eq!(f64::from(*g), *w, "({m}, {k}, {n}) at {idx}");
+        }
+    }
+
+    #[test]
+    fn miri_the_portable_tile_packs_and_blocks_like_the_definition() {
+        // Odd k (a zero-padded last pair), partial panels, transposed views, 1 and 2 tasks.
+        for shape in [(1, 1, 1), (3, 5, 2), (13, 3, 33)] {
+            check(portable_tile, shape, false, 1);
+            check(portable_tile, shape, true, 2);
+        }
+    }
+
+    #[test]
+    fn the_fast_kernel_matches_the_definition_on_shapes_that_fill_and_miss_its_tiles() {
+        let Some(kernel) = fast_kernel() else {
+            eprintln!("skipped: this CPU has no avx512_bf16 (or this build no AVX-512)");
+            return;
+        };
+        // Whole 12x32 tiles, partial ones, odd k, k past one block of 256 pairs, and a
+        // product large enough to be split over rayon.
+        for shape in [
+            (12, 2, 32),
+            (24, 64, 64),
+            (1, 1, 1),
+            (13, 7, 33),
+            (5, 515, 40),
+            (100, 600, 70),
+            (200, 96, 130),
+        ] {
+            check(kernel, shape, false, 1);
+            check(kernel, shape, true, 2);
+        }
+    }
+
+    #[test]
+    fn the_fast_kernel_agrees_with_its_portable_twin_on_random_values() {
+        let Some(kernel) = fast_kernel() else {
+            eprintln!("skipped: this CPU has no avx512_bf16 (or this build no AVX-512)");
+            return;
+        };
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            bf16::from_f32((state >> 40) as f32 / (1u64 << 23) as f32 - 1.0)
+        };
+        let (m, k, n) = (37, 301, 45);
+        let da: Vec<bf16> = (0..m * k).map(|_| next()).collect();
+        let db: Vec<bf16> = (0..k * n).map(|_| next()).collect();
+        let (a, b) = (matrix(&da, m, k, false), matrix(&db, k, n, false));
+        let fast = gemm_bf16(&a, &b, kernel, 1).unwrap();
+        let want = reference(&a, &b);
+        for (g, w) in fast.iter().zip(&want) {
+            // f32 accumulation of k products of magnitude <= 1: a few ulps of the sum's scale.
+            assert!((f64::from(*g) - w).abs() <= 1e-5 * k as f64, "{g} vs {w}");
+        }
+    }
+
+    #[test]
+    fn out_of_bounds_operands_are_a_typed_error() {
+        let data = values(6, 0);
+        let a = Bf16Matrix {
+            data: &data,
+            offset: 1,
+            rows: 2,
+            cols: 3,
+            rs: 3,
+            cs: 1,
+        };
+        let b = matrix(&data, 3, 2, false);
+        assert!(matches!(
+            gemm_bf16(&a, &b, portable_tile, 1),
+            Err(Error::InvalidArgument { .. })
+        ));
+    }
+}
