@@ -91,8 +91,12 @@ impl BackendKind {
             return Err(reason.into());
         }
         let policy = precision.model_precision();
+        // Suites that measure several precisions themselves (the precision suite) label their
+        // records; the others are labelled with the precision they ran in.
         let mut marked = |mut record: Record| {
-            record.precision = precision.record_label().map(str::to_string);
+            if record.precision.is_none() {
+                record.precision = precision.record_label().map(str::to_string);
+            }
             emit(record)
         };
         match self {
@@ -163,6 +167,39 @@ mod tests {
             assert_eq!(r.precision.as_deref(), Some("bf16"));
             assert_eq!(r.column(), "cpu bf16");
         }
+    }
+
+    #[test]
+    fn the_precision_suite_keeps_the_labels_of_its_own_records() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct One {
+            #[command(subcommand)]
+            suite: SuiteCommand,
+        }
+        let args = [
+            "b",
+            "precision",
+            "--workloads",
+            "gemm",
+            "--sizes",
+            "16",
+            "--reps",
+            "1",
+            "--part",
+            "speed",
+        ];
+        let suite = One::try_parse_from(args).unwrap().suite;
+        let mut records = Vec::new();
+        BackendKind::Cpu
+            .measure(&suite, BenchPrecision::F32, &quick(), &mut |r| {
+                records.push(r)
+            })
+            .unwrap();
+        let mut labels: Vec<_> = records.iter().map(|r| r.precision.clone()).collect();
+        labels.sort();
+        labels.dedup();
+        assert_eq!(labels, [Some("bf16".to_string()), Some("f32".to_string())]);
     }
 
     /// One warm-up run, no minimum warm-up time.
