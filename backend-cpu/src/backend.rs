@@ -453,23 +453,16 @@ impl Backend for Cpu {
             forward,
             params,
         )?;
-        let inputs = [
-            Some(grad_out),
-            Some(q),
-            Some(k),
-            Some(v),
+        let widened = composite::attention_backward_in_f32(
+            grad_out,
+            (q, k, v),
             mask,
-            Some(&forward.out),
-        ];
-        if let Some(out) = in_f32(inputs, |[g, q, k, v, m, out]| {
-            // The log-sum-exp is f32 already (the compute dtype of 16-bit queries).
-            let forward = AttentionOutput {
-                out: out.unwrap().clone(),
-                logsumexp: forward.logsumexp.clone(),
-            };
-            let (q, k, v) = (q.unwrap(), k.unwrap(), v.unwrap());
-            self.scaled_dot_product_attention_backward(g.unwrap(), q, k, v, m, &forward, params)
-        }) {
+            forward,
+            |g, (q, k, v), m, f| {
+                self.scaled_dot_product_attention_backward(g, q, k, v, m, f, params)
+            },
+        );
+        if let Some(out) = widened {
             return out;
         }
         match attention_ops::attention_backward(grad_out, (q, k, v), mask, forward, params)? {

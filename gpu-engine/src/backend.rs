@@ -361,23 +361,14 @@ impl<D: Driver> Backend for Gpu<D> {
             forward,
             params,
         )?;
-        let inputs = [
-            Some(grad_out),
-            Some(q),
-            Some(k),
-            Some(v),
+        let widened = composite::attention_backward_in_f32(
+            grad_out,
+            (q, k, v),
             mask,
-            Some(&forward.out),
-        ];
-        if let Some(grads) = in_f32(inputs, |[g, q, k, v, m, out]| {
-            // The log-sum-exp is f32 already (the compute dtype of 16-bit queries).
-            let forward = AttentionOutput {
-                out: out.unwrap().clone(),
-                logsumexp: forward.logsumexp.clone(),
-            };
-            let (q, k, v) = (q.unwrap(), k.unwrap(), v.unwrap());
-            attention::backward(self, g.unwrap(), q, k, v, m, &forward, params)
-        }) {
+            forward,
+            |g, (q, k, v), m, f| attention::backward(self, g, q, k, v, m, f, params),
+        );
+        if let Some(grads) = widened {
             return grads;
         }
         attention::backward(self, grad_out, q, k, v, mask, forward, params)

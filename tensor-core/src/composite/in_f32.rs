@@ -68,6 +68,44 @@ pub fn in_f32<B: Backend, const N: usize, T: Narrow>(
     Some(run())
 }
 
+/// [`in_f32`] for the attention backward pass: the upstream gradient, `q`, `k`, `v`, the mask
+/// and the saved output are widened; the saved log-sum-exp is already in the compute dtype
+/// (f32 for 16-bit queries) and is passed as it is. `op` receives the operands in the order of
+/// [`crate::Backend::scaled_dot_product_attention_backward`].
+pub fn attention_backward_in_f32<B: Backend>(
+    grad_out: &Tensor<B>,
+    (q, k, v): (&Tensor<B>, &Tensor<B>, &Tensor<B>),
+    mask: Option<&Tensor<B>>,
+    forward: &AttentionOutput<B>,
+    op: impl FnOnce(
+        &Tensor<B>,
+        (&Tensor<B>, &Tensor<B>, &Tensor<B>),
+        Option<&Tensor<B>>,
+        &AttentionOutput<B>,
+    ) -> Result<AttentionGrads<B>>,
+) -> Option<Result<AttentionGrads<B>>> {
+    let inputs = [
+        Some(grad_out),
+        Some(q),
+        Some(k),
+        Some(v),
+        mask,
+        Some(&forward.out),
+    ];
+    in_f32(inputs, |[g, q, k, v, m, out]| {
+        let widened = AttentionOutput {
+            out: out.unwrap().clone(),
+            logsumexp: forward.logsumexp.clone(),
+        };
+        op(
+            g.unwrap(),
+            (q.unwrap(), k.unwrap(), v.unwrap()),
+            m,
+            &widened,
+        )
+    })
+}
+
 /// A tensor-level result that can be rounded back to a 16-bit dtype.
 pub trait Narrow: Sized {
     /// Every f32 tensor of `self` rounded to `dtype`; other tensors unchanged.
