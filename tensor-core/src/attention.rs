@@ -33,7 +33,9 @@ pub struct AttentionDropout {
     pub p: f64,
     /// Stream of the draws.
     pub seed: u64,
-    /// Counter of the first draw.
+    /// Counter of the first draw. Weight `n` of the `[..b, L, S]` weights (row-major) uses
+    /// counter `offset + n` modulo 2^64: counters wrap around, as for every counter-based
+    /// draw ([`crate::random`]), so any `offset` is valid, `u64::MAX` included.
     pub offset: u64,
 }
 

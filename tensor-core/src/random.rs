@@ -4,6 +4,12 @@
 //! a GPU kernel computes it independently per element and every backend draws the same numbers:
 //! uniform samples are bit-identical everywhere, normal samples agree to a few ulps (they go
 //! through the device's `log`/`cos`). This is the scheme of PyTorch's and JAX's GPU generators.
+//!
+//! **Counters wrap modulo 2^64.** `offset + i` is computed modulo 2^64 everywhere a counter is
+//! formed (`Backend::random`, attention dropout, [`Generator::advance`]), as Philox's own
+//! counter arithmetic does: any `offset` is valid, a draw that starts near `u64::MAX` continues
+//! at 0, and no backend may panic, saturate or refuse there. (A stream of 2^64 draws then
+//! repeats; no tensor comes near that size.)
 
 use crate::Distribution;
 

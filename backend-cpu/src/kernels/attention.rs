@@ -19,7 +19,7 @@
 //! (and, forward, query blocks) are spread over rayon's threads when the work is large enough.
 
 use super::gemm::{gemm, GemmElement, MatMut, MatRef};
-use crate::alloc::{checked_len, try_filled};
+use crate::alloc::{checked_len, out_of_memory, try_filled};
 use crate::parallel::threads;
 use crate::strided::StridedPlan;
 use rayon::prelude::*;
@@ -279,9 +279,13 @@ impl<'a, T: AttentionFloat> Problem<'a, T> {
         };
         let (l, s) = (self.l() as u64, self.s() as u64);
         for r in 0..br {
-            let first = d.offset + (b as u64 * l + (i0 + r) as u64) * s + j0 as u64;
+            // Counters wrap modulo 2^64 (the rule of every counter-based draw, see
+            // `tessera_core::random`): `offset` may be anywhere, up to `u64::MAX`. The index
+            // within the call, `(b·L + i)·S + j`, is below the element count and cannot wrap.
+            let index = (b as u64 * l + (i0 + r) as u64) * s + j0 as u64;
+            let first = d.offset.wrapping_add(index);
             for (c, x) in tile[r * bc..(r + 1) * bc].iter_mut().enumerate() {
-                let u = T::uniform(d.seed, first + c as u64);
+                let u = T::uniform(d.seed, first.wrapping_add(c as u64));
                 *x = if u >= d.p { *x * d.factor } else { T::ZERO };
             }
         }
@@ -360,9 +364,16 @@ impl<'a, T: AttentionFloat> Problem<'a, T> {
         let op = "scaled_dot_product_attention";
         let mut out = try_filled(checked_len(op, &[self.batch, l, ev])?, T::ZERO)?;
         let mut lse = try_filled(checked_len(op, &[self.batch, l])?, T::ZERO)?;
-        let jobs: Vec<(usize, &mut [T], &mut [T])> = per_batch(&mut out, self.batch, l * ev)
+        if lse.is_empty() {
+            // No query: nothing to compute, and nothing per batch element to allocate (a batch
+            // of 2^32 elements with no queries must not cost 2^32 bookkeeping entries).
+            return Ok((out, lse));
+        }
+        // Below: one job per batch element, and `lse` holds at least one value per element,
+        // so the bookkeeping is bounded by the memory already allocated.
+        let jobs: Vec<(usize, &mut [T], &mut [T])> = per_batch(&mut out, self.batch, l * ev)?
             .into_iter()
-            .zip(per_batch(&mut lse, self.batch, l))
+            .zip(per_batch(&mut lse, self.batch, l)?)
             .enumerate()
             .map(|(b, (o, m))| (b, o, m))
             .collect();
@@ -385,14 +396,18 @@ impl<'a, T: AttentionFloat> Problem<'a, T> {
 }
 
 /// `data` cut into `n` consecutive slices of `each` elements (empty ones when `each` is 0).
-fn per_batch<T>(mut data: &mut [T], n: usize, each: usize) -> Vec<&mut [T]> {
-    let mut parts = Vec::with_capacity(n);
+/// The list is allocated fallibly: `n` comes from a shape, not from `data`'s length.
+fn per_batch<T>(mut data: &mut [T], n: usize, each: usize) -> Result<Vec<&mut [T]>> {
+    let mut parts = Vec::new();
+    parts
+        .try_reserve_exact(n)
+        .map_err(|_| out_of_memory::<&mut [T]>(n))?;
     for _ in 0..n {
         let (head, tail) = std::mem::take(&mut data).split_at_mut(each);
         parts.push(head);
         data = tail;
     }
-    parts
+    Ok(parts)
 }
 
 /// The saved forward results and upstream gradient of one backward pass.
@@ -425,13 +440,16 @@ impl<T: AttentionFloat> Problem<'_, T> {
         let mut dq = zeros(&[self.batch, l, e])?;
         let mut dk = zeros(&[self.batch, s, e])?;
         let mut dv = zeros(&[self.batch, s, ev])?;
-        if self.batch == 0 || l == 0 || s == 0 {
+        let no_gradient = dq.is_empty() && dk.is_empty() && dv.is_empty();
+        if self.batch == 0 || l == 0 || s == 0 || no_gradient {
             return Ok((dq, dk, dv));
         }
-        let jobs: Vec<_> = per_batch(&mut dq, self.batch, l * e)
+        // One job per batch element; `saved.lse` holds `batch · L >= batch` values, so the
+        // bookkeeping is bounded by memory already allocated.
+        let jobs: Vec<_> = per_batch(&mut dq, self.batch, l * e)?
             .into_iter()
-            .zip(per_batch(&mut dk, self.batch, s * e))
-            .zip(per_batch(&mut dv, self.batch, s * ev))
+            .zip(per_batch(&mut dk, self.batch, s * e)?)
+            .zip(per_batch(&mut dv, self.batch, s * ev)?)
             .enumerate()
             .collect();
         let job = |(b, ((dq, dk), dv)): BackwardJob<'_, T>| {

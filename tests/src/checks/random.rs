@@ -41,13 +41,18 @@ pub fn distribution() -> BoxedStrategy<Distribution> {
     .boxed()
 }
 
-/// Cases on `dtype`: any shape, any seed, offsets including ones past 2^32.
+/// Cases on `dtype`: any shape, any seed, offsets including ones past 2^32 and ones so close
+/// to `u64::MAX` that the draw's counters wrap around (modulo 2^64, the contract's rule).
 pub fn cases(dtype: DType) -> BoxedStrategy<RandomCase> {
     (
         distribution(),
         shape(),
         any::<u64>(),
-        prop_oneof![0u64..1000, any::<u64>().prop_map(|o| o >> 1)],
+        prop_oneof![
+            0u64..1000,
+            any::<u64>().prop_map(|o| o >> 1),
+            (u64::MAX - 200)..=u64::MAX,
+        ],
     )
         .prop_map(move |(dist, shape, seed, offset)| RandomCase {
             dist,

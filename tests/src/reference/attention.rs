@@ -111,7 +111,8 @@ impl RefAttention {
         let Some((p, seed, offset)) = self.dropout else {
             return 1.0;
         };
-        let n = offset + ((b * self.l() + i) * self.s() + j) as u64;
+        // Counters wrap modulo 2^64.
+        let n = offset.wrapping_add(((b * self.l() + i) * self.s() + j) as u64);
         let uniform = Distribution::Uniform {
             low: 0.0,
             high: 1.0,
