@@ -46,6 +46,14 @@ fn sixteen_bit(dtype: DType, f32_tolerance: Tolerance) -> Tolerance {
 }
 
 impl Tolerance {
+    /// The tolerance of a 16-bit result computed in f32 with `f32_tolerance` and rounded once
+    /// to `dtype` (F16 or BF16): one ulp of the 16-bit format on top of the f32 error, as for
+    /// every 16-bit op of [`Tolerance::simple`], [`Tolerance::transcendental`] and
+    /// [`Tolerance::accumulation`]. For ops whose f32 error needs its own bound (attention).
+    pub fn sixteen_bit(dtype: DType, f32_tolerance: Tolerance) -> Tolerance {
+        sixteen_bit(dtype, f32_tolerance)
+    }
+
     /// Bit-exact (up to NaN payloads), with the sign of zero checked.
     pub const EXACT: Tolerance = Tolerance {
         abs: 0.0,

@@ -458,6 +458,7 @@ impl Backend for Cpu {
             (q, k, v),
             mask,
             forward,
+            |(q, k, v), m| self.scaled_dot_product_attention(q, k, v, m, params),
             |g, (q, k, v), m, f| {
                 self.scaled_dot_product_attention_backward(g, q, k, v, m, f, params)
             },

@@ -366,6 +366,7 @@ impl<D: Driver> Backend for Gpu<D> {
             (q, k, v),
             mask,
             forward,
+            |(q, k, v), m| self.scaled_dot_product_attention(q, k, v, m, params),
             |g, (q, k, v), m, f| attention::backward(self, g, q, k, v, m, f, params),
         );
         if let Some(grads) = widened {

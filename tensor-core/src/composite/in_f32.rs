@@ -68,15 +68,26 @@ pub fn in_f32<B: Backend, const N: usize, T: Narrow>(
     Some(run())
 }
 
-/// [`in_f32`] for the attention backward pass: the upstream gradient, `q`, `k`, `v`, the mask
-/// and the saved output are widened; the saved log-sum-exp is already in the compute dtype
-/// (f32 for 16-bit queries) and is passed as it is. `op` receives the operands in the order of
-/// [`crate::Backend::scaled_dot_product_attention_backward`].
+/// [`in_f32`] for the attention backward pass: the upstream gradient, `q`, `k`, `v` and the
+/// mask are widened, and the forward pass is run again in f32 (`forward_op`) for the output and
+/// log-sum-exp the backward pass reads. The saved 16-bit output is not used: it was rounded to
+/// 16 bits, and the backward pass's `D = rowsum(dO ∘ O)` enters `dS = P ∘ (dP - D)`, where the
+/// subtraction cancels, so half an ulp of 16-bit error in `O` became more than an ulp in the
+/// gradients of `q` and `k`. Recomputed in f32, every intermediate is f32 and each gradient is
+/// rounded once (within an ulp of the exact value, as PyTorch's CPU attention, which upcasts).
+/// The cost is one f32 forward pass per 16-bit backward pass. `forward_op` and `op` receive the
+/// operands in the order of [`crate::Backend::scaled_dot_product_attention`] and
+/// [`crate::Backend::scaled_dot_product_attention_backward`]; `forward` (the saved 16-bit
+/// result) only decides, with the inputs, whether there is anything to widen.
 pub fn attention_backward_in_f32<B: Backend>(
     grad_out: &Tensor<B>,
     (q, k, v): (&Tensor<B>, &Tensor<B>, &Tensor<B>),
     mask: Option<&Tensor<B>>,
     forward: &AttentionOutput<B>,
+    forward_op: impl FnOnce(
+        (&Tensor<B>, &Tensor<B>, &Tensor<B>),
+        Option<&Tensor<B>>,
+    ) -> Result<AttentionOutput<B>>,
     op: impl FnOnce(
         &Tensor<B>,
         (&Tensor<B>, &Tensor<B>, &Tensor<B>),
@@ -92,17 +103,10 @@ pub fn attention_backward_in_f32<B: Backend>(
         mask,
         Some(&forward.out),
     ];
-    in_f32(inputs, |[g, q, k, v, m, out]| {
-        let widened = AttentionOutput {
-            out: out.unwrap().clone(),
-            logsumexp: forward.logsumexp.clone(),
-        };
-        op(
-            g.unwrap(),
-            (q.unwrap(), k.unwrap(), v.unwrap()),
-            m,
-            &widened,
-        )
+    in_f32(inputs, |[g, q, k, v, m, _]| {
+        let qkv = (q.unwrap(), k.unwrap(), v.unwrap());
+        let recomputed = forward_op(qkv, m)?;
+        op(g.unwrap(), qkv, m, &recomputed)
     })
 }
 

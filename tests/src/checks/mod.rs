@@ -5,6 +5,7 @@
 
 pub mod arg_reduce;
 pub mod attention;
+pub mod attention_accuracy;
 pub mod binary;
 pub mod cast;
 pub mod comparison;
