@@ -42,6 +42,91 @@ fn matmul_work<B: FuzzBackend>(c: &Ctx<'_, B>) -> Result<usize, Skip> {
         .saturating_add(a.numel() + b.numel()))
 }
 
+/// Work of a reduction of tensor argument 0 over the axes of argument `axes_arg`: the elements
+/// of its view, a reduced axis of stride 0 counted once (repeated in closed form, see
+/// docs/SOUNDNESS.md "Work bounds") — except where the view is first converted whole (Bool
+/// sums go through `i64`; `widens`: 16-bit means widen to f32), which costs an allocation of
+/// every element.
+fn reduce_work<B: FuzzBackend>(
+    c: &Ctx<'_, B>,
+    axes_arg: usize,
+    widens: bool,
+) -> Result<usize, Skip> {
+    let x = c.t(0)?;
+    if x.dtype() == DType::Bool || (widens && x.dtype().is_half()) {
+        return Ok(super::alloc_work(x.numel()));
+    }
+    let axes = c.axes(axes_arg);
+    let reduced = |a: usize| {
+        axes.is_empty()
+            || axes
+                .iter()
+                .any(|&r| x.shape().axis("reduce", r).is_ok_and(|r| r == a))
+    };
+    let strides = x.layout().strides();
+    Ok(x.dims()
+        .iter()
+        .enumerate()
+        .map(|(a, &d)| {
+            if reduced(a) && strides[a] == 0 {
+                d.min(1)
+            } else {
+                d
+            }
+        })
+        .fold(1usize, usize::saturating_mul))
+}
+
+/// A reduction over a broadcast view (a reduced axis of stride 0) agrees with the same
+/// reduction over the view made contiguous, when that is small enough to make: exactly for
+/// max and min, to a relative `1e-3` of the magnitude for sums and products (the closed form
+/// rounds differently from a walk).
+fn closed_form_agrees<B: FuzzBackend>(
+    c: &Ctx<'_, B>,
+    op: ReduceOp,
+    axes: &[isize],
+    keepdim: bool,
+    got: &tessera_core::Tensor<B>,
+) -> Result<(), String> {
+    let x = c.t(0).map_err(|_| "gone")?;
+    let has_broadcast_axis = x
+        .layout()
+        .strides()
+        .iter()
+        .zip(x.dims())
+        .any(|(&s, &d)| s == 0 && d > 1);
+    if !has_broadcast_axis || x.numel() > 4096 || !matches!(x.dtype(), DType::F32 | DType::F64) {
+        return Ok(());
+    }
+    let Ok(walked) = x.contiguous().and_then(|y| y.reduce(op, axes, keepdim)) else {
+        return Ok(());
+    };
+    let (a, b) = (
+        got.to_vec_f64().map_err(|e| e.to_string())?,
+        walked.to_vec_f64().map_err(|e| e.to_string())?,
+    );
+    for (g, w) in a.iter().zip(&b) {
+        let close = match op {
+            ReduceOp::Max | ReduceOp::Min => g == w || (g.is_nan() && w.is_nan()),
+            _ => {
+                g == w
+                    || (g.is_nan() && w.is_nan())
+                    || (!w.is_finite() && (g.is_nan() || !g.is_finite()))
+                    || (g - w).abs() <= 1e-3 * w.abs().max(1e-30)
+                    // An f32 product may underflow or overflow a step earlier or later.
+                    || (x.dtype() == DType::F32 && (g.abs() < 1e-30 || w.abs() < 1e-30))
+            }
+        };
+        if !close {
+            return Err(format!(
+                "{} over a broadcast view gave {g}, the contiguous copy {w}",
+                op.name()
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The entries of this family.
 pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
     vec![
@@ -103,12 +188,15 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             if c.flag(3) && o.rank() != x.rank() {
                 return Err("keepdim changed the rank".into());
             }
-            Ok(())
-        }),
+            let r = ReduceOp::ALL[c.size(1) % ReduceOp::ALL.len()];
+            closed_form_agrees(c, r, &c.axes(2), c.flag(3), o)
+        })
+        .work(|c| reduce_work(c, 2, false)),
         op("Tensor::mean", 3, &[T, AXES, B], OUT_T, |c| {
             Ok(c.t(0)?.mean(&c.axes(1), c.flag(2)).into())
         })
-        .expect(|c, out| same_dtype(c, 0, out)),
+        .expect(|c, out| same_dtype(c, 0, out))
+        .work(|c| reduce_work(c, 1, true)),
         op("Tensor::var", 3, &[T, AXES, SIZE, B], OUT_T, |c| {
             Ok(c.t(0)?.var(&c.axes(1), c.size(2), c.flag(3)).into())
         })

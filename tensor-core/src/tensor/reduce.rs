@@ -36,7 +36,13 @@ impl<B: Backend> Tensor<B> {
     /// Applies a reduction over `axes` (empty: all axes). Bool inputs are summed as `i64`.
     pub fn reduce(&self, op: ReduceOp, axes: &[isize], keepdim: bool) -> Result<Self> {
         if self.dtype() == DType::Bool {
-            return self.to_dtype(DType::I64)?.reduce(op, axes, keepdim);
+            // Converted without widening broadcast axes (they stay views of stride 0, which
+            // the reduction below repeats in closed form).
+            let stored = self.one_copy_of_axes(&(0..self.rank()).collect::<Vec<_>>())?;
+            return stored
+                .to_dtype(DType::I64)?
+                .broadcast_to(self.dims().to_vec())?
+                .reduce(op, axes, keepdim);
         }
         let axes = self.resolve_axes(op.name(), axes)?;
         if matches!(op, ReduceOp::Max | ReduceOp::Min) {
@@ -48,15 +54,62 @@ impl<B: Backend> Tensor<B> {
             }
         }
         check_output(op.name(), &self.reduced_shape(&axes, true), self.dtype())?;
-        let storage = self
-            .backend
-            .reduce(op, &self.storage, &self.layout, &axes)?;
-        let kept = Self::from_output(&self.backend, storage, self.reduced_shape(&axes, true));
+        let kept = self.reduce_kept(op, &axes)?;
         if keepdim {
             Ok(kept)
         } else {
             kept.reshape(self.reduced_shape(&axes, false))
         }
+    }
+
+    /// The reduction over `axes` (resolved) with the reduced axes kept as size 1.
+    ///
+    /// A reduced axis of stride 0 (a broadcast axis: every position holds the same values) is
+    /// not walked: the reduction runs over one position of it and the result is repeated in
+    /// closed form, `n` copies of a partial result `r` being `r` for max and min, `r · n` for a
+    /// sum (double-and-add: exact for `i64`, which wraps, and at most one rounding per set bit
+    /// of `n` for floats) and `r^n` for a product (square-and-multiply). So the sum of
+    /// `ones([1]).broadcast_to([1 << 40])` costs 40 additions, not 2^40.
+    fn reduce_kept(&self, op: ReduceOp, axes: &[usize]) -> Result<Self> {
+        let broadcast: Vec<usize> = axes
+            .iter()
+            .copied()
+            .filter(|&a| self.dims()[a] > 1 && self.layout.strides()[a] == 0)
+            .collect();
+        let copies: usize = broadcast.iter().map(|&a| self.dims()[a]).product();
+        if copies <= 1 {
+            let storage = self.backend.reduce(op, &self.storage, &self.layout, axes)?;
+            return Ok(Self::from_output(
+                &self.backend,
+                storage,
+                self.reduced_shape(axes, true),
+            ));
+        }
+        let one_copy = self.one_copy_of_axes(&broadcast)?;
+        match op {
+            ReduceOp::Max | ReduceOp::Min => one_copy.reduce_kept(op, axes),
+            // 16-bit sums and products are computed in f32 and rounded once, as the backend's
+            // own 16-bit reductions are (the narrowed copy is small: no broadcast axis is
+            // widened).
+            ReduceOp::Sum => one_copy.in_compute_dtype(|x| {
+                repeat_op(&x.reduce_kept(op, axes)?, copies, |a, b| a.add(b))
+            }),
+            ReduceOp::Prod => one_copy.in_compute_dtype(|x| {
+                repeat_op(&x.reduce_kept(op, axes)?, copies, |a, b| a.mul(b))
+            }),
+        }
+    }
+
+    /// This view with every axis of `axes` that is broadcast (stride 0, size above 1) narrowed
+    /// to its first position: the values it stores, once.
+    fn one_copy_of_axes(&self, axes: &[usize]) -> Result<Self> {
+        let mut one_copy = self.clone();
+        for &a in axes {
+            if self.dims()[a] > 1 && self.layout.strides()[a] == 0 {
+                one_copy = one_copy.narrow(a as isize, 0, 1)?;
+            }
+        }
+        Ok(one_copy)
     }
 
     /// Sum over `axes` (empty: all).
@@ -88,8 +141,11 @@ impl<B: Backend> Tensor<B> {
     pub fn mean(&self, axes: &[isize], keepdim: bool) -> Result<Self> {
         self.check_float("mean")?;
         let resolved = self.resolve_axes("mean", axes)?;
-        let count: usize = resolved.iter().map(|&a| self.dims()[a]).product();
-        self.in_compute_dtype(|x| x.sum(axes, keepdim)?.div_scalar(count as f64))
+        // The mean over a broadcast axis is the mean over one of its copies (exactly): reduced
+        // broadcast axes are narrowed first, so that a 16-bit view is not widened whole.
+        let x = self.one_copy_of_axes(&resolved)?;
+        let count: usize = resolved.iter().map(|&a| x.dims()[a]).product();
+        x.in_compute_dtype(|x| x.sum(axes, keepdim)?.div_scalar(count as f64))
     }
 
     /// Mean of every element, as a rank-0 tensor.
@@ -182,4 +238,33 @@ impl<B: Backend> Tensor<B> {
             kept.squeeze(a as isize)
         }
     }
+}
+
+/// `x ∘ x ∘ ... ∘ x` (`n >= 1` operands) for an associative `op`, in `O(log n)` applications:
+/// the binary method (double-and-add for `+`, square-and-multiply for `*`).
+fn repeat_op<B: Backend>(
+    x: &Tensor<B>,
+    mut n: usize,
+    op: impl Fn(&Tensor<B>, &Tensor<B>) -> Result<Tensor<B>>,
+) -> Result<Tensor<B>> {
+    let mut acc: Option<Tensor<B>> = None;
+    let mut power = x.clone();
+    loop {
+        if n & 1 == 1 {
+            acc = Some(match acc {
+                None => power.clone(),
+                Some(a) => op(&a, &power)?,
+            });
+        }
+        n >>= 1;
+        if n == 0 {
+            break;
+        }
+        power = op(&power, &power)?;
+    }
+    // n >= 1, so some bit was set.
+    acc.ok_or_else(|| Error::InvalidArgument {
+        op: "reduce",
+        msg: "repeated zero times".into(),
+    })
 }
