@@ -25,6 +25,11 @@ pub(crate) fn matmul(
     let (m, k, n) = (lhs_dims[rank - 2], lhs_dims[rank - 1], rhs_dims[rank - 1]);
     let batch: usize = lhs_dims[..rank - 2].iter().product();
     let mut out = filled(product("matmul", &[batch, m, n])?, 0.0)?;
+    if m == 0 || n == 0 || k == 0 {
+        // Nothing to accumulate (the zeros are the answer): no loop over the batch, which may
+        // be huge when the product has no element.
+        return from_f64s(dtype, out);
+    }
     for p in 0..batch {
         let (a, b) = (&a[p * m * k..], &b[p * k * n..]);
         for i in 0..m {

@@ -7,7 +7,7 @@
 //! per task instead.
 
 use super::gemm::{try_gemm, try_split_gemm, GemmElement, MatMut, MatRef};
-use crate::alloc::checked_len;
+use crate::alloc::{checked_len, try_with_capacity};
 use crate::checks::{dtype_mismatch, unsupported};
 use crate::parallel::Parallelism;
 use crate::strided::StridedPlan;
@@ -146,7 +146,8 @@ fn batched_gemm<T: GemmElement>(
         [ll.offset(), rl.offset()],
     );
     let [sa, sb] = batch_plan.inner_strides();
-    let mut operands = Vec::with_capacity(batch);
+    // batch <= len (the output is not empty here), so this is bounded by the output's size.
+    let mut operands = try_with_capacity(batch)?;
     batch_plan.for_each_run(0, batch, |_, [oa, ob], len| {
         for i in 0..len {
             let lhs = Matrix {

@@ -105,7 +105,9 @@ pub fn generate<B: Backend>(
         &mut cache,
     )?;
     let mut report = GenerationReport {
-        tokens: Vec::with_capacity(max_new),
+        // Grows with what is generated: `max_new` is a bound the caller picks, often "until
+        // the end-of-text token", and may be far larger than what is ever generated.
+        tokens: Vec::new(),
         first_token_s: 0.0,
         seconds: 0.0,
         context_refills: 0,
@@ -152,7 +154,7 @@ pub fn generate_without_cache<B: Backend>(
         block_size: config.block_size,
         start: 0,
     };
-    let mut generated = Vec::with_capacity(max_new);
+    let mut generated = Vec::new();
     let training = crate::Module::is_training(model);
     crate::Module::set_training(model, false);
     for _ in 0..max_new {

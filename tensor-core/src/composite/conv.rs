@@ -47,7 +47,9 @@ pub fn conv2d_backward_input<B: Backend>(
         .reshape([n, c, kh, kw, oh, ow])?;
     let padded_dims = [n, c, padded(h, p.padding.0)?, padded(w, p.padding.1)?];
     let mut grad = Tensor::zeros(padded_dims, grad_out.dtype(), grad_out.backend())?;
-    if oh > 0 && ow > 0 {
+    // One pass per tap: kh·kw passes, which the (padded) input bounds (every window fits it)
+    // unless the gradient has no element at all, when there is nothing to accumulate.
+    if oh > 0 && ow > 0 && grad.numel() > 0 {
         for i in 0..kh {
             for j in 0..kw {
                 let tap = cols

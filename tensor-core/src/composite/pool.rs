@@ -32,7 +32,10 @@ fn windows<B: Backend>(x: &Tensor<B>, p: Pool2dParams, pad_value: f64) -> Result
 pub fn max_pool2d<B: Backend>(x: &Tensor<B>, p: Pool2dParams) -> Result<(Tensor<B>, Tensor<B>)> {
     let win = windows(x, p, f64::NEG_INFINITY)?;
     let (max, arg) = (win.max(&[-1], false)?, win.argmax(-1, false)?);
-    if p.padding == (0, 0) {
+    // Without padding every window starts inside; without any window (an empty batch or
+    // channel axis can come with huge spatial sizes) there is nothing to fix, and the per-
+    // position table below would be as large as `oh · ow`, not as the (empty) output.
+    if p.padding == (0, 0) || max.numel() == 0 {
         return Ok((max, arg));
     }
     let d = x.dims();
