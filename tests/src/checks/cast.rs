@@ -273,11 +273,17 @@ fn target_points(from: DType, to: DType) -> Vec<f64> {
 /// Values of a format whose tie with the next value up is worth a fixed test: both parities
 /// (rounding to even goes down from an even value's tie, up from an odd one's) at the smallest
 /// subnormals, the subnormal/normal border, 1, the first binade with spacing 2 (where integer
-/// sources reach the ties), `2^40`, and the top (whose tie is the overflow threshold).
+/// sources reach the ties), `1.5 * 2^40`, and the top (whose tie is the overflow threshold).
 fn tie_anchors(f: Format) -> Vec<f64> {
     let one_anchor = |t: f64| [t, f.next_up(t)];
-    let mut anchors = vec![f.min_subnormal(), f.max_subnormal()];
-    for t in [f.min_normal(), 1.0, pow2(f.p), 1.5 * pow2(40)] {
+    let mut anchors = vec![f.max_subnormal()];
+    for t in [
+        f.min_subnormal(),
+        f.min_normal(),
+        1.0,
+        pow2(f.p),
+        1.5 * pow2(40),
+    ] {
         anchors.extend(one_anchor(t));
     }
     anchors.extend([f.next_down(f.max_finite()), f.max_finite()]);
