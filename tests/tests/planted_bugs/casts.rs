@@ -6,7 +6,8 @@
 //! The bugs are planted in the CPU backend, which holds the 16-bit floats. Ten base seeds are
 //! derived from the process's (`PROPTEST_RNG_SEED` fixes it), so every run tries ten new ones;
 //! on each, the whole cast family runs at the default case count and must fail in exactly the
-//! cells the bug touches. Failures are not minimised there; one test per bug checks that the
+//! cells the bug touches, and the random cases alone (the systematic patterns off) must catch
+//! each of those cells too. Failures are not minimised there; one test per bug checks that the
 //! counterexample shrinks to the single offending element.
 
 use crate::planted::{Bug, Planted};
@@ -14,7 +15,7 @@ use tessera_conformance::checks::cast;
 use tessera_conformance::reference::elementwise::round_to;
 use tessera_conformance::runner::{falsify_systematic, RunConfig};
 use tessera_conformance::seed::base_seed;
-use tessera_conformance::suite::{run_family, Capabilities, Family, Op, Outcome};
+use tessera_conformance::suite::{check_cell, run_family, Capabilities, Family, Op, Outcome};
 use tessera_core::DType;
 use tessera_cpu::Cpu;
 
@@ -47,7 +48,8 @@ fn cells(pairs: &[(DType, DType)]) -> Vec<(Op, DType)> {
     out
 }
 
-/// Asserts that the cast family fails in exactly `expected` on every seed.
+/// Asserts that the cast family fails in exactly `expected` on every seed, and that the
+/// random cases alone (without the systematic patterns) catch every expected cell too.
 fn caught_on_every_seed(bug: Bug, expected: &[(Op, DType)]) {
     let dev = planted_cpu(bug);
     let capabilities = Capabilities::declared_by(&dev);
@@ -66,6 +68,16 @@ fn caught_on_every_seed(bug: Bug, expected: &[(Op, DType)]) {
             expected,
             "{bug:?} on seed {seed} (PROPTEST_RNG_SEED={seed}):\n{coverage}"
         );
+        let random_only = RunConfig {
+            pattern_cases: 0,
+            ..config
+        };
+        for &(op, dtype) in expected {
+            assert!(
+                check_cell(&dev, op, dtype, &random_only).is_err(),
+                "{bug:?} escaped the random cases of {op} {dtype} on seed {seed}"
+            );
+        }
     }
 }
 
