@@ -301,4 +301,154 @@ mod tests {
         assert_eq!(broadcast_shapes(&[3, 1, 5], &[4, 5]), Some(vec![3, 4, 5]));
         assert_eq!(broadcast_shapes(&[2, 3], &[4]), None);
     }
+
+    /// `x` rounded to nearest even in the format `(p, emin, emax)` with integer operations on
+    /// the bits of `x` alone (no f64 arithmetic on the value): a second, independent
+    /// derivation of the rounding the cast references rely on.
+    fn round_by_bits(x: f64, p: i32, emin: i32, emax: i32) -> f64 {
+        if x == 0.0 || !x.is_finite() {
+            return x;
+        }
+        let bits = x.abs().to_bits();
+        let field = (bits >> 52) as i32;
+        let fraction = bits & ((1u64 << 52) - 1);
+        // |x| = m * 2^e with an integer m.
+        let (m, e) = if field == 0 {
+            (fraction, -1074)
+        } else {
+            (fraction | (1u64 << 52), field - 1075)
+        };
+        let log2 = e + 63 - m.leading_zeros() as i32;
+        // The exponent of the target's last significant bit at this magnitude.
+        let q = log2.max(emin) - p + 1;
+        let shift = q - e;
+        let kept = if shift <= 0 {
+            return x;
+        } else if shift > 60 {
+            0 // m < 2^53 is below half of 2^shift: rounds to zero
+        } else {
+            let kept = m >> shift;
+            let rest = m & ((1u64 << shift) - 1);
+            let half = 1u64 << (shift - 1);
+            if rest > half || (rest == half && kept & 1 == 1) {
+                kept + 1
+            } else {
+                kept
+            }
+        };
+        // kept * 2^q, built from bits: the value kept has at most p + 1 bits.
+        let scale = |v: u64, q: i32| {
+            if v == 0 {
+                return 0.0;
+            }
+            let top = 63 - v.leading_zeros() as i32; // v = 1.f * 2^top
+            let exp = top + q;
+            if exp > emax {
+                return f64::INFINITY;
+            }
+            // Normal in f64 for every format here but f64 itself, which has no rounding.
+            let frac = (v << (52 - top)) & ((1u64 << 52) - 1);
+            f64::from_bits((((exp + 1023) as u64) << 52) | frac)
+        };
+        scale(kept, q).copysign(x)
+    }
+
+    /// A deterministic stream of f64 bit patterns (splitmix64).
+    fn stream(mut state: u64) -> impl Iterator<Item = u64> {
+        std::iter::from_fn(move || {
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            Some(z ^ (z >> 31))
+        })
+    }
+
+    /// The rounding of the cast references (`round_to_format` for the 16-bit floats, Rust's
+    /// `as f32`) agrees with the bit-level derivation on every 16-bit tie and the f64 values one
+    /// ulp either side, on both neighbours, and on random f64 values of every magnitude those
+    /// formats reach; and gives the known results at the limits.
+    #[test]
+    fn cast_rounding_is_correct() {
+        let formats = [
+            (DType::F16, 11, -14, 15),
+            (DType::BF16, 8, -126, 127),
+            (DType::F32, 24, -126, 127),
+        ];
+        let check = |x: f64| {
+            for (dtype, p, emin, emax) in formats {
+                let want = round_by_bits(x, p, emin, emax);
+                let got = round_to(dtype, x);
+                assert_eq!(
+                    got.to_bits(),
+                    want.to_bits(),
+                    "{dtype} {x:e} ({:#x})",
+                    x.to_bits()
+                );
+            }
+        };
+        // Every finite 16-bit value, the tie above it and one f64 ulp either side of both.
+        for (p, emin, fields) in [(11, -14, 31u64), (8, -126, 255)] {
+            for field in 0..fields {
+                for fraction in 0..(1u64 << (p - 1)) {
+                    let (sig, e) = if field == 0 {
+                        (fraction, emin - p + 1)
+                    } else {
+                        (fraction | (1 << (p - 1)), field as i32 + emin - 1 - p + 1)
+                    };
+                    let v = sig as f64 * 2f64.powi(e);
+                    let tie = v + 2f64.powi(e) / 2.0; // 2^e is the spacing above v
+                    for y in [v, tie] {
+                        let below = if y > 0.0 {
+                            f64::from_bits(y.to_bits() - 1)
+                        } else {
+                            y
+                        };
+                        for z in [y, f64::from_bits(y.to_bits() + 1), below] {
+                            check(z);
+                            check(-z);
+                        }
+                    }
+                }
+            }
+        }
+        // Random f64 values from below f32's subnormals to beyond its range.
+        for bits in stream(7).take(100_000) {
+            let x = f64::from_bits(bits);
+            let exp = ((bits >> 52) & 0x7ff) as i32 - 1023;
+            if x.is_finite() && (-160..=130).contains(&exp) {
+                check(x);
+            }
+            // The same significand brought into f32's subnormals and the 16-bit ranges.
+            for e in [-140i64, -130, -20, -10, 0, 10, 15, 16] {
+                let y =
+                    f64::from_bits((bits & 0x800f_ffff_ffff_ffff) | (((e + 1023) as u64) << 52));
+                check(y);
+            }
+        }
+        // Known results.
+        let f16 = |x: f64| round_to(DType::F16, x);
+        let bf16 = |x: f64| round_to(DType::BF16, x);
+        assert_eq!(f16(2f64.powi(-25)), 0.0); // half the smallest subnormal: to even, 0
+        assert_eq!(f16(2f64.powi(-25) * (1.0 + 2f64.powi(-52))), 2f64.powi(-24));
+        assert_eq!(f16(3.0 * 2f64.powi(-25)), 2.0 * 2f64.powi(-24)); // 1.5 ulp: to even
+        assert_eq!(f16(65519.999), 65504.0);
+        assert_eq!(f16(65520.0), f64::INFINITY);
+        assert_eq!(f16(-65520.0), f64::NEG_INFINITY);
+        assert_eq!(f16(1.0 + 2f64.powi(-11)), 1.0);
+        assert_eq!(
+            f16(1.0 + 2f64.powi(-11) + 2f64.powi(-52)),
+            1.0 + 2f64.powi(-10)
+        );
+        assert_eq!(bf16(1.0 + 2f64.powi(-8)), 1.0);
+        assert_eq!(
+            bf16(1.0 + 2f64.powi(-8) + 2f64.powi(-40)),
+            1.0 + 2f64.powi(-7)
+        );
+        assert_eq!(bf16(2f64.powi(-134)), 0.0);
+        assert_eq!(bf16(2f64.powi(-134) * 1.5), 2f64.powi(-133));
+        assert_eq!(bf16(f64::from(f32::MAX)), f64::INFINITY);
+        assert_eq!(round_to(DType::F32, 2f64.powi(-150)), 0.0);
+        assert_eq!(round_to(DType::F32, 2f64.powi(-150) * 1.5), 2f64.powi(-149));
+    }
 }

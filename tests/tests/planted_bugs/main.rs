@@ -2,6 +2,7 @@
 //! fail the suite exactly in the cells the bug touches, with a counterexample shrunk to a few
 //! elements, and `Checked<Planted, Cpu>` must report the divergence as a typed error.
 
+mod casts;
 mod checked;
 mod classes;
 mod planted;

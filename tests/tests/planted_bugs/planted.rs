@@ -61,6 +61,23 @@ pub enum Bug {
     /// `j <= i + S - L`, as some fused kernels do) instead of PyTorch's top-left: right
     /// whenever `L == S`, wrong when queries and keys differ in number.
     AttentionCausalBottomRight,
+    /// Casts flush results that are subnormal in the target float format to zero (keeping
+    /// the sign), as a kernel built with flush-to-zero does.
+    CastFlushesSubnormals,
+    /// `f64 -> f16` and `f64 -> bf16` round twice: to f32 (to nearest even), then to 16 bits,
+    /// so that a value just off a 16-bit tie lands on it and then rounds to even.
+    CastRoundsTwiceThroughF32,
+}
+
+impl Bug {
+    /// Whether the bug is in casts, which the suite checks with the 16-bit floats too (the
+    /// other planted bugs are f32/f64 kernels).
+    pub fn in_casts(self) -> bool {
+        matches!(
+            self,
+            Bug::CastFlushesSubnormals | Bug::CastRoundsTwiceThroughF32
+        )
+    }
 }
 
 /// `B` with one planted [`Bug`].
@@ -223,9 +240,10 @@ impl<B: Backend> Backend for Planted<B> {
     fn device(&self) -> Device {
         self.inner.device()
     }
-    /// The planted bugs are f32/f64 kernels; the 16-bit floats are left out.
+    /// The planted bugs are f32/f64 kernels; the 16-bit floats are left out, except for the
+    /// cast bugs.
     fn supports_dtype(&self, dtype: DType) -> bool {
-        !dtype.is_half() && self.inner.supports_dtype(dtype)
+        (!dtype.is_half() || self.bug.in_casts()) && self.inner.supports_dtype(dtype)
     }
     fn upload(&self, data: HostData) -> Result<B::Storage> {
         self.inner.upload(data)
@@ -250,7 +268,38 @@ impl<B: Backend> Backend for Planted<B> {
         self.inner.assign(d, dl, s, sl, m)
     }
     fn cast(&self, s: &B::Storage, l: &Layout, dtype: DType) -> Result<B::Storage> {
-        self.inner.cast(s, l, dtype)
+        match self.bug {
+            Bug::CastFlushesSubnormals => {
+                let out = self.inner.cast(s, l, dtype)?;
+                let min_normal = match dtype {
+                    DType::F32 => f64::from(f32::MIN_POSITIVE),
+                    DType::F64 => f64::MIN_POSITIVE,
+                    DType::F16 => tessera_core::f16::MIN_POSITIVE.to_f64(),
+                    DType::BF16 => tessera_core::bf16::MIN_POSITIVE.to_f64(),
+                    _ => return Ok(out),
+                };
+                let all = Layout::contiguous([out.len()]);
+                let flushed: Vec<f64> = self
+                    .read(&out, &all)?
+                    .to_f64_vec()
+                    .into_iter()
+                    .map(|v| {
+                        if v.abs() < min_normal {
+                            0.0f64.copysign(v)
+                        } else {
+                            v
+                        }
+                    })
+                    .collect();
+                self.inner.upload(host_data(dtype, &flushed)?)
+            }
+            Bug::CastRoundsTwiceThroughF32 if s.dtype() == DType::F64 && dtype.is_half() => {
+                let f32s = self.inner.cast(s, l, DType::F32)?;
+                self.inner
+                    .cast(&f32s, &Layout::contiguous(l.shape().clone()), dtype)
+            }
+            _ => self.inner.cast(s, l, dtype),
+        }
     }
     fn unary(&self, op: UnaryOp, x: &B::Storage, l: &Layout) -> Result<B::Storage> {
         match (self.bug, op) {
@@ -581,6 +630,32 @@ impl<B: Backend> Planted<B> {
         };
         Ok((Some(additive), params))
     }
+}
+
+/// `values` (each a value of `dtype`) as host data of `dtype`.
+fn host_data(dtype: DType, values: &[f64]) -> Result<HostData> {
+    Ok(match dtype {
+        DType::F32 => HostData::F32(values.iter().map(|&v| v as f32).collect()),
+        DType::F64 => HostData::F64(values.to_vec()),
+        DType::F16 => HostData::F16(
+            values
+                .iter()
+                .map(|&v| tessera_core::f16::from_f64(v))
+                .collect(),
+        ),
+        DType::BF16 => HostData::BF16(
+            values
+                .iter()
+                .map(|&v| tessera_core::bf16::from_f64(v))
+                .collect(),
+        ),
+        other => {
+            return Err(tessera_core::Error::UnsupportedDType {
+                op: "planted",
+                dtype: other,
+            })
+        }
+    })
 }
 
 /// What the planted backends are checked on: every cell but the 16-bit floats', which they
