@@ -52,7 +52,7 @@
 //! primitive that takes floats is called with them, `matmul` and `random` included. A
 //! composite's default chains several primitives, each rounding to 16 bits: a backend that
 //! accepts the 16-bit floats runs the defaults of the multi-step composites in f32 with
-//! [`crate::composite::in_f32`] (see `docs/BACKENDS.md`).
+//! [`crate::composite::in_f32()`] (see `docs/BACKENDS.md`).
 
 use crate::attention::{AttentionGrads, AttentionOutput, AttentionParams};
 use crate::composite;
