@@ -1,12 +1,16 @@
 //! [`ExampleBackend`]: the `Backend` impl. Every primitive follows the same three steps: read
 //! the inputs through their layouts into contiguous vectors, run the kernel, wrap the result as
-//! a fresh contiguous storage.
+//! a fresh contiguous storage. The composites keep the defaults of `tessera_core::composite`,
+//! run in f32 for the 16-bit floats (the end of the file).
 
 use crate::strided::read;
 use crate::{elementwise, indexing, matmul, memory, reduce, ExampleStorage};
+use tessera_core::backend::{AdamTensors, AdamUpdate};
+use tessera_core::composite::{self, in_f32};
 use tessera_core::{
-    ArgReduceOp, AssignMode, Backend, BackendStorage, BinaryOp, CmpOp, DType, Device, Distribution,
-    Error, HostData, Layout, ReduceOp, Result, UnaryOp,
+    ArgReduceOp, AssignMode, AttentionGrads, AttentionOutput, AttentionParams, Backend,
+    BackendStorage, BinaryOp, CmpOp, Conv2dParams, DType, Device, Distribution, Error, HostData,
+    Layout, Pool2dParams, ReduceOp, Result, Tensor, UnaryOp,
 };
 
 /// The example device: naive, single-threaded, every dtype. `ExampleBackend::new()` is the only
@@ -39,10 +43,13 @@ impl Backend for ExampleBackend {
         }
     }
 
-    /// The template covers the four 32/64-bit and integer dtypes; the 16-bit floats are left
-    /// out (a new backend adds them like the CPU backend: 16-bit storage, f32 arithmetic).
+    /// Every dtype: f32, f64, i64, bool, and the 16-bit floats f16 and bf16 (stored in 16
+    /// bits, computed in f64 here and rounded once; see `floats.rs`).
     fn supports_dtype(&self, dtype: DType) -> bool {
-        matches!(dtype, DType::F32 | DType::F64 | DType::I64 | DType::Bool)
+        matches!(
+            dtype,
+            DType::F32 | DType::F64 | DType::F16 | DType::BF16 | DType::I64 | DType::Bool
+        )
     }
 
     // ----- memory -----
@@ -294,5 +301,182 @@ impl Backend for ExampleBackend {
         offset: u64,
     ) -> Result<ExampleStorage> {
         wrap(memory::random(dist, numel, dtype, seed, offset)?)
+    }
+
+    // ----- composites -----
+    //
+    // The defaults of `tessera_core::composite` chain several primitives. In F16/BF16 each of
+    // those primitives rounds its result to 16 bits, and the chain drifts several 16-bit ulps
+    // from the f32 result rounded once, which is what the contract asks for. So every
+    // multi-step default runs in f32 between two casts: `in_f32` widens the 16-bit inputs, runs
+    // the default, and rounds each f32 result once; it returns `None` for f32/f64 inputs, which
+    // take the default as it is. (`concat` only copies and keeps its default.) A backend with a
+    // fused kernel that computes 16-bit inputs in f32 and rounds once needs no wrapper.
+
+    fn softmax(&self, x: &Tensor<Self>, axis: usize) -> Result<Tensor<Self>> {
+        in_f32([Some(x)], |[x]| composite::softmax(x.unwrap(), axis))
+            .unwrap_or_else(|| composite::softmax(x, axis))
+    }
+
+    fn log_softmax(&self, x: &Tensor<Self>, axis: usize) -> Result<Tensor<Self>> {
+        in_f32([Some(x)], |[x]| composite::log_softmax(x.unwrap(), axis))
+            .unwrap_or_else(|| composite::log_softmax(x, axis))
+    }
+
+    fn logsumexp(&self, x: &Tensor<Self>, axis: usize) -> Result<Tensor<Self>> {
+        in_f32([Some(x)], |[x]| composite::logsumexp(x.unwrap(), axis))
+            .unwrap_or_else(|| composite::logsumexp(x, axis))
+    }
+
+    fn conv2d(
+        &self,
+        x: &Tensor<Self>,
+        weight: &Tensor<Self>,
+        params: Conv2dParams,
+    ) -> Result<Tensor<Self>> {
+        in_f32([Some(x), Some(weight)], |[x, w]| {
+            composite::conv2d(x.unwrap(), w.unwrap(), params)
+        })
+        .unwrap_or_else(|| composite::conv2d(x, weight, params))
+    }
+
+    fn conv2d_backward_input(
+        &self,
+        grad_out: &Tensor<Self>,
+        weight: &Tensor<Self>,
+        input_dims: &[usize],
+        params: Conv2dParams,
+    ) -> Result<Tensor<Self>> {
+        in_f32([Some(grad_out), Some(weight)], |[g, w]| {
+            composite::conv2d_backward_input(g.unwrap(), w.unwrap(), input_dims, params)
+        })
+        .unwrap_or_else(|| composite::conv2d_backward_input(grad_out, weight, input_dims, params))
+    }
+
+    fn conv2d_backward_weight(
+        &self,
+        x: &Tensor<Self>,
+        grad_out: &Tensor<Self>,
+        weight_dims: &[usize],
+        params: Conv2dParams,
+    ) -> Result<Tensor<Self>> {
+        in_f32([Some(x), Some(grad_out)], |[x, g]| {
+            composite::conv2d_backward_weight(x.unwrap(), g.unwrap(), weight_dims, params)
+        })
+        .unwrap_or_else(|| composite::conv2d_backward_weight(x, grad_out, weight_dims, params))
+    }
+
+    fn max_pool2d(
+        &self,
+        x: &Tensor<Self>,
+        params: Pool2dParams,
+    ) -> Result<(Tensor<Self>, Tensor<Self>)> {
+        in_f32([Some(x)], |[x]| composite::max_pool2d(x.unwrap(), params))
+            .unwrap_or_else(|| composite::max_pool2d(x, params))
+    }
+
+    fn max_pool2d_backward(
+        &self,
+        grad_out: &Tensor<Self>,
+        window_argmax: &Tensor<Self>,
+        input_dims: &[usize],
+        params: Pool2dParams,
+    ) -> Result<Tensor<Self>> {
+        in_f32([Some(grad_out)], |[g]| {
+            composite::max_pool2d_backward(g.unwrap(), window_argmax, input_dims, params)
+        })
+        .unwrap_or_else(|| {
+            composite::max_pool2d_backward(grad_out, window_argmax, input_dims, params)
+        })
+    }
+
+    fn avg_pool2d(&self, x: &Tensor<Self>, params: Pool2dParams) -> Result<Tensor<Self>> {
+        in_f32([Some(x)], |[x]| composite::avg_pool2d(x.unwrap(), params))
+            .unwrap_or_else(|| composite::avg_pool2d(x, params))
+    }
+
+    fn avg_pool2d_backward(
+        &self,
+        grad_out: &Tensor<Self>,
+        input_dims: &[usize],
+        params: Pool2dParams,
+    ) -> Result<Tensor<Self>> {
+        in_f32([Some(grad_out)], |[g]| {
+            composite::avg_pool2d_backward(g.unwrap(), input_dims, params)
+        })
+        .unwrap_or_else(|| composite::avg_pool2d_backward(grad_out, input_dims, params))
+    }
+
+    fn scaled_dot_product_attention(
+        &self,
+        q: &Tensor<Self>,
+        k: &Tensor<Self>,
+        v: &Tensor<Self>,
+        mask: Option<&Tensor<Self>>,
+        params: &AttentionParams,
+    ) -> Result<AttentionOutput<Self>> {
+        in_f32([Some(q), Some(k), Some(v), mask], |[q, k, v, m]| {
+            composite::scaled_dot_product_attention(q.unwrap(), k.unwrap(), v.unwrap(), m, params)
+        })
+        .unwrap_or_else(|| composite::scaled_dot_product_attention(q, k, v, mask, params))
+    }
+
+    fn scaled_dot_product_attention_backward(
+        &self,
+        grad_out: &Tensor<Self>,
+        q: &Tensor<Self>,
+        k: &Tensor<Self>,
+        v: &Tensor<Self>,
+        mask: Option<&Tensor<Self>>,
+        forward: &AttentionOutput<Self>,
+        params: &AttentionParams,
+    ) -> Result<AttentionGrads<Self>> {
+        // The saved log-sum-exp is already f32 for 16-bit queries: this helper widens the rest.
+        composite::attention_backward_in_f32(
+            grad_out,
+            (q, k, v),
+            mask,
+            forward,
+            |g, (q, k, v), m, f| {
+                composite::scaled_dot_product_attention_backward(g, q, k, v, m, f, params)
+            },
+        )
+        .unwrap_or_else(|| {
+            composite::scaled_dot_product_attention_backward(
+                grad_out, q, k, v, mask, forward, params,
+            )
+        })
+    }
+
+    fn relu_backward(&self, x: &Tensor<Self>, grad: &Tensor<Self>) -> Result<Tensor<Self>> {
+        in_f32([Some(x), Some(grad)], |[x, g]| {
+            composite::relu_backward(x.unwrap(), g.unwrap())
+        })
+        .unwrap_or_else(|| composite::relu_backward(x, grad))
+    }
+
+    fn adam_update(
+        &self,
+        param: &Tensor<Self>,
+        grad: &Tensor<Self>,
+        exp_avg: &Tensor<Self>,
+        exp_avg_sq: &Tensor<Self>,
+        max_exp_avg_sq: Option<&Tensor<Self>>,
+        update: AdamUpdate,
+    ) -> Result<AdamTensors<Self>> {
+        let inputs = [
+            Some(param),
+            Some(grad),
+            Some(exp_avg),
+            Some(exp_avg_sq),
+            max_exp_avg_sq,
+        ];
+        in_f32(inputs, |[p, g, m, v, vmax]| {
+            let (p, g, m, v) = (p.unwrap(), g.unwrap(), m.unwrap(), v.unwrap());
+            composite::adam_update(p, g, m, v, vmax, update)
+        })
+        .unwrap_or_else(|| {
+            composite::adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, update)
+        })
     }
 }

@@ -3,7 +3,8 @@
 
 use crate::alloc::collect;
 use crate::floats::{from_f64s, to_f64s};
-use tessera_core::{BinaryOp, CmpOp, DType, Error, HostData, Result, UnaryOp};
+use tessera_core::dtype::rounding::{f64_to_bf16, f64_to_f16, i64_to_bf16, i64_to_f16};
+use tessera_core::{bf16, f16, BinaryOp, CmpOp, DType, Error, HostData, Result, UnaryOp};
 
 fn unsupported(op: &'static str, dtype: DType) -> Error {
     Error::UnsupportedDType { op, dtype }
@@ -176,6 +177,9 @@ pub(crate) fn compare(op: CmpOp, lhs: HostData, rhs: HostData) -> Result<HostDat
     let out: Vec<u8> = match (&lhs, &rhs) {
         (HostData::F32(a), HostData::F32(b)) => zip_cmp(op, a, b)?,
         (HostData::F64(a), HostData::F64(b)) => zip_cmp(op, a, b)?,
+        // `half`'s comparisons are IEEE's, NaN and -0 included.
+        (HostData::F16(a), HostData::F16(b)) => zip_cmp(op, a, b)?,
+        (HostData::BF16(a), HostData::BF16(b)) => zip_cmp(op, a, b)?,
         (HostData::I64(a), HostData::I64(b)) => zip_cmp(op, a, b)?,
         (HostData::Bool(a), HostData::Bool(b)) => zip_cmp(op, a, b)?,
         _ => return Err(dtype_mismatch(op.name(), &lhs, &rhs)),
@@ -213,6 +217,8 @@ pub(crate) fn where_select(
     Ok(match (&on_true, &on_false) {
         (HostData::F32(t), HostData::F32(f)) => HostData::F32(choose(&cond, t, f)?),
         (HostData::F64(t), HostData::F64(f)) => HostData::F64(choose(&cond, t, f)?),
+        (HostData::F16(t), HostData::F16(f)) => HostData::F16(choose(&cond, t, f)?),
+        (HostData::BF16(t), HostData::BF16(f)) => HostData::BF16(choose(&cond, t, f)?),
         (HostData::I64(t), HostData::I64(f)) => HostData::I64(choose(&cond, t, f)?),
         (HostData::Bool(t), HostData::Bool(f)) => HostData::Bool(choose(&cond, t, f)?),
         _ => return Err(dtype_mismatch("where", &on_true, &on_false)),
@@ -220,23 +226,39 @@ pub(crate) fn where_select(
 }
 
 /// Every element converted to `to`: floats to i64 truncate toward zero, saturating, NaN to 0
-/// (Rust's `as` does exactly that); anything to bool is `x != 0`.
+/// (Rust's `as` does exactly that); anything to bool is `x != 0`. Conversions to the 16-bit
+/// floats round once, to nearest even: from f32 with `half`'s `from_f32`, from f64 and i64 with
+/// `tessera_core::dtype::rounding` (an i64 through f64 or f32 would round twice).
 pub(crate) fn cast(x: HostData, to: DType) -> Result<HostData> {
     fn map<T: Copy, U>(v: &[T], f: impl Fn(T) -> U) -> Result<Vec<U>> {
         collect(v.len(), v.iter().map(|&x| f(x)))
     }
+    // A 16-bit source is widened to f32 (exact), then cast like an f32.
+    let x = match x {
+        HostData::F16(v) if to != DType::F16 => HostData::F32(map(&v, f32::from)?),
+        HostData::BF16(v) if to != DType::BF16 => HostData::F32(map(&v, f32::from)?),
+        other => other,
+    };
     Ok(match (x, to) {
         (HostData::F32(v), DType::F64) => HostData::F64(map(&v, |x| x as f64)?),
+        (HostData::F32(v), DType::F16) => HostData::F16(map(&v, f16::from_f32)?),
+        (HostData::F32(v), DType::BF16) => HostData::BF16(map(&v, bf16::from_f32)?),
         (HostData::F32(v), DType::I64) => HostData::I64(map(&v, |x| x as i64)?),
         (HostData::F32(v), DType::Bool) => HostData::Bool(map(&v, |x| u8::from(x != 0.0))?),
         (HostData::F64(v), DType::F32) => HostData::F32(map(&v, |x| x as f32)?),
+        (HostData::F64(v), DType::F16) => HostData::F16(map(&v, f64_to_f16)?),
+        (HostData::F64(v), DType::BF16) => HostData::BF16(map(&v, f64_to_bf16)?),
         (HostData::F64(v), DType::I64) => HostData::I64(map(&v, |x| x as i64)?),
         (HostData::F64(v), DType::Bool) => HostData::Bool(map(&v, |x| u8::from(x != 0.0))?),
         (HostData::I64(v), DType::F32) => HostData::F32(map(&v, |x| x as f32)?),
         (HostData::I64(v), DType::F64) => HostData::F64(map(&v, |x| x as f64)?),
+        (HostData::I64(v), DType::F16) => HostData::F16(map(&v, i64_to_f16)?),
+        (HostData::I64(v), DType::BF16) => HostData::BF16(map(&v, i64_to_bf16)?),
         (HostData::I64(v), DType::Bool) => HostData::Bool(map(&v, |x| u8::from(x != 0))?),
         (HostData::Bool(v), DType::F32) => HostData::F32(map(&v, f32::from)?),
         (HostData::Bool(v), DType::F64) => HostData::F64(map(&v, f64::from)?),
+        (HostData::Bool(v), DType::F16) => HostData::F16(map(&v, f16::from)?),
+        (HostData::Bool(v), DType::BF16) => HostData::BF16(map(&v, bf16::from)?),
         (HostData::Bool(v), DType::I64) => HostData::I64(map(&v, i64::from)?),
         (same, _) => same, // to its own dtype: the fresh copy read through the layout
     })

@@ -2,10 +2,11 @@
 //!
 //! A complete, deliberately simple [`tessera_core::Backend`]: single-threaded, naive loops, no
 //! fused kernels. It exists to be copied. `docs/BACKENDS.md` walks through it step by step, and
-//! it passes the whole conformance suite of the `tests` crate:
+//! it passes the whole conformance suite of `tessera-conformance` (folder `tests/`), every dtype
+//! included:
 //!
 //! ```ignore
-//! // tests/conformance_example.rs of the `tests` crate
+//! // tests/conformance_example.rs of tessera-conformance
 //! tessera_conformance::conformance_suite!(tessera_backend_example::ExampleBackend, tessera_backend_example::ExampleBackend::new);
 //! ```
 //!

@@ -152,6 +152,8 @@ pub(crate) fn arg_reduce(
     Ok(HostData::I64(match &x {
         HostData::F32(v) => run(op, v, dims, axis)?,
         HostData::F64(v) => run(op, v, dims, axis)?,
+        HostData::F16(v) => run(op, v, dims, axis)?,
+        HostData::BF16(v) => run(op, v, dims, axis)?,
         HostData::I64(v) => run(op, v, dims, axis)?,
         HostData::Bool(v) => run(op, v, dims, axis)?,
         other => {

@@ -28,6 +28,8 @@ pub(crate) fn pick(data: &HostData, positions: &[usize]) -> Result<HostData> {
     Ok(match data {
         HostData::F32(v) => HostData::F32(collect(n, positions.iter().map(|&p| v[p]))?),
         HostData::F64(v) => HostData::F64(collect(n, positions.iter().map(|&p| v[p]))?),
+        HostData::F16(v) => HostData::F16(collect(n, positions.iter().map(|&p| v[p]))?),
+        HostData::BF16(v) => HostData::BF16(collect(n, positions.iter().map(|&p| v[p]))?),
         HostData::I64(v) => HostData::I64(collect(n, positions.iter().map(|&p| v[p]))?),
         HostData::Bool(v) => HostData::Bool(collect(n, positions.iter().map(|&p| v[p]))?),
         other => {

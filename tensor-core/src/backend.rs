@@ -41,7 +41,18 @@
 //! comparisons, select, reductions, batched matmul, indexing and random numbers. The provided
 //! methods are composites (softmax, conv2d, pooling and their gradient pieces, ...) written once
 //! in terms of `Tensor` ops in [`crate::composite`]; a backend overrides them with fused kernels
-//! when it can do better. The `tests` crate checks overrides against the defaults.
+//! when it can do better. The conformance harness (`tessera-conformance`) checks overrides
+//! against its reference like everything else.
+//!
+//! # The 16-bit floats
+//! `F16` and `BF16` are storage formats (see [`DType::compute_dtype`]): a backend that accepts
+//! them in [`Backend::supports_dtype`] computes in f32 (f32 accumulators for reductions and
+//! matrix products) and rounds each float result once, to nearest even
+//! ([`crate::dtype::rounding`] has the correctly rounded conversions from f64 and i64). Every
+//! primitive that takes floats is called with them, `matmul` and `random` included. A
+//! composite's default chains several primitives, each rounding to 16 bits: a backend that
+//! accepts the 16-bit floats runs the defaults of the multi-step composites in f32 with
+//! [`crate::composite::in_f32()`] (see `docs/BACKENDS.md`).
 
 use crate::attention::{AttentionGrads, AttentionOutput, AttentionParams};
 use crate::composite;
@@ -350,8 +361,9 @@ pub trait Backend: Clone + Send + Sync + fmt::Debug + 'static {
     // ----- linear algebra -----
 
     /// Batched matrix product. `lhs_layout` is `[..batch, m, k]`, `rhs_layout` is `[..batch, k, n]`
-    /// with identical batch dimensions (broadcast batches have stride 0) and rank >= 2; f32/f64.
-    /// Output: contiguous `[..batch, m, n]`.
+    /// with identical batch dimensions (broadcast batches have stride 0) and rank >= 2; any float
+    /// dtype (16-bit: f32 accumulation, one rounding of each result). Output: contiguous
+    /// `[..batch, m, n]`.
     fn matmul(
         &self,
         lhs: &Self::Storage,
@@ -363,7 +375,9 @@ pub trait Backend: Clone + Send + Sync + fmt::Debug + 'static {
     // ----- indexing -----
 
     /// Picks slices along `axis`: output index `[.., i, ..]` is input `[.., indices[i], ..]`.
-    /// `indices` is a rank-1 `I64` layout. Output: contiguous, the input shape with `axis` resized
+    /// `indices` is a rank-1 `I64` layout. Index values are not checked by `tensor-core`: one
+    /// outside `0..size` (a negative one included: there is no counting from the end) is
+    /// [`crate::Error::IndexOutOfRange`], here and in `gather` and `scatter_add`. Output: contiguous, the input shape with `axis` resized
     /// to `indices.len()`.
     fn index_select(
         &self,
@@ -403,8 +417,11 @@ pub trait Backend: Clone + Send + Sync + fmt::Debug + 'static {
 
     // ----- random -----
 
-    /// `numel` samples of `dist` as `dtype` (f32 or f64): element `i` must equal
+    /// `numel` samples of `dist` as the float `dtype`: element `i` must equal
     /// [`crate::random::sample_f32`] / [`crate::random::sample_f64`] of `(seed, offset + i)`.
+    /// For `F16`/`BF16` it is the `sample_f32` value rounded to the format (to nearest even), and
+    /// a uniform draw that rounds up to `high` (or beyond) is replaced by the next 16-bit value
+    /// below it (toward `-inf`), so that `[low, high)` still holds.
     fn random(
         &self,
         dist: Distribution,
@@ -521,7 +538,7 @@ pub trait Backend: Clone + Send + Sync + fmt::Debug + 'static {
 
     /// Scaled dot-product attention of `q: [..b, L, E]` over `k: [..b, S, E]` and
     /// `v: [..b, S, Ev]` (see [`crate::attention`] for the definition). The three share their
-    /// batch dimensions, dtype (f32/f64) and device and may be any strided views; `mask`, if
+    /// batch dimensions, float dtype and device and may be any strided views; `mask`, if
     /// given, is `Bool` or the dtype of `q`, already broadcast to `[..b, L, S]` (zero strides);
     /// `params.scale` is resolved. Returns the output `[..b, L, Ev]` and the per-row
     /// log-sum-exp `[..b, L]`, both contiguous. Default:

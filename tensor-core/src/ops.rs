@@ -202,8 +202,12 @@ impl CmpOp {
     }
 }
 
-/// Reductions over a set of axes (f32, f64, i64). `Max`/`Min` propagate NaN; `Sum` of an empty
-/// set is 0 and `Prod` is 1; `Max`/`Min` of an empty set are rejected by `tensor-core`.
+/// Reductions over a set of axes (the float dtypes and i64). `Max`/`Min` propagate NaN; `Sum` of
+/// an empty set is 0 and `Prod` is 1; `Max`/`Min` of an empty set are rejected by `tensor-core`.
+/// `Tensor` reduces a `Bool` tensor as `i64` (it casts first, so the result is `i64`: `sum`
+/// counts the true elements, `prod` and `min` are 1 when all are true, `max` when any is), so
+/// [`crate::Backend::reduce`] is never given `Bool` by `Tensor` (the in-tree backends answer
+/// [`crate::Error::UnsupportedDType`] to a direct call with one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ReduceOp {
     /// Sum.

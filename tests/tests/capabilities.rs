@@ -7,7 +7,7 @@ use tessera_conformance::suite::{run_family, Capabilities, Family, Op, Outcome};
 use tessera_core::{DType, UnaryOp};
 
 /// The macro with a capability declaration: only `where_select` on f32 and bool stays declared,
-/// so the other 22 generated tests check nothing and pass at once.
+/// so the other 23 generated tests check nothing and pass at once.
 mod only_where {
     use super::*;
 
@@ -25,7 +25,7 @@ mod only_where {
 
 #[test]
 fn undeclared_cells_are_unsupported_and_declared_ones_are_checked() {
-    // The example backend has no 16-bit floats: declared, they would be checked and fail.
+    // f64 and the 16-bit floats left out: their cells must read `unsupported`, never run.
     let caps = Capabilities::all()
         .without_dtype(DType::F64)
         .without_dtype(DType::F16)

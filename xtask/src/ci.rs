@@ -42,10 +42,17 @@ fn example_manifest(name: &str) -> String {
 
 /// The CI checks in the order they run.
 pub fn steps() -> Vec<Step> {
-    let mut steps = vec![Step {
-        name: "fmt",
-        command: cargo(["fmt", "--all", "--check"]),
-    }];
+    let mut steps = vec![
+        Step {
+            // No tracked file may hold an unresolved merge conflict (crate::conflicts).
+            name: "conflict-markers",
+            command: cargo(["xtask", "conflict-markers"]),
+        },
+        Step {
+            name: "fmt",
+            command: cargo(["fmt", "--all", "--check"]),
+        },
+    ];
     for (name, example) in ["fmt-conformance-example", "fmt-facade-example"]
         .into_iter()
         .zip(EXAMPLE_CRATES)
@@ -232,6 +239,8 @@ mod tests {
             .map(|s| display_command(&s.command))
             .collect();
         let line = |name: &str| &lines[names.iter().position(|n| *n == name).unwrap()];
+        assert!(line("conflict-markers").ends_with("xtask conflict-markers"));
+        assert!(script.contains("git grep -nIE '^(<<<<<<<|[|]{7}|>>>>>>>)( |$)'"));
         assert!(line("fmt").ends_with("fmt --all --check"));
         assert!(line("clippy").ends_with("clippy --workspace --all-targets -- -D warnings"));
         assert!(line("test").ends_with("test --workspace"));

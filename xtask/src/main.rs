@@ -19,6 +19,9 @@ enum Task {
     /// Runs CI's checks in order, stopping at the first failure: `cargo fmt --all --check`,
     /// `cargo clippy --workspace --all-targets -- -D warnings`, `cargo test --workspace`.
     Ci,
+    /// Fails when a tracked file still holds unresolved merge-conflict markers (`<<<<<<<`,
+    /// `|||||||`, `>>>>>>>`, and `=======` between them), listing each as `path:line`.
+    ConflictMarkers,
     /// Measures Tessera (release build) beside numpy when available; prints a table and writes
     /// target/bench/<suite>.json.
     Bench(BenchArgs),
@@ -35,6 +38,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match &cli.task {
         Task::Ci => xtask::ci::run(),
+        Task::ConflictMarkers => xtask::conflicts::run(),
         Task::Bench(args) => xtask::bench::run(args),
         Task::GpuCheck(args) => xtask::gpu_check::run(args),
         Task::Fuzz(args) => xtask::fuzz::run(args),
