@@ -13,6 +13,7 @@ pub mod constructors;
 pub mod conv;
 pub mod device;
 pub mod display;
+pub mod errors;
 pub mod fused;
 pub mod gradients;
 pub mod indexing;

@@ -61,6 +61,10 @@ pub enum Bug {
     /// `j <= i + S - L`, as some fused kernels do) instead of PyTorch's top-left: right
     /// whenever `L == S`, wrong when queries and keys differ in number.
     AttentionCausalBottomRight,
+    /// The error half of the contract: `index_select` trusts its indices (and axis), as a
+    /// kernel without a bounds check does, and panics on one out of range instead of returning
+    /// `Err`.
+    IndexSelectPanicsOnBadIndex,
 }
 
 /// `B` with one planted [`Bug`].
@@ -71,6 +75,16 @@ pub struct Planted<B: Backend> {
 }
 
 impl<B: Backend> Planted<B> {
+    /// Errs for a dtype this backend does not support (the 16-bit floats), whatever the inner
+    /// backend does with it.
+    fn check_dtype(&self, op: &'static str, dtype: DType) -> Result<()> {
+        if self.supports_dtype(dtype) {
+            Ok(())
+        } else {
+            Err(tessera_core::Error::UnsupportedDType { op, dtype })
+        }
+    }
+
     /// `inner` with `bug`.
     pub fn new(inner: B, bug: Bug) -> Self {
         Planted { inner, bug }
@@ -234,6 +248,7 @@ impl<B: Backend> Backend for Planted<B> {
         self.inner.download(s, l)
     }
     fn full(&self, n: usize, dtype: DType, value: f64) -> Result<B::Storage> {
+        self.check_dtype("full", dtype)?;
         self.inner.full(n, dtype, value)
     }
     fn copy_strided(&self, s: &B::Storage, l: &Layout) -> Result<B::Storage> {
@@ -250,6 +265,7 @@ impl<B: Backend> Backend for Planted<B> {
         self.inner.assign(d, dl, s, sl, m)
     }
     fn cast(&self, s: &B::Storage, l: &Layout, dtype: DType) -> Result<B::Storage> {
+        self.check_dtype("cast", dtype)?;
         self.inner.cast(s, l, dtype)
     }
     fn unary(&self, op: UnaryOp, x: &B::Storage, l: &Layout) -> Result<B::Storage> {
@@ -374,6 +390,13 @@ impl<B: Backend> Backend for Planted<B> {
         i: &B::Storage,
         il: &Layout,
     ) -> Result<B::Storage> {
+        if self.bug == Bug::IndexSelectPanicsOnBadIndex {
+            // The kernel's view of the axis: a table it indexes without a bounds check.
+            let rows: Vec<usize> = (0..l.dims()[axis]).collect();
+            for index in self.read(i, il)?.to_f64_vec() {
+                std::hint::black_box(rows[index as usize]);
+            }
+        }
         self.inner.index_select(x, l, axis, i, il)
     }
     fn gather(
@@ -406,6 +429,7 @@ impl<B: Backend> Backend for Planted<B> {
         seed: u64,
         offset: u64,
     ) -> Result<B::Storage> {
+        self.check_dtype("random", dtype)?;
         self.inner.random(dist, n, dtype, seed, offset)
     }
 

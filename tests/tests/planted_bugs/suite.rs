@@ -164,3 +164,38 @@ fn nan_swallowed_by_max_is_caught() {
     assert!(logical.iter().any(|v| v.is_nan()), "{case:#?}");
     assert!(found.reason.contains("expected NaN"), "{}", found.reason);
 }
+
+#[test]
+fn a_panic_on_a_bad_index_is_caught_by_the_errors_family() {
+    use tessera_conformance::checks::errors::ErrorOp;
+    let bug = Bug::IndexSelectPanicsOnBadIndex;
+    let row = Op::Error(ErrorOp::IndexSelect);
+    let expected: Vec<(Op, DType)> = DType::ALL
+        .into_iter()
+        .filter(|d| !d.is_half())
+        .map(|d| (row, d))
+        .collect();
+    assert_eq!(failed_cells(Bug::None, Family::Errors), vec![]);
+    assert_eq!(failed_cells(bug, Family::Errors), expected);
+
+    let coverage = run_family(
+        &planted(bug),
+        Family::Errors,
+        &planted::capabilities(),
+        &RunConfig::from_env(),
+    );
+    let reason = &coverage.failures[0].reason;
+    assert!(
+        reason.contains("`index_select` panicked on index 3 on an axis of size 3")
+            && reason.contains("`index_select` panicked on index i64::MAX"),
+        "{reason}"
+    );
+    // The report names the method in the matrix too.
+    let text = coverage.to_string();
+    assert!(
+        text.lines().any(|l| l.starts_with("errors index_select")
+            && l.contains("FAIL")
+            && l.ends_with("index_select")),
+        "{text}"
+    );
+}
