@@ -7,7 +7,9 @@ use crate::checks::{
     errors, fused, gradients, indexing, kinks, losses, matmul, memory, metamorphic, pool, random,
     reduce, softmax, statistics, unary, views, where_select,
 };
-use crate::runner::{falsify_systematic, Counterexample, Printed, RunConfig};
+use crate::runner::{
+    falsify_systematic, falsify_systematic_reducing, Counterexample, Printed, RunConfig,
+};
 use crate::strategies::Pattern;
 use proptest::strategy::Strategy;
 use std::fmt::Debug;
@@ -65,13 +67,15 @@ pub fn check_cell<B: Backend>(
             attention::cases(o, dtype),
             |c| attention::check(dev, c),
         ),
-        Op::Fused(o) => run(
+        Op::Fused(o) => falsify_systematic_reducing(
             n,
-            config,
             fused::patterns(o, dtype),
             fused::cases(o, dtype),
+            config,
             |c| fused::check(dev, c),
-        ),
+            &fused::smaller_cases,
+        )
+        .map_err(|c| c.described()),
         Op::Unary(o) => run(
             n,
             config,

@@ -199,3 +199,26 @@ fn a_panic_on_a_bad_index_is_caught_by_the_errors_family() {
         "{text}"
     );
 }
+
+#[test]
+fn an_adam_failure_shrinks_to_one_element_per_tensor() {
+    use tessera_conformance::checks::fused;
+    use tessera_conformance::runner::falsify_reducing;
+    let dev = planted(Bug::AdamDropsBiasCorrection);
+    let found = falsify_reducing(
+        "planted adam",
+        fused::cases(fused::FusedOp::AdamUpdate, DType::F32),
+        &RunConfig::from_env(),
+        |c| fused::check(&dev, c),
+        &fused::smaller_cases,
+    )
+    .expect_err("the missing bias correction must be caught");
+    let case = found.input.expect("a counterexample");
+    let fused::FusedCase::Adam { tensors, .. } = &case else {
+        panic!("{case:#?}")
+    };
+    assert!(
+        tensors.iter().all(|t| numel(t) == 1),
+        "not shrunk: {case:#?}"
+    );
+}
