@@ -9,6 +9,12 @@
 //! operands of mismatched dtypes or shapes, and axes out of range. A row passes when every call
 //! returns `Err`; it fails, naming the method and the fault, when one panics (caught with
 //! `catch_unwind`) or returns `Ok`.
+//!
+//! A device that reports errors asynchronously (the GPU backends' error flag: an index out of
+//! range is seen by the kernel, and reported by the next `synchronize` or read-back) may return
+//! `Ok` from the call itself: an `Err` from the `synchronize` that follows counts as the call's.
+//! The family synchronises before each call too, so that an error left pending by one call is
+//! not credited to the next.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use tessera_core::{
@@ -684,10 +690,13 @@ pub fn check<B: Backend>(dev: &B, op: ErrorOp, dtype: DType) -> std::result::Res
         .map_err(|e| format!("setting up the bad calls of `{method}` failed: {e}"))?;
     let mut failures = Vec::new();
     for BadCall { fault, call } in &calls {
-        match catch_unwind(AssertUnwindSafe(call)) {
+        // Nothing pending from an earlier call; then the call, and an asynchronous report.
+        let _ = catch_unwind(AssertUnwindSafe(|| dev.synchronize()));
+        match catch_unwind(AssertUnwindSafe(|| call().and_then(|()| dev.synchronize()))) {
             Ok(Err(_)) => {}
             Ok(Ok(())) => failures.push(format!(
-                "`{method}` returned Ok on {fault} (the contract asks for an Err)"
+                "`{method}` returned Ok on {fault}, and the synchronize after it reported no \
+                 error (the contract asks for an Err)"
             )),
             Err(panic) => failures.push(format!(
                 "`{method}` panicked on {fault} (the contract asks for an Err): {}",
