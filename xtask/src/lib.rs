@@ -3,6 +3,8 @@
 //! Tessera's project tasks, run as `cargo xtask <task>` (an alias in `.cargo/config.toml`):
 //!
 //! - `cargo xtask ci`: the CI checks in order (format, clippy, tests), see [`ci`].
+//! - `cargo xtask conformance-long`: the fused family at 2,000 cases on seeds 1-10, see
+//!   [`conformance_long`].
 //! - `cargo xtask gpu-check`: builds the CUDA checks for a GPU machine, see [`gpu_check`].
 //! - `cargo xtask fuzz --minutes 10`: the long fuzz run, see [`mod@fuzz`].
 //! - `cargo xtask bench gemm`: measures CPU sgemm and compares it with numpy, see [`mod@bench`].
@@ -13,6 +15,7 @@
 
 pub mod bench;
 pub mod ci;
+pub mod conformance_long;
 pub mod fuzz;
 pub mod gpu_check;
 pub mod process;
