@@ -41,6 +41,27 @@ fn outcome<T>(check: &impl Fn(&T) -> Result<(), String>, value: &T) -> Result<()
     }
 }
 
+/// Moves to the first failing case of `smaller(value)` (a family's own reductions, e.g. one
+/// element of an element-wise op's operands), again and again until none of them fails. The
+/// candidates must be strictly smaller than the case they come from, so that this ends.
+pub fn reduce<T>(
+    value: T,
+    reason: String,
+    check: &impl Fn(&T) -> Result<(), String>,
+    smaller: &impl Fn(&T) -> Vec<T>,
+) -> (T, String) {
+    let (mut best, mut why) = (value, reason);
+    'outer: loop {
+        for candidate in smaller(&best) {
+            if let Err(w) = outcome(check, &candidate) {
+                (best, why) = (candidate, w);
+                continue 'outer;
+            }
+        }
+        return (best, why);
+    }
+}
+
 /// A failing case no larger than `(value, reason)`, found as the module docs describe.
 pub fn minimize<S>(
     strategy: &S,
@@ -112,6 +133,28 @@ where
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn reductions_reach_the_one_failing_element() {
+        // Fails when some element is 7; the reduction to one element finds it among 35.
+        let check = |v: &Vec<u32>| {
+            if v.contains(&7) {
+                Err("has a 7".to_string())
+            } else {
+                Ok(())
+            }
+        };
+        let smaller = |v: &Vec<u32>| {
+            if v.len() <= 1 {
+                vec![]
+            } else {
+                v.iter().map(|&x| vec![x]).collect()
+            }
+        };
+        let start: Vec<u32> = (0..35).map(|i| i % 10).collect();
+        let (small, why) = reduce(start, "has a 7".into(), &check, &smaller);
+        assert_eq!((small, why.as_str()), (vec![7], "has a 7"));
+    }
 
     #[test]
     fn finds_a_smaller_case_than_nested_shrinking() {

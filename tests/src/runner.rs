@@ -8,7 +8,7 @@
 //! kinds and broadcast patterns of `crate::strategies::patterns`, a few cases each), then the
 //! random cases, so that every structure is checked in every run whatever the seed.
 
-use crate::minimize::minimize;
+use crate::minimize::{minimize, reduce};
 use crate::seed::{base_seed, property_seed, SEED_VARIABLE};
 use crate::strategies::{Pattern, PATTERN_CASES};
 use proptest::strategy::Strategy;
@@ -180,6 +180,23 @@ where
     S: Strategy,
     S::Value: Debug,
 {
+    falsify_reducing(name, strategy, config, check, &|_| Vec::new())
+}
+
+/// [`falsify`] with a family's own reductions of a failing case, tried before the generic
+/// minimisation ([`crate::minimize::reduce`]: e.g. each element of an element-wise op alone,
+/// which proptest's shrinking of nested strategies does not reach).
+pub fn falsify_reducing<S>(
+    name: &str,
+    strategy: S,
+    config: &RunConfig,
+    check: impl Fn(&S::Value) -> Result<(), String>,
+    smaller: &impl Fn(&S::Value) -> Vec<S::Value>,
+) -> Result<(), Counterexample<S::Value>>
+where
+    S: Strategy,
+    S::Value: Debug,
+{
     let regression_file = config.regression_file(name);
     let persistence = regression_file
         .as_deref()
@@ -203,7 +220,8 @@ where
         Ok(()) => Ok(()),
         Err(TestError::Fail(reason, case)) if config.minimize => {
             let seed = property_seed(config.base_seed, name);
-            let (case, reason) = minimize(&strategy, seed, case, reason.to_string(), &check);
+            let (case, reason) = reduce(case, reason.to_string(), &check, smaller);
+            let (case, reason) = minimize(&strategy, seed, case, reason, &check);
             Err(failure(reason, Some(case)))
         }
         Err(TestError::Fail(reason, case)) => Err(failure(reason.to_string(), Some(case))),
@@ -226,6 +244,23 @@ where
     S: Strategy,
     S::Value: Debug,
 {
+    falsify_systematic_reducing(name, patterns, random, config, check, &|_| Vec::new())
+}
+
+/// [`falsify_systematic`] with a family's own reductions of a failing case (see
+/// [`falsify_reducing`]).
+pub fn falsify_systematic_reducing<S>(
+    name: &str,
+    patterns: Vec<Pattern<S::Value>>,
+    random: S,
+    config: &RunConfig,
+    check: impl Fn(&S::Value) -> Result<(), String>,
+    smaller: &impl Fn(&S::Value) -> Vec<S::Value>,
+) -> Result<(), Counterexample<S::Value>>
+where
+    S: Strategy,
+    S::Value: Debug,
+{
     if config.pattern_cases > 0 {
         let systematic = RunConfig {
             cases: config.pattern_cases,
@@ -234,10 +269,10 @@ where
         };
         for pattern in patterns {
             let labelled = format!("{name} [{}]", pattern.label);
-            falsify(&labelled, pattern.strategy, &systematic, &check)?;
+            falsify_reducing(&labelled, pattern.strategy, &systematic, &check, smaller)?;
         }
     }
-    falsify(name, random, config, check)
+    falsify_reducing(name, random, config, check, smaller)
 }
 
 /// Checks `check` on values drawn from `strategy` (no persistence); on failure, shrinks and

@@ -5,6 +5,8 @@
 //! - `cargo xtask ci`: the CI checks in order (format, clippy, tests), see [`ci`].
 //! - `cargo xtask conflict-markers`: fails on unresolved merge-conflict markers in tracked
 //!   files, see [`conflicts`].
+//! - `cargo xtask conformance-long`: the fused family at 2,000 cases on seeds 1-10, see
+//!   [`conformance_long`].
 //! - `cargo xtask gpu-check`: builds the CUDA checks for a GPU machine, see [`gpu_check`].
 //! - `cargo xtask fuzz --minutes 10`: the long fuzz run, see [`mod@fuzz`].
 //! - `cargo xtask bench gemm`: measures CPU sgemm and compares it with numpy, see [`mod@bench`].
@@ -16,6 +18,7 @@
 pub mod bench;
 pub mod ci;
 pub mod conflicts;
+pub mod conformance_long;
 pub mod fuzz;
 pub mod gpu_check;
 pub mod process;

@@ -32,6 +32,10 @@ enum Task {
     /// Runs issue 11's reproducers in release, then the fuzzer (release) for `--minutes`;
     /// fails on any panic, abort, hang or broken invariant (see fuzz/src/lib.rs).
     Fuzz(xtask::fuzz::FuzzArgs),
+    /// Runs the conformance families whose tolerances are error bounds (default: `fused`) at
+    /// 2,000 cases on base seeds 1 to 10 against the CPU and example backends (minutes; not
+    /// part of `ci`).
+    ConformanceLong(xtask::conformance_long::ConformanceLongArgs),
 }
 
 fn main() -> ExitCode {
@@ -42,6 +46,7 @@ fn main() -> ExitCode {
         Task::Bench(args) => xtask::bench::run(args),
         Task::GpuCheck(args) => xtask::gpu_check::run(args),
         Task::Fuzz(args) => xtask::fuzz::run(args),
+        Task::ConformanceLong(args) => xtask::conformance_long::run(args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

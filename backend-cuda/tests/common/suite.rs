@@ -55,10 +55,11 @@ macro_rules! conformance_suite_or_skip {
         family!(display, Display);
         family!(gradients, Gradients);
         family!(metamorphic, Metamorphic);
+        family!(errors, Errors);
 
         #[test]
         fn every_family_has_a_test() {
-            assert_eq!(tessera_conformance::suite::Family::ALL.len(), 24);
+            assert_eq!(tessera_conformance::suite::Family::ALL.len(), 25);
         }
     };
 }

@@ -243,8 +243,16 @@ pub(crate) fn arg_reduce<D: Driver>(
         });
     }
     let k = layout.dims()[axis];
+    // An empty axis has no extremum: an error, as on the CPU (tensor-core checks it before
+    // calling, but the method is public).
+    if k == 0 {
+        return Err(Error::InvalidArgument {
+            op: op.name(),
+            msg: format!("axis {axis} of shape {} is empty", layout.shape()),
+        });
+    }
     let m = kept_count(rt, layout, &[axis])?;
-    if m == 0 || k == 0 {
+    if m == 0 {
         return full(rt, m, DType::I64, 0.0);
     }
     let Some(plan) = RowPlan::new(layout, &[axis]) else {

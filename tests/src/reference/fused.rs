@@ -32,13 +32,39 @@ pub struct AdamInputs<'a> {
     pub max_exp_avg_sq: Option<&'a RefArray>,
 }
 
-/// The outputs of one Adam step and, for each, the error scale of its terms (what rounding in
-/// a correct implementation is relative to: the same formulas on absolute values).
+/// The outputs of one Adam step and, for each, the error scale of its terms: a correct
+/// implementation (any order of operations, each rounded once in its compute precision) is
+/// within `rel * max(|value|, scale)` of the value, `rel` the relative tolerance [`adam`] was
+/// given.
 pub struct AdamOutputs {
     /// The new parameter, first and second moment, and AMSGrad maximum.
     pub values: [RefArray; 4],
     /// Their error scales.
     pub magnitudes: [RefArray; 4],
+}
+
+/// The error bound of `sqrt(x)` when `x` is known within `e` (absolute): `|sqrt(x') - sqrt(x)|
+/// = |x' - x| / (sqrt(x') + sqrt(x))`, at most `e / sqrt(x)` and at most `sqrt(e)` (the second
+/// is the one that holds when `x` is within its own error of zero).
+fn sqrt_error(x: f64, e: f64) -> f64 {
+    let root = x.max(0.0).sqrt();
+    if root > 0.0 {
+        (e / root).min(e.sqrt())
+    } else {
+        e.sqrt()
+    }
+}
+
+/// The error bound of `a / b` when `a` and `b` are known within `ea` and `eb` (absolute):
+/// `|a'/b' - a/b| <= (ea + |a/b| eb) / (|b| - eb)`, infinite when `b` is within its own error of
+/// zero (any result is then as right as the reference).
+fn quotient_error(a: f64, ea: f64, b: f64, eb: f64) -> f64 {
+    let room = b.abs() - eb;
+    if room > 0.0 {
+        (ea + (a / b).abs() * eb) / room
+    } else {
+        f64::INFINITY
+    }
 }
 
 /// One Adam/AdamW step from the definitions of [`AdamUpdate`], in f64, each result rounded once
@@ -52,7 +78,16 @@ pub struct AdamOutputs {
 /// v̂  = max(v̂0, v)                   (AMSGrad, NaN-propagating)
 /// p  = p' - step_size · m / (√(v̂ or v) / √(1 - β2ᵗ) + eps),   step_size = lr / (1 - β1ᵗ)
 /// ```
-pub fn adam(dtype: DType, x: &AdamInputs<'_>, u: AdamUpdate) -> AdamOutputs {
+///
+/// With each value, its error scale: the bound on what rounding in a correct implementation
+/// can do, divided by `rel` (the relative tolerance of the comparison, so that the check is
+/// `|got - value| <= rel * max(|value|, scale)`). For the sums and products it is the same
+/// formula evaluated on absolute values (`|g| + λ|p|`, `β1|m0| + (1 - β1)(|g| + λ|p|)`, ...),
+/// so that cancellation (`1.0 + 0.1 · -9.83`) does not shrink the bound; `max` keeps the
+/// larger of its operands' scales; the square root and the division propagate the absolute
+/// error bounds `rel · scale` of their operands exactly (their first-order forms are wrong
+/// where an operand is within its error of zero), plus one rounding of their own.
+pub fn adam(dtype: DType, x: &AdamInputs<'_>, u: AdamUpdate, rel: f64) -> AdamOutputs {
     let shape = x.param.shape.clone();
     let n = x.param.numel();
     let mut out: [Vec<f64>; 4] = Default::default();
@@ -75,13 +110,25 @@ pub fn adam(dtype: DType, x: &AdamInputs<'_>, u: AdamUpdate) -> AdamOutputs {
                 prev.max(v)
             }
         });
+        // max(v̂0, v) is v̂0 (exact) or v (within v's error): the formula on absolute values.
+        let vmax_mag = x.max_exp_avg_sq.map(|mx| mx.data[i].abs().max(v_mag));
         let second = vmax.unwrap_or(v);
-        let denom = second.sqrt() / u.bias_correction2_sqrt + u.eps;
-        let step = u.step_size * m / denom;
+        // The absolute error bounds of the denominator and the step, from v's (or v̂'s, which
+        // is at most v's: max is 1-Lipschitz).
+        let root = second.sqrt();
+        let e_root = sqrt_error(second, rel * v_mag) + rel * root;
+        let denom = root / u.bias_correction2_sqrt + u.eps;
+        let e_denom = e_root / u.bias_correction2_sqrt + rel * denom;
+        let ratio = m / denom;
+        let e_ratio = quotient_error(m, rel * m_mag, denom, e_denom) + rel * ratio.abs();
+        let step = u.step_size * ratio;
         let new_p = p1 - step;
-        // The step's rounding follows m's (its only term that may cancel) and the division.
-        let step_mag = (u.step_size * m_mag / denom).abs() + step.abs();
-        let p_mag = p1.abs() + step_mag;
+        let e_new_p = rel * p1.abs() + u.step_size * e_ratio + rel * (step.abs() + new_p.abs());
+        let p_mag = if rel > 0.0 {
+            e_new_p / rel
+        } else {
+            p1.abs() + step.abs()
+        };
         out[0].push(round_to(dtype, new_p));
         out[1].push(round_to(dtype, m));
         out[2].push(round_to(dtype, v));
@@ -89,7 +136,7 @@ pub fn adam(dtype: DType, x: &AdamInputs<'_>, u: AdamUpdate) -> AdamOutputs {
         mag[0].push(p_mag);
         mag[1].push(m_mag);
         mag[2].push(v_mag);
-        mag[3].push(vmax.map_or(0.0, f64::abs));
+        mag[3].push(vmax_mag.unwrap_or(0.0));
     }
     let arrays = |v: [Vec<f64>; 4]| v.map(|d| RefArray::new(shape.clone(), d));
     AdamOutputs {
@@ -130,7 +177,7 @@ mod tests {
             exp_avg_sq: &zero,
             max_exp_avg_sq: None,
         };
-        let out = adam(DType::F64, &inputs, u);
+        let out = adam(DType::F64, &inputs, u, 1e-15);
         assert!((out.values[0].data[0] - 0.9).abs() < 1e-9);
         assert!((out.values[0].data[1] - 2.1).abs() < 1e-9);
         assert!((out.values[1].data[0] - 0.3).abs() < 1e-15);

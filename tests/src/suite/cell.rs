@@ -4,10 +4,12 @@
 use super::op::Op;
 use crate::checks::{
     arg_reduce, attention, binary, cast, comparison, concat, constructors, conv, device, display,
-    fused, gradients, indexing, kinks, losses, matmul, memory, metamorphic, pool, random, reduce,
-    softmax, statistics, unary, views, where_select,
+    errors, fused, gradients, indexing, kinks, losses, matmul, memory, metamorphic, pool, random,
+    reduce, softmax, statistics, unary, views, where_select,
 };
-use crate::runner::{falsify_systematic, Counterexample, Printed, RunConfig};
+use crate::runner::{
+    falsify_systematic, falsify_systematic_reducing, Counterexample, Printed, RunConfig,
+};
 use crate::strategies::Pattern;
 use proptest::strategy::Strategy;
 use std::fmt::Debug;
@@ -65,13 +67,15 @@ pub fn check_cell<B: Backend>(
             attention::cases(o, dtype),
             |c| attention::check(dev, c),
         ),
-        Op::Fused(o) => run(
+        Op::Fused(o) => falsify_systematic_reducing(
             n,
-            config,
             fused::patterns(o, dtype),
             fused::cases(o, dtype),
+            config,
             |c| fused::check(dev, c),
-        ),
+            &fused::smaller_cases,
+        )
+        .map_err(|c| c.described()),
         Op::Unary(o) => run(
             n,
             config,
@@ -201,6 +205,16 @@ pub fn check_cell<B: Backend>(
         }),
         Op::Law(law) => run(n, config, vec![], metamorphic::cases(law, dtype), |c| {
             metamorphic::check(dev, c)
+        }),
+        Op::Error(o) => errors::check(dev, o, dtype).map_err(|reason| Counterexample {
+            property: name.clone(),
+            reason,
+            input: Some(Printed(format!(
+                "direct calls of `{}` with bad {dtype} operands (tessera_conformance::checks::errors)",
+                o.name()
+            ))),
+            base_seed: config.base_seed,
+            regression_file: None,
         }),
     }
 }

@@ -61,6 +61,7 @@ macro_rules! conformance_suite {
             display: Display,
             gradients: Gradients,
             metamorphic: Metamorphic,
+            errors: Errors,
         }
     };
 }

@@ -5,6 +5,7 @@ use crate::checks::attention::AttentionOp;
 use crate::checks::concat::JoinOp;
 use crate::checks::conv::ConvOp;
 use crate::checks::device::DeviceOp;
+use crate::checks::errors::ErrorOp;
 use crate::checks::fused::FusedOp;
 use crate::checks::gradients::GradOp;
 use crate::checks::indexing::IndexOp;
@@ -69,11 +70,13 @@ pub enum Family {
     Gradients,
     /// Metamorphic laws.
     Metamorphic,
+    /// The error half of the contract: direct calls with bad operands must return `Err`.
+    Errors,
 }
 
 impl Family {
     /// Every family, in the order the suite runs them.
-    pub const ALL: [Family; 24] = [
+    pub const ALL: [Family; 25] = [
         Family::Device,
         Family::Memory,
         Family::Unary,
@@ -98,6 +101,7 @@ impl Family {
         Family::Display,
         Family::Gradients,
         Family::Metamorphic,
+        Family::Errors,
     ];
 
     /// Snake-case name (also the name of the generated test).
@@ -127,6 +131,7 @@ impl Family {
             Family::Display => "display",
             Family::Gradients => "gradients",
             Family::Metamorphic => "metamorphic",
+            Family::Errors => "errors",
         }
     }
 
@@ -178,6 +183,7 @@ impl Family {
                 .chain(LossOp::ALL.into_iter().map(Op::Loss))
                 .collect(),
             Family::Metamorphic => Law::ALL.into_iter().map(Op::Law).collect(),
+            Family::Errors => ErrorOp::ALL.into_iter().map(Op::Error).collect(),
         }
     }
 }
@@ -247,6 +253,8 @@ pub enum Op {
     Loss(LossOp),
     /// A metamorphic law.
     Law(Law),
+    /// A method called with bad operands (it must return `Err`).
+    Error(ErrorOp),
 }
 
 /// Every dtype `keep` accepts.
@@ -282,6 +290,7 @@ impl Op {
             Op::DisplaySmall | Op::DisplaySummary => Family::Display,
             Op::Gradient(_) | Op::Kink(_) | Op::Loss(_) => Family::Gradients,
             Op::Law(_) => Family::Metamorphic,
+            Op::Error(_) => Family::Errors,
         }
     }
 
@@ -324,6 +333,7 @@ impl Op {
             Op::Kink(k) => k.name().into(),
             Op::Loss(l) => l.name().into(),
             Op::Law(law) => law.name().into(),
+            Op::Error(op) => op.name().into(),
         }
     }
 
@@ -357,6 +367,7 @@ impl Op {
             Op::Pool(PoolOp::MaxBackward) => "max_pool2d_backward",
             Op::Pool(PoolOp::AvgBackward) => "avg_pool2d_backward",
             Op::Random | Op::RandomMoments => "random",
+            Op::Error(op) => op.name(),
             Op::MeanVar
             | Op::Views
             | Op::Constructors
@@ -402,6 +413,7 @@ impl Op {
             | Op::Kink(_) => FLOAT_DTYPES.to_vec(),
             Op::Gradient(_) | Op::Loss(_) => GRADIENT_DTYPES.to_vec(),
             Op::Law(law) => law.dtypes(),
+            Op::Error(op) => op.dtypes(),
         }
     }
 
@@ -423,6 +435,10 @@ impl Op {
             Op::Loss(LossOp::CrossEntropy) => vec![DType::Bool, DType::I64],
             Op::Law(Law::ArgmaxPointsAtMax) => vec![DType::I64],
             Op::Attention(_) => vec![DType::Bool, DType::I64],
+            Op::Error(ErrorOp::IndexSelect | ErrorOp::Gather | ErrorOp::ScatterAdd) => {
+                vec![DType::I64]
+            }
+            Op::Error(ErrorOp::WhereSelect) => vec![DType::Bool],
             _ => vec![],
         }
     }

@@ -79,9 +79,9 @@ pub fn report_path(backend: &str, family: Family) -> Option<PathBuf> {
     )
 }
 
-/// What a generated test does: runs `family`, prints the matrix (visible with
-/// `--nocapture`), writes it to [`report_path`], and panics with the matrix and every shrunk
-/// counterexample if a declared cell failed.
+/// What a generated test does: runs `family`, writes the matrix to [`report_path`], and
+/// either prints it (visible with `--nocapture`) or, if a declared cell failed, panics with the
+/// matrix and every shrunk counterexample (once: the panic message is the report).
 pub fn assert_family<B: Backend>(
     dev: &B,
     family: Family,
@@ -90,7 +90,12 @@ pub fn assert_family<B: Backend>(
 ) {
     let coverage = run_family(dev, family, capabilities, config);
     let text = coverage.to_string();
-    eprintln!("{text}");
+    // Printed once: on success here (visible with `--nocapture`), on failure only in the panic
+    // message (which the test harness prints after the captured output, so printing it here
+    // too would show every report twice).
+    if coverage.passed() {
+        eprintln!("{text}");
+    }
     if let Some(path) = report_path(dev.name(), family) {
         if let Some(dir) = path.parent() {
             let _ = std::fs::create_dir_all(dir);

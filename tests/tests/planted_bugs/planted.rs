@@ -67,6 +67,10 @@ pub enum Bug {
     /// `f64 -> f16` and `f64 -> bf16` round twice: to f32 (to nearest even), then to 16 bits,
     /// so that a value just off a 16-bit tie lands on it and then rounds to even.
     CastRoundsTwiceThroughF32,
+    /// The error half of the contract: `index_select` trusts its indices (and axis), as a
+    /// kernel without a bounds check does, and panics on one out of range instead of returning
+    /// `Err`.
+    IndexSelectPanicsOnBadIndex,
 }
 
 impl Bug {
@@ -88,6 +92,16 @@ pub struct Planted<B: Backend> {
 }
 
 impl<B: Backend> Planted<B> {
+    /// Errs for a dtype this backend does not support (the 16-bit floats), whatever the inner
+    /// backend does with it.
+    fn check_dtype(&self, op: &'static str, dtype: DType) -> Result<()> {
+        if self.supports_dtype(dtype) {
+            Ok(())
+        } else {
+            Err(tessera_core::Error::UnsupportedDType { op, dtype })
+        }
+    }
+
     /// `inner` with `bug`.
     pub fn new(inner: B, bug: Bug) -> Self {
         Planted { inner, bug }
@@ -252,6 +266,7 @@ impl<B: Backend> Backend for Planted<B> {
         self.inner.download(s, l)
     }
     fn full(&self, n: usize, dtype: DType, value: f64) -> Result<B::Storage> {
+        self.check_dtype("full", dtype)?;
         self.inner.full(n, dtype, value)
     }
     fn copy_strided(&self, s: &B::Storage, l: &Layout) -> Result<B::Storage> {
@@ -268,6 +283,7 @@ impl<B: Backend> Backend for Planted<B> {
         self.inner.assign(d, dl, s, sl, m)
     }
     fn cast(&self, s: &B::Storage, l: &Layout, dtype: DType) -> Result<B::Storage> {
+        self.check_dtype("cast", dtype)?;
         match self.bug {
             Bug::CastFlushesSubnormals => {
                 let out = self.inner.cast(s, l, dtype)?;
@@ -423,6 +439,13 @@ impl<B: Backend> Backend for Planted<B> {
         i: &B::Storage,
         il: &Layout,
     ) -> Result<B::Storage> {
+        if self.bug == Bug::IndexSelectPanicsOnBadIndex {
+            // The kernel's view of the axis: a table it indexes without a bounds check.
+            let rows: Vec<usize> = (0..l.dims()[axis]).collect();
+            for index in self.read(i, il)?.to_f64_vec() {
+                std::hint::black_box(rows[index as usize]);
+            }
+        }
         self.inner.index_select(x, l, axis, i, il)
     }
     fn gather(
@@ -455,6 +478,7 @@ impl<B: Backend> Backend for Planted<B> {
         seed: u64,
         offset: u64,
     ) -> Result<B::Storage> {
+        self.check_dtype("random", dtype)?;
         self.inner.random(dist, n, dtype, seed, offset)
     }
 

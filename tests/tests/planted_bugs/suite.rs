@@ -164,3 +164,61 @@ fn nan_swallowed_by_max_is_caught() {
     assert!(logical.iter().any(|v| v.is_nan()), "{case:#?}");
     assert!(found.reason.contains("expected NaN"), "{}", found.reason);
 }
+
+#[test]
+fn a_panic_on_a_bad_index_is_caught_by_the_errors_family() {
+    use tessera_conformance::checks::errors::ErrorOp;
+    let bug = Bug::IndexSelectPanicsOnBadIndex;
+    let row = Op::Error(ErrorOp::IndexSelect);
+    let expected: Vec<(Op, DType)> = DType::ALL
+        .into_iter()
+        .filter(|d| !d.is_half())
+        .map(|d| (row, d))
+        .collect();
+    assert_eq!(failed_cells(Bug::None, Family::Errors), vec![]);
+    assert_eq!(failed_cells(bug, Family::Errors), expected);
+
+    let coverage = run_family(
+        &planted(bug),
+        Family::Errors,
+        &planted::capabilities(),
+        &RunConfig::from_env(),
+    );
+    let reason = &coverage.failures[0].reason;
+    assert!(
+        reason.contains("`index_select` panicked on index 3 on an axis of size 3")
+            && reason.contains("`index_select` panicked on index i64::MAX"),
+        "{reason}"
+    );
+    // The report names the method in the matrix too.
+    let text = coverage.to_string();
+    assert!(
+        text.lines().any(|l| l.starts_with("errors index_select")
+            && l.contains("FAIL")
+            && l.ends_with("index_select")),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_adam_failure_shrinks_to_one_element_per_tensor() {
+    use tessera_conformance::checks::fused;
+    use tessera_conformance::runner::falsify_reducing;
+    let dev = planted(Bug::AdamDropsBiasCorrection);
+    let found = falsify_reducing(
+        "planted adam",
+        fused::cases(fused::FusedOp::AdamUpdate, DType::F32),
+        &RunConfig::from_env(),
+        |c| fused::check(&dev, c),
+        &fused::smaller_cases,
+    )
+    .expect_err("the missing bias correction must be caught");
+    let case = found.input.expect("a counterexample");
+    let fused::FusedCase::Adam { tensors, .. } = &case else {
+        panic!("{case:#?}")
+    };
+    assert!(
+        tensors.iter().all(|t| numel(t) == 1),
+        "not shrunk: {case:#?}"
+    );
+}
