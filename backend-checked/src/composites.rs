@@ -353,9 +353,15 @@ impl<B: Backend, R: Backend> Checked<B, R> {
         let mut inputs = vec![param, grad, exp_avg, exp_avg_sq];
         inputs.extend(max_exp_avg_sq);
         let sum_abs = |a: &Tensor<R>, b: &Tensor<R>| a.abs()?.add(&b.abs()?);
-        let p_scale = sum_abs(&pr, &r.param)?.add(&sum_abs(&mr, &gr)?)?;
-        let m_scale = sum_abs(&mr, &gr)?;
-        let v_scale = vr.abs()?.add(&gr.square()?)?;
+        // Error scales are the terms of each formula on absolute values: the gradient Adam
+        // uses is `g + λp` (coupled decay), whose terms are `|g| + |λ||p|`, so that `g + λp`
+        // cancelling does not shrink the bound (issue 28's false positive in the harness).
+        let g_terms = gr
+            .abs()?
+            .add(&pr.abs()?.mul_scalar(update.coupled_decay.abs())?)?;
+        let p_scale = sum_abs(&pr, &r.param)?.add(&mr.abs()?.add(&g_terms)?)?;
+        let m_scale = mr.abs()?.add(&g_terms)?;
+        let v_scale = vr.abs()?.add(&g_terms.square()?)?;
         let name = "adam_update";
         let new_param =
             self.settle_tensors(name, &inputs, tolerance, b.param, r.param, Some(p_scale))?;
@@ -373,11 +379,17 @@ impl<B: Backend, R: Backend> Checked<B, R> {
             tolerance,
             b.exp_avg_sq,
             r.exp_avg_sq,
-            Some(v_scale),
+            Some(v_scale.clone()),
         )?;
         let new_max = match (b.max_exp_avg_sq, r.max_exp_avg_sq) {
-            (Some(hb), Some(hr)) => {
-                Some(self.settle_tensors(name, &inputs, tolerance, hb, hr, None)?)
+            (Some(hb), Some(h_ref)) => {
+                // max(h, v'): the larger of the old maximum and the new second moment, whose
+                // error scale is v's.
+                let h_scale = match &hr {
+                    Some(h) => h.abs()?.add(&v_scale)?,
+                    None => v_scale.clone(),
+                };
+                Some(self.settle_tensors(name, &inputs, tolerance, hb, h_ref, Some(h_scale))?)
             }
             _ => None,
         };

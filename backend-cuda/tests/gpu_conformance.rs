@@ -181,3 +181,20 @@ fn an_impossible_allocation_is_a_typed_out_of_memory_error() {
     let ok = Tensor::<Cuda>::ones([4], DType::F32, &dev).unwrap();
     assert_eq!(ok.to_vec::<f32>().unwrap(), vec![1.0; 4]);
 }
+
+/// 16-bit attention gradients within one ulp of the exact values on the systematic set of
+/// issue 22 (the CPU and OpenCL backends run it too).
+#[test]
+fn sixteen_bit_attention_gradients_are_within_one_ulp() {
+    use tessera_conformance::checks::attention_accuracy::{gradient_accuracy, systematic_cases};
+    let Some(dev) = cuda() else { return };
+    for dtype in [DType::F16, DType::BF16] {
+        for case in systematic_cases() {
+            let acc = gradient_accuracy(&dev, dtype, &case).unwrap();
+            assert!(
+                acc.worst_ulps.iter().all(|&u| u <= 1.0) && acc.ill_conditioned_worst <= 1.0,
+                "{dtype}: {acc:?} in {case:?}"
+            );
+        }
+    }
+}

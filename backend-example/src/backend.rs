@@ -431,12 +431,14 @@ impl Backend for ExampleBackend {
         forward: &AttentionOutput<Self>,
         params: &AttentionParams,
     ) -> Result<AttentionGrads<Self>> {
-        // The saved log-sum-exp is already f32 for 16-bit queries: this helper widens the rest.
+        // In 16 bits this helper widens the operands and recomputes the forward pass in f32
+        // (the saved 16-bit output is rounded, and the backward pass cancels against it).
         composite::attention_backward_in_f32(
             grad_out,
             (q, k, v),
             mask,
             forward,
+            |(q, k, v), m| composite::scaled_dot_product_attention(q, k, v, m, params),
             |g, (q, k, v), m, f| {
                 composite::scaled_dot_product_attention_backward(g, q, k, v, m, f, params)
             },

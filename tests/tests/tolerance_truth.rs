@@ -158,3 +158,36 @@ fn adam_f32_seed_2_with_2000_cases_passes_on_the_example_backend() {
         panic!("{c}");
     }
 }
+
+/// The same cancelling Adam step through `Checked<example, Cpu>`: the checked backend's own
+/// Adam comparison scales each moment by its formula's terms on absolute values (`|g| + |λ||p|`
+/// for the gradient Adam uses), so two correct backends do not diverge on it.
+#[test]
+fn checked_adam_with_a_cancelling_gradient_does_not_diverge() {
+    use tessera_checked::Checked;
+    use tessera_core::backend::AdamUpdate;
+    use tessera_core::{Backend, Tensor};
+    let dev = Checked::new(
+        tessera_backend_example::ExampleBackend::new(),
+        tessera_cpu::Cpu::new(),
+    );
+    for dtype in [DType::F32, DType::F64] {
+        let one = |v: f64| {
+            Tensor::from_vec(vec![v], [1], &dev)
+                .and_then(|t| t.to_dtype(dtype))
+                .unwrap()
+        };
+        let (p, g, zero) = (one(-9.833_530_426_025_39), one(1.0), one(0.0));
+        let update = AdamUpdate {
+            beta1: 0.0,
+            beta2: 0.5,
+            step_size: 1.0,
+            bias_correction2_sqrt: (1.0f64 - 0.25).sqrt(),
+            eps: 1e-3,
+            coupled_decay: 0.1,
+            decoupled_factor: 1.0,
+        };
+        let out = dev.adam_update(&p, &g, &zero, &zero, Some(&zero), update);
+        assert!(out.is_ok(), "{dtype}: {:?}", out.err());
+    }
+}
