@@ -1,13 +1,38 @@
 //! An out-of-range index on a real GPU (device 0) is reported at the next read-back as a typed
-//! error, and the flag is cleared afterwards. Alone in its test binary: the error goes to the
-//! next read-back on the device whichever thread makes it, so no other test may share the
-//! device. Skips, printing why, without a CUDA driver or device.
+//! error, and the flag is cleared afterwards; and the conformance suite's errors family (every
+//! method called directly with bad operands must return `Err`). Alone in their test binary,
+//! one after the other: the error goes to the next read-back on the device whichever thread
+//! makes it, so no other test may share the device. Skips, printing why, without a CUDA driver
+//! or device.
+
+use std::sync::Mutex;
+
+/// Taken by each test: the two must not run at the same time.
+static DEVICE: Mutex<()> = Mutex::new(());
 
 use tessera_core::{Error, Tensor};
 use tessera_cuda::Cuda;
 
 #[test]
+fn the_error_half_of_the_contract() {
+    let _alone = DEVICE.lock().unwrap_or_else(|e| e.into_inner());
+    let dev = match Cuda::new() {
+        Ok(dev) => dev,
+        Err(e) => return eprintln!("skipped: {e}"),
+    };
+    let capabilities = tessera_conformance::suite::Capabilities::declared_by(&dev);
+    let config = tessera_conformance::runner::RunConfig::from_env();
+    tessera_conformance::suite::assert_family(
+        &dev,
+        tessera_conformance::suite::Family::Errors,
+        &capabilities,
+        &config,
+    );
+}
+
+#[test]
 fn an_out_of_range_index_surfaces_at_read_back() {
+    let _alone = DEVICE.lock().unwrap_or_else(|e| e.into_inner());
     let dev = match Cuda::new() {
         Ok(dev) => dev,
         Err(e) => return eprintln!("skipped: {e}"),

@@ -8,6 +8,23 @@ conformance_suite_or_skip!(
     Some(concat!(env!("CARGO_MANIFEST_DIR"), "/proptest-regressions"))
 );
 
+/// The error half of the contract on a private emulated device: its bad indices set that
+/// device's error flag, which no other test reads.
+#[test]
+fn errors() {
+    let Some(dev) = super::private_emulated(|_| {}) else {
+        return;
+    };
+    let capabilities = tessera_conformance::suite::Capabilities::declared_by(&dev);
+    let config = tessera_conformance::runner::RunConfig::from_env();
+    tessera_conformance::suite::assert_family(
+        &dev,
+        tessera_conformance::suite::Family::Errors,
+        &capabilities,
+        &config,
+    );
+}
+
 mod through_blas {
     use tessera_core::DType;
 

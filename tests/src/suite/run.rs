@@ -7,6 +7,7 @@ use super::coverage::{Coverage, Outcome};
 use super::op::Family;
 use crate::runner::RunConfig;
 use std::path::PathBuf;
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use tessera_core::{Backend, DType};
 
 /// The configuration of one backend's run: regressions go to a folder named after the backend,
@@ -79,16 +80,47 @@ pub fn report_path(backend: &str, family: Family) -> Option<PathBuf> {
     )
 }
 
+/// Held by every family that [`assert_family`] runs in this process: shared by all of them but
+/// the `errors` family, which holds it alone. A GPU backend reports a bad index asynchronously,
+/// through a device-wide flag that the next `synchronize` or read-back of *any* thread reads:
+/// while the errors family makes such calls, another family's test running in parallel (the
+/// macro's tests are threads of one process) would take the error as its own, and the errors
+/// family would see none. Tests that call `checks::*::run` directly, outside `assert_family`,
+/// do not hold it: run the errors family alone in its own test binary next to them.
+static DEVICE_ERROR_FLAG: RwLock<()> = RwLock::new(());
+
+/// The guard of [`DEVICE_ERROR_FLAG`] a family holds while it runs.
+enum FamilyGuard {
+    /// The errors family: alone.
+    Exclusive(#[allow(dead_code)] RwLockWriteGuard<'static, ()>),
+    /// Every other family: together.
+    Shared(#[allow(dead_code)] RwLockReadGuard<'static, ()>),
+}
+
+impl FamilyGuard {
+    /// Waits for the guard `family` needs (a panicking family does not poison the others).
+    fn acquire(family: Family) -> Self {
+        if family == Family::Errors {
+            FamilyGuard::Exclusive(DEVICE_ERROR_FLAG.write().unwrap_or_else(|e| e.into_inner()))
+        } else {
+            FamilyGuard::Shared(DEVICE_ERROR_FLAG.read().unwrap_or_else(|e| e.into_inner()))
+        }
+    }
+}
+
 /// What a generated test does: runs `family`, writes the matrix to [`report_path`], and
 /// either prints it (visible with `--nocapture`) or, if a declared cell failed, panics with the
-/// matrix and every shrunk counterexample (once: the panic message is the report).
+/// matrix and every shrunk counterexample (once: the panic message is the report). The errors
+/// family runs alone among the families of this process (see [`DEVICE_ERROR_FLAG`]).
 pub fn assert_family<B: Backend>(
     dev: &B,
     family: Family,
     capabilities: &Capabilities,
     config: &RunConfig,
 ) {
+    let guard = FamilyGuard::acquire(family);
     let coverage = run_family(dev, family, capabilities, config);
+    drop(guard);
     let text = coverage.to_string();
     // Printed once: on success here (visible with `--nocapture`), on failure only in the panic
     // message (which the test harness prints after the captured output, so printing it here
