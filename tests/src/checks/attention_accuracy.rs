@@ -206,6 +206,42 @@ pub fn gradient_accuracy<B: Backend>(
     Ok(acc)
 }
 
+/// What [`check_systematic_set`] measured over every problem of [`systematic_cases`].
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SetSummary {
+    /// The worst well-conditioned distance of dq, dk, dv over the set, in ulps.
+    pub worst_ulps: [f64; 3],
+    /// Every element's worst distance (dq, dk, dv) on the first problem, the issue's.
+    pub issue_case_ulps_all: [f64; 3],
+    /// Ill-conditioned elements over the set.
+    pub ill_conditioned: usize,
+    /// Their worst error as a fraction of their bound.
+    pub ill_conditioned_worst: f64,
+}
+
+/// Measures every problem of [`systematic_cases`] on `dev` in `dtype`: an error naming the
+/// problem when a well-conditioned element is more than one ulp off or an ill-conditioned one
+/// beyond its bound; the summary otherwise.
+pub fn check_systematic_set<B: Backend>(dev: &B, dtype: DType) -> Result<SetSummary, String> {
+    let mut summary = SetSummary::default();
+    for (n, case) in systematic_cases().iter().enumerate() {
+        let acc = gradient_accuracy(dev, dtype, case)?;
+        if acc.worst_ulps.iter().any(|&u| u > 1.0) || acc.ill_conditioned_worst > 1.0 {
+            return Err(format!("{dtype}: {acc:?} in {case:?}"));
+        }
+        if n == 0 {
+            summary.issue_case_ulps_all = acc.worst_ulps_all;
+        }
+        for (w, u) in summary.worst_ulps.iter_mut().zip(acc.worst_ulps) {
+            *w = w.max(u);
+        }
+        summary.ill_conditioned += acc.ill_conditioned;
+        summary.ill_conditioned_worst =
+            summary.ill_conditioned_worst.max(acc.ill_conditioned_worst);
+    }
+    Ok(summary)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -593,49 +593,40 @@ fn bad_calls<'a, B: Backend>(dev: &'a B, op: ErrorOp, dtype: DType) -> Result<Ve
                     call(&x, &layout, &i, &Layout::contiguous([2, 2]), 1)
                 }));
             }
-            let (x, i) = (full(6, d)?, indices(ok())?);
-            calls.push(bad(
-                "indices: a [2, 3] layout over a storage of 4",
-                move || {
-                    call(
-                        &x,
-                        &Layout::contiguous([2, 3]),
-                        &i,
-                        &Layout::contiguous([2, 3]),
-                        1,
-                    )
-                },
-            ));
-            let (x, i) = (full(6, d)?, indices(vec![0; 6])?);
-            calls.push(bad("indices [3, 2] for x [2, 3] along axis 1", move || {
-                call(
-                    &x,
-                    &Layout::contiguous([2, 3]),
-                    &i,
-                    &Layout::contiguous([3, 2]),
+            // Indices whose layout or shape does not fit (x is a valid [2, 3]): (fault, index
+            // values, index layout, axis).
+            let misfits: [(&str, Vec<i64>, Layout, usize); 4] = [
+                (
+                    "indices: a [2, 3] layout over a storage of 4",
+                    ok(),
+                    Layout::contiguous([2, 3]),
                     1,
-                )
-            }));
-            let (x, i) = (full(6, d)?, indices(ok())?);
-            calls.push(bad("axis 2 of a [2, 3] layout", move || {
-                call(
-                    &x,
-                    &Layout::contiguous([2, 3]),
-                    &i,
-                    &Layout::contiguous([2, 2]),
+                ),
+                (
+                    "indices [3, 2] for x [2, 3] along axis 1",
+                    vec![0; 6],
+                    Layout::contiguous([3, 2]),
+                    1,
+                ),
+                (
+                    "axis 2 of a [2, 3] layout",
+                    ok(),
+                    Layout::contiguous([2, 2]),
                     2,
-                )
-            }));
-            let (x, i) = (full(6, d)?, indices(ok())?);
-            calls.push(bad("indices of rank 1 for x of rank 2", move || {
-                call(
-                    &x,
-                    &Layout::contiguous([2, 3]),
-                    &i,
-                    &Layout::contiguous([4]),
+                ),
+                (
+                    "indices of rank 1 for x of rank 2",
+                    ok(),
+                    Layout::contiguous([4]),
                     1,
-                )
-            }));
+                ),
+            ];
+            for (fault, values, il, axis) in misfits {
+                let (x, i) = (full(6, d)?, indices(values)?);
+                calls.push(bad(fault, move || {
+                    call(&x, &Layout::contiguous([2, 3]), &i, &il, axis)
+                }));
+            }
             if op == ErrorOp::ScatterAdd {
                 if let Some(o) = other {
                     let (x, i, src) = (full(6, d)?, indices(ok())?, full(4, o)?);

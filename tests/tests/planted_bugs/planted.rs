@@ -142,30 +142,7 @@ impl<B: Backend> Planted<B> {
         let wrong: Vec<f64> = (0..layout.numel())
             .map(|i| source[i % source.len()])
             .collect();
-        let data = match storage.dtype() {
-            DType::F32 => HostData::F32(wrong.iter().map(|&v| v as f32).collect()),
-            DType::F64 => HostData::F64(wrong),
-            DType::I64 => HostData::I64(wrong.iter().map(|&v| v as i64).collect()),
-            DType::Bool => HostData::Bool(wrong.iter().map(|&v| u8::from(v != 0.0)).collect()),
-            DType::F16 => HostData::F16(
-                wrong
-                    .iter()
-                    .map(|&v| tessera_core::f16::from_f64(v))
-                    .collect(),
-            ),
-            DType::BF16 => HostData::BF16(
-                wrong
-                    .iter()
-                    .map(|&v| tessera_core::bf16::from_f64(v))
-                    .collect(),
-            ),
-            other => {
-                return Err(tessera_core::Error::UnsupportedDType {
-                    op: "planted",
-                    dtype: other,
-                })
-            }
-        };
+        let data = host_data(storage.dtype(), &wrong)?;
         Ok((
             self.inner.upload(data)?,
             Layout::contiguous(layout.shape().clone()),
@@ -661,6 +638,8 @@ fn host_data(dtype: DType, values: &[f64]) -> Result<HostData> {
     Ok(match dtype {
         DType::F32 => HostData::F32(values.iter().map(|&v| v as f32).collect()),
         DType::F64 => HostData::F64(values.to_vec()),
+        DType::I64 => HostData::I64(values.iter().map(|&v| v as i64).collect()),
+        DType::Bool => HostData::Bool(values.iter().map(|&v| u8::from(v != 0.0)).collect()),
         DType::F16 => HostData::F16(
             values
                 .iter()
