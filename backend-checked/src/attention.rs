@@ -4,7 +4,8 @@
 
 use crate::tolerance::Tolerance;
 use crate::Checked;
-use tessera_core::attention::{AttentionGrads, AttentionOutput, AttentionParams};
+use tessera_core::attention::{AttentionGrads, AttentionInputs, AttentionOutput, AttentionParams};
+use tessera_core::dispatch;
 use tessera_core::{Backend, DType, Result, Tensor};
 
 /// The largest finite `|x|` of `t` (0 for none).
@@ -52,25 +53,42 @@ impl<B: Backend, R: Backend> Checked<B, R> {
 
     pub(crate) fn checked_attention(
         &self,
-        q: &Tensor<Self>,
-        k: &Tensor<Self>,
-        v: &Tensor<Self>,
-        mask: Option<&Tensor<Self>>,
+        inputs: AttentionInputs<'_, Self>,
         params: &AttentionParams,
     ) -> Result<AttentionOutput<Self>> {
+        let AttentionInputs { q, k, v, mask } = inputs;
         let ((qb, qr), (kb, kr), (vb, vr)) = (self.split(q)?, self.split(k)?, self.split(v)?);
         let (mb, mr) = self.split_mask(mask)?;
-        let b =
-            self.under_test()
-                .scaled_dot_product_attention(&qb, &kb, &vb, mb.as_ref(), params)?;
-        let r =
-            self.reference()
-                .scaled_dot_product_attention(&qr, &kr, &vr, mr.as_ref(), params)?;
+        let b = dispatch::attention(
+            AttentionInputs {
+                q: &qb,
+                k: &kb,
+                v: &vb,
+                mask: mb.as_ref(),
+            },
+            params,
+        )?;
+        let r = dispatch::attention(
+            AttentionInputs {
+                q: &qr,
+                k: &kr,
+                v: &vr,
+                mask: mr.as_ref(),
+            },
+            params,
+        )?;
         let bound = self.score_bound(&qr, &kr, mr.as_ref(), params)?;
-        let weighted_v = self
-            .reference()
-            .scaled_dot_product_attention(&qr, &kr, &vr.abs()?, mr.as_ref(), params)?
-            .out;
+        let abs_v = vr.abs()?;
+        let weighted_v = dispatch::attention(
+            AttentionInputs {
+                q: &qr,
+                k: &kr,
+                v: &abs_v,
+                mask: mr.as_ref(),
+            },
+            params,
+        )?
+        .out;
         let out_scale = weighted_v.mul_scalar(bound)?.to_dtype(DType::F64)?;
         let lse_scale = self.flat_scale(&r.logsumexp, bound + largest(&r.logsumexp)?)?;
         let terms = k.dims()[k.rank() - 2] + q.dims()[q.rank() - 1];
@@ -91,17 +109,14 @@ impl<B: Backend, R: Backend> Checked<B, R> {
         })
     }
 
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn checked_attention_backward(
         &self,
         grad_out: &Tensor<Self>,
-        q: &Tensor<Self>,
-        k: &Tensor<Self>,
-        v: &Tensor<Self>,
-        mask: Option<&Tensor<Self>>,
+        inputs: AttentionInputs<'_, Self>,
         forward: &AttentionOutput<Self>,
         params: &AttentionParams,
     ) -> Result<AttentionGrads<Self>> {
+        let AttentionInputs { q, k, v, mask } = inputs;
         let ((qb, qr), (kb, kr), (vb, vr)) = (self.split(q)?, self.split(k)?, self.split(v)?);
         let (gb, gr) = self.split(grad_out)?;
         let (mb, mr) = self.split_mask(mask)?;
@@ -115,21 +130,25 @@ impl<B: Backend, R: Backend> Checked<B, R> {
             out: or,
             logsumexp: lr,
         };
-        let b = self.under_test().scaled_dot_product_attention_backward(
+        let b = dispatch::attention_backward(
             &gb,
-            &qb,
-            &kb,
-            &vb,
-            mb.as_ref(),
+            AttentionInputs {
+                q: &qb,
+                k: &kb,
+                v: &vb,
+                mask: mb.as_ref(),
+            },
             &fb,
             params,
         )?;
-        let r = self.reference().scaled_dot_product_attention_backward(
+        let r = dispatch::attention_backward(
             &gr,
-            &qr,
-            &kr,
-            &vr,
-            mr.as_ref(),
+            AttentionInputs {
+                q: &qr,
+                k: &kr,
+                v: &vr,
+                mask: mr.as_ref(),
+            },
             &fr,
             params,
         )?;

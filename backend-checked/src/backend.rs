@@ -7,9 +7,14 @@ use crate::storage::CheckedStorage;
 use crate::tolerance::Tolerance;
 use std::sync::Arc;
 use tessera_core::backend::{AdamTensors, AdamUpdate};
+use tessera_core::dispatch::{self, HalfOp};
+use tessera_core::operand::{
+    Assignment, Gather, IndexSelect, MatmulOperands, Operand, SameShape, ScatterAdd,
+};
 use tessera_core::{
-    ArgReduceOp, AssignMode, Backend, BackendStorage, BinaryOp, CmpOp, Conv2dParams, DType, Device,
-    Distribution, HostData, Layout, Pool2dParams, ReduceOp, Result, Shape, Tensor, UnaryOp,
+    ArgReduceOp, AssignMode, AttentionInputs, Backend, BackendStorage, BinaryOp, CmpOp,
+    Conv2dParams, DType, Device, Distribution, HostData, Layout, Pool2dParams, ReduceOp, Result,
+    Shape, Tensor, UnaryOp,
 };
 
 /// A backend that runs every op on `B` (the backend under test) and on `R` (the reference),
@@ -79,12 +84,16 @@ impl<B: Backend, R: Backend> Checked<B, R> {
 
     /// Reads every element of a contiguous storage of `B`.
     fn host_b(&self, s: &B::Storage) -> Result<HostData> {
-        self.under_test.download(s, &Layout::contiguous([s.len()]))
+        let whole = Layout::contiguous([s.len()]);
+        self.under_test
+            .download(Operand::new("download", s, &whole)?)
     }
 
     /// Reads every element of a contiguous storage of `R`.
     fn host_r(&self, s: &R::Storage) -> Result<HostData> {
-        self.reference.download(s, &Layout::contiguous([s.len()]))
+        let whole = Layout::contiguous([s.len()]);
+        self.reference
+            .download(Operand::new("download", s, &whole)?)
     }
 
     /// Compares the two outputs of `op`; on agreement pairs the output of the backend under
@@ -125,21 +134,64 @@ impl<B: Backend, R: Backend> Checked<B, R> {
     }
 
     /// `op(|x|)` on the reference, flattened: the error magnitude of a linear accumulating op.
-    fn magnitude_of(
+    /// `op` receives the absolute values of `inputs`, contiguous.
+    fn magnitude_of<const N: usize>(
         &self,
         dtype: DType,
-        inputs: &[(&R::Storage, &Layout)],
-        op: impl FnOnce(&R, &[R::Storage]) -> Result<R::Storage>,
+        inputs: [Operand<'_, R::Storage>; N],
+        op: impl for<'x> FnOnce(&R, [Operand<'x, R::Storage>; N]) -> Result<R::Storage>,
     ) -> Result<Option<Vec<f64>>> {
         if !dtype.is_float() {
             return Ok(None);
         }
-        let abs = inputs
-            .iter()
-            .map(|(s, l)| self.reference.unary(UnaryOp::Abs, s, l))
-            .collect::<Result<Vec<_>>>()?;
-        let m = op(&self.reference, &abs)?;
+        let mut abs = Vec::with_capacity(N);
+        for x in inputs {
+            let storage = dispatch::unary(&self.reference, UnaryOp::Abs, x)?;
+            abs.push((storage, Layout::contiguous(x.dims().to_vec())));
+        }
+        let mut operands = Vec::with_capacity(N);
+        for (storage, layout) in &abs {
+            operands.push(Operand::new("magnitude", storage, layout)?);
+        }
+        let operands: [Operand<'_, R::Storage>; N] = operands
+            .try_into()
+            .unwrap_or_else(|_| unreachable!("one operand per input"));
+        let m = op(&self.reference, operands)?;
         Ok(Some(self.host_r(&m)?.to_f64_vec()))
+    }
+
+    /// The operand as each backend sees it: the same layout over each side's buffer.
+    fn sides<'a>(
+        op: &'static str,
+        x: Operand<'a, CheckedStorage<B, R>>,
+    ) -> Result<(Operand<'a, B::Storage>, Operand<'a, R::Storage>)> {
+        let storage = x.storage();
+        Ok((
+            x.with_storage(op, &*storage.under_test)?,
+            x.with_storage(op, &*storage.reference)?,
+        ))
+    }
+
+    /// [`Checked::sides`] of several operands.
+    #[allow(clippy::type_complexity)]
+    fn all_sides<'a, const N: usize>(
+        op: &'static str,
+        xs: [Operand<'a, CheckedStorage<B, R>>; N],
+    ) -> Result<([Operand<'a, B::Storage>; N], [Operand<'a, R::Storage>; N])> {
+        let mut bs = Vec::with_capacity(N);
+        let mut rs = Vec::with_capacity(N);
+        for x in xs {
+            let (b, r) = Self::sides(op, x)?;
+            bs.push(b);
+            rs.push(r);
+        }
+        let bs = bs
+            .try_into()
+            .unwrap_or_else(|_| unreachable!("one operand per input"));
+        let rs = rs
+            .try_into()
+            .unwrap_or_else(|_| unreachable!("one operand per input"));
+        Ok((bs, rs))
     }
 }
 
@@ -200,6 +252,12 @@ impl<B: Backend, R: Backend> Backend for Checked<B, R> {
         self.reference.synchronize()
     }
 
+    /// Every op: each inner backend receives its calls through tensor-core's dispatch, which
+    /// applies its own 16-bit rule.
+    fn computes_16_bit(&self, _op: HalfOp, _dtype: DType) -> bool {
+        true
+    }
+
     // ----- memory -----
 
     fn upload(&self, data: HostData) -> Result<Self::Storage> {
@@ -209,10 +267,11 @@ impl<B: Backend, R: Backend> Backend for Checked<B, R> {
         })
     }
 
-    fn download(&self, storage: &Self::Storage, layout: &Layout) -> Result<HostData> {
-        let got = self.under_test.download(&storage.under_test, layout)?;
-        let expected = self.reference.download(&storage.reference, layout)?;
-        let spec = OpSpec::new("download", &[layout], layout.dims(), Tolerance::SAME_VALUE);
+    fn download(&self, x: Operand<'_, Self::Storage>) -> Result<HostData> {
+        let (xb, xr) = Self::sides("download", x)?;
+        let got = self.under_test.download(xb)?;
+        let expected = self.reference.download(xr)?;
+        let spec = OpSpec::new("download", &[x.layout()], x.dims(), Tolerance::SAME_VALUE);
         self.compare(&spec, &got, &expected, None)?;
         Ok(got)
     }
@@ -224,46 +283,63 @@ impl<B: Backend, R: Backend> Backend for Checked<B, R> {
         self.settle(spec, b, r, None)
     }
 
-    fn copy_strided(&self, storage: &Self::Storage, layout: &Layout) -> Result<Self::Storage> {
+    fn copy_strided(&self, x: Operand<'_, Self::Storage>) -> Result<Self::Storage> {
         let spec = OpSpec::new(
             "copy_strided",
-            &[layout],
-            layout.dims(),
+            &[x.layout()],
+            x.dims(),
             Tolerance::SAME_VALUE,
         );
-        let b = self.under_test.copy_strided(&storage.under_test, layout)?;
-        let r = self.reference.copy_strided(&storage.reference, layout)?;
+        let (xb, xr) = Self::sides("copy_strided", x)?;
+        let b = self.under_test.copy_strided(xb)?;
+        let r = self.reference.copy_strided(xr)?;
         self.settle(spec, b, r, None)
     }
 
-    fn assign(
-        &self,
-        dst: &mut Self::Storage,
-        dst_layout: &Layout,
-        src: &Self::Storage,
-        src_layout: &Layout,
-        mode: AssignMode,
-    ) -> Result<()> {
+    fn assign(&self, to: Assignment<'_, Self::Storage>, mode: AssignMode) -> Result<()> {
+        let Assignment { mut dst, src } = to;
         let tolerance = match mode {
             AssignMode::Overwrite => Tolerance::SAME_VALUE,
             AssignMode::Accumulate => Tolerance::simple(dst.dtype()),
         };
-        let spec = OpSpec::new("assign", &[dst_layout, src_layout], &[dst.len()], tolerance);
+        let (dst_layout, src_layout) = (dst.layout(), src.layout());
+        let spec = OpSpec::new(
+            "assign",
+            &[dst_layout, src_layout],
+            &[dst.storage_len()],
+            tolerance,
+        );
+        let dst = dst.storage();
         // The buffers are shared only while a composite runs; copy them if they are.
+        let whole = Layout::contiguous([dst.len()]);
         if Arc::get_mut(&mut dst.under_test).is_none() {
-            let whole = Layout::contiguous([dst.len()]);
-            dst.under_test = Arc::new(self.under_test.copy_strided(&dst.under_test, &whole)?);
+            let copy =
+                self.under_test
+                    .copy_strided(Operand::new("assign", &*dst.under_test, &whole)?)?;
+            dst.under_test = Arc::new(copy);
         }
         if Arc::get_mut(&mut dst.reference).is_none() {
-            let whole = Layout::contiguous([dst.reference.len()]);
-            dst.reference = Arc::new(self.reference.copy_strided(&dst.reference, &whole)?);
+            let copy =
+                self.reference
+                    .copy_strided(Operand::new("assign", &*dst.reference, &whole)?)?;
+            dst.reference = Arc::new(copy);
         }
         let b = Arc::get_mut(&mut dst.under_test).expect("unique after the copy");
-        self.under_test
-            .assign(b, dst_layout, &src.under_test, src_layout, mode)?;
+        let src_b = src.with_storage("assign", &*src.storage().under_test)?;
+        dispatch::assign(
+            &self.under_test,
+            (b, dst_layout),
+            (src_b.storage(), src_layout),
+            mode,
+        )?;
         let r = Arc::get_mut(&mut dst.reference).expect("unique after the copy");
-        self.reference
-            .assign(r, dst_layout, &src.reference, src_layout, mode)?;
+        let src_r = src.with_storage("assign", &*src.storage().reference)?;
+        dispatch::assign(
+            &self.reference,
+            (r, dst_layout),
+            (src_r.storage(), src_layout),
+            mode,
+        )?;
         let got = self.host_b(&dst.under_test)?;
         let expected = self.host_r(&dst.reference)?;
         self.compare(&spec, &got, &expected, None)?;
@@ -271,116 +347,64 @@ impl<B: Backend, R: Backend> Backend for Checked<B, R> {
         Ok(())
     }
 
-    fn cast(
-        &self,
-        storage: &Self::Storage,
-        layout: &Layout,
-        dtype: DType,
-    ) -> Result<Self::Storage> {
-        let spec = OpSpec::new("cast", &[layout], layout.dims(), Tolerance::SAME_VALUE);
-        let b = self.under_test.cast(&storage.under_test, layout, dtype)?;
-        let r = self.reference.cast(&storage.reference, layout, dtype)?;
+    fn cast(&self, x: Operand<'_, Self::Storage>, dtype: DType) -> Result<Self::Storage> {
+        let spec = OpSpec::new("cast", &[x.layout()], x.dims(), Tolerance::SAME_VALUE);
+        let (xb, xr) = Self::sides("cast", x)?;
+        let b = self.under_test.cast(xb, dtype)?;
+        let r = self.reference.cast(xr, dtype)?;
         self.settle(spec, b, r, None)
     }
 
     // ----- element-wise -----
 
-    fn unary(&self, op: UnaryOp, x: &Self::Storage, layout: &Layout) -> Result<Self::Storage> {
+    fn unary(&self, op: UnaryOp, x: Operand<'_, Self::Storage>) -> Result<Self::Storage> {
         let tolerance = Tolerance::of_unary(op, x.dtype());
-        let spec = OpSpec::new(op.name(), &[layout], layout.dims(), tolerance);
-        let b = self.under_test.unary(op, &x.under_test, layout)?;
-        let r = self.reference.unary(op, &x.reference, layout)?;
+        let spec = OpSpec::new(op.name(), &[x.layout()], x.dims(), tolerance);
+        let (xb, xr) = Self::sides(op.name(), x)?;
+        let b = dispatch::unary(&self.under_test, op, xb)?;
+        let r = dispatch::unary(&self.reference, op, xr)?;
         // gelu's `x/2 * (1 + erf(x/√2))` cancels for negative x: its rounding is relative to
         // `|x| / 2`, not to the (small) result.
         let magnitude = match op {
             UnaryOp::Gelu => self
-                .magnitude_of(x.dtype(), &[(&x.reference, layout)], |r, abs| {
-                    r.copy_strided(&abs[0], &Layout::contiguous(layout.shape().clone()))
-                })?
+                .magnitude_of(x.dtype(), [xr], |r, [abs]| r.copy_strided(abs))?
                 .map(|m| m.into_iter().map(|v| 0.5 * v).collect()),
             _ => None,
         };
         self.settle(spec, b, r, magnitude)
     }
 
-    fn binary(
-        &self,
-        op: BinaryOp,
-        lhs: &Self::Storage,
-        lhs_layout: &Layout,
-        rhs: &Self::Storage,
-        rhs_layout: &Layout,
-    ) -> Result<Self::Storage> {
+    fn binary(&self, op: BinaryOp, xs: SameShape<'_, Self::Storage, 2>) -> Result<Self::Storage> {
+        let [lhs, rhs] = xs.operands();
         let tolerance = Tolerance::of_binary(op, lhs.dtype());
         let spec = OpSpec::new(
             op.name(),
-            &[lhs_layout, rhs_layout],
-            lhs_layout.dims(),
+            &[lhs.layout(), rhs.layout()],
+            xs.dims(),
             tolerance,
         );
-        let b =
-            self.under_test
-                .binary(op, &lhs.under_test, lhs_layout, &rhs.under_test, rhs_layout)?;
-        let r =
-            self.reference
-                .binary(op, &lhs.reference, lhs_layout, &rhs.reference, rhs_layout)?;
+        let (bs, rs) = Self::all_sides(op.name(), xs.operands())?;
+        let b = dispatch::binary(&self.under_test, op, SameShape::new(op.name(), bs)?)?;
+        let r = dispatch::binary(&self.reference, op, SameShape::new(op.name(), rs)?)?;
         self.settle(spec, b, r, None)
     }
 
-    fn compare(
-        &self,
-        op: CmpOp,
-        lhs: &Self::Storage,
-        lhs_layout: &Layout,
-        rhs: &Self::Storage,
-        rhs_layout: &Layout,
-    ) -> Result<Self::Storage> {
-        let spec = OpSpec::new(
-            op.name(),
-            &[lhs_layout, rhs_layout],
-            lhs_layout.dims(),
-            Tolerance::SAME_VALUE,
-        );
-        let b = self.under_test.compare(
-            op,
-            &lhs.under_test,
-            lhs_layout,
-            &rhs.under_test,
-            rhs_layout,
-        )?;
-        let r =
-            self.reference
-                .compare(op, &lhs.reference, lhs_layout, &rhs.reference, rhs_layout)?;
+    fn compare(&self, op: CmpOp, xs: SameShape<'_, Self::Storage, 2>) -> Result<Self::Storage> {
+        let [lhs, rhs] = xs.operands();
+        let layouts = [lhs.layout(), rhs.layout()];
+        let spec = OpSpec::new(op.name(), &layouts, xs.dims(), Tolerance::SAME_VALUE);
+        let (bs, rs) = Self::all_sides(op.name(), xs.operands())?;
+        let b = dispatch::compare(&self.under_test, op, SameShape::new(op.name(), bs)?)?;
+        let r = dispatch::compare(&self.reference, op, SameShape::new(op.name(), rs)?)?;
         self.settle(spec, b, r, None)
     }
 
-    fn where_select(
-        &self,
-        cond: &Self::Storage,
-        cond_layout: &Layout,
-        on_true: &Self::Storage,
-        true_layout: &Layout,
-        on_false: &Self::Storage,
-        false_layout: &Layout,
-    ) -> Result<Self::Storage> {
-        let layouts = [cond_layout, true_layout, false_layout];
-        let spec = OpSpec::new("where", &layouts, cond_layout.dims(), Tolerance::SAME_VALUE);
-        let b = self.under_test.where_select(
-            &cond.under_test,
-            cond_layout,
-            &on_true.under_test,
-            true_layout,
-            &on_false.under_test,
-            false_layout,
-        )?;
-        let r = self.reference.where_select(
-            &cond.reference,
-            cond_layout,
-            &on_true.reference,
-            true_layout,
-            &on_false.reference,
-            false_layout,
-        )?;
+    fn where_select(&self, xs: SameShape<'_, Self::Storage, 3>) -> Result<Self::Storage> {
+        let layouts = xs.operands().map(|x| x.layout());
+        let spec = OpSpec::new("where", &layouts, xs.dims(), Tolerance::SAME_VALUE);
+        let (bs, rs) = Self::all_sides("where", xs.operands())?;
+        let b = dispatch::where_select(&self.under_test, SameShape::new("where", bs)?)?;
+        let r = dispatch::where_select(&self.reference, SameShape::new("where", rs)?)?;
         self.settle(spec, b, r, None)
     }
 
@@ -389,207 +413,95 @@ impl<B: Backend, R: Backend> Backend for Checked<B, R> {
     fn reduce(
         &self,
         op: ReduceOp,
-        x: &Self::Storage,
-        layout: &Layout,
+        x: Operand<'_, Self::Storage>,
         axes: &[usize],
     ) -> Result<Self::Storage> {
         let dtype = x.dtype();
-        let terms: usize = axes.iter().filter_map(|&a| layout.dims().get(a)).product();
+        let terms: usize = axes.iter().filter_map(|&a| x.dims().get(a)).product();
+        let (xb, xr) = Self::sides(op.name(), x)?;
         let (tolerance, magnitude) = match op {
             ReduceOp::Max | ReduceOp::Min => (Tolerance::SAME_VALUE, None),
             ReduceOp::Prod => (Tolerance::accumulation(dtype, terms), None),
             ReduceOp::Sum => {
-                let m = self.magnitude_of(dtype, &[(&x.reference, layout)], |r, abs| {
-                    r.reduce(
-                        ReduceOp::Sum,
-                        &abs[0],
-                        &Layout::contiguous(layout.shape().clone()),
-                        axes,
-                    )
+                let m = self.magnitude_of(dtype, [xr], |r, [abs]| {
+                    dispatch::reduce(r, ReduceOp::Sum, abs, axes)
                 })?;
                 (Tolerance::accumulation(dtype, terms), m)
             }
         };
-        let output = with_axes_kept(layout.dims(), axes);
-        let spec = OpSpec::new(op.name(), &[layout], &output, tolerance);
-        let b = self.under_test.reduce(op, &x.under_test, layout, axes)?;
-        let r = self.reference.reduce(op, &x.reference, layout, axes)?;
+        let output = with_axes_kept(x.dims(), axes);
+        let spec = OpSpec::new(op.name(), &[x.layout()], &output, tolerance);
+        let b = dispatch::reduce(&self.under_test, op, xb, axes)?;
+        let r = dispatch::reduce(&self.reference, op, xr, axes)?;
         self.settle(spec, b, r, magnitude)
     }
 
     fn arg_reduce(
         &self,
         op: ArgReduceOp,
-        x: &Self::Storage,
-        layout: &Layout,
+        x: Operand<'_, Self::Storage>,
         axis: usize,
     ) -> Result<Self::Storage> {
-        let output = with_axes_kept(layout.dims(), &[axis]);
-        let spec = OpSpec::new(op.name(), &[layout], &output, Tolerance::SAME_VALUE);
-        let b = self
-            .under_test
-            .arg_reduce(op, &x.under_test, layout, axis)?;
-        let r = self.reference.arg_reduce(op, &x.reference, layout, axis)?;
+        let output = with_axes_kept(x.dims(), &[axis]);
+        let spec = OpSpec::new(op.name(), &[x.layout()], &output, Tolerance::SAME_VALUE);
+        let (xb, xr) = Self::sides(op.name(), x)?;
+        let b = dispatch::arg_reduce(&self.under_test, op, xb, axis)?;
+        let r = dispatch::arg_reduce(&self.reference, op, xr, axis)?;
         self.settle(spec, b, r, None)
     }
 
     // ----- linear algebra -----
 
-    fn matmul(
-        &self,
-        lhs: &Self::Storage,
-        lhs_layout: &Layout,
-        rhs: &Self::Storage,
-        rhs_layout: &Layout,
-    ) -> Result<Self::Storage> {
-        let (l, r) = (lhs_layout.dims(), rhs_layout.dims());
-        let k = l.last().copied().unwrap_or(0);
-        let mut output = l.to_vec();
-        if let (Some(last), Some(&n)) = (output.last_mut(), r.last()) {
-            *last = n;
-        }
-        let dtype = lhs.dtype();
-        let magnitude = self.magnitude_of(
-            dtype,
-            &[(&lhs.reference, lhs_layout), (&rhs.reference, rhs_layout)],
-            |r, abs| {
-                let (la, ra) = (
-                    Layout::contiguous(lhs_layout.shape().clone()),
-                    Layout::contiguous(rhs_layout.shape().clone()),
-                );
-                r.matmul(&abs[0], &la, &abs[1], &ra)
-            },
-        )?;
+    fn matmul(&self, xs: MatmulOperands<'_, Self::Storage>) -> Result<Self::Storage> {
+        let (_, _, k, _) = xs.sizes();
+        let dtype = xs.lhs.dtype();
+        let ([lb, rb], [lr, rr]) = Self::all_sides("matmul", [xs.lhs, xs.rhs])?;
+        let magnitude = self.magnitude_of(dtype, [lr, rr], |r, [l, rhs]| {
+            dispatch::matmul(r, MatmulOperands::new(l, rhs)?)
+        })?;
+        let layouts = [xs.lhs.layout(), xs.rhs.layout()];
         let tolerance = Tolerance::accumulation(dtype, k);
-        let spec = OpSpec::new("matmul", &[lhs_layout, rhs_layout], &output, tolerance);
-        let b = self
-            .under_test
-            .matmul(&lhs.under_test, lhs_layout, &rhs.under_test, rhs_layout)?;
-        let r = self
-            .reference
-            .matmul(&lhs.reference, lhs_layout, &rhs.reference, rhs_layout)?;
+        let spec = OpSpec::new("matmul", &layouts, &xs.output_dims(), tolerance);
+        let b = dispatch::matmul(&self.under_test, MatmulOperands::new(lb, rb)?)?;
+        let r = dispatch::matmul(&self.reference, MatmulOperands::new(lr, rr)?)?;
         self.settle(spec, b, r, magnitude)
     }
 
     // ----- indexing -----
 
-    fn index_select(
-        &self,
-        x: &Self::Storage,
-        layout: &Layout,
-        axis: usize,
-        indices: &Self::Storage,
-        indices_layout: &Layout,
-    ) -> Result<Self::Storage> {
-        let mut output = layout.dims().to_vec();
-        if axis < output.len() {
-            output[axis] = indices_layout.numel();
-        }
-        let spec = OpSpec::new(
-            "index_select",
-            &[layout, indices_layout],
-            &output,
-            Tolerance::SAME_VALUE,
-        );
-        let b = self.under_test.index_select(
-            &x.under_test,
-            layout,
-            axis,
-            &indices.under_test,
-            indices_layout,
-        )?;
-        let r = self.reference.index_select(
-            &x.reference,
-            layout,
-            axis,
-            &indices.reference,
-            indices_layout,
-        )?;
+    fn index_select(&self, xs: IndexSelect<'_, Self::Storage>) -> Result<Self::Storage> {
+        const OP: &str = "index_select";
+        let layouts = [xs.x.layout(), xs.indices.layout()];
+        let spec = OpSpec::new(OP, &layouts, &xs.output_dims(), Tolerance::SAME_VALUE);
+        let ([xb, ib], [xr, ir]) = Self::all_sides(OP, [xs.x, xs.indices])?;
+        let b = dispatch::index_select(&self.under_test, IndexSelect::new(xb, xs.axis, ib)?)?;
+        let r = dispatch::index_select(&self.reference, IndexSelect::new(xr, xs.axis, ir)?)?;
         self.settle(spec, b, r, None)
     }
 
-    fn gather(
-        &self,
-        x: &Self::Storage,
-        layout: &Layout,
-        axis: usize,
-        indices: &Self::Storage,
-        indices_layout: &Layout,
-    ) -> Result<Self::Storage> {
-        let spec = OpSpec::new(
-            "gather",
-            &[layout, indices_layout],
-            indices_layout.dims(),
-            Tolerance::SAME_VALUE,
-        );
-        let b = self.under_test.gather(
-            &x.under_test,
-            layout,
-            axis,
-            &indices.under_test,
-            indices_layout,
-        )?;
-        let r = self.reference.gather(
-            &x.reference,
-            layout,
-            axis,
-            &indices.reference,
-            indices_layout,
-        )?;
+    fn gather(&self, xs: Gather<'_, Self::Storage>) -> Result<Self::Storage> {
+        const OP: &str = "gather";
+        let layouts = [xs.x.layout(), xs.indices.layout()];
+        let spec = OpSpec::new(OP, &layouts, xs.indices.dims(), Tolerance::SAME_VALUE);
+        let ([xb, ib], [xr, ir]) = Self::all_sides(OP, [xs.x, xs.indices])?;
+        let b = dispatch::gather(&self.under_test, Gather::new(xb, xs.axis, ib)?)?;
+        let r = dispatch::gather(&self.reference, Gather::new(xr, xs.axis, ir)?)?;
         self.settle(spec, b, r, None)
     }
 
-    fn scatter_add(
-        &self,
-        base: &Self::Storage,
-        base_layout: &Layout,
-        axis: usize,
-        indices: &Self::Storage,
-        indices_layout: &Layout,
-        src: &Self::Storage,
-        src_layout: &Layout,
-    ) -> Result<Self::Storage> {
-        let dtype = base.dtype();
-        let terms = 1 + indices_layout.dims().get(axis).copied().unwrap_or(0);
-        let magnitude = self.magnitude_of(
-            dtype,
-            &[(&base.reference, base_layout), (&src.reference, src_layout)],
-            |r, abs| {
-                r.scatter_add(
-                    &abs[0],
-                    &Layout::contiguous(base_layout.shape().clone()),
-                    axis,
-                    &indices.reference,
-                    indices_layout,
-                    &abs[1],
-                    &Layout::contiguous(src_layout.shape().clone()),
-                )
-            },
-        )?;
-        let spec = OpSpec::new(
-            "scatter_add",
-            &[base_layout, indices_layout, src_layout],
-            base_layout.dims(),
-            Tolerance::accumulation(dtype, terms),
-        );
-        let b = self.under_test.scatter_add(
-            &base.under_test,
-            base_layout,
-            axis,
-            &indices.under_test,
-            indices_layout,
-            &src.under_test,
-            src_layout,
-        )?;
-        let r = self.reference.scatter_add(
-            &base.reference,
-            base_layout,
-            axis,
-            &indices.reference,
-            indices_layout,
-            &src.reference,
-            src_layout,
-        )?;
+    fn scatter_add(&self, xs: ScatterAdd<'_, Self::Storage>) -> Result<Self::Storage> {
+        const OP: &str = "scatter_add";
+        let (dtype, axis) = (xs.base.dtype(), xs.axis);
+        let terms = 1 + xs.indices.dims().get(axis).copied().unwrap_or(0);
+        let ([bb, ib, sb], [br, ir, sr]) = Self::all_sides(OP, [xs.base, xs.indices, xs.src])?;
+        let magnitude = self.magnitude_of(dtype, [br, sr], |r, [base, src]| {
+            dispatch::scatter_add(r, ScatterAdd::new(base, axis, ir, src)?)
+        })?;
+        let layouts = [xs.base.layout(), xs.indices.layout(), xs.src.layout()];
+        let tolerance = Tolerance::accumulation(dtype, terms);
+        let spec = OpSpec::new(OP, &layouts, xs.base.dims(), tolerance);
+        let b = dispatch::scatter_add(&self.under_test, ScatterAdd::new(bb, axis, ib, sb)?)?;
+        let r = dispatch::scatter_add(&self.reference, ScatterAdd::new(br, axis, ir, sr)?)?;
         self.settle(spec, b, r, magnitude)
     }
 
@@ -695,26 +607,20 @@ impl<B: Backend, R: Backend> Backend for Checked<B, R> {
 
     fn scaled_dot_product_attention(
         &self,
-        q: &Tensor<Self>,
-        k: &Tensor<Self>,
-        v: &Tensor<Self>,
-        mask: Option<&Tensor<Self>>,
+        inputs: AttentionInputs<'_, Self>,
         params: &tessera_core::AttentionParams,
     ) -> Result<tessera_core::AttentionOutput<Self>> {
-        self.checked_attention(q, k, v, mask, params)
+        self.checked_attention(inputs, params)
     }
 
     fn scaled_dot_product_attention_backward(
         &self,
         grad_out: &Tensor<Self>,
-        q: &Tensor<Self>,
-        k: &Tensor<Self>,
-        v: &Tensor<Self>,
-        mask: Option<&Tensor<Self>>,
+        inputs: AttentionInputs<'_, Self>,
         forward: &tessera_core::AttentionOutput<Self>,
         params: &tessera_core::AttentionParams,
     ) -> Result<tessera_core::AttentionGrads<Self>> {
-        self.checked_attention_backward(grad_out, q, k, v, mask, forward, params)
+        self.checked_attention_backward(grad_out, inputs, forward, params)
     }
 
     fn relu_backward(&self, x: &Tensor<Self>, grad: &Tensor<Self>) -> Result<Tensor<Self>> {

@@ -7,6 +7,7 @@ use crate::tolerance::Tolerance;
 use crate::Checked;
 use std::sync::Arc;
 use tessera_core::backend::{AdamTensors, AdamUpdate};
+use tessera_core::dispatch::{self, RowOp as DispatchRow};
 use tessera_core::{
     Backend, BackendStorage, Conv2dParams, DType, Error, Layout, Pool2dParams, Result, Tensor,
 };
@@ -66,7 +67,7 @@ impl<B: Backend, R: Backend> Checked<B, R> {
         let under_test = if whole {
             b.storage_arc().clone()
         } else {
-            Arc::new(self.under_test().copy_strided(b.storage(), b.layout())?)
+            Arc::new(self.under_test().copy_strided(b.operand("settle")?)?)
         };
         let storage = CheckedStorage {
             under_test,
@@ -105,18 +106,18 @@ impl<B: Backend, R: Backend> Checked<B, R> {
         let (name, b, r) = match op {
             RowOp::Softmax => (
                 "softmax",
-                self.under_test().softmax(&xb, axis)?,
-                self.reference().softmax(&xr, axis)?,
+                dispatch::softmax_family(DispatchRow::Softmax, &xb, axis)?,
+                dispatch::softmax_family(DispatchRow::Softmax, &xr, axis)?,
             ),
             RowOp::LogSoftmax => (
                 "log_softmax",
-                self.under_test().log_softmax(&xb, axis)?,
-                self.reference().log_softmax(&xr, axis)?,
+                dispatch::softmax_family(DispatchRow::LogSoftmax, &xb, axis)?,
+                dispatch::softmax_family(DispatchRow::LogSoftmax, &xr, axis)?,
             ),
             RowOp::LogSumExp => (
                 "logsumexp",
-                self.under_test().logsumexp(&xb, axis)?,
-                self.reference().logsumexp(&xr, axis)?,
+                dispatch::softmax_family(DispatchRow::LogSumExp, &xb, axis)?,
+                dispatch::softmax_family(DispatchRow::LogSumExp, &xr, axis)?,
             ),
         };
         // x - logsumexp(x) cancels: its error scales with the largest finite |x|.
@@ -146,9 +147,9 @@ impl<B: Backend, R: Backend> Checked<B, R> {
         params: Conv2dParams,
     ) -> Result<Tensor<Self>> {
         let ((xb, xr), (wb, wr)) = (self.split(x)?, self.split(weight)?);
-        let b = self.under_test().conv2d(&xb, &wb, params)?;
-        let r = self.reference().conv2d(&xr, &wr, params)?;
-        let magnitude = self.reference().conv2d(&xr.abs()?, &wr.abs()?, params)?;
+        let b = dispatch::conv2d(&xb, &wb, params)?;
+        let r = dispatch::conv2d(&xr, &wr, params)?;
+        let magnitude = dispatch::conv2d(&xr.abs()?, &wr.abs()?, params)?;
         let terms = product(&weight.dims()[1..]);
         let tolerance = Tolerance::accumulation(x.dtype(), terms);
         self.settle_tensors("conv2d", &[x, weight], tolerance, b, r, Some(magnitude))
@@ -162,15 +163,10 @@ impl<B: Backend, R: Backend> Checked<B, R> {
         params: Conv2dParams,
     ) -> Result<Tensor<Self>> {
         let ((gb, gr), (wb, wr)) = (self.split(grad_out)?, self.split(weight)?);
-        let b = self
-            .under_test()
-            .conv2d_backward_input(&gb, &wb, input_dims, params)?;
-        let r = self
-            .reference()
-            .conv2d_backward_input(&gr, &wr, input_dims, params)?;
+        let b = dispatch::conv2d_backward_input(&gb, &wb, input_dims, params)?;
+        let r = dispatch::conv2d_backward_input(&gr, &wr, input_dims, params)?;
         let magnitude =
-            self.reference()
-                .conv2d_backward_input(&gr.abs()?, &wr.abs()?, input_dims, params)?;
+            dispatch::conv2d_backward_input(&gr.abs()?, &wr.abs()?, input_dims, params)?;
         let dims = weight.dims();
         let terms = dims[0] * product(&dims[2..]);
         let tolerance = Tolerance::accumulation(grad_out.dtype(), terms);
@@ -193,15 +189,10 @@ impl<B: Backend, R: Backend> Checked<B, R> {
         params: Conv2dParams,
     ) -> Result<Tensor<Self>> {
         let ((xb, xr), (gb, gr)) = (self.split(x)?, self.split(grad_out)?);
-        let b = self
-            .under_test()
-            .conv2d_backward_weight(&xb, &gb, weight_dims, params)?;
-        let r = self
-            .reference()
-            .conv2d_backward_weight(&xr, &gr, weight_dims, params)?;
+        let b = dispatch::conv2d_backward_weight(&xb, &gb, weight_dims, params)?;
+        let r = dispatch::conv2d_backward_weight(&xr, &gr, weight_dims, params)?;
         let magnitude =
-            self.reference()
-                .conv2d_backward_weight(&xr.abs()?, &gr.abs()?, weight_dims, params)?;
+            dispatch::conv2d_backward_weight(&xr.abs()?, &gr.abs()?, weight_dims, params)?;
         let dims = grad_out.dims();
         let terms = dims[0] * product(&dims[2..]);
         let tolerance = Tolerance::accumulation(x.dtype(), terms);
@@ -222,8 +213,8 @@ impl<B: Backend, R: Backend> Checked<B, R> {
         params: Pool2dParams,
     ) -> Result<(Tensor<Self>, Tensor<Self>)> {
         let (xb, xr) = self.split(x)?;
-        let (vb, ib) = self.under_test().max_pool2d(&xb, params)?;
-        let (vr, ir) = self.reference().max_pool2d(&xr, params)?;
+        let (vb, ib) = dispatch::max_pool2d(&xb, params)?;
+        let (vr, ir) = dispatch::max_pool2d(&xr, params)?;
         let exact = Tolerance::SAME_VALUE;
         let values = self.settle_tensors("max_pool2d", &[x], exact, vb, vr, None)?;
         let argmax = self.settle_tensors("max_pool2d (argmax)", &[x], exact, ib, ir, None)?;
@@ -238,15 +229,9 @@ impl<B: Backend, R: Backend> Checked<B, R> {
         params: Pool2dParams,
     ) -> Result<Tensor<Self>> {
         let ((gb, gr), (ib, ir)) = (self.split(grad_out)?, self.split(window_argmax)?);
-        let b = self
-            .under_test()
-            .max_pool2d_backward(&gb, &ib, input_dims, params)?;
-        let r = self
-            .reference()
-            .max_pool2d_backward(&gr, &ir, input_dims, params)?;
-        let magnitude =
-            self.reference()
-                .max_pool2d_backward(&gr.abs()?, &ir, input_dims, params)?;
+        let b = dispatch::max_pool2d_backward(&gb, &ib, input_dims, params)?;
+        let r = dispatch::max_pool2d_backward(&gr, &ir, input_dims, params)?;
+        let magnitude = dispatch::max_pool2d_backward(&gr.abs()?, &ir, input_dims, params)?;
         let terms = params.kernel.0 * params.kernel.1;
         let tolerance = Tolerance::accumulation(grad_out.dtype(), terms);
         let inputs = [grad_out, window_argmax];
@@ -266,9 +251,9 @@ impl<B: Backend, R: Backend> Checked<B, R> {
         params: Pool2dParams,
     ) -> Result<Tensor<Self>> {
         let (xb, xr) = self.split(x)?;
-        let b = self.under_test().avg_pool2d(&xb, params)?;
-        let r = self.reference().avg_pool2d(&xr, params)?;
-        let magnitude = self.reference().avg_pool2d(&xr.abs()?, params)?;
+        let b = dispatch::avg_pool2d(&xb, params)?;
+        let r = dispatch::avg_pool2d(&xr, params)?;
+        let magnitude = dispatch::avg_pool2d(&xr.abs()?, params)?;
         let terms = params.kernel.0 * params.kernel.1;
         let tolerance = Tolerance::accumulation(x.dtype(), terms);
         self.settle_tensors("avg_pool2d", &[x], tolerance, b, r, Some(magnitude))
@@ -281,15 +266,9 @@ impl<B: Backend, R: Backend> Checked<B, R> {
         params: Pool2dParams,
     ) -> Result<Tensor<Self>> {
         let (gb, gr) = self.split(grad_out)?;
-        let b = self
-            .under_test()
-            .avg_pool2d_backward(&gb, input_dims, params)?;
-        let r = self
-            .reference()
-            .avg_pool2d_backward(&gr, input_dims, params)?;
-        let magnitude = self
-            .reference()
-            .avg_pool2d_backward(&gr.abs()?, input_dims, params)?;
+        let b = dispatch::avg_pool2d_backward(&gb, input_dims, params)?;
+        let r = dispatch::avg_pool2d_backward(&gr, input_dims, params)?;
+        let magnitude = dispatch::avg_pool2d_backward(&gr.abs()?, input_dims, params)?;
         let terms = params.kernel.0 * params.kernel.1;
         let tolerance = Tolerance::accumulation(grad_out.dtype(), terms);
         self.settle_tensors(
@@ -308,8 +287,8 @@ impl<B: Backend, R: Backend> Checked<B, R> {
         grad: &Tensor<Self>,
     ) -> Result<Tensor<Self>> {
         let ((xb, xr), (gb, gr)) = (self.split(x)?, self.split(grad)?);
-        let b = self.under_test().relu_backward(&xb, &gb)?;
-        let r = self.reference().relu_backward(&xr, &gr)?;
+        let b = dispatch::relu_backward(&xb, &gb)?;
+        let r = dispatch::relu_backward(&xr, &gr)?;
         self.settle_tensors(
             "relu_backward",
             &[x, grad],
@@ -342,12 +321,8 @@ impl<B: Backend, R: Backend> Checked<B, R> {
             }
             None => (None, None),
         };
-        let b = self
-            .under_test()
-            .adam_update(&pb, &gb, &mb, &vb, hb.as_ref(), update)?;
-        let r = self
-            .reference()
-            .adam_update(&pr, &gr, &mr, &vr, hr.as_ref(), update)?;
+        let b = dispatch::adam_update(&pb, &gb, (&mb, &vb), hb.as_ref(), update)?;
+        let r = dispatch::adam_update(&pr, &gr, (&mr, &vr), hr.as_ref(), update)?;
         let dtype = param.dtype();
         let tolerance = Tolerance::accumulation(dtype, 16);
         let mut inputs = vec![param, grad, exp_avg, exp_avg_sq];

@@ -1,7 +1,6 @@
 //! The [`Cpu`] backend: the [`Backend`] implementation that dispatches to the kernels.
 
-use crate::checks::{check_storage, unsupported};
-use crate::half_ops::primitive_in_f32;
+use crate::checks::unsupported;
 use crate::kernels::softmax::{self, RowOp};
 use crate::kernels::{
     arg_reduce, binary, cast, compare, copy, fill, gather, gemm_bf16, index_select, matmul, random,
@@ -10,9 +9,12 @@ use crate::kernels::{
 use crate::storage::map_storage;
 use crate::CpuStorage;
 use crate::{attention_ops, fused_ops, nn_ops};
-use tessera_core::attention::{AttentionGrads, AttentionOutput, AttentionParams};
+use tessera_core::attention::{AttentionGrads, AttentionInputs, AttentionOutput, AttentionParams};
 use tessera_core::backend::{AdamTensors, AdamUpdate};
-use tessera_core::composite::in_f32;
+use tessera_core::dispatch::{self, HalfOp};
+use tessera_core::operand::{
+    Assignment, Gather, IndexSelect, MatmulOperands, Operand, SameShape, ScatterAdd,
+};
 use tessera_core::{
     composite, ArgReduceOp, AssignMode, Backend, BinaryOp, CmpOp, Conv2dParams, DType, Device,
     Distribution, HostData, Layout, Pool2dParams, ReduceOp, Result, Tensor, UnaryOp,
@@ -60,9 +62,14 @@ impl Backend for Cpu {
         CpuStorage::from_host(data)
     }
 
-    fn download(&self, storage: &CpuStorage, layout: &Layout) -> Result<HostData> {
-        check_storage("download", storage, layout)?;
-        Ok(map_storage!(storage, v => copy::copy_strided(v, layout)?).into_host())
+    fn computes_16_bit(&self, op: HalfOp, dtype: DType) -> bool {
+        // The bf16 GEMM of `kernels::gemm_bf16` (2-D products on AVX-512 BF16 CPUs; the others
+        // are widened in `matmul` below).
+        op == HalfOp::Matmul && dtype == DType::BF16
+    }
+
+    fn download(&self, x: Operand<'_, CpuStorage>) -> Result<HostData> {
+        Ok(map_storage!(x.storage(), v => copy::copy_strided(v, x.layout())?).into_host())
     }
 
     fn full(&self, numel: usize, dtype: DType, value: f64) -> Result<CpuStorage> {
@@ -77,187 +84,97 @@ impl Backend for Cpu {
         })
     }
 
-    fn copy_strided(&self, storage: &CpuStorage, layout: &Layout) -> Result<CpuStorage> {
-        check_storage("copy_strided", storage, layout)?;
-        Ok(map_storage!(storage, v => copy::copy_strided(v, layout)?))
+    fn copy_strided(&self, x: Operand<'_, CpuStorage>) -> Result<CpuStorage> {
+        Ok(map_storage!(x.storage(), v => copy::copy_strided(v, x.layout())?))
     }
 
-    fn assign(
-        &self,
-        dst: &mut CpuStorage,
-        dst_layout: &Layout,
-        src: &CpuStorage,
-        src_layout: &Layout,
-        mode: AssignMode,
-    ) -> Result<()> {
-        check_storage("assign", dst, dst_layout)?;
-        check_storage("assign", src, src_layout)?;
-        dst_layout.check_same_shape("assign", src_layout)?;
-        copy::assign_storage(dst, dst_layout, src, src_layout, mode)
+    fn assign(&self, to: Assignment<'_, CpuStorage>, mode: AssignMode) -> Result<()> {
+        let Assignment { mut dst, src } = to;
+        let (storage, layout) = dst.parts();
+        copy::assign_storage(storage, layout, src.storage(), src.layout(), mode)
     }
 
-    fn cast(&self, storage: &CpuStorage, layout: &Layout, dtype: DType) -> Result<CpuStorage> {
-        check_storage("cast", storage, layout)?;
-        cast::cast(storage, layout, dtype)
+    fn cast(&self, x: Operand<'_, CpuStorage>, dtype: DType) -> Result<CpuStorage> {
+        cast::cast(x.storage(), x.layout(), dtype)
     }
 
-    fn unary(&self, op: UnaryOp, x: &CpuStorage, layout: &Layout) -> Result<CpuStorage> {
-        check_storage(op.name(), x, layout)?;
-        primitive_in_f32([(x, layout)], |[(x, l)]| unary::unary(op, x, l))
+    fn unary(&self, op: UnaryOp, x: Operand<'_, CpuStorage>) -> Result<CpuStorage> {
+        unary::unary(op, x.storage(), x.layout())
     }
 
-    fn binary(
-        &self,
-        op: BinaryOp,
-        lhs: &CpuStorage,
-        lhs_layout: &Layout,
-        rhs: &CpuStorage,
-        rhs_layout: &Layout,
-    ) -> Result<CpuStorage> {
-        check_storage(op.name(), lhs, lhs_layout)?;
-        check_storage(op.name(), rhs, rhs_layout)?;
-        lhs_layout.check_same_shape(op.name(), rhs_layout)?;
-        primitive_in_f32(
-            [(lhs, lhs_layout), (rhs, rhs_layout)],
-            |[(a, la), (b, lb)]| binary::binary(op, a, la, b, lb),
-        )
+    fn binary(&self, op: BinaryOp, xs: SameShape<'_, CpuStorage, 2>) -> Result<CpuStorage> {
+        let [a, b] = xs.operands();
+        binary::binary(op, a.storage(), a.layout(), b.storage(), b.layout())
     }
 
-    fn compare(
-        &self,
-        op: CmpOp,
-        lhs: &CpuStorage,
-        lhs_layout: &Layout,
-        rhs: &CpuStorage,
-        rhs_layout: &Layout,
-    ) -> Result<CpuStorage> {
-        check_storage(op.name(), lhs, lhs_layout)?;
-        check_storage(op.name(), rhs, rhs_layout)?;
-        lhs_layout.check_same_shape(op.name(), rhs_layout)?;
-        primitive_in_f32(
-            [(lhs, lhs_layout), (rhs, rhs_layout)],
-            |[(a, la), (b, lb)]| compare::compare(op, a, la, b, lb),
-        )
+    fn compare(&self, op: CmpOp, xs: SameShape<'_, CpuStorage, 2>) -> Result<CpuStorage> {
+        let [a, b] = xs.operands();
+        compare::compare(op, a.storage(), a.layout(), b.storage(), b.layout())
     }
 
-    fn where_select(
-        &self,
-        cond: &CpuStorage,
-        cond_layout: &Layout,
-        on_true: &CpuStorage,
-        true_layout: &Layout,
-        on_false: &CpuStorage,
-        false_layout: &Layout,
-    ) -> Result<CpuStorage> {
-        check_storage("where", cond, cond_layout)?;
-        check_storage("where", on_true, true_layout)?;
-        check_storage("where", on_false, false_layout)?;
-        cond_layout.check_same_shape("where", true_layout)?;
-        cond_layout.check_same_shape("where", false_layout)?;
-        primitive_in_f32(
-            [
-                (cond, cond_layout),
-                (on_true, true_layout),
-                (on_false, false_layout),
-            ],
-            |[(c, lc), (t, lt), (f, lf)]| select::where_select(c, lc, t, lt, f, lf),
+    fn where_select(&self, xs: SameShape<'_, CpuStorage, 3>) -> Result<CpuStorage> {
+        let [c, t, f] = xs.operands();
+        select::where_select(
+            c.storage(),
+            c.layout(),
+            t.storage(),
+            t.layout(),
+            f.storage(),
+            f.layout(),
         )
     }
 
     fn reduce(
         &self,
         op: ReduceOp,
-        x: &CpuStorage,
-        layout: &Layout,
+        x: Operand<'_, CpuStorage>,
         axes: &[usize],
     ) -> Result<CpuStorage> {
-        check_storage(op.name(), x, layout)?;
-        primitive_in_f32([(x, layout)], |[(x, l)]| reduce::reduce(op, x, l, axes))
+        reduce::reduce(op, x.storage(), x.layout(), axes)
     }
 
     fn arg_reduce(
         &self,
         op: ArgReduceOp,
-        x: &CpuStorage,
-        layout: &Layout,
+        x: Operand<'_, CpuStorage>,
         axis: usize,
     ) -> Result<CpuStorage> {
-        check_storage(op.name(), x, layout)?;
-        primitive_in_f32([(x, layout)], |[(x, l)]| {
-            arg_reduce::arg_reduce(op, x, l, axis)
+        arg_reduce::arg_reduce(op, x.storage(), x.layout(), axis)
+    }
+
+    fn matmul(&self, xs: MatmulOperands<'_, CpuStorage>) -> Result<CpuStorage> {
+        let (l, r) = (xs.lhs, xs.rhs);
+        if let Some(out) = gemm_bf16::try_matmul(l.storage(), l.layout(), r.storage(), r.layout())?
+        {
+            return Ok(out);
+        }
+        // bf16 products the GEMM above does not take are widened to f32 here (see
+        // `computes_16_bit`); every other 16-bit op is widened by tensor-core's dispatch.
+        dispatch::storage_in_f32(self, [l, r], |[a, b]| {
+            matmul::matmul(a.storage(), a.layout(), b.storage(), b.layout())
         })
     }
 
-    fn matmul(
-        &self,
-        lhs: &CpuStorage,
-        lhs_layout: &Layout,
-        rhs: &CpuStorage,
-        rhs_layout: &Layout,
-    ) -> Result<CpuStorage> {
-        check_storage("matmul", lhs, lhs_layout)?;
-        check_storage("matmul", rhs, rhs_layout)?;
-        if let Some(out) = gemm_bf16::try_matmul(lhs, lhs_layout, rhs, rhs_layout)? {
-            return Ok(out);
-        }
-        primitive_in_f32(
-            [(lhs, lhs_layout), (rhs, rhs_layout)],
-            |[(a, la), (b, lb)]| matmul::matmul(a, la, b, lb),
-        )
+    fn index_select(&self, xs: IndexSelect<'_, CpuStorage>) -> Result<CpuStorage> {
+        let (x, i) = (xs.x, xs.indices);
+        index_select::index_select(x.storage(), x.layout(), xs.axis, i.storage(), i.layout())
     }
 
-    fn index_select(
-        &self,
-        x: &CpuStorage,
-        layout: &Layout,
-        axis: usize,
-        indices: &CpuStorage,
-        indices_layout: &Layout,
-    ) -> Result<CpuStorage> {
-        check_storage("index_select", x, layout)?;
-        check_storage("index_select", indices, indices_layout)?;
-        primitive_in_f32(
-            [(x, layout), (indices, indices_layout)],
-            |[(x, l), (i, li)]| index_select::index_select(x, l, axis, i, li),
-        )
+    fn gather(&self, xs: Gather<'_, CpuStorage>) -> Result<CpuStorage> {
+        let (x, i) = (xs.x, xs.indices);
+        gather::gather(x.storage(), x.layout(), xs.axis, i.storage(), i.layout())
     }
 
-    fn gather(
-        &self,
-        x: &CpuStorage,
-        layout: &Layout,
-        axis: usize,
-        indices: &CpuStorage,
-        indices_layout: &Layout,
-    ) -> Result<CpuStorage> {
-        check_storage("gather", x, layout)?;
-        check_storage("gather", indices, indices_layout)?;
-        primitive_in_f32(
-            [(x, layout), (indices, indices_layout)],
-            |[(x, l), (i, li)]| gather::gather(x, l, axis, i, li),
-        )
-    }
-
-    fn scatter_add(
-        &self,
-        base: &CpuStorage,
-        base_layout: &Layout,
-        axis: usize,
-        indices: &CpuStorage,
-        indices_layout: &Layout,
-        src: &CpuStorage,
-        src_layout: &Layout,
-    ) -> Result<CpuStorage> {
-        check_storage("scatter_add", base, base_layout)?;
-        check_storage("scatter_add", indices, indices_layout)?;
-        check_storage("scatter_add", src, src_layout)?;
-        primitive_in_f32(
-            [
-                (base, base_layout),
-                (indices, indices_layout),
-                (src, src_layout),
-            ],
-            |[(b, lb), (i, li), (s, ls)]| scatter_add::scatter_add(b, lb, axis, i, li, s, ls),
+    fn scatter_add(&self, xs: ScatterAdd<'_, CpuStorage>) -> Result<CpuStorage> {
+        let (b, i, s) = (xs.base, xs.indices, xs.src);
+        scatter_add::scatter_add(
+            b.storage(),
+            b.layout(),
+            xs.axis,
+            i.storage(),
+            i.layout(),
+            s.storage(),
+            s.layout(),
         )
     }
 
@@ -272,12 +189,9 @@ impl Backend for Cpu {
         random::random(dist, numel, dtype, seed, offset)
     }
 
-    // ----- fused composites -----
+    // ----- fused composites (called in f32 for 16-bit tensors: see `computes_16_bit`) -----
 
     fn softmax(&self, x: &Tensor<Cpu>, axis: usize) -> Result<Tensor<Cpu>> {
-        if let Some(out) = in_f32([Some(x)], |[x]| self.softmax(x.unwrap(), axis)) {
-            return out;
-        }
         match fused_rows(RowOp::Softmax, x, axis)? {
             Some(t) => Ok(t),
             None => composite::softmax(x, axis),
@@ -285,9 +199,6 @@ impl Backend for Cpu {
     }
 
     fn log_softmax(&self, x: &Tensor<Cpu>, axis: usize) -> Result<Tensor<Cpu>> {
-        if let Some(out) = in_f32([Some(x)], |[x]| self.log_softmax(x.unwrap(), axis)) {
-            return out;
-        }
         match fused_rows(RowOp::LogSoftmax, x, axis)? {
             Some(t) => Ok(t),
             None => composite::log_softmax(x, axis),
@@ -295,9 +206,6 @@ impl Backend for Cpu {
     }
 
     fn logsumexp(&self, x: &Tensor<Cpu>, axis: usize) -> Result<Tensor<Cpu>> {
-        if let Some(out) = in_f32([Some(x)], |[x]| self.logsumexp(x.unwrap(), axis)) {
-            return out;
-        }
         match fused_rows(RowOp::LogSumExp, x, axis)? {
             Some(t) => Ok(t),
             None => composite::logsumexp(x, axis),
@@ -310,11 +218,6 @@ impl Backend for Cpu {
         weight: &Tensor<Cpu>,
         params: Conv2dParams,
     ) -> Result<Tensor<Cpu>> {
-        if let Some(out) = in_f32([Some(x), Some(weight)], |[x, w]| {
-            self.conv2d(x.unwrap(), w.unwrap(), params)
-        }) {
-            return out;
-        }
         match nn_ops::conv2d(x, weight, params)? {
             Some(t) => Ok(t),
             None => composite::conv2d(x, weight, params),
@@ -328,11 +231,6 @@ impl Backend for Cpu {
         input_dims: &[usize],
         params: Conv2dParams,
     ) -> Result<Tensor<Cpu>> {
-        if let Some(out) = in_f32([Some(grad_out), Some(weight)], |[g, w]| {
-            self.conv2d_backward_input(g.unwrap(), w.unwrap(), input_dims, params)
-        }) {
-            return out;
-        }
         match nn_ops::conv2d_backward_input(grad_out, weight, input_dims, params)? {
             Some(t) => Ok(t),
             None => composite::conv2d_backward_input(grad_out, weight, input_dims, params),
@@ -346,11 +244,6 @@ impl Backend for Cpu {
         weight_dims: &[usize],
         params: Conv2dParams,
     ) -> Result<Tensor<Cpu>> {
-        if let Some(out) = in_f32([Some(x), Some(grad_out)], |[x, g]| {
-            self.conv2d_backward_weight(x.unwrap(), g.unwrap(), weight_dims, params)
-        }) {
-            return out;
-        }
         match nn_ops::conv2d_backward_weight(x, grad_out, weight_dims, params)? {
             Some(t) => Ok(t),
             None => composite::conv2d_backward_weight(x, grad_out, weight_dims, params),
@@ -362,9 +255,6 @@ impl Backend for Cpu {
         x: &Tensor<Cpu>,
         params: Pool2dParams,
     ) -> Result<(Tensor<Cpu>, Tensor<Cpu>)> {
-        if let Some(out) = in_f32([Some(x)], |[x]| self.max_pool2d(x.unwrap(), params)) {
-            return out;
-        }
         match nn_ops::max_pool2d(x, params)? {
             Some(pair) => Ok(pair),
             None => composite::max_pool2d(x, params),
@@ -378,11 +268,6 @@ impl Backend for Cpu {
         input_dims: &[usize],
         params: Pool2dParams,
     ) -> Result<Tensor<Cpu>> {
-        if let Some(out) = in_f32([Some(grad_out)], |[g]| {
-            self.max_pool2d_backward(g.unwrap(), window_argmax, input_dims, params)
-        }) {
-            return out;
-        }
         match nn_ops::max_pool2d_backward(grad_out, window_argmax, input_dims, params)? {
             Some(t) => Ok(t),
             None => composite::max_pool2d_backward(grad_out, window_argmax, input_dims, params),
@@ -390,9 +275,6 @@ impl Backend for Cpu {
     }
 
     fn avg_pool2d(&self, x: &Tensor<Cpu>, params: Pool2dParams) -> Result<Tensor<Cpu>> {
-        if let Some(out) = in_f32([Some(x)], |[x]| self.avg_pool2d(x.unwrap(), params)) {
-            return out;
-        }
         match nn_ops::avg_pool2d(x, params)? {
             Some(t) => Ok(t),
             None => composite::avg_pool2d(x, params),
@@ -405,11 +287,6 @@ impl Backend for Cpu {
         input_dims: &[usize],
         params: Pool2dParams,
     ) -> Result<Tensor<Cpu>> {
-        if let Some(out) = in_f32([Some(grad_out)], |[g]| {
-            self.avg_pool2d_backward(g.unwrap(), input_dims, params)
-        }) {
-            return out;
-        }
         match nn_ops::avg_pool2d_backward(grad_out, input_dims, params)? {
             Some(t) => Ok(t),
             None => composite::avg_pool2d_backward(grad_out, input_dims, params),
@@ -418,68 +295,38 @@ impl Backend for Cpu {
 
     fn scaled_dot_product_attention(
         &self,
-        q: &Tensor<Cpu>,
-        k: &Tensor<Cpu>,
-        v: &Tensor<Cpu>,
-        mask: Option<&Tensor<Cpu>>,
+        inputs: AttentionInputs<'_, Cpu>,
         params: &AttentionParams,
     ) -> Result<AttentionOutput<Cpu>> {
+        let AttentionInputs { q, k, v, mask } = inputs;
         tessera_core::attention::check_attention_operands(q, k, v, mask, params)?;
-        if let Some(out) = in_f32([Some(q), Some(k), Some(v), mask], |[q, k, v, m]| {
-            self.scaled_dot_product_attention(q.unwrap(), k.unwrap(), v.unwrap(), m, params)
-        }) {
-            return out;
-        }
         match attention_ops::attention(q, k, v, mask, params)? {
             Some(out) => Ok(out),
-            None => composite::scaled_dot_product_attention(q, k, v, mask, params),
+            None => composite::scaled_dot_product_attention(inputs, params),
         }
     }
 
     fn scaled_dot_product_attention_backward(
         &self,
         grad_out: &Tensor<Cpu>,
-        q: &Tensor<Cpu>,
-        k: &Tensor<Cpu>,
-        v: &Tensor<Cpu>,
-        mask: Option<&Tensor<Cpu>>,
+        inputs: AttentionInputs<'_, Cpu>,
         forward: &AttentionOutput<Cpu>,
         params: &AttentionParams,
     ) -> Result<AttentionGrads<Cpu>> {
+        let AttentionInputs { q, k, v, mask } = inputs;
+        let qkv = (q, k, v);
         tessera_core::attention::check_attention_backward_operands(
-            grad_out,
-            (q, k, v),
-            mask,
-            forward,
-            params,
+            grad_out, qkv, mask, forward, params,
         )?;
-        let widened = composite::attention_backward_in_f32(
-            grad_out,
-            (q, k, v),
-            mask,
-            forward,
-            |(q, k, v), m| self.scaled_dot_product_attention(q, k, v, m, params),
-            |g, (q, k, v), m, f| {
-                self.scaled_dot_product_attention_backward(g, q, k, v, m, f, params)
-            },
-        );
-        if let Some(out) = widened {
-            return out;
-        }
-        match attention_ops::attention_backward(grad_out, (q, k, v), mask, forward, params)? {
+        match attention_ops::attention_backward(grad_out, qkv, mask, forward, params)? {
             Some(grads) => Ok(grads),
-            None => composite::scaled_dot_product_attention_backward(
-                grad_out, q, k, v, mask, forward, params,
-            ),
+            None => {
+                composite::scaled_dot_product_attention_backward(grad_out, inputs, forward, params)
+            }
         }
     }
 
     fn relu_backward(&self, x: &Tensor<Cpu>, grad: &Tensor<Cpu>) -> Result<Tensor<Cpu>> {
-        if let Some(out) = in_f32([Some(x), Some(grad)], |[x, g]| {
-            self.relu_backward(x.unwrap(), g.unwrap())
-        }) {
-            return out;
-        }
         match fused_ops::relu_backward(x, grad)? {
             Some(t) => Ok(t),
             None => composite::relu_backward(x, grad),
@@ -495,19 +342,6 @@ impl Backend for Cpu {
         max_exp_avg_sq: Option<&Tensor<Cpu>>,
         update: AdamUpdate,
     ) -> Result<AdamTensors<Cpu>> {
-        let inputs = [
-            Some(param),
-            Some(grad),
-            Some(exp_avg),
-            Some(exp_avg_sq),
-            max_exp_avg_sq,
-        ];
-        if let Some(out) = in_f32(inputs, |[p, g, m, v, vmax]| {
-            let (p, g, m, v) = (p.unwrap(), g.unwrap(), m.unwrap(), v.unwrap());
-            self.adam_update(p, g, m, v, vmax, update)
-        }) {
-            return out;
-        }
         match fused_ops::adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, update)? {
             Some(t) => Ok(t),
             None => {
@@ -520,7 +354,6 @@ impl Backend for Cpu {
 /// The fused last-axis kernel for `op` wrapped as a tensor, or `None` when the composite
 /// default must run instead.
 fn fused_rows(op: RowOp, x: &Tensor<Cpu>, axis: usize) -> Result<Option<Tensor<Cpu>>> {
-    check_storage("softmax", x.storage(), x.layout())?;
     let Some(storage) = softmax::last_axis(op, x.storage(), x.layout(), axis) else {
         return Ok(None);
     };

@@ -61,7 +61,6 @@ mod attention_ops;
 mod backend;
 mod checks;
 mod fused_ops;
-mod half_ops;
 mod kernels;
 mod malloc_tuning;
 mod nn_ops;

@@ -4,7 +4,7 @@
 use tessera_core::{bf16, f16, BackendStorage, DType, Element, HostData};
 
 /// A CPU buffer: a plain `Vec` of one of the dtypes (booleans as bytes, 0 or 1). The 16-bit
-/// floats are stored in 16 bits and computed in f32 (see `crate::half_ops`).
+/// floats are stored in 16 bits and computed in f32 (see `tessera_core::dispatch`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum CpuStorage {
     /// 32-bit floats.

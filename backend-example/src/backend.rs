@@ -1,16 +1,18 @@
 //! [`ExampleBackend`]: the `Backend` impl. Every primitive follows the same three steps: read
 //! the inputs through their layouts into contiguous vectors, run the kernel, wrap the result as
-//! a fresh contiguous storage. The composites keep the defaults of `tessera_core::composite`,
-//! run in f32 for the 16-bit floats (the end of the file).
+//! a fresh contiguous storage. The operand types guarantee that layouts fit their storages and
+//! that operands agree in shape, so nothing here re-checks them. The composites keep the
+//! defaults of `tessera_core::composite`, and the 16-bit floats arrive widened to f32 from
+//! tensor-core's dispatch.
 
 use crate::strided::read;
 use crate::{elementwise, indexing, matmul, memory, reduce, ExampleStorage};
-use tessera_core::backend::{AdamTensors, AdamUpdate};
-use tessera_core::composite::{self, in_f32};
+use tessera_core::operand::{
+    Assignment, Gather, IndexSelect, MatmulOperands, Operand, SameShape, ScatterAdd,
+};
 use tessera_core::{
-    ArgReduceOp, AssignMode, AttentionGrads, AttentionOutput, AttentionParams, Backend,
-    BackendStorage, BinaryOp, CmpOp, Conv2dParams, DType, Device, Distribution, Error, HostData,
-    Layout, Pool2dParams, ReduceOp, Result, Tensor, UnaryOp,
+    ArgReduceOp, AssignMode, Backend, BinaryOp, CmpOp, DType, Device, Distribution, Error,
+    HostData, ReduceOp, Result, UnaryOp,
 };
 
 /// The example device: naive, single-threaded, every dtype. `ExampleBackend::new()` is the only
@@ -64,93 +66,51 @@ impl Backend for ExampleBackend {
         wrap(data)
     }
 
-    fn download(&self, storage: &ExampleStorage, layout: &Layout) -> Result<HostData> {
-        read("download", storage, layout)
+    fn download(&self, x: Operand<'_, ExampleStorage>) -> Result<HostData> {
+        read(x)
     }
 
     fn full(&self, numel: usize, dtype: DType, value: f64) -> Result<ExampleStorage> {
         wrap(memory::full(numel, dtype, value)?)
     }
 
-    fn copy_strided(&self, storage: &ExampleStorage, layout: &Layout) -> Result<ExampleStorage> {
-        wrap(read("copy_strided", storage, layout)?)
+    fn copy_strided(&self, x: Operand<'_, ExampleStorage>) -> Result<ExampleStorage> {
+        wrap(read(x)?)
     }
 
-    fn assign(
-        &self,
-        dst: &mut ExampleStorage,
-        dst_layout: &Layout,
-        src: &ExampleStorage,
-        src_layout: &Layout,
-        mode: AssignMode,
-    ) -> Result<()> {
-        dst_layout.check_same_shape("assign", src_layout)?;
-        dst_layout.check_fits("assign", dst.len())?;
-        let src = read("assign", src, src_layout)?;
-        memory::assign(dst.data_mut(), dst_layout, src, mode)
+    fn assign(&self, to: Assignment<'_, ExampleStorage>, mode: AssignMode) -> Result<()> {
+        let Assignment { mut dst, src } = to;
+        let src = read(src)?;
+        let (storage, layout) = dst.parts();
+        memory::assign(storage.data_mut(), layout, src, mode)
     }
 
-    fn cast(
-        &self,
-        storage: &ExampleStorage,
-        layout: &Layout,
-        dtype: DType,
-    ) -> Result<ExampleStorage> {
+    fn cast(&self, x: Operand<'_, ExampleStorage>, dtype: DType) -> Result<ExampleStorage> {
         if !self.supports_dtype(dtype) {
             return Err(Error::UnsupportedDType { op: "cast", dtype });
         }
-        wrap(elementwise::cast(read("cast", storage, layout)?, dtype)?)
+        wrap(elementwise::cast(read(x)?, dtype)?)
     }
 
     // ----- element-wise -----
 
-    fn unary(&self, op: UnaryOp, x: &ExampleStorage, layout: &Layout) -> Result<ExampleStorage> {
-        wrap(elementwise::unary(op, read(op.name(), x, layout)?)?)
+    fn unary(&self, op: UnaryOp, x: Operand<'_, ExampleStorage>) -> Result<ExampleStorage> {
+        wrap(elementwise::unary(op, read(x)?)?)
     }
 
-    fn binary(
-        &self,
-        op: BinaryOp,
-        lhs: &ExampleStorage,
-        lhs_layout: &Layout,
-        rhs: &ExampleStorage,
-        rhs_layout: &Layout,
-    ) -> Result<ExampleStorage> {
-        lhs_layout.check_same_shape(op.name(), rhs_layout)?;
-        let a = read(op.name(), lhs, lhs_layout)?;
-        let b = read(op.name(), rhs, rhs_layout)?;
-        wrap(elementwise::binary(op, a, b)?)
+    fn binary(&self, op: BinaryOp, xs: SameShape<'_, ExampleStorage, 2>) -> Result<ExampleStorage> {
+        let [a, b] = xs.operands();
+        wrap(elementwise::binary(op, read(a)?, read(b)?)?)
     }
 
-    fn compare(
-        &self,
-        op: CmpOp,
-        lhs: &ExampleStorage,
-        lhs_layout: &Layout,
-        rhs: &ExampleStorage,
-        rhs_layout: &Layout,
-    ) -> Result<ExampleStorage> {
-        lhs_layout.check_same_shape(op.name(), rhs_layout)?;
-        let a = read(op.name(), lhs, lhs_layout)?;
-        let b = read(op.name(), rhs, rhs_layout)?;
-        wrap(elementwise::compare(op, a, b)?)
+    fn compare(&self, op: CmpOp, xs: SameShape<'_, ExampleStorage, 2>) -> Result<ExampleStorage> {
+        let [a, b] = xs.operands();
+        wrap(elementwise::compare(op, read(a)?, read(b)?)?)
     }
 
-    fn where_select(
-        &self,
-        cond: &ExampleStorage,
-        cond_layout: &Layout,
-        on_true: &ExampleStorage,
-        true_layout: &Layout,
-        on_false: &ExampleStorage,
-        false_layout: &Layout,
-    ) -> Result<ExampleStorage> {
-        cond_layout.check_same_shape("where", true_layout)?;
-        cond_layout.check_same_shape("where", false_layout)?;
-        let c = read("where", cond, cond_layout)?;
-        let t = read("where", on_true, true_layout)?;
-        let f = read("where", on_false, false_layout)?;
-        wrap(elementwise::where_select(c, t, f)?)
+    fn where_select(&self, xs: SameShape<'_, ExampleStorage, 3>) -> Result<ExampleStorage> {
+        let [c, t, f] = xs.operands();
+        wrap(elementwise::where_select(read(c)?, read(t)?, read(f)?)?)
     }
 
     // ----- reductions -----
@@ -158,134 +118,77 @@ impl Backend for ExampleBackend {
     fn reduce(
         &self,
         op: ReduceOp,
-        x: &ExampleStorage,
-        layout: &Layout,
+        x: Operand<'_, ExampleStorage>,
         axes: &[usize],
     ) -> Result<ExampleStorage> {
-        if let Some(&axis) = axes.iter().find(|&&a| a >= layout.rank()) {
+        if let Some(&axis) = axes.iter().find(|&&a| a >= x.dims().len()) {
             return Err(Error::AxisOutOfRange {
                 op: op.name(),
                 axis: axis as isize,
-                rank: layout.rank(),
+                rank: x.dims().len(),
             });
         }
-        let data = read(op.name(), x, layout)?;
-        wrap(reduce::reduce(op, data, layout.dims(), axes)?)
+        wrap(reduce::reduce(op, read(x)?, x.dims(), axes)?)
     }
 
     fn arg_reduce(
         &self,
         op: ArgReduceOp,
-        x: &ExampleStorage,
-        layout: &Layout,
+        x: Operand<'_, ExampleStorage>,
         axis: usize,
     ) -> Result<ExampleStorage> {
-        if axis >= layout.rank() || layout.dims()[axis] == 0 {
+        if x.dims().get(axis).is_none_or(|&size| size == 0) {
             return Err(Error::InvalidArgument {
                 op: op.name(),
                 msg: format!(
                     "axis {axis} of shape {} is missing or empty",
-                    layout.shape()
+                    x.layout().shape()
                 ),
             });
         }
-        let data = read(op.name(), x, layout)?;
-        wrap(reduce::arg_reduce(op, data, layout.dims(), axis)?)
+        wrap(reduce::arg_reduce(op, read(x)?, x.dims(), axis)?)
     }
 
     // ----- linear algebra -----
 
-    fn matmul(
-        &self,
-        lhs: &ExampleStorage,
-        lhs_layout: &Layout,
-        rhs: &ExampleStorage,
-        rhs_layout: &Layout,
-    ) -> Result<ExampleStorage> {
-        let (l, r) = (lhs_layout.dims(), rhs_layout.dims());
-        let rank = l.len();
-        if rank < 2
-            || r.len() != rank
-            || l[..rank - 2] != r[..rank - 2]
-            || l[rank - 1] != r[rank - 2]
-        {
-            return Err(Error::MatmulShape {
-                lhs: lhs_layout.shape().clone(),
-                rhs: rhs_layout.shape().clone(),
-            });
-        }
-        let a = read("matmul", lhs, lhs_layout)?;
-        let b = read("matmul", rhs, rhs_layout)?;
-        wrap(matmul::matmul(a, l, b, r)?)
+    fn matmul(&self, xs: MatmulOperands<'_, ExampleStorage>) -> Result<ExampleStorage> {
+        let (l, r) = (xs.lhs, xs.rhs);
+        wrap(matmul::matmul(read(l)?, l.dims(), read(r)?, r.dims())?)
     }
 
     // ----- indexing -----
 
-    fn index_select(
-        &self,
-        x: &ExampleStorage,
-        layout: &Layout,
-        axis: usize,
-        indices: &ExampleStorage,
-        indices_layout: &Layout,
-    ) -> Result<ExampleStorage> {
-        // `tensor-core` checks these before calling; a direct call may not have.
-        layout.check_axis("index_select", axis)?;
-        if indices_layout.rank() != 1 {
-            return Err(Error::InvalidArgument {
-                op: "index_select",
-                msg: format!("indices must have rank 1, got {}", indices_layout.shape()),
-            });
-        }
-        let data = read("index_select", x, layout)?;
-        let idx = read("index_select", indices, indices_layout)?;
-        wrap(indexing::index_select(data, layout.dims(), axis, &idx)?)
-    }
-
-    fn gather(
-        &self,
-        x: &ExampleStorage,
-        layout: &Layout,
-        axis: usize,
-        indices: &ExampleStorage,
-        indices_layout: &Layout,
-    ) -> Result<ExampleStorage> {
-        layout.check_axis("gather", axis)?;
-        layout.check_indices_fit("gather", axis, indices_layout)?;
-        let data = read("gather", x, layout)?;
-        let idx = read("gather", indices, indices_layout)?;
-        wrap(indexing::gather(
-            data,
-            layout.dims(),
-            axis,
+    fn index_select(&self, xs: IndexSelect<'_, ExampleStorage>) -> Result<ExampleStorage> {
+        let idx = read(xs.indices)?;
+        wrap(indexing::index_select(
+            read(xs.x)?,
+            xs.x.dims(),
+            xs.axis,
             &idx,
-            indices_layout.dims(),
         )?)
     }
 
-    fn scatter_add(
-        &self,
-        base: &ExampleStorage,
-        base_layout: &Layout,
-        axis: usize,
-        indices: &ExampleStorage,
-        indices_layout: &Layout,
-        src: &ExampleStorage,
-        src_layout: &Layout,
-    ) -> Result<ExampleStorage> {
-        base_layout.check_axis("scatter_add", axis)?;
-        indices_layout.check_same_shape("scatter_add", src_layout)?;
-        base_layout.check_indices_fit("scatter_add", axis, indices_layout)?;
-        let data = read("scatter_add", base, base_layout)?;
-        let idx = read("scatter_add", indices, indices_layout)?;
-        let src = read("scatter_add", src, src_layout)?;
-        let dims = base_layout.dims();
-        wrap(indexing::scatter_add(
-            data,
+    fn gather(&self, xs: Gather<'_, ExampleStorage>) -> Result<ExampleStorage> {
+        let idx = read(xs.indices)?;
+        let (dims, idx_dims) = (xs.x.dims(), xs.indices.dims());
+        wrap(indexing::gather(
+            read(xs.x)?,
             dims,
-            axis,
+            xs.axis,
             &idx,
-            indices_layout.dims(),
+            idx_dims,
+        )?)
+    }
+
+    fn scatter_add(&self, xs: ScatterAdd<'_, ExampleStorage>) -> Result<ExampleStorage> {
+        let (idx, src) = (read(xs.indices)?, read(xs.src)?);
+        let (dims, idx_dims) = (xs.base.dims(), xs.indices.dims());
+        wrap(indexing::scatter_add(
+            read(xs.base)?,
+            dims,
+            xs.axis,
+            &idx,
+            idx_dims,
             src,
         )?)
     }
@@ -305,180 +208,8 @@ impl Backend for ExampleBackend {
 
     // ----- composites -----
     //
-    // The defaults of `tessera_core::composite` chain several primitives. In F16/BF16 each of
-    // those primitives rounds its result to 16 bits, and the chain drifts several 16-bit ulps
-    // from the f32 result rounded once, which is what the contract asks for. So every
-    // multi-step default runs in f32 between two casts: `in_f32` widens the 16-bit inputs, runs
-    // the default, and rounds each f32 result once; it returns `None` for f32/f64 inputs, which
-    // take the default as it is. (`concat` only copies and keeps its default.) A backend with a
-    // fused kernel that computes 16-bit inputs in f32 and rounds once needs no wrapper.
-
-    fn softmax(&self, x: &Tensor<Self>, axis: usize) -> Result<Tensor<Self>> {
-        in_f32([Some(x)], |[x]| composite::softmax(x.unwrap(), axis))
-            .unwrap_or_else(|| composite::softmax(x, axis))
-    }
-
-    fn log_softmax(&self, x: &Tensor<Self>, axis: usize) -> Result<Tensor<Self>> {
-        in_f32([Some(x)], |[x]| composite::log_softmax(x.unwrap(), axis))
-            .unwrap_or_else(|| composite::log_softmax(x, axis))
-    }
-
-    fn logsumexp(&self, x: &Tensor<Self>, axis: usize) -> Result<Tensor<Self>> {
-        in_f32([Some(x)], |[x]| composite::logsumexp(x.unwrap(), axis))
-            .unwrap_or_else(|| composite::logsumexp(x, axis))
-    }
-
-    fn conv2d(
-        &self,
-        x: &Tensor<Self>,
-        weight: &Tensor<Self>,
-        params: Conv2dParams,
-    ) -> Result<Tensor<Self>> {
-        in_f32([Some(x), Some(weight)], |[x, w]| {
-            composite::conv2d(x.unwrap(), w.unwrap(), params)
-        })
-        .unwrap_or_else(|| composite::conv2d(x, weight, params))
-    }
-
-    fn conv2d_backward_input(
-        &self,
-        grad_out: &Tensor<Self>,
-        weight: &Tensor<Self>,
-        input_dims: &[usize],
-        params: Conv2dParams,
-    ) -> Result<Tensor<Self>> {
-        in_f32([Some(grad_out), Some(weight)], |[g, w]| {
-            composite::conv2d_backward_input(g.unwrap(), w.unwrap(), input_dims, params)
-        })
-        .unwrap_or_else(|| composite::conv2d_backward_input(grad_out, weight, input_dims, params))
-    }
-
-    fn conv2d_backward_weight(
-        &self,
-        x: &Tensor<Self>,
-        grad_out: &Tensor<Self>,
-        weight_dims: &[usize],
-        params: Conv2dParams,
-    ) -> Result<Tensor<Self>> {
-        in_f32([Some(x), Some(grad_out)], |[x, g]| {
-            composite::conv2d_backward_weight(x.unwrap(), g.unwrap(), weight_dims, params)
-        })
-        .unwrap_or_else(|| composite::conv2d_backward_weight(x, grad_out, weight_dims, params))
-    }
-
-    fn max_pool2d(
-        &self,
-        x: &Tensor<Self>,
-        params: Pool2dParams,
-    ) -> Result<(Tensor<Self>, Tensor<Self>)> {
-        in_f32([Some(x)], |[x]| composite::max_pool2d(x.unwrap(), params))
-            .unwrap_or_else(|| composite::max_pool2d(x, params))
-    }
-
-    fn max_pool2d_backward(
-        &self,
-        grad_out: &Tensor<Self>,
-        window_argmax: &Tensor<Self>,
-        input_dims: &[usize],
-        params: Pool2dParams,
-    ) -> Result<Tensor<Self>> {
-        in_f32([Some(grad_out)], |[g]| {
-            composite::max_pool2d_backward(g.unwrap(), window_argmax, input_dims, params)
-        })
-        .unwrap_or_else(|| {
-            composite::max_pool2d_backward(grad_out, window_argmax, input_dims, params)
-        })
-    }
-
-    fn avg_pool2d(&self, x: &Tensor<Self>, params: Pool2dParams) -> Result<Tensor<Self>> {
-        in_f32([Some(x)], |[x]| composite::avg_pool2d(x.unwrap(), params))
-            .unwrap_or_else(|| composite::avg_pool2d(x, params))
-    }
-
-    fn avg_pool2d_backward(
-        &self,
-        grad_out: &Tensor<Self>,
-        input_dims: &[usize],
-        params: Pool2dParams,
-    ) -> Result<Tensor<Self>> {
-        in_f32([Some(grad_out)], |[g]| {
-            composite::avg_pool2d_backward(g.unwrap(), input_dims, params)
-        })
-        .unwrap_or_else(|| composite::avg_pool2d_backward(grad_out, input_dims, params))
-    }
-
-    fn scaled_dot_product_attention(
-        &self,
-        q: &Tensor<Self>,
-        k: &Tensor<Self>,
-        v: &Tensor<Self>,
-        mask: Option<&Tensor<Self>>,
-        params: &AttentionParams,
-    ) -> Result<AttentionOutput<Self>> {
-        in_f32([Some(q), Some(k), Some(v), mask], |[q, k, v, m]| {
-            composite::scaled_dot_product_attention(q.unwrap(), k.unwrap(), v.unwrap(), m, params)
-        })
-        .unwrap_or_else(|| composite::scaled_dot_product_attention(q, k, v, mask, params))
-    }
-
-    fn scaled_dot_product_attention_backward(
-        &self,
-        grad_out: &Tensor<Self>,
-        q: &Tensor<Self>,
-        k: &Tensor<Self>,
-        v: &Tensor<Self>,
-        mask: Option<&Tensor<Self>>,
-        forward: &AttentionOutput<Self>,
-        params: &AttentionParams,
-    ) -> Result<AttentionGrads<Self>> {
-        // In 16 bits this helper widens the operands and recomputes the forward pass in f32
-        // (the saved 16-bit output is rounded, and the backward pass cancels against it).
-        composite::attention_backward_in_f32(
-            grad_out,
-            (q, k, v),
-            mask,
-            forward,
-            |(q, k, v), m| composite::scaled_dot_product_attention(q, k, v, m, params),
-            |g, (q, k, v), m, f| {
-                composite::scaled_dot_product_attention_backward(g, q, k, v, m, f, params)
-            },
-        )
-        .unwrap_or_else(|| {
-            composite::scaled_dot_product_attention_backward(
-                grad_out, q, k, v, mask, forward, params,
-            )
-        })
-    }
-
-    fn relu_backward(&self, x: &Tensor<Self>, grad: &Tensor<Self>) -> Result<Tensor<Self>> {
-        in_f32([Some(x), Some(grad)], |[x, g]| {
-            composite::relu_backward(x.unwrap(), g.unwrap())
-        })
-        .unwrap_or_else(|| composite::relu_backward(x, grad))
-    }
-
-    fn adam_update(
-        &self,
-        param: &Tensor<Self>,
-        grad: &Tensor<Self>,
-        exp_avg: &Tensor<Self>,
-        exp_avg_sq: &Tensor<Self>,
-        max_exp_avg_sq: Option<&Tensor<Self>>,
-        update: AdamUpdate,
-    ) -> Result<AdamTensors<Self>> {
-        let inputs = [
-            Some(param),
-            Some(grad),
-            Some(exp_avg),
-            Some(exp_avg_sq),
-            max_exp_avg_sq,
-        ];
-        in_f32(inputs, |[p, g, m, v, vmax]| {
-            let (p, g, m, v) = (p.unwrap(), g.unwrap(), m.unwrap(), v.unwrap());
-            composite::adam_update(p, g, m, v, vmax, update)
-        })
-        .unwrap_or_else(|| {
-            composite::adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, update)
-        })
-    }
+    // None: every composite keeps its default in `tessera_core::composite`, and the 16-bit
+    // floats reach every compute op widened to f32 by tensor-core's dispatch (this backend
+    // declares no op in `computes_16_bit`), so they cost this backend nothing but storage and
+    // `cast`. A backend adds fused kernels here as overrides.
 }

@@ -7,19 +7,14 @@
 
 use crate::alloc::collect;
 use crate::ExampleStorage;
-use tessera_core::{BackendStorage, HostData, Layout, Result};
+use tessera_core::operand::Operand;
+use tessera_core::{HostData, Result};
 
-/// The elements `layout` selects from `storage`, in row-major logical order. The layout is
-/// checked to fit the storage first (`Backend` methods are public: a caller may pass any
-/// layout), so every position read is in bounds.
-pub(crate) fn read(
-    op: &'static str,
-    storage: &ExampleStorage,
-    layout: &Layout,
-) -> Result<HostData> {
-    layout.check_fits(op, storage.len())?;
-    let positions = collect(layout.numel(), layout.offsets())?;
-    pick(storage.data(), &positions)
+/// The elements `x` selects from its storage, in row-major logical order. Every position read
+/// is in bounds: the operand type was checked to fit its storage when it was built.
+pub(crate) fn read(x: Operand<'_, ExampleStorage>) -> Result<HostData> {
+    let positions = collect(x.layout().numel(), x.layout().offsets())?;
+    pick(x.storage().data(), &positions)
 }
 
 /// The elements of `data` at `positions`, in that order.
@@ -62,6 +57,7 @@ pub(crate) fn ravel(index: &[usize], dims: &[usize]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tessera_core::Layout;
 
     #[test]
     fn ravel_inverts_unravel() {
@@ -78,13 +74,13 @@ mod tests {
         // The transpose of a contiguous [2, 3], starting at element 0.
         let layout = Layout::strided([3, 2], vec![1, 3], 0, 6).unwrap();
         assert_eq!(
-            read("test", &storage, &layout).unwrap(),
+            read(Operand::new("test", &storage, &layout).unwrap()).unwrap(),
             HostData::I64(vec![0, 3, 1, 4, 2, 5])
         );
         // A broadcast row.
         let layout = Layout::strided([2, 2], vec![0, 1], 4, 6).unwrap();
         assert_eq!(
-            read("test", &storage, &layout).unwrap(),
+            read(Operand::new("test", &storage, &layout).unwrap()).unwrap(),
             HostData::I64(vec![4, 5, 4, 5])
         );
     }

@@ -15,15 +15,13 @@ fn index_select_checks_every_index_even_when_the_output_is_empty() {
     // still not an index.
     let x = storage(vec![]);
     let idx = storage(vec![-1]);
-    let err = dev
-        .index_select(
-            &x,
-            &Layout::contiguous([0, 3]),
-            1,
-            &idx,
-            &Layout::contiguous([1]),
-        )
-        .unwrap_err();
+    let err = tessera_core::direct::index_select(
+        &dev,
+        (&x, &Layout::contiguous([0, 3])),
+        1,
+        (&idx, &Layout::contiguous([1])),
+    )
+    .unwrap_err();
     assert!(
         matches!(
             err,
@@ -37,15 +35,13 @@ fn index_select_checks_every_index_even_when_the_output_is_empty() {
     );
     // An index into an axis of size 0, with another axis of size 0.
     let idx = storage(vec![0]);
-    let err = dev
-        .index_select(
-            &x,
-            &Layout::contiguous([3, 0]),
-            1,
-            &idx,
-            &Layout::contiguous([1]),
-        )
-        .unwrap_err();
+    let err = tessera_core::direct::index_select(
+        &dev,
+        (&x, &Layout::contiguous([3, 0])),
+        1,
+        (&idx, &Layout::contiguous([1])),
+    )
+    .unwrap_err();
     assert!(
         matches!(
             err,
@@ -69,28 +65,33 @@ fn axes_and_index_ranks_are_checked_by_the_backend_itself() {
     let x = storage(vec![1, 2, 3]);
     let idx = storage(vec![0]);
     let l = Layout::contiguous([3]);
-    assert!(dev
-        .index_select(&x, &l, 5, &idx, &Layout::contiguous([1]))
-        .is_err());
-    assert!(dev
-        .index_select(&x, &l, 0, &idx, &Layout::contiguous([1, 1]))
-        .is_err());
-    assert!(dev
-        .gather(&x, &l, 2, &idx, &Layout::contiguous([1]))
-        .is_err());
-    assert!(dev
-        .scatter_add(
-            &x,
-            &l,
-            1,
-            &idx,
-            &Layout::contiguous([1]),
-            &idx,
-            &Layout::contiguous([1])
-        )
-        .is_err());
+    assert!(tessera_core::direct::index_select(
+        &dev,
+        (&x, &l),
+        5,
+        (&idx, &Layout::contiguous([1]))
+    )
+    .is_err());
+    assert!(tessera_core::direct::index_select(
+        &dev,
+        (&x, &l),
+        0,
+        (&idx, &Layout::contiguous([1, 1]))
+    )
+    .is_err());
+    assert!(
+        tessera_core::direct::gather(&dev, (&x, &l), 2, (&idx, &Layout::contiguous([1]))).is_err()
+    );
+    assert!(tessera_core::direct::scatter_add(
+        &dev,
+        (&x, &l),
+        1,
+        (&idx, &Layout::contiguous([1])),
+        (&idx, &Layout::contiguous([1]))
+    )
+    .is_err());
     // A layout reaching past its storage.
-    assert!(dev.copy_strided(&x, &Layout::contiguous([4])).is_err());
+    assert!(tessera_core::direct::copy_strided(&dev, &x, &Layout::contiguous([4])).is_err());
 }
 
 #[test]

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use tessera_autograd::Var;
 use tessera_backend_example::ExampleBackend;
 use tessera_core::random::sample_f32;
+use tessera_core::AttentionInputs;
 use tessera_core::{
     AttentionDropout, AttentionOptions, Backend, DType, Distribution, Generator, Tensor,
 };
@@ -120,10 +121,26 @@ fn the_cpu_kernel_and_the_composite_agree_across_the_wrap() {
         }),
     };
     let kernel = dev
-        .scaled_dot_product_attention(&q, &k, &v, None, &params)
+        .scaled_dot_product_attention(
+            AttentionInputs {
+                q: &q,
+                k: &k,
+                v: &v,
+                mask: None,
+            },
+            &params,
+        )
         .unwrap();
-    let composite =
-        tessera_core::composite::scaled_dot_product_attention(&q, &k, &v, None, &params).unwrap();
+    let composite = tessera_core::composite::scaled_dot_product_attention(
+        AttentionInputs {
+            q: &q,
+            k: &k,
+            v: &v,
+            mask: None,
+        },
+        &params,
+    )
+    .unwrap();
     let (a, b) = (
         kernel.out.to_vec::<f64>().unwrap(),
         composite.out.to_vec::<f64>().unwrap(),

@@ -3,6 +3,7 @@
 
 use tessera_backend_example::ExampleBackend;
 use tessera_core::attention::AttentionParams;
+use tessera_core::AttentionInputs;
 use tessera_core::{composite, AttentionDropout, Backend, DType, Error, Generator, Tensor};
 use tessera_cpu::Cpu;
 use tessera_nn::data::{SplitMix64, TokenWindows};
@@ -32,34 +33,68 @@ fn backend_attention_checks_its_operands<B: Backend>(dev: &B) {
     let p = params();
     let (q, k, v) = (ones(&[2, 3], dev), ones(&[4, 3], dev), ones(&[4, 2], dev));
     assert!(dev
-        .scaled_dot_product_attention(&q, &k, &v, None, &p)
+        .scaled_dot_product_attention(
+            AttentionInputs {
+                q: &q,
+                k: &k,
+                v: &v,
+                mask: None
+            },
+            &p
+        )
         .is_ok());
     // Keys and values of different lengths; a width mismatch; rank 1; different batches.
     let short_v = ones(&[1, 2], dev);
-    assert!(is_invalid(
-        dev.scaled_dot_product_attention(&q, &k, &short_v, None, &p)
-    ));
+    assert!(is_invalid(dev.scaled_dot_product_attention(
+        AttentionInputs {
+            q: &q,
+            k: &k,
+            v: &short_v,
+            mask: None
+        },
+        &p
+    )));
     let narrow_k = ones(&[4, 2], dev);
-    assert!(is_invalid(
-        dev.scaled_dot_product_attention(&q, &narrow_k, &v, None, &p)
-    ));
+    assert!(is_invalid(dev.scaled_dot_product_attention(
+        AttentionInputs {
+            q: &q,
+            k: &narrow_k,
+            v: &v,
+            mask: None
+        },
+        &p
+    )));
     let flat = ones(&[3], dev);
-    assert!(is_invalid(
-        dev.scaled_dot_product_attention(&flat, &flat, &flat, None, &p)
-    ));
+    assert!(is_invalid(dev.scaled_dot_product_attention(
+        AttentionInputs {
+            q: &flat,
+            k: &flat,
+            v: &flat,
+            mask: None
+        },
+        &p
+    )));
     let batched_q = ones(&[2, 2, 3], dev);
     let batched_k = ones(&[3, 4, 3], dev);
     let batched_v = ones(&[3, 4, 2], dev);
     assert!(is_invalid(dev.scaled_dot_product_attention(
-        &batched_q, &batched_k, &batched_v, None, &p
+        AttentionInputs {
+            q: &batched_q,
+            k: &batched_k,
+            v: &batched_v,
+            mask: None
+        },
+        &p
     )));
     // A mask that is not exactly [L, S] (a backend receives it broadcast).
     let mask = ones(&[2, 1], dev);
     assert!(is_invalid(dev.scaled_dot_product_attention(
-        &q,
-        &k,
-        &v,
-        Some(&mask),
+        AttentionInputs {
+            q: &q,
+            k: &k,
+            v: &v,
+            mask: Some(&mask)
+        },
         &p
     )));
     // Parameters Tensor never builds.
@@ -77,30 +112,84 @@ fn backend_attention_checks_its_operands<B: Backend>(dev: &B) {
             ..p
         },
     ] {
-        assert!(is_invalid(
-            dev.scaled_dot_product_attention(&q, &k, &v, None, &bad)
-        ));
+        assert!(is_invalid(dev.scaled_dot_product_attention(
+            AttentionInputs {
+                q: &q,
+                k: &k,
+                v: &v,
+                mask: None
+            },
+            &bad
+        )));
         assert!(is_invalid(composite::scaled_dot_product_attention(
-            &q, &k, &v, None, &bad
+            AttentionInputs {
+                q: &q,
+                k: &k,
+                v: &v,
+                mask: None
+            },
+            &bad
         )));
     }
     // The backward pass with a gradient or saved output of the wrong shape.
     let forward = dev
-        .scaled_dot_product_attention(&q, &k, &v, None, &p)
+        .scaled_dot_product_attention(
+            AttentionInputs {
+                q: &q,
+                k: &k,
+                v: &v,
+                mask: None,
+            },
+            &p,
+        )
         .unwrap();
     let good_grad = ones(&[2, 2], dev);
     assert!(dev
-        .scaled_dot_product_attention_backward(&good_grad, &q, &k, &v, None, &forward, &p)
+        .scaled_dot_product_attention_backward(
+            &good_grad,
+            AttentionInputs {
+                q: &q,
+                k: &k,
+                v: &v,
+                mask: None
+            },
+            &forward,
+            &p
+        )
         .is_ok());
     let bad_grad = ones(&[2, 3], dev);
     assert!(is_invalid(dev.scaled_dot_product_attention_backward(
-        &bad_grad, &q, &k, &v, None, &forward, &p
+        &bad_grad,
+        AttentionInputs {
+            q: &q,
+            k: &k,
+            v: &v,
+            mask: None
+        },
+        &forward,
+        &p
     )));
     let other = dev
-        .scaled_dot_product_attention(&ones(&[5, 3], dev), &k, &v, None, &p)
+        .scaled_dot_product_attention(
+            AttentionInputs {
+                q: &ones(&[5, 3], dev),
+                k: &k,
+                v: &v,
+                mask: None,
+            },
+            &p,
+        )
         .unwrap();
     assert!(is_invalid(dev.scaled_dot_product_attention_backward(
-        &good_grad, &q, &k, &v, None, &other, &p
+        &good_grad,
+        AttentionInputs {
+            q: &q,
+            k: &k,
+            v: &v,
+            mask: None
+        },
+        &other,
+        &p
     )));
 }
 

@@ -1,19 +1,19 @@
-//! Defensive checks run at the entry of every primitive: the storage belongs to this device and
-//! the layout stays inside it (a kernel reading outside a buffer would be undefined behaviour);
-//! and the checked element count of outputs, which no multiplication may wrap.
+//! Defensive checks run at the entry of every primitive: the storage belongs to this device (the
+//! operand types of `tessera_core::operand` guarantee that layouts stay inside storages); and
+//! the checked element count of outputs, which no multiplication may wrap.
 
 use crate::driver::Driver;
 use crate::runtime::Runtime;
 use crate::storage::GpuStorage;
 use std::sync::Arc;
-use tessera_core::{BackendStorage, DType, Error, Layout, Result};
+use tessera_core::{BackendStorage, DType, Error, Result};
 
-/// Errors unless `storage` lives on `rt` and every element `layout` reaches is inside it.
-pub(crate) fn check_operand<D: Driver>(
+/// Errors unless `storage` lives on `rt` (a kernel given another device's buffer would be
+/// undefined behaviour; that its layout fits is the operand type's guarantee).
+pub(crate) fn check_device<D: Driver>(
     op: &'static str,
     rt: &Arc<Runtime<D>>,
     storage: &GpuStorage<D>,
-    layout: &Layout,
 ) -> Result<()> {
     if !Arc::ptr_eq(rt, storage.runtime()) {
         return Err(Error::DeviceMismatch {
@@ -22,7 +22,7 @@ pub(crate) fn check_operand<D: Driver>(
             rhs: storage.runtime().info().to_string(),
         });
     }
-    layout.check_fits(op, storage.len())
+    Ok(())
 }
 
 /// Errors unless the two storages have the same dtype.

@@ -126,6 +126,29 @@ impl<'a, B: Backend> AttentionOptions<'a, B> {
     }
 }
 
+/// The tensors attention attends with, as a backend receives them: `q: [..b, L, E]`,
+/// `k: [..b, S, E]`, `v: [..b, S, Ev]` (one batch shape, float dtype and device, any strided
+/// views) and an optional mask, `Bool` or `q`'s dtype, broadcast to `[..b, L, S]`.
+#[derive(Debug)]
+pub struct AttentionInputs<'a, B: Backend> {
+    /// The queries.
+    pub q: &'a Tensor<B>,
+    /// The keys.
+    pub k: &'a Tensor<B>,
+    /// The values.
+    pub v: &'a Tensor<B>,
+    /// Positions that may be attended (`Bool`), or added to the scores (float).
+    pub mask: Option<&'a Tensor<B>>,
+}
+
+impl<B: Backend> Clone for AttentionInputs<'_, B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<B: Backend> Copy for AttentionInputs<'_, B> {}
+
 /// The result of the attention forward pass.
 #[derive(Clone, Debug)]
 pub struct AttentionOutput<B: Backend> {

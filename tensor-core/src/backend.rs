@@ -14,18 +14,21 @@
 //!   window) are the backend's job and give [`crate::Error::IndexOutOfRange`].
 //!
 //! # What a backend may rely on, and what it must check itself
-//! Through [`Tensor`], every call a backend receives has been validated (see [`crate::limits`]
-//! and the checks of each `Tensor` method): every layout fits its storage and its shape is
-//! within the size limits (rank at most [`crate::Shape::MAX_RANK`], extent at most
-//! `isize::MAX`); every output it is asked for needs at most `isize::MAX` bytes; axes are in
-//! range; convolution and pooling parameters are valid (strides, dilations and kernels of at
-//! least 1), channel counts agree, and a gradient's `grad_out` has exactly the shape the
-//! forward pass produces. But the methods of this trait are public too and may be called
-//! directly, so a backend must still, at the entry of each method:
-//! * run [`Layout::check_fits`] on every (storage, layout) pair it reads or writes (which
-//!   also checks the size limits), and check the axes and the operands' shapes it relies on
-//!   (`check_axis`, `check_same_shape`, `check_indices_fit`; the convolution and pooling checks
-//!   of [`crate::tensor`]), returning `Err` when they fail;
+//! Every primitive receives its inputs as [`crate::operand`] types, which are built only
+//! through their checks: each [`Operand`]'s layout fits its storage and is within the size
+//! limits (rank at most [`crate::Shape::MAX_RANK`], extent at most `isize::MAX`, offsets that
+//! fit an `i64`); element-wise operands share one shape ([`SameShape`]); index operands have an
+//! axis in range and `I64` indices of a shape that fits ([`IndexSelect`], [`Gather`],
+//! [`ScatterAdd`]); matrix products agree in rank, batch and inner size ([`MatmulOperands`]).
+//! A backend does not re-check any of that. Through [`Tensor`] it may further rely on: every
+//! output it is asked for needs at most `isize::MAX` bytes; convolution and pooling parameters
+//! are valid (strides, dilations and kernels of at least 1), channel counts agree, and a
+//! gradient's `grad_out` has exactly the shape the forward pass produces. The methods of this
+//! trait are public and may be called directly, so a backend must still:
+//! * check what the operand types do not: that a storage lives on its device, the dtypes its
+//!   kernels take ([`crate::Error::UnsupportedDType`] or [`crate::Error::DTypeMismatch`]),
+//!   reduction axes, index values (data-dependent), and the convolution and pooling shapes of
+//!   [`crate::tensor`] in composites it overrides;
 //! * allocate fallibly (`try_reserve`, or its driver's allocation call) and return
 //!   [`crate::Error::OutOfMemory`] naming the bytes when a request cannot be met, never
 //!   abort;
@@ -45,20 +48,25 @@
 //! against its reference like everything else.
 //!
 //! # The 16-bit floats
-//! `F16` and `BF16` are storage formats (see [`DType::compute_dtype`]): a backend that accepts
-//! them in [`Backend::supports_dtype`] computes in f32 (f32 accumulators for reductions and
-//! matrix products) and rounds each float result once, to nearest even
-//! ([`crate::dtype::rounding`] has the correctly rounded conversions from f64 and i64). Every
-//! primitive that takes floats is called with them, `matmul` and `random` included. A
-//! composite's default chains several primitives, each rounding to 16 bits: a backend that
-//! accepts the 16-bit floats runs the defaults of the multi-step composites in f32 with
-//! [`crate::composite::in_f32()`] (see `docs/BACKENDS.md`).
+//! `F16` and `BF16` are storage formats (see [`DType::compute_dtype`]): ops on them compute in
+//! f32 (f32 accumulators for reductions and matrix products) and round each float result
+//! once, to nearest even. The rule is applied once, in [`crate::dispatch`]: unless a backend
+//! declares in [`Backend::computes_16_bit`] that it computes an op on a 16-bit dtype itself,
+//! the dispatch widens the op's 16-bit inputs with [`Backend::cast`], runs the op (primitive
+//! or composite, fused override or default) in f32 and rounds its float results back once. A
+//! backend that accepts the 16-bit floats in [`Backend::supports_dtype`] therefore needs them
+//! only in its memory ops (upload, download, `full`, copies, `assign`, `cast`, `random`).
+//! ([`crate::dtype::rounding`] has correctly rounded conversions from f64 and i64.)
 
-use crate::attention::{AttentionGrads, AttentionOutput, AttentionParams};
+use crate::attention::{AttentionGrads, AttentionInputs, AttentionOutput, AttentionParams};
 use crate::composite;
+use crate::dispatch::HalfOp;
+use crate::operand::{
+    Assignment, Gather, IndexSelect, MatmulOperands, Operand, SameShape, ScatterAdd,
+};
 use crate::{
-    ArgReduceOp, AssignMode, BinaryOp, CmpOp, DType, Distribution, Layout, ReduceOp, Result,
-    Tensor, UnaryOp,
+    ArgReduceOp, AssignMode, BinaryOp, CmpOp, DType, Distribution, ReduceOp, Result, Tensor,
+    UnaryOp,
 };
 use std::fmt;
 
@@ -264,77 +272,61 @@ pub trait Backend: Clone + Send + Sync + fmt::Debug + 'static {
     /// Whether this backend implements ops for `dtype` (most ops also restrict dtypes themselves).
     fn supports_dtype(&self, dtype: DType) -> bool;
 
+    /// Whether this backend computes `op` on the 16-bit float `dtype` itself (in f32 arithmetic,
+    /// rounding each result once, as the module docs ask). When it does not (the default),
+    /// tensor-core's dispatch ([`crate::dispatch`]) widens the op's 16-bit inputs to f32 with
+    /// [`Backend::cast`], calls the op in f32 and rounds the f32 results back once: a backend
+    /// that stores `F16`/`BF16` and casts them gets every float op in 16 bits without writing a
+    /// 16-bit kernel. Declare an op here only when its 16-bit path is faster (a bf16 GEMM, GPU
+    /// kernels reading 16-bit storage directly). Memory ops (upload, download, `full`, copies,
+    /// `assign`, `cast`, `random`, `concat`) always receive the stored dtype.
+    fn computes_16_bit(&self, op: HalfOp, dtype: DType) -> bool {
+        let _ = (op, dtype);
+        false
+    }
+
     // ----- memory -----
 
     /// Copies host data into a new storage.
     fn upload(&self, data: HostData) -> Result<Self::Storage>;
 
-    /// Reads the elements of `layout` (in row-major logical order) back to the host. This is the
+    /// Reads the elements of `x` (in row-major logical order) back to the host. This is the
     /// only primitive that may wait for the device.
-    fn download(&self, storage: &Self::Storage, layout: &Layout) -> Result<HostData>;
+    fn download(&self, x: Operand<'_, Self::Storage>) -> Result<HostData>;
 
     /// A new storage of `numel` elements of `dtype`, all equal to `value` (converted like
     /// [`crate::Element::from_f64`]).
     fn full(&self, numel: usize, dtype: DType, value: f64) -> Result<Self::Storage>;
 
-    /// A contiguous copy of the elements of `layout`.
-    fn copy_strided(&self, storage: &Self::Storage, layout: &Layout) -> Result<Self::Storage>;
+    /// A contiguous copy of the elements of `x`.
+    fn copy_strided(&self, x: Operand<'_, Self::Storage>) -> Result<Self::Storage>;
 
-    /// Writes (or adds) the elements of `src` into the positions `dst_layout` selects in `dst`.
-    /// Both layouts have the same shape and dtype; `dst_layout` never maps two indices to the same
-    /// element (tensor-core guarantees it).
-    fn assign(
-        &self,
-        dst: &mut Self::Storage,
-        dst_layout: &Layout,
-        src: &Self::Storage,
-        src_layout: &Layout,
-        mode: AssignMode,
-    ) -> Result<()>;
+    /// Writes (or adds) the elements of `to.src` into the positions `to.dst` selects. Both have
+    /// the same shape (checked by [`Assignment::new`]) and, from tensor-core, the same dtype;
+    /// the destination's layout never maps two indices to the same element (tensor-core
+    /// guarantees it).
+    fn assign(&self, to: Assignment<'_, Self::Storage>, mode: AssignMode) -> Result<()>;
 
     /// Converts every element to `dtype` (floats to ints truncate toward zero, saturating, NaN to
     /// 0; anything to bool is `x != 0`). Output: contiguous, same shape.
-    fn cast(&self, storage: &Self::Storage, layout: &Layout, dtype: DType)
-        -> Result<Self::Storage>;
+    fn cast(&self, x: Operand<'_, Self::Storage>, dtype: DType) -> Result<Self::Storage>;
 
     // ----- element-wise -----
 
     /// Applies `op` to each element. Output: contiguous, same shape and dtype.
-    fn unary(&self, op: UnaryOp, x: &Self::Storage, layout: &Layout) -> Result<Self::Storage>;
+    fn unary(&self, op: UnaryOp, x: Operand<'_, Self::Storage>) -> Result<Self::Storage>;
 
-    /// Applies `op` element by element. Both layouts have the same shape (broadcast already
-    /// applied through zero strides) and the same dtype. Output: contiguous, that shape and dtype.
-    fn binary(
-        &self,
-        op: BinaryOp,
-        lhs: &Self::Storage,
-        lhs_layout: &Layout,
-        rhs: &Self::Storage,
-        rhs_layout: &Layout,
-    ) -> Result<Self::Storage>;
+    /// Applies `op` element by element to `[lhs, rhs]` (one shape, broadcast already through
+    /// zero strides; one dtype from tensor-core). Output: contiguous, that shape and dtype.
+    fn binary(&self, op: BinaryOp, xs: SameShape<'_, Self::Storage, 2>) -> Result<Self::Storage>;
 
-    /// Compares element by element, as [`Backend::binary`]. Output: contiguous `Bool`.
-    fn compare(
-        &self,
-        op: CmpOp,
-        lhs: &Self::Storage,
-        lhs_layout: &Layout,
-        rhs: &Self::Storage,
-        rhs_layout: &Layout,
-    ) -> Result<Self::Storage>;
+    /// Compares `[lhs, rhs]` element by element, as [`Backend::binary`]. Output: contiguous
+    /// `Bool`.
+    fn compare(&self, op: CmpOp, xs: SameShape<'_, Self::Storage, 2>) -> Result<Self::Storage>;
 
-    /// `cond ? on_true : on_false` element by element. `cond` is `Bool`; the three layouts share
-    /// one shape; the branches share one dtype, which the output has.
-    #[allow(clippy::too_many_arguments)]
-    fn where_select(
-        &self,
-        cond: &Self::Storage,
-        cond_layout: &Layout,
-        on_true: &Self::Storage,
-        true_layout: &Layout,
-        on_false: &Self::Storage,
-        false_layout: &Layout,
-    ) -> Result<Self::Storage>;
+    /// `cond ? on_true : on_false` element by element over `[cond, on_true, on_false]`: `cond`
+    /// is `Bool`; the branches share one dtype, which the output has.
+    fn where_select(&self, xs: SameShape<'_, Self::Storage, 3>) -> Result<Self::Storage>;
 
     // ----- reductions -----
 
@@ -343,8 +335,7 @@ pub trait Backend: Clone + Send + Sync + fmt::Debug + 'static {
     fn reduce(
         &self,
         op: ReduceOp,
-        x: &Self::Storage,
-        layout: &Layout,
+        x: Operand<'_, Self::Storage>,
         axes: &[usize],
     ) -> Result<Self::Storage>;
 
@@ -353,67 +344,33 @@ pub trait Backend: Clone + Send + Sync + fmt::Debug + 'static {
     fn arg_reduce(
         &self,
         op: ArgReduceOp,
-        x: &Self::Storage,
-        layout: &Layout,
+        x: Operand<'_, Self::Storage>,
         axis: usize,
     ) -> Result<Self::Storage>;
 
     // ----- linear algebra -----
 
-    /// Batched matrix product. `lhs_layout` is `[..batch, m, k]`, `rhs_layout` is `[..batch, k, n]`
-    /// with identical batch dimensions (broadcast batches have stride 0) and rank >= 2; any float
-    /// dtype (16-bit: f32 accumulation, one rounding of each result). Output: contiguous
-    /// `[..batch, m, n]`.
-    fn matmul(
-        &self,
-        lhs: &Self::Storage,
-        lhs_layout: &Layout,
-        rhs: &Self::Storage,
-        rhs_layout: &Layout,
-    ) -> Result<Self::Storage>;
+    /// Batched matrix product of `lhs: [..batch, m, k]` and `rhs: [..batch, k, n]` (identical
+    /// batch dimensions, broadcast batches with stride 0, one float dtype: checked by
+    /// [`MatmulOperands::new`]). Output: contiguous `[..batch, m, n]`.
+    fn matmul(&self, xs: MatmulOperands<'_, Self::Storage>) -> Result<Self::Storage>;
 
     // ----- indexing -----
 
-    /// Picks slices along `axis`: output index `[.., i, ..]` is input `[.., indices[i], ..]`.
-    /// `indices` is a rank-1 `I64` layout. Index values are not checked by `tensor-core`: one
-    /// outside `0..size` (a negative one included: there is no counting from the end) is
-    /// [`crate::Error::IndexOutOfRange`], here and in `gather` and `scatter_add`. Output: contiguous, the input shape with `axis` resized
-    /// to `indices.len()`.
-    fn index_select(
-        &self,
-        x: &Self::Storage,
-        layout: &Layout,
-        axis: usize,
-        indices: &Self::Storage,
-        indices_layout: &Layout,
-    ) -> Result<Self::Storage>;
+    /// Picks slices along `xs.axis`: output index `[.., i, ..]` is input
+    /// `[.., indices[i], ..]`. Index values are not checked by `tensor-core`: one outside
+    /// `0..size` (a negative one included: there is no counting from the end) is
+    /// [`crate::Error::IndexOutOfRange`], here and in `gather` and `scatter_add`. Output:
+    /// contiguous, [`IndexSelect::output_dims`].
+    fn index_select(&self, xs: IndexSelect<'_, Self::Storage>) -> Result<Self::Storage>;
 
-    /// `out[i][j][k] = x[i][indices[i][j][k]][k]` for `axis = 1` (PyTorch's `gather`). `indices`
-    /// is `I64` of the same rank as `x`, no larger than `x` on every other axis. Output:
-    /// contiguous, the shape of `indices`, the dtype of `x`.
-    fn gather(
-        &self,
-        x: &Self::Storage,
-        layout: &Layout,
-        axis: usize,
-        indices: &Self::Storage,
-        indices_layout: &Layout,
-    ) -> Result<Self::Storage>;
+    /// `out[i][j][k] = x[i][indices[i][j][k]][k]` for `axis = 1` (PyTorch's `gather`). Output:
+    /// contiguous, the shape of the indices, the dtype of `x`.
+    fn gather(&self, xs: Gather<'_, Self::Storage>) -> Result<Self::Storage>;
 
     /// A copy of `base` with `src[i][j][k]` added at `[i][indices[i][j][k]][k]` for `axis = 1`
-    /// (PyTorch's `scatter_add`). `indices` and `src` share one shape, no larger than `base` on
-    /// other axes. Output: contiguous, the shape and dtype of `base`.
-    #[allow(clippy::too_many_arguments)]
-    fn scatter_add(
-        &self,
-        base: &Self::Storage,
-        base_layout: &Layout,
-        axis: usize,
-        indices: &Self::Storage,
-        indices_layout: &Layout,
-        src: &Self::Storage,
-        src_layout: &Layout,
-    ) -> Result<Self::Storage>;
+    /// (PyTorch's `scatter_add`). Output: contiguous, the shape and dtype of `base`.
+    fn scatter_add(&self, xs: ScatterAdd<'_, Self::Storage>) -> Result<Self::Storage>;
 
     // ----- random -----
 
@@ -547,13 +504,10 @@ pub trait Backend: Clone + Send + Sync + fmt::Debug + 'static {
     /// log-sum-exp.
     fn scaled_dot_product_attention(
         &self,
-        q: &Tensor<Self>,
-        k: &Tensor<Self>,
-        v: &Tensor<Self>,
-        mask: Option<&Tensor<Self>>,
+        inputs: AttentionInputs<'_, Self>,
         params: &AttentionParams,
     ) -> Result<AttentionOutput<Self>> {
-        composite::scaled_dot_product_attention(q, k, v, mask, params)
+        composite::scaled_dot_product_attention(inputs, params)
     }
 
     /// The gradients of [`Backend::scaled_dot_product_attention`] with respect to `q`, `k` and
@@ -561,18 +515,14 @@ pub trait Backend: Clone + Send + Sync + fmt::Debug + 'static {
     /// parameters, and the forward pass's output and log-sum-exp (dropout draws are repeated
     /// from the same stream). All three gradients are contiguous. Default:
     /// [`crate::composite::scaled_dot_product_attention_backward`].
-    #[allow(clippy::too_many_arguments)]
     fn scaled_dot_product_attention_backward(
         &self,
         grad_out: &Tensor<Self>,
-        q: &Tensor<Self>,
-        k: &Tensor<Self>,
-        v: &Tensor<Self>,
-        mask: Option<&Tensor<Self>>,
+        inputs: AttentionInputs<'_, Self>,
         forward: &AttentionOutput<Self>,
         params: &AttentionParams,
     ) -> Result<AttentionGrads<Self>> {
-        composite::scaled_dot_product_attention_backward(grad_out, q, k, v, mask, forward, params)
+        composite::scaled_dot_product_attention_backward(grad_out, inputs, forward, params)
     }
 
     // ----- fused element-wise composites -----

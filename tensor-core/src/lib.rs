@@ -57,18 +57,22 @@
 pub mod attention;
 pub mod backend;
 pub mod composite;
+pub mod direct;
+pub mod dispatch;
 pub mod dtype;
 pub mod error;
 pub mod layout;
 mod layout_checks;
 pub mod limits;
+pub mod operand;
 pub mod ops;
 pub mod random;
 pub mod shape;
 pub mod tensor;
 
 pub use attention::{
-    AttentionDropout, AttentionGrads, AttentionOptions, AttentionOutput, AttentionParams,
+    AttentionDropout, AttentionGrads, AttentionInputs, AttentionOptions, AttentionOutput,
+    AttentionParams,
 };
 pub use backend::{Backend, BackendStorage, Conv2dParams, Device, HostData, Pool2dParams};
 pub use dtype::{DType, Element, FloatElement, UnknownDType};

@@ -103,7 +103,9 @@ impl<B: Backend> Var<B> {
     pub fn relu(&self) -> Result<Var<B>> {
         let x = self.value();
         // The backend's fused gradient (one pass on the CPU; a compare and a select by default).
-        Ok(self.unary_op(x.relu()?, move |g| x.backend().relu_backward(&x, g)))
+        Ok(self.unary_op(x.relu()?, move |g| {
+            tessera_core::dispatch::relu_backward(&x, g)
+        }))
     }
 
     /// Leaky ReLU: `x` where positive, `slope * x` elsewhere; gradient 1 or `slope`.

@@ -43,7 +43,7 @@ pub(crate) fn reduce(
         CpuStorage::F64(v) => CpuStorage::F64(reduce_typed(op, v, &plan)?),
         CpuStorage::I64(v) => CpuStorage::I64(reduce_typed(op, v, &plan)?),
         // Bool is summed as i64 by the tensor layer; the 16-bit floats are widened to f32
-        // before they get here (`crate::half_ops`).
+        // before they get here (`tessera_core::dispatch`).
         other => return Err(unsupported(op.name(), other.dtype())),
     })
 }

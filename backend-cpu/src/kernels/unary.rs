@@ -16,7 +16,7 @@ pub(crate) fn unary(op: UnaryOp, x: &CpuStorage, layout: &Layout) -> Result<CpuS
         CpuStorage::F64(v) => CpuStorage::F64(unary_float(op, v, layout)?),
         CpuStorage::I64(v) => CpuStorage::I64(unary_int(op, v, layout)?),
         CpuStorage::Bool(v) => CpuStorage::Bool(map1(v, layout, |b: u8| u8::from(b == 0))?),
-        // The 16-bit floats are widened to f32 before they get here (`crate::half_ops`).
+        // The 16-bit floats are widened to f32 before they get here (`tessera_core::dispatch`).
         other => return Err(unsupported(op.name(), other.dtype())),
     })
 }

@@ -5,6 +5,7 @@
 //! dimensions, and sizes that take the parallel path.
 
 use crate::common::*;
+use tessera_core::AttentionInputs;
 use tessera_core::{
     composite, AttentionDropout, AttentionOptions, AttentionOutput, AttentionParams, DType,
     Distribution, Tensor,
@@ -211,8 +212,16 @@ fn check(c: &Case, what: &str) {
             .as_ref()
             .map(|m| m.broadcast_to(c.dims(c.l, c.s)).unwrap());
         let p = params(c);
-        let composite =
-            composite::scaled_dot_product_attention(&t.q, &t.k, &t.v, mask.as_ref(), &p).unwrap();
+        let composite = composite::scaled_dot_product_attention(
+            AttentionInputs {
+                q: &t.q,
+                k: &t.k,
+                v: &t.v,
+                mask: mask.as_ref(),
+            },
+            &p,
+        )
+        .unwrap();
         assert_close(
             &f64s(&fused.logsumexp),
             &f64s(&composite.logsumexp),
@@ -232,10 +241,12 @@ fn check(c: &Case, what: &str) {
             .unwrap();
         let want = composite::scaled_dot_product_attention_backward(
             &g,
-            &t.q,
-            &t.k,
-            &t.v,
-            mask.as_ref(),
+            AttentionInputs {
+                q: &t.q,
+                k: &t.k,
+                v: &t.v,
+                mask: mask.as_ref(),
+            },
             &composite,
             &p,
         )
@@ -334,10 +345,12 @@ fn a_broadcast_key_padding_mask_is_read_through_zero_strides() {
         .contiguous()
         .unwrap();
     let want = composite::scaled_dot_product_attention(
-        &q,
-        &q,
-        &q,
-        Some(&full),
+        AttentionInputs {
+            q: &q,
+            k: &q,
+            v: &q,
+            mask: Some(&full),
+        },
         &AttentionParams {
             scale: 1.0 / (d as f64).sqrt(),
             causal: false,
@@ -443,10 +456,12 @@ fn empty_dimensions() {
             .scaled_dot_product_attention_with_lse(&k, &v, &AttentionOptions::new())
             .unwrap();
         let want = composite::scaled_dot_product_attention(
-            &q,
-            &k,
-            &v,
-            None,
+            AttentionInputs {
+                q: &q,
+                k: &k,
+                v: &v,
+                mask: None,
+            },
             &AttentionParams {
                 scale: 1.0 / (qd[2].max(1) as f64).sqrt(),
                 causal: false,

@@ -1,7 +1,7 @@
 //! Unary, binary, compare, where and cast kernels.
 
 use crate::common::*;
-use tessera_core::{Backend, BinaryOp, CmpOp, DType, Error, Layout, UnaryOp};
+use tessera_core::{BinaryOp, CmpOp, DType, Error, Layout, UnaryOp};
 use tessera_cpu::{Cpu, CpuStorage, CpuTensor};
 
 /// The f64 reference of each float unary op.
@@ -178,14 +178,14 @@ fn integer_unary_ops_wrap() {
     let s = CpuStorage::I64(data);
     let l = Layout::contiguous([6]);
     assert!(matches!(
-        Cpu.unary(UnaryOp::Exp, &s, &l),
+        tessera_core::direct::unary(&Cpu, UnaryOp::Exp, &s, &l),
         Err(Error::UnsupportedDType {
             op: "exp",
             dtype: DType::I64
         })
     ));
     assert!(matches!(
-        Cpu.unary(UnaryOp::Not, &CpuStorage::F32(vec![1.0; 6]), &l),
+        tessera_core::direct::unary(&Cpu, UnaryOp::Not, &CpuStorage::F32(vec![1.0; 6]), &l),
         Err(Error::UnsupportedDType { .. })
     ));
 }
@@ -338,12 +338,17 @@ fn integer_binary_ops_wrap_and_reject_division() {
     let (sa, sb) = (CpuStorage::I64(vec![1]), CpuStorage::I64(vec![0]));
     let l = Layout::contiguous([1]);
     assert!(matches!(
-        Cpu.binary(BinaryOp::Div, &sa, &l, &sb, &l),
+        tessera_core::direct::binary(&Cpu, BinaryOp::Div, (&sa, &l), (&sb, &l)),
         Err(Error::UnsupportedDType { .. })
     ));
     // Mismatched dtypes reaching the backend directly are errors too.
     assert!(matches!(
-        Cpu.binary(BinaryOp::Add, &sa, &l, &CpuStorage::F32(vec![0.0]), &l),
+        tessera_core::direct::binary(
+            &Cpu,
+            BinaryOp::Add,
+            (&sa, &l),
+            (&CpuStorage::F32(vec![0.0]), &l)
+        ),
         Err(Error::DTypeMismatch { .. })
     ));
 }
@@ -489,7 +494,7 @@ fn where_select_broadcasts_all_three_operands() {
     // A non-bool mask reaching the backend is an error.
     let l = Layout::contiguous([1]);
     let f = CpuStorage::F32(vec![1.0]);
-    assert!(Cpu.where_select(&f, &l, &f, &l, &f, &l).is_err());
+    assert!(tessera_core::direct::where_select(&Cpu, (&f, &l), (&f, &l), (&f, &l)).is_err());
 }
 
 #[test]
@@ -550,7 +555,7 @@ fn casts_truncate_saturate_and_test_nonzero() {
         vec![0, 1, 1]
     );
     // Same-dtype casts through the backend give a contiguous copy of a strided view.
-    let same = Cpu.cast(x.storage(), x.layout(), DType::F64).unwrap();
+    let same = tessera_core::direct::cast(&Cpu, x.storage(), x.layout(), DType::F64).unwrap();
     assert_same_bits(same.as_f64_slice().unwrap(), &order, "f64 -> f64");
 }
 

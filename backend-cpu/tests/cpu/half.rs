@@ -4,8 +4,7 @@
 
 use super::common::cpu;
 use tessera_core::{
-    bf16, f16, Backend, BinaryOp, CmpOp, DType, Distribution, Error, Generator, ReduceOp, Tensor,
-    UnaryOp,
+    bf16, f16, BinaryOp, CmpOp, DType, Distribution, Error, Generator, ReduceOp, Tensor, UnaryOp,
 };
 use tessera_cpu::{Cpu, CpuTensor};
 
@@ -160,12 +159,11 @@ fn mixing_16_bit_dtypes_is_a_dtype_mismatch() {
     ));
     // Also at the backend level, past the tensor layer's checks.
     let c = half_tensor(&[1.0], &[1], DType::F32);
-    let r = cpu().binary(
+    let r = tessera_core::direct::binary(
+        &cpu(),
         BinaryOp::Add,
-        a.storage(),
-        a.layout(),
-        c.storage(),
-        c.layout(),
+        (a.storage(), a.layout()),
+        (c.storage(), c.layout()),
     );
     assert!(matches!(r, Err(Error::DTypeMismatch { .. })), "{r:?}");
 }

@@ -1,7 +1,7 @@
 //! Batched matrix products against a naive f64 triple loop.
 
 use crate::common::*;
-use tessera_core::{Backend, Error, Layout};
+use tessera_core::{Error, Layout};
 use tessera_cpu::{Cpu, CpuStorage, CpuTensor};
 
 /// `[..batch, m, k] x [..batch, k, n]` on row-major values of the (already broadcast) views.
@@ -158,20 +158,20 @@ fn invalid_requests_are_errors() {
     let l = Layout::contiguous([2, 2]);
     let i = CpuStorage::I64(vec![1; 4]);
     assert!(matches!(
-        Cpu.matmul(&i, &l, &i, &l),
+        tessera_core::direct::matmul(&Cpu, (&i, &l), (&i, &l)),
         Err(Error::UnsupportedDType { op: "matmul", .. })
     ));
     let f = CpuStorage::F32(vec![1.0; 4]);
     assert!(matches!(
-        Cpu.matmul(&f, &l, &CpuStorage::F64(vec![1.0; 4]), &l),
+        tessera_core::direct::matmul(&Cpu, (&f, &l), (&CpuStorage::F64(vec![1.0; 4]), &l)),
         Err(Error::DTypeMismatch { .. })
     ));
     let wrong_k = Layout::contiguous([3, 2]);
     assert!(matches!(
-        Cpu.matmul(&f, &l, &CpuStorage::F32(vec![1.0; 6]), &wrong_k),
+        tessera_core::direct::matmul(&Cpu, (&f, &l), (&CpuStorage::F32(vec![1.0; 6]), &wrong_k)),
         Err(Error::MatmulShape { .. })
     ));
     // A layout that reaches past its storage is refused before any unsafe code runs.
     let too_big = Layout::contiguous([3, 2]);
-    assert!(Cpu.matmul(&f, &too_big, &f, &l).is_err());
+    assert!(tessera_core::direct::matmul(&Cpu, (&f, &too_big), (&f, &l)).is_err());
 }

@@ -27,7 +27,8 @@ fn upload_and_download_round_trip_every_dtype() {
         let s = Cpu.upload(data.clone()).unwrap();
         assert_eq!(s.dtype(), data.dtype());
         assert_eq!(s.len(), data.len());
-        let back = Cpu.download(&s, &Layout::contiguous([data.len()])).unwrap();
+        let back =
+            tessera_core::direct::download(&Cpu, &s, &Layout::contiguous([data.len()])).unwrap();
         assert_eq!(format!("{back:?}"), format!("{data:?}"));
     }
     let s = CpuStorage::from_host(HostData::F64(vec![1.0, 2.0])).unwrap();
@@ -125,11 +126,10 @@ fn assign_overwrites_and_accumulates_strided_regions() {
         .unwrap();
     let mut dst = CpuStorage::I64((0..24).collect());
     let src = CpuStorage::I64(vec![100, 200, 300]);
-    Cpu.assign(
-        &mut dst,
-        &dst_layout,
-        &src,
-        &src_layout,
+    tessera_core::direct::assign(
+        &Cpu,
+        (&mut dst, &dst_layout),
+        (&src, &src_layout),
         AssignMode::Accumulate,
     )
     .unwrap();
@@ -145,32 +145,29 @@ fn assign_overwrites_and_accumulates_strided_regions() {
     assert_eq!(dst.as_i64_slice().unwrap(), &want[..]);
     let mut bools = CpuStorage::Bool(vec![0, 1, 0, 0]);
     let l = Layout::contiguous([4]);
-    Cpu.assign(
-        &mut bools,
-        &l,
-        &CpuStorage::Bool(vec![0, 0, 1, 0]),
-        &l,
+    tessera_core::direct::assign(
+        &Cpu,
+        (&mut bools, &l),
+        (&CpuStorage::Bool(vec![0, 0, 1, 0]), &l),
         AssignMode::Accumulate,
     )
     .unwrap();
     assert_eq!(bools.as_bool_slice().unwrap(), &[0, 1, 1, 0]);
     // Mismatches are errors.
     assert!(matches!(
-        Cpu.assign(
-            &mut bools,
-            &l,
-            &CpuStorage::F32(vec![0.0; 4]),
-            &l,
+        tessera_core::direct::assign(
+            &Cpu,
+            (&mut bools, &l),
+            (&CpuStorage::F32(vec![0.0; 4]), &l),
             AssignMode::Overwrite
         ),
         Err(Error::DTypeMismatch { .. })
     ));
     assert!(matches!(
-        Cpu.assign(
-            &mut bools,
-            &l,
-            &CpuStorage::Bool(vec![0; 3]),
-            &Layout::contiguous([3]),
+        tessera_core::direct::assign(
+            &Cpu,
+            (&mut bools, &l),
+            (&CpuStorage::Bool(vec![0; 3]), &Layout::contiguous([3])),
             AssignMode::Overwrite
         ),
         Err(Error::ShapeMismatch { .. })
@@ -200,11 +197,10 @@ fn large_assign_runs_in_parallel_blocks_correctly() {
     let sl = Layout::contiguous([300])
         .broadcast_to(&[200, 300].into())
         .unwrap();
-    Cpu.assign(
-        &mut storage,
-        &dl,
-        &CpuStorage::F64(row.clone()),
-        &sl,
+    tessera_core::direct::assign(
+        &Cpu,
+        (&mut storage, &dl),
+        (&CpuStorage::F64(row.clone()), &sl),
         AssignMode::Accumulate,
     )
     .unwrap();
@@ -263,38 +259,43 @@ fn layouts_outside_their_storage_are_errors_not_panics() {
     let s = CpuStorage::F32(vec![1.0; 6]);
     let too_long = Layout::contiguous([7]);
     assert!(matches!(
-        Cpu.unary(UnaryOp::Exp, &s, &too_long),
+        tessera_core::direct::unary(&Cpu, UnaryOp::Exp, &s, &too_long),
         Err(Error::InvalidArgument { .. })
     ));
-    assert!(Cpu.copy_strided(&s, &too_long).is_err());
-    assert!(Cpu.download(&s, &too_long).is_err());
-    assert!(Cpu.cast(&s, &too_long, DType::F64).is_err());
+    assert!(tessera_core::direct::copy_strided(&Cpu, &s, &too_long).is_err());
+    assert!(tessera_core::direct::download(&Cpu, &s, &too_long).is_err());
+    assert!(tessera_core::direct::cast(&Cpu, &s, &too_long, DType::F64).is_err());
     let huge_stride = Layout::strided([2], vec![1], 0, 6)
         .unwrap()
         .broadcast_to(&[3, 2].into())
         .unwrap();
-    assert!(Cpu.copy_strided(&s, &huge_stride).is_ok());
+    assert!(tessera_core::direct::copy_strided(&Cpu, &s, &huge_stride).is_ok());
     let i = CpuStorage::I64(vec![0; 2]);
-    assert!(Cpu
-        .index_select(&s, &Layout::contiguous([6]), 0, &i, &too_long)
-        .is_err());
-    assert!(Cpu
-        .reduce(tessera_core::ReduceOp::Sum, &s, &too_long, &[0])
-        .is_err());
-    assert!(Cpu
-        .reduce(
-            tessera_core::ReduceOp::Sum,
-            &s,
-            &Layout::contiguous([6]),
-            &[1]
-        )
-        .is_err());
-    assert!(Cpu
-        .arg_reduce(
-            tessera_core::ArgReduceOp::ArgMax,
-            &s,
-            &Layout::contiguous([6]),
-            1
-        )
-        .is_err());
+    assert!(tessera_core::direct::index_select(
+        &Cpu,
+        (&s, &Layout::contiguous([6])),
+        0,
+        (&i, &too_long)
+    )
+    .is_err());
+    assert!(
+        tessera_core::direct::reduce(&Cpu, tessera_core::ReduceOp::Sum, &s, &too_long, &[0])
+            .is_err()
+    );
+    assert!(tessera_core::direct::reduce(
+        &Cpu,
+        tessera_core::ReduceOp::Sum,
+        &s,
+        &Layout::contiguous([6]),
+        &[1]
+    )
+    .is_err());
+    assert!(tessera_core::direct::arg_reduce(
+        &Cpu,
+        tessera_core::ArgReduceOp::ArgMax,
+        &s,
+        &Layout::contiguous([6]),
+        1
+    )
+    .is_err());
 }

@@ -1,7 +1,7 @@
 //! Reductions and arg-reductions.
 
 use crate::common::*;
-use tessera_core::{ArgReduceOp, Backend, DType, Layout, ReduceOp};
+use tessera_core::{ArgReduceOp, DType, Layout, ReduceOp};
 use tessera_cpu::{Cpu, CpuStorage, CpuTensor};
 
 /// Naive reduction of the row-major values `vals` of shape `dims` over `axes` (kept as 1).
@@ -95,9 +95,14 @@ fn integer_reductions_wrap_and_keep_exact_values() {
     assert_eq!(big.sum_all().unwrap().to_scalar::<i64>().unwrap(), i64::MIN);
     // Bool tensors reduce as i64 (tensor-core casts); the backend itself rejects bool.
     let l = Layout::contiguous([2]);
-    assert!(Cpu
-        .reduce(ReduceOp::Sum, &CpuStorage::Bool(vec![1, 1]), &l, &[0])
-        .is_err());
+    assert!(tessera_core::direct::reduce(
+        &Cpu,
+        ReduceOp::Sum,
+        &CpuStorage::Bool(vec![1, 1]),
+        &l,
+        &[0]
+    )
+    .is_err());
 }
 
 #[test]
@@ -131,9 +136,8 @@ fn empty_reductions_give_the_identity() {
     );
     assert!(e.sum(&[0], true).unwrap().to_vec_f64().unwrap().is_empty());
     // The backend itself returns the identity for an empty max (tensor-core rejects it first).
-    let st = Cpu
-        .reduce(ReduceOp::Max, e.storage(), e.layout(), &[1])
-        .unwrap();
+    let st =
+        tessera_core::direct::reduce(&Cpu, ReduceOp::Max, e.storage(), e.layout(), &[1]).unwrap();
     assert_eq!(st.as_f64_slice().unwrap(), &[f64::NEG_INFINITY; 6]);
     let scalar = CpuTensor::scalar(4.5f32, &cpu()).unwrap();
     assert_eq!(scalar.sum_all().unwrap().to_scalar::<f32>().unwrap(), 4.5);
@@ -143,9 +147,8 @@ fn empty_reductions_give_the_identity() {
     );
     // Reducing no axes through the backend is a plain copy.
     let x = tensor_f64(&[1.0, 2.0, 3.0, 4.0], &[2, 2]).t().unwrap();
-    let copy = Cpu
-        .reduce(ReduceOp::Sum, x.storage(), x.layout(), &[])
-        .unwrap();
+    let copy =
+        tessera_core::direct::reduce(&Cpu, ReduceOp::Sum, x.storage(), x.layout(), &[]).unwrap();
     assert_eq!(copy.as_f64_slice().unwrap(), &[1.0, 3.0, 2.0, 4.0]);
 }
 

@@ -7,6 +7,7 @@ use super::kinds::*;
 use super::{alloc_work, op, FuzzBackend, Op};
 use crate::machine::{Ctx, Outcome, Skip};
 use tessera_core::backend::AdamUpdate;
+use tessera_core::direct;
 use tessera_core::{
     ArgReduceOp, BackendStorage, BinaryOp, DType, Distribution, Layout, ReduceOp, Tensor, UnaryOp,
 };
@@ -91,7 +92,7 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             NONE,
             |c: &mut Ctx<'_, B>| {
                 let (t, l) = layout_at(c, 0)?;
-                let r = c.backend().copy_strided(t.storage(), &l);
+                let r = direct::copy_strided(c.backend(), t.storage(), &l);
                 Ok(checked(r, || l.numel(), t.dtype()))
             },
         )
@@ -103,7 +104,7 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             NONE,
             |c: &mut Ctx<'_, B>| {
                 let (t, l) = layout_at(c, 0)?;
-                Ok(match c.backend().download(t.storage(), &l) {
+                Ok(match direct::download(c.backend(), t.storage(), &l) {
                     Ok(h) if h.len() != l.numel() || h.dtype() != t.dtype() => {
                         Outcome::Break(format!(
                             "downloaded {} elements for a layout of {}",
@@ -125,7 +126,7 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             |c: &mut Ctx<'_, B>| {
                 let (t, l) = layout_at(c, 0)?;
                 let u = UnaryOp::ALL[c.size(4) % UnaryOp::ALL.len()];
-                let r = c.backend().unary(u, t.storage(), &l);
+                let r = direct::unary(c.backend(), u, t.storage(), &l);
                 Ok(checked(r, || l.numel(), t.dtype()))
             },
         )
@@ -137,7 +138,7 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             NONE,
             |c: &mut Ctx<'_, B>| {
                 let (t, l) = layout_at(c, 0)?;
-                let r = c.backend().cast(t.storage(), &l, c.dtype(4));
+                let r = direct::cast(c.backend(), t.storage(), &l, c.dtype(4));
                 Ok(checked(r, || l.numel(), c.dtype(4)))
             },
         )
@@ -151,7 +152,7 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
                 let (a, la) = layout_at(c, 0)?;
                 let (b, lb) = layout_at(c, 4)?;
                 let op = BinaryOp::ALL[c.size(8) % BinaryOp::ALL.len()];
-                let r = c.backend().binary(op, a.storage(), &la, b.storage(), &lb);
+                let r = direct::binary(c.backend(), op, (a.storage(), &la), (b.storage(), &lb));
                 Ok(checked(r, || la.numel(), a.dtype()))
             },
         )
@@ -165,7 +166,7 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
                 let (t, l) = layout_at(c, 0)?;
                 let axes = c.dims(4);
                 let r = ReduceOp::ALL[c.size(5) % ReduceOp::ALL.len()];
-                let out = c.backend().reduce(r, t.storage(), &l, &axes);
+                let out = direct::reduce(c.backend(), r, t.storage(), &l, &axes);
                 let kept = || {
                     l.dims()
                         .iter()
@@ -185,9 +186,8 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             |c: &mut Ctx<'_, B>| {
                 let (t, l) = layout_at(c, 0)?;
                 let axis = c.size(4);
-                let out = c
-                    .backend()
-                    .arg_reduce(ArgReduceOp::ArgMax, t.storage(), &l, axis);
+                let out =
+                    direct::arg_reduce(c.backend(), ArgReduceOp::ArgMax, t.storage(), &l, axis);
                 let len = || {
                     let mut dims = l.dims().to_vec();
                     if let Some(d) = dims.get_mut(axis) {
@@ -207,7 +207,7 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             |c: &mut Ctx<'_, B>| {
                 let (a, la) = layout_at(c, 0)?;
                 let (b, lb) = layout_at(c, 4)?;
-                let r = c.backend().matmul(a.storage(), &la, b.storage(), &lb);
+                let r = direct::matmul(c.backend(), (a.storage(), &la), (b.storage(), &lb));
                 let len = || {
                     let r = la.rank();
                     let mut d = la.dims()[..r.saturating_sub(1)].to_vec();
@@ -235,9 +235,12 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
                     Err(e) => return Ok(Outcome::Err(e.to_string())),
                 };
                 let axis = c.size(4);
-                let r =
-                    c.backend()
-                        .index_select(t.storage(), &l, axis, idx.storage(), idx.layout());
+                let r = direct::index_select(
+                    c.backend(),
+                    (t.storage(), &l),
+                    axis,
+                    (idx.storage(), idx.layout()),
+                );
                 let len = || l.numel() / l.dims().get(axis).copied().unwrap_or(1).max(1) * n;
                 Ok(checked(r, len, t.dtype()))
             },
@@ -251,9 +254,12 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             |c: &mut Ctx<'_, B>| {
                 let (t, l) = layout_at(c, 0)?;
                 let idx = c.t(5)?;
-                let r = c
-                    .backend()
-                    .gather(t.storage(), &l, c.size(4), idx.storage(), idx.layout());
+                let r = direct::gather(
+                    c.backend(),
+                    (t.storage(), &l),
+                    c.size(4),
+                    (idx.storage(), idx.layout()),
+                );
                 Ok(checked(r, || idx.numel(), t.dtype()))
             },
         )
@@ -273,11 +279,10 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
                 let strides: Vec<isize> = c.dims(2).iter().map(|&s| s as isize).collect();
                 let dl = Layout::strided(dims.clone(), strides, c.size(3), dst.len())
                     .unwrap_or_else(|_| Layout::contiguous(dims));
-                let r = c.backend().assign(
-                    &mut dst,
-                    &dl,
-                    src.storage(),
-                    src.layout(),
+                let r = direct::assign(
+                    c.backend(),
+                    (&mut dst, &dl),
+                    (src.storage(), src.layout()),
                     tessera_core::AssignMode::Accumulate,
                 );
                 Ok(r.into())

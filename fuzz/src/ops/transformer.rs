@@ -234,8 +234,14 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
                     }),
                 };
                 let (q, k, v) = (c.t(0)?, c.t(1)?, c.t(2)?);
+                let inputs = tessera_core::AttentionInputs {
+                    q: &q,
+                    k: &k,
+                    v: &v,
+                    mask: None,
+                };
                 Ok(c.backend()
-                    .scaled_dot_product_attention(&q, &k, &v, None, &params)
+                    .scaled_dot_product_attention(inputs, &params)
                     .map(|o| o.out)
                     .into())
             },

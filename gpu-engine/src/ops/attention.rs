@@ -11,7 +11,7 @@ use crate::gpu::Gpu;
 use crate::kernels::Program;
 use crate::runtime::Arg;
 use crate::storage::GpuStorage;
-use tessera_core::attention::{AttentionGrads, AttentionOutput, AttentionParams};
+use tessera_core::attention::{AttentionGrads, AttentionInputs, AttentionOutput, AttentionParams};
 use tessera_core::{composite, Backend, DType, Layout, Result, Tensor};
 
 /// The attention program for `dtype`.
@@ -141,14 +141,12 @@ fn wrap<D: Driver>(
 /// [`tessera_core::Backend::scaled_dot_product_attention`] on a GPU.
 pub(crate) fn forward<D: Driver>(
     gpu: &Gpu<D>,
-    q: &Tensor<Gpu<D>>,
-    k: &Tensor<Gpu<D>>,
-    v: &Tensor<Gpu<D>>,
-    mask: Option<&Tensor<Gpu<D>>>,
+    inputs: AttentionInputs<'_, Gpu<D>>,
     params: &AttentionParams,
 ) -> Result<AttentionOutput<Gpu<D>>> {
+    let AttentionInputs { q, k, v, mask } = inputs;
     let Some(ops) = Dense::new(q, k, v, mask)? else {
-        return composite::scaled_dot_product_attention(q, k, v, mask, params);
+        return composite::scaled_dot_product_attention(inputs, params);
     };
     let rt = gpu.runtime();
     let [batch, l, _, _, ev] = ops.sizes;
@@ -178,21 +176,16 @@ pub(crate) fn forward<D: Driver>(
 }
 
 /// [`tessera_core::Backend::scaled_dot_product_attention_backward`] on a GPU.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn backward<D: Driver>(
     gpu: &Gpu<D>,
     grad_out: &Tensor<Gpu<D>>,
-    q: &Tensor<Gpu<D>>,
-    k: &Tensor<Gpu<D>>,
-    v: &Tensor<Gpu<D>>,
-    mask: Option<&Tensor<Gpu<D>>>,
+    inputs: AttentionInputs<'_, Gpu<D>>,
     forward: &AttentionOutput<Gpu<D>>,
     params: &AttentionParams,
 ) -> Result<AttentionGrads<Gpu<D>>> {
+    let AttentionInputs { q, k, v, mask } = inputs;
     let Some(ops) = Dense::new(q, k, v, mask)? else {
-        return composite::scaled_dot_product_attention_backward(
-            grad_out, q, k, v, mask, forward, params,
-        );
+        return composite::scaled_dot_product_attention_backward(grad_out, inputs, forward, params);
     };
     let rt = gpu.runtime();
     let [batch, l, s, e, ev] = ops.sizes;

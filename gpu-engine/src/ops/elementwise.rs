@@ -62,7 +62,6 @@ pub(crate) fn assign<D: Driver>(
     src_layout: &Layout,
     mode: AssignMode,
 ) -> Result<()> {
-    dst_layout.check_same_shape("assign", src_layout)?;
     check_same_dtype("assign", dst, src)?;
     let kernel = match mode {
         AssignMode::Overwrite => "assign_set",
@@ -171,7 +170,6 @@ pub(crate) fn binary<D: Driver>(
     b: &GpuStorage<D>,
     lb: &Layout,
 ) -> Result<GpuStorage<D>> {
-    la.check_same_shape(op.name(), lb)?;
     check_same_dtype(op.name(), a, b)?;
     if !op.supports(a.dtype()) {
         return Err(Error::UnsupportedDType {
@@ -206,7 +204,6 @@ pub(crate) fn compare<D: Driver>(
     b: &GpuStorage<D>,
     lb: &Layout,
 ) -> Result<GpuStorage<D>> {
-    la.check_same_shape(op.name(), lb)?;
     check_same_dtype(op.name(), a, b)?;
     let kernel = match op {
         CmpOp::Eq => "cmp_eq",
@@ -234,8 +231,6 @@ pub(crate) fn where_select<D: Driver>(
 ) -> Result<GpuStorage<D>> {
     check_dtype("where", cond.0, DType::Bool)?;
     check_same_dtype("where", on_true.0, on_false.0)?;
-    cond.1.check_same_shape("where", on_true.1)?;
-    cond.1.check_same_shape("where", on_false.1)?;
     let dtype = on_true.0.dtype();
     map(
         rt,

@@ -6,14 +6,15 @@
 //! the flag. The op itself therefore returns `Ok` and the error surfaces at the read-back, like
 //! CUDA's asynchronous errors; the offending output holds zeros where indices were bad.
 
-use crate::checks::{check_dtype, check_same_dtype, element_count};
+use crate::checks::element_count;
 use crate::driver::{Driver, ModuleKey};
 use crate::kernels::MAX_RANK;
-use crate::ops::elementwise::{cast, copy_strided};
+use crate::ops::elementwise::copy_strided;
 use crate::runtime::{Arg, Runtime};
 use crate::storage::GpuStorage;
 use crate::view::{MapPlan, View};
 use std::sync::Arc;
+use tessera_core::operand::{Gather, IndexSelect, Operand, ScatterAdd};
 use tessera_core::{BackendStorage, DType, Error, Layout, Result};
 
 /// `layout`'s strides with `axis` set to 0.
@@ -26,21 +27,10 @@ fn strides_without_axis(layout: &Layout, axis: usize) -> Vec<isize> {
 /// Output `[.., i, ..]` is input `[.., indices[i], ..]` along `axis`.
 pub(crate) fn index_select<D: Driver>(
     rt: &Arc<Runtime<D>>,
-    x: &GpuStorage<D>,
-    layout: &Layout,
-    axis: usize,
-    indices: &GpuStorage<D>,
-    il: &Layout,
+    xs: IndexSelect<'_, GpuStorage<D>>,
 ) -> Result<GpuStorage<D>> {
-    const OP: &str = "index_select";
-    layout.check_axis(OP, axis)?;
-    check_dtype(OP, indices, DType::I64)?;
-    if il.rank() != 1 {
-        return Err(Error::InvalidArgument {
-            op: OP,
-            msg: format!("indices must have rank 1, got shape {}", il.shape()),
-        });
-    }
+    let (x, layout, axis) = (xs.x.storage(), xs.x.layout(), xs.axis);
+    let (indices, il) = (xs.indices.storage(), xs.indices.layout());
     let (dims, strides) = (layout.dims(), layout.strides());
     let n_idx = il.numel();
     let inner_n = element_count(rt, dims[axis + 1..].iter().copied())?;
@@ -54,7 +44,9 @@ pub(crate) fn index_select<D: Driver>(
     let inner = MapPlan::new(&dims[axis + 1..], [&strides[axis + 1..]], [0]);
     if outer.rank() > MAX_RANK || inner.rank() > MAX_RANK {
         let packed = copy_strided(rt, x, layout)?;
-        return index_select(rt, &packed, &Layout::contiguous(dims), axis, indices, il);
+        let packed_layout = Layout::contiguous(dims);
+        let packed = Operand::new("index_select", &packed, &packed_layout)?;
+        return index_select(rt, IndexSelect::new(packed, axis, xs.indices)?);
     }
     let (Some(outer), Some(inner)) = (
         outer.chunks().first().copied(),
@@ -83,16 +75,10 @@ pub(crate) fn index_select<D: Driver>(
 /// `out[p] = x[p with p[axis] = indices[p]]`; the output has the shape of `indices`.
 pub(crate) fn gather<D: Driver>(
     rt: &Arc<Runtime<D>>,
-    x: &GpuStorage<D>,
-    layout: &Layout,
-    axis: usize,
-    indices: &GpuStorage<D>,
-    il: &Layout,
+    xs: Gather<'_, GpuStorage<D>>,
 ) -> Result<GpuStorage<D>> {
-    const OP: &str = "gather";
-    layout.check_axis(OP, axis)?;
-    check_dtype(OP, indices, DType::I64)?;
-    layout.check_indices_fit(OP, axis, il)?;
+    let (x, layout, axis) = (xs.x.storage(), xs.x.layout(), xs.axis);
+    let (indices, il) = (xs.indices.storage(), xs.indices.layout());
     let x_strides = strides_without_axis(layout, axis);
     let plan = MapPlan::new(
         il.dims(),
@@ -119,50 +105,22 @@ pub(crate) fn gather<D: Driver>(
     Ok(out)
 }
 
-/// A contiguous copy of `base` with `src[p]` added at `p with p[axis] = indices[p]`.
-#[allow(clippy::too_many_arguments)]
+/// A contiguous copy of `base` with `src[p]` added at `p with p[axis] = indices[p]`. The
+/// 16-bit floats arrive widened (tensor-core's dispatch): several sources may add into one
+/// element, which must be summed in f32 and rounded once.
 pub(crate) fn scatter_add<D: Driver>(
     rt: &Arc<Runtime<D>>,
-    base: &GpuStorage<D>,
-    bl: &Layout,
-    axis: usize,
-    indices: &GpuStorage<D>,
-    il: &Layout,
-    src: &GpuStorage<D>,
-    sl: &Layout,
+    xs: ScatterAdd<'_, GpuStorage<D>>,
 ) -> Result<GpuStorage<D>> {
     const OP: &str = "scatter_add";
-    bl.check_axis(OP, axis)?;
-    check_dtype(OP, indices, DType::I64)?;
-    check_same_dtype(OP, base, src)?;
-    il.check_same_shape(OP, sl)?;
-    bl.check_indices_fit(OP, axis, il)?;
-    if base.dtype() == DType::Bool {
+    let (base, bl, axis) = (xs.base.storage(), xs.base.layout(), xs.axis);
+    let (indices, il) = (xs.indices.storage(), xs.indices.layout());
+    let (src, sl) = (xs.src.storage(), xs.src.layout());
+    if base.dtype() == DType::Bool || base.dtype().is_half() {
         return Err(Error::UnsupportedDType {
             op: OP,
-            dtype: DType::Bool,
+            dtype: base.dtype(),
         });
-    }
-    if base.dtype().is_half() {
-        // Several sources may add into one element: sum in f32 and round once, not per add.
-        let wide_base = cast(rt, base, bl, DType::F32)?;
-        let wide_src = cast(rt, src, sl, DType::F32)?;
-        let sum = scatter_add(
-            rt,
-            &wide_base,
-            &Layout::contiguous(bl.shape().clone()),
-            axis,
-            indices,
-            il,
-            &wide_src,
-            &Layout::contiguous(sl.shape().clone()),
-        )?;
-        return cast(
-            rt,
-            &sum,
-            &Layout::contiguous(bl.shape().clone()),
-            base.dtype(),
-        );
     }
     let out = copy_strided(rt, base, bl)?;
     if il.numel() == 0 {

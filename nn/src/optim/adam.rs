@@ -151,11 +151,10 @@ impl<B: Backend> AdamCore<B> {
             exp_avg,
             exp_avg_sq,
             max_exp_avg_sq,
-        } = value.backend().adam_update(
+        } = tessera_core::dispatch::adam_update(
             value,
             grad,
-            &state.exp_avg,
-            &state.exp_avg_sq,
+            (&state.exp_avg, &state.exp_avg_sq),
             state.max_exp_avg_sq.as_ref(),
             update,
         )?;

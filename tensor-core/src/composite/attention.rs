@@ -4,8 +4,8 @@
 //! kernels are checked against.
 
 use crate::attention::{
-    check_attention_backward_operands, check_attention_operands, AttentionGrads, AttentionOutput,
-    AttentionParams,
+    check_attention_backward_operands, check_attention_operands, AttentionGrads, AttentionInputs,
+    AttentionOutput, AttentionParams,
 };
 use crate::{Backend, DType, Distribution, Result, Tensor};
 
@@ -70,12 +70,10 @@ fn dropout_factors<B: Backend>(
 /// The attention of `q: [..b, L, E]` over `k: [..b, S, E]`, `v: [..b, S, Ev]` (identical batch
 /// dimensions; `mask`, if any, already broadcast to `[..b, L, S]`).
 pub fn scaled_dot_product_attention<B: Backend>(
-    q: &Tensor<B>,
-    k: &Tensor<B>,
-    v: &Tensor<B>,
-    mask: Option<&Tensor<B>>,
+    inputs: AttentionInputs<'_, B>,
     params: &AttentionParams,
 ) -> Result<AttentionOutput<B>> {
+    let AttentionInputs { q, k, v, mask } = inputs;
     check_attention_operands(q, k, v, mask, params)?;
     let s = masked_scores(q, k, mask, params)?;
     let lse = s.logsumexp(-1, true)?;
@@ -99,16 +97,13 @@ pub fn scaled_dot_product_attention<B: Backend>(
 /// P = exp(S - lse), P' = P ∘ dropout factors, dV = P'ᵀ·dO, dP = (dO·Vᵀ) ∘ dropout factors,
 /// D = rowsum(dO ∘ O), dS = P ∘ (dP - D), dQ = scale·dS·K, dK = scale·dSᵀ·Q
 /// ```
-#[allow(clippy::too_many_arguments)]
 pub fn scaled_dot_product_attention_backward<B: Backend>(
     grad_out: &Tensor<B>,
-    q: &Tensor<B>,
-    k: &Tensor<B>,
-    v: &Tensor<B>,
-    mask: Option<&Tensor<B>>,
+    inputs: AttentionInputs<'_, B>,
     forward: &AttentionOutput<B>,
     params: &AttentionParams,
 ) -> Result<AttentionGrads<B>> {
+    let AttentionInputs { q, k, v, mask } = inputs;
     check_attention_backward_operands(grad_out, (q, k, v), mask, forward, params)?;
     let s = masked_scores(q, k, mask, params)?;
     let lse = forward.logsumexp.to_dtype(q.dtype())?;

@@ -8,7 +8,7 @@
 //! that mix a 16-bit dtype with another float dtype are left alone, so the op reports the dtype
 //! mismatch as it would for any other pair.
 
-use crate::attention::{AttentionGrads, AttentionOutput};
+use crate::attention::{AttentionGrads, AttentionInputs, AttentionOutput};
 use crate::backend::AdamTensors;
 use crate::{Backend, DType, Result, Tensor};
 
@@ -81,32 +81,32 @@ pub fn in_f32<B: Backend, const N: usize, T: Narrow>(
 /// result) only decides, with the inputs, whether there is anything to widen.
 pub fn attention_backward_in_f32<B: Backend>(
     grad_out: &Tensor<B>,
-    (q, k, v): (&Tensor<B>, &Tensor<B>, &Tensor<B>),
-    mask: Option<&Tensor<B>>,
+    inputs: AttentionInputs<'_, B>,
     forward: &AttentionOutput<B>,
-    forward_op: impl FnOnce(
-        (&Tensor<B>, &Tensor<B>, &Tensor<B>),
-        Option<&Tensor<B>>,
-    ) -> Result<AttentionOutput<B>>,
+    forward_op: impl FnOnce(AttentionInputs<'_, B>) -> Result<AttentionOutput<B>>,
     op: impl FnOnce(
         &Tensor<B>,
-        (&Tensor<B>, &Tensor<B>, &Tensor<B>),
-        Option<&Tensor<B>>,
+        AttentionInputs<'_, B>,
         &AttentionOutput<B>,
     ) -> Result<AttentionGrads<B>>,
 ) -> Option<Result<AttentionGrads<B>>> {
-    let inputs = [
+    let tensors = [
         Some(grad_out),
-        Some(q),
-        Some(k),
-        Some(v),
-        mask,
+        Some(inputs.q),
+        Some(inputs.k),
+        Some(inputs.v),
+        inputs.mask,
         Some(&forward.out),
     ];
-    in_f32(inputs, |[g, q, k, v, m, _]| {
-        let qkv = (q.unwrap(), k.unwrap(), v.unwrap());
-        let recomputed = forward_op(qkv, m)?;
-        op(g.unwrap(), qkv, m, &recomputed)
+    in_f32(tensors, |[g, q, k, v, mask, _]| {
+        let widened = AttentionInputs {
+            q: q.expect("given"),
+            k: k.expect("given"),
+            v: v.expect("given"),
+            mask,
+        };
+        let recomputed = forward_op(widened)?;
+        op(g.expect("given"), widened, &recomputed)
     })
 }
 

@@ -2,7 +2,10 @@
 //! the composite default of [`crate::composite::attention`]).
 
 use super::Tensor;
-use crate::attention::{AttentionGrads, AttentionOptions, AttentionOutput, AttentionParams};
+use crate::attention::{
+    AttentionGrads, AttentionInputs, AttentionOptions, AttentionOutput, AttentionParams,
+};
+use crate::dispatch;
 use crate::{Backend, DType, Error, Result, Shape};
 
 const OP: &str = "scaled_dot_product_attention";
@@ -38,8 +41,13 @@ impl<B: Backend> Tensor<B> {
         options: &AttentionOptions<'_, B>,
     ) -> Result<AttentionOutput<B>> {
         let (params, mask) = self.attention_params(k, v, options)?;
-        self.backend
-            .scaled_dot_product_attention(self, k, v, mask.as_ref(), &params)
+        let inputs = AttentionInputs {
+            q: self,
+            k,
+            v,
+            mask: mask.as_ref(),
+        };
+        dispatch::attention(inputs, &params)
     }
 
     /// The gradients of the attention of `q`, `k`, `v` with `options` (the same as in the
@@ -55,15 +63,13 @@ impl<B: Backend> Tensor<B> {
     ) -> Result<AttentionGrads<B>> {
         let (params, mask) = q.attention_params(k, v, options)?;
         check_attention_backward_operands(self, (q, k, v), mask.as_ref(), forward, &params)?;
-        self.backend.scaled_dot_product_attention_backward(
-            self,
+        let inputs = AttentionInputs {
             q,
             k,
             v,
-            mask.as_ref(),
-            forward,
-            &params,
-        )
+            mask: mask.as_ref(),
+        };
+        dispatch::attention_backward(self, inputs, forward, &params)
     }
 
     /// Checks the operands and resolves the options: the parameters a backend receives and

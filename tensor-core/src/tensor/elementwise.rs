@@ -1,6 +1,8 @@
 //! Element-wise maps, broadcasting binary ops, comparisons, select and casts.
 
 use super::{check_output, Tensor};
+use crate::dispatch;
+use crate::operand::SameShape;
 use crate::{Backend, BinaryOp, CmpOp, DType, Error, Result, UnaryOp};
 
 macro_rules! unary_methods {
@@ -129,7 +131,7 @@ impl<B: Backend> Tensor<B> {
             });
         }
         check_output(op.name(), self.shape(), self.dtype())?;
-        let storage = self.backend.unary(op, &self.storage, &self.layout)?;
+        let storage = dispatch::unary(&self.backend, op, self.operand(op.name())?)?;
         Ok(Self::from_output(
             &self.backend,
             storage,
@@ -155,9 +157,8 @@ impl<B: Backend> Tensor<B> {
             });
         }
         check_output(op.name(), a.shape(), a.dtype())?;
-        let storage = self
-            .backend
-            .binary(op, &a.storage, &a.layout, &b.storage, &b.layout)?;
+        let xs = SameShape::new(op.name(), [a.operand(op.name())?, b.operand(op.name())?])?;
+        let storage = dispatch::binary(&self.backend, op, xs)?;
         Ok(Self::from_output(&self.backend, storage, a.shape().clone()))
     }
 
@@ -165,9 +166,8 @@ impl<B: Backend> Tensor<B> {
     pub fn compare(&self, op: CmpOp, rhs: &Self) -> Result<Self> {
         let (a, b) = self.broadcast_pair(op.name(), rhs)?;
         check_output(op.name(), a.shape(), DType::Bool)?;
-        let storage = self
-            .backend
-            .compare(op, &a.storage, &a.layout, &b.storage, &b.layout)?;
+        let xs = SameShape::new(op.name(), [a.operand(op.name())?, b.operand(op.name())?])?;
+        let storage = dispatch::compare(&self.backend, op, xs)?;
         Ok(Self::from_output(&self.backend, storage, a.shape().clone()))
     }
 
@@ -194,9 +194,8 @@ impl<B: Backend> Tensor<B> {
             on_true.broadcast_to(&shape)?,
             on_false.broadcast_to(&shape)?,
         );
-        let storage = self.backend.where_select(
-            &c.storage, &c.layout, &t.storage, &t.layout, &f.storage, &f.layout,
-        )?;
+        let xs = SameShape::new(OP, [c.operand(OP)?, t.operand(OP)?, f.operand(OP)?])?;
+        let storage = dispatch::where_select(&self.backend, xs)?;
         Ok(Self::from_output(&self.backend, storage, shape))
     }
 
@@ -230,7 +229,7 @@ impl<B: Backend> Tensor<B> {
             });
         }
         check_output("to_dtype", self.shape(), dtype)?;
-        let storage = self.backend.cast(&self.storage, &self.layout, dtype)?;
+        let storage = self.backend.cast(self.operand("to_dtype")?, dtype)?;
         Ok(Self::from_output(
             &self.backend,
             storage,

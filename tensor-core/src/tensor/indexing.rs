@@ -1,6 +1,8 @@
 //! Indexing: index_select, gather, scatter_add, concatenation and stacking.
 
 use super::{check_output, Tensor};
+use crate::dispatch;
+use crate::operand::{Gather, IndexSelect, ScatterAdd};
 use crate::{Backend, DType, Error, Result, Shape};
 
 impl<B: Backend> Tensor<B> {
@@ -31,13 +33,8 @@ impl<B: Backend> Tensor<B> {
         dims[a] = indices.numel();
         let dims = Shape::new(dims);
         check_output(OP, &dims, self.dtype())?;
-        let storage = self.backend.index_select(
-            &self.storage,
-            &self.layout,
-            a,
-            &indices.storage,
-            &indices.layout,
-        )?;
+        let xs = IndexSelect::new(self.operand(OP)?, a, indices.operand(OP)?)?;
+        let storage = dispatch::index_select(&self.backend, xs)?;
         Ok(Self::from_output(&self.backend, storage, dims))
     }
 
@@ -71,13 +68,8 @@ impl<B: Backend> Tensor<B> {
         self.check_indices(OP, indices)?;
         self.check_gather_shape(OP, a, indices)?;
         check_output(OP, indices.shape(), self.dtype())?;
-        let storage = self.backend.gather(
-            &self.storage,
-            &self.layout,
-            a,
-            &indices.storage,
-            &indices.layout,
-        )?;
+        let xs = Gather::new(self.operand(OP)?, a, indices.operand(OP)?)?;
+        let storage = dispatch::gather(&self.backend, xs)?;
         Ok(Self::from_output(
             &self.backend,
             storage,
@@ -102,15 +94,8 @@ impl<B: Backend> Tensor<B> {
         }
         self.check_gather_shape(OP, a, indices)?;
         check_output(OP, self.shape(), self.dtype())?;
-        let storage = self.backend.scatter_add(
-            &self.storage,
-            &self.layout,
-            a,
-            &indices.storage,
-            &indices.layout,
-            &src.storage,
-            &src.layout,
-        )?;
+        let xs = ScatterAdd::new(self.operand(OP)?, a, indices.operand(OP)?, src.operand(OP)?)?;
+        let storage = dispatch::scatter_add(&self.backend, xs)?;
         Ok(Self::from_output(
             &self.backend,
             storage,
@@ -182,7 +167,7 @@ impl<B: Backend> Tensor<B> {
 
     /// A fresh contiguous copy that owns its storage (safe to write into).
     pub(crate) fn contiguous_copy(&self) -> Result<Self> {
-        let storage = self.backend.copy_strided(&self.storage, &self.layout)?;
+        let storage = self.backend.copy_strided(self.operand("copy")?)?;
         Ok(Self::from_output(
             &self.backend,
             storage,
@@ -209,8 +194,12 @@ impl<B: Backend> Tensor<B> {
                 op: "assign",
                 msg: "destination storage is shared".into(),
             })?;
-        self.backend
-            .assign(storage, dst_layout, &src.storage, &src.layout, mode)
+        dispatch::assign(
+            &self.backend,
+            (storage, dst_layout),
+            (&src.storage, &src.layout),
+            mode,
+        )
     }
 }
 

@@ -1,6 +1,8 @@
 //! Matrix products.
 
 use super::{check_output, Tensor};
+use crate::dispatch;
+use crate::operand::MatmulOperands;
 use crate::{Backend, Error, Result, Shape};
 
 impl<B: Backend> Tensor<B> {
@@ -54,9 +56,8 @@ impl<B: Backend> Tensor<B> {
         check_output(OP, &with(&batch, m, n), self.dtype())?;
         let lhs = lhs.broadcast_to(with(&batch, m, k))?;
         let r = r.broadcast_to(with(&batch, k, n))?;
-        let storage = self
-            .backend
-            .matmul(&lhs.storage, &lhs.layout, &r.storage, &r.layout)?;
+        let xs = MatmulOperands::new(lhs.operand(OP)?, r.operand(OP)?)?;
+        let storage = dispatch::matmul(&self.backend, xs)?;
         let out = Self::from_output(&self.backend, storage, with(&batch, m, n));
         match (self.rank(), rhs.rank()) {
             (1, 1) => out.reshape(Shape::scalar()),

@@ -23,6 +23,7 @@ mod reduce;
 mod std_ops;
 mod views;
 
+use crate::operand::Operand;
 use crate::{
     Backend, BackendStorage, DType, Distribution, Element, Error, Generator, HostData, Layout,
     Result, Shape,
@@ -78,6 +79,12 @@ impl<B: Backend> Tensor<B> {
             layout: Layout::contiguous(shape),
             backend: backend.clone(),
         }
+    }
+
+    /// This tensor as a backend operand (its layout checked against its storage, as every
+    /// operand is; cheap: `O(rank)`).
+    pub fn operand(&self, op: &'static str) -> Result<Operand<'_, B::Storage>> {
+        Operand::new(op, &self.storage, &self.layout)
     }
 
     /// Same storage and backend, another layout (a view).
@@ -414,7 +421,7 @@ impl<B: Backend> Tensor<B> {
 
     /// The elements in row-major order as host data of the tensor's dtype.
     pub fn to_host(&self) -> Result<HostData> {
-        let data = self.backend.download(&self.storage, &self.layout)?;
+        let data = self.backend.download(self.operand("download")?)?;
         if data.len() != self.numel() || data.dtype() != self.dtype() {
             return Err(Error::Backend {
                 backend: self.backend.name(),

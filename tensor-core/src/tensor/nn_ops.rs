@@ -6,6 +6,7 @@ use super::window_shapes::{
     pool_output_dims,
 };
 use super::{check_output, Tensor};
+use crate::dispatch;
 use crate::{Backend, Conv2dParams, DType, Error, Pool2dParams, Result, Shape};
 
 impl<B: Backend> Tensor<B> {
@@ -32,7 +33,7 @@ impl<B: Backend> Tensor<B> {
             }
             self.check_float_pair(OP, b)?;
         }
-        let out = self.backend.conv2d(self, weight, params)?;
+        let out = dispatch::conv2d(self, weight, params)?;
         match bias {
             None => Ok(out),
             Some(b) => out.add(&b.reshape([1, weight.dims()[0], 1, 1])?),
@@ -52,8 +53,7 @@ impl<B: Backend> Tensor<B> {
         check_conv2d_backward_input(self.dims(), weight.dims(), input_dims, params)?;
         self.check_float_pair(OP, weight)?;
         check_output(OP, &Shape::new(input_dims), self.dtype())?;
-        self.backend
-            .conv2d_backward_input(self, weight, input_dims, params)
+        dispatch::conv2d_backward_input(self, weight, input_dims, params)
     }
 
     /// Gradient of [`Tensor::conv2d`] with respect to its weight of dims `weight_dims`, given
@@ -69,8 +69,7 @@ impl<B: Backend> Tensor<B> {
         check_conv2d_backward_weight(x.dims(), self.dims(), weight_dims, params)?;
         self.check_float_pair(OP, x)?;
         check_output(OP, &Shape::new(weight_dims), self.dtype())?;
-        self.backend
-            .conv2d_backward_weight(x, self, weight_dims, params)
+        dispatch::conv2d_backward_weight(x, self, weight_dims, params)
     }
 
     /// Max pooling over `[n, c, h, w]`; returns the pooled tensor and the `i64` position of each
@@ -81,7 +80,7 @@ impl<B: Backend> Tensor<B> {
         self.check_float(OP)?;
         check_output(OP, &out, self.dtype())?;
         check_output(OP, &out, DType::I64)?;
-        self.backend.max_pool2d(self, params)
+        dispatch::max_pool2d(self, params)
     }
 
     /// Max pooling over `[n, c, h, w]`.
@@ -119,8 +118,7 @@ impl<B: Backend> Tensor<B> {
             });
         }
         check_output(OP, &Shape::new(input_dims), self.dtype())?;
-        self.backend
-            .max_pool2d_backward(self, window_argmax, input_dims, params)
+        dispatch::max_pool2d_backward(self, window_argmax, input_dims, params)
     }
 
     /// Average pooling over `[n, c, h, w]` (padding counts as zeros).
@@ -129,7 +127,7 @@ impl<B: Backend> Tensor<B> {
         let out = Shape::new(pool_output_dims(OP, self.dims(), params)?);
         self.check_float(OP)?;
         check_output(OP, &out, self.dtype())?;
-        self.backend.avg_pool2d(self, params)
+        dispatch::avg_pool2d(self, params)
     }
 
     /// Gradient of average pooling with respect to its input of dims `input_dims`, given `self`
@@ -139,6 +137,6 @@ impl<B: Backend> Tensor<B> {
         check_pool2d_backward(OP, self.dims(), input_dims, params)?;
         self.check_float(OP)?;
         check_output(OP, &Shape::new(input_dims), self.dtype())?;
-        self.backend.avg_pool2d_backward(self, input_dims, params)
+        dispatch::avg_pool2d_backward(self, input_dims, params)
     }
 }

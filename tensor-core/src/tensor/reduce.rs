@@ -1,6 +1,7 @@
 //! Reductions over axes, statistics and the softmax family.
 
 use super::{check_output, Tensor};
+use crate::dispatch::{self, RowOp};
 use crate::{ArgReduceOp, Backend, DType, Error, ReduceOp, Result, Shape};
 
 impl<B: Backend> Tensor<B> {
@@ -78,7 +79,7 @@ impl<B: Backend> Tensor<B> {
             .collect();
         let copies: usize = broadcast.iter().map(|&a| self.dims()[a]).product();
         if copies <= 1 {
-            let storage = self.backend.reduce(op, &self.storage, &self.layout, axes)?;
+            let storage = dispatch::reduce(&self.backend, op, self.operand(op.name())?, axes)?;
             return Ok(Self::from_output(
                 &self.backend,
                 storage,
@@ -177,9 +178,7 @@ impl<B: Backend> Tensor<B> {
             });
         }
         check_output(op.name(), &self.reduced_shape(&[a], true), DType::I64)?;
-        let storage = self
-            .backend
-            .arg_reduce(op, &self.storage, &self.layout, a)?;
+        let storage = dispatch::arg_reduce(&self.backend, op, self.operand(op.name())?, a)?;
         let kept = Self::from_output(&self.backend, storage, self.reduced_shape(&[a], true));
         if keepdim {
             Ok(kept)
@@ -206,7 +205,7 @@ impl<B: Backend> Tensor<B> {
             return Ok(self.clone());
         }
         check_output("softmax", self.shape(), self.dtype())?;
-        self.backend.softmax(self, a)
+        dispatch::softmax_family(RowOp::Softmax, self, a)
     }
 
     /// Log-softmax along `axis`. An empty axis gives an empty result of the same shape.
@@ -217,7 +216,7 @@ impl<B: Backend> Tensor<B> {
             return Ok(self.clone());
         }
         check_output("log_softmax", self.shape(), self.dtype())?;
-        self.backend.log_softmax(self, a)
+        dispatch::softmax_family(RowOp::LogSoftmax, self, a)
     }
 
     /// `log(sum(exp(x)))` along `axis`, computed stably; `-inf` over an empty axis (the log of
@@ -230,7 +229,7 @@ impl<B: Backend> Tensor<B> {
             Self::full(shape, f64::NEG_INFINITY, self.dtype(), &self.backend)?
         } else {
             check_output("logsumexp", &self.reduced_shape(&[a], true), self.dtype())?;
-            self.backend.logsumexp(self, a)?
+            dispatch::softmax_family(RowOp::LogSumExp, self, a)?
         };
         if keepdim {
             Ok(kept)

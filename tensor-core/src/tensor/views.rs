@@ -11,7 +11,7 @@ impl<B: Backend> Tensor<B> {
             return Ok(self.clone());
         }
         check_output("contiguous", self.shape(), self.dtype())?;
-        let storage = self.backend.copy_strided(&self.storage, &self.layout)?;
+        let storage = self.backend.copy_strided(self.operand("contiguous")?)?;
         Ok(Self::from_output(
             &self.backend,
             storage,

@@ -17,6 +17,7 @@
 //! not credited to the next.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use tessera_core::direct as positional;
 use tessera_core::{
     ArgReduceOp, AssignMode, Backend, BinaryOp, CmpOp, DType, Distribution, HostData, Layout,
     ReduceOp, Result, UnaryOp,
@@ -222,7 +223,9 @@ fn bad_calls<'a, B: Backend>(dev: &'a B, op: ErrorOp, dtype: DType) -> Result<Ve
         ErrorOp::Download => {
             for (fault, len, layout) in overrunning() {
                 let s = full(len, d)?;
-                calls.push(bad(fault, move || dev.download(&s, &layout).map(drop)));
+                calls.push(bad(fault, move || {
+                    positional::download(dev, &s, &layout).map(drop)
+                }));
             }
         }
         ErrorOp::Full => {
@@ -236,7 +239,9 @@ fn bad_calls<'a, B: Backend>(dev: &'a B, op: ErrorOp, dtype: DType) -> Result<Ve
         ErrorOp::CopyStrided => {
             for (fault, len, layout) in overrunning() {
                 let s = full(len, d)?;
-                calls.push(bad(fault, move || dev.copy_strided(&s, &layout).map(drop)));
+                calls.push(bad(fault, move || {
+                    positional::copy_strided(dev, &s, &layout).map(drop)
+                }));
             }
         }
         ErrorOp::Assign => {
@@ -248,13 +253,23 @@ fn bad_calls<'a, B: Backend>(dev: &'a B, op: ErrorOp, dtype: DType) -> Result<Ve
                         format!("{mode:?}: the destination is {fault}"),
                         move || {
                             let mut dst = full(len, d)?;
-                            dev.assign(&mut dst, &layout2, &src, &Layout::contiguous([2, 3]), mode)
+                            positional::assign(
+                                dev,
+                                (&mut dst, &layout2),
+                                (&src, &Layout::contiguous([2, 3])),
+                                mode,
+                            )
                         },
                     ));
                     let src = full(len, d)?;
                     calls.push(bad(format!("{mode:?}: the source is {fault}"), move || {
                         let mut dst = full(6, d)?;
-                        dev.assign(&mut dst, &Layout::contiguous([2, 3]), &src, &layout, mode)
+                        positional::assign(
+                            dev,
+                            (&mut dst, &Layout::contiguous([2, 3])),
+                            (&src, &layout),
+                            mode,
+                        )
                     }));
                 }
                 if let Some(o) = other {
@@ -264,7 +279,7 @@ fn bad_calls<'a, B: Backend>(dev: &'a B, op: ErrorOp, dtype: DType) -> Result<Ve
                         move || {
                             let mut dst = full(6, d)?;
                             let l = Layout::contiguous([2, 3]);
-                            dev.assign(&mut dst, &l, &src, &l, mode)
+                            positional::assign(dev, (&mut dst, &l), (&src, &l), mode)
                         },
                     ));
                 }
@@ -273,11 +288,10 @@ fn bad_calls<'a, B: Backend>(dev: &'a B, op: ErrorOp, dtype: DType) -> Result<Ve
                     format!("{mode:?}: a [3, 2] source into a [2, 3] destination"),
                     move || {
                         let mut dst = full(6, d)?;
-                        dev.assign(
-                            &mut dst,
-                            &Layout::contiguous([2, 3]),
-                            &src,
-                            &Layout::contiguous([3, 2]),
+                        positional::assign(
+                            dev,
+                            (&mut dst, &Layout::contiguous([2, 3])),
+                            (&src, &Layout::contiguous([3, 2])),
                             mode,
                         )
                     },
@@ -287,14 +301,16 @@ fn bad_calls<'a, B: Backend>(dev: &'a B, op: ErrorOp, dtype: DType) -> Result<Ve
         ErrorOp::Cast => {
             for (fault, len, layout) in overrunning() {
                 let s = full(len, d)?;
-                calls.push(bad(fault, move || dev.cast(&s, &layout, d).map(drop)));
+                calls.push(bad(fault, move || {
+                    positional::cast(dev, &s, &layout, d).map(drop)
+                }));
             }
             for u in unsupported {
                 let s = full(6, d)?;
                 let l = six.clone();
                 calls.push(bad(
                     format!("a cast to {u}, which supports_dtype rejects"),
-                    move || dev.cast(&s, &l, u).map(drop),
+                    move || positional::cast(dev, &s, &l, u).map(drop),
                 ));
             }
         }
@@ -303,16 +319,16 @@ fn bad_calls<'a, B: Backend>(dev: &'a B, op: ErrorOp, dtype: DType) -> Result<Ve
             for (fault, len, layout) in overrunning() {
                 let s = full(len, d)?;
                 calls.push(bad(format!("{u:?} on {fault}"), move || {
-                    dev.unary(u, &s, &layout).map(drop)
+                    positional::unary(dev, u, &s, &layout).map(drop)
                 }));
             }
         }
         ErrorOp::Binary | ErrorOp::Compare => {
             let call = move |a: &B::Storage, al: &Layout, b: &B::Storage, bl: &Layout| {
                 if op == ErrorOp::Binary {
-                    dev.binary(binary_op(d), a, al, b, bl).map(drop)
+                    positional::binary(dev, binary_op(d), (a, al), (b, bl)).map(drop)
                 } else {
-                    dev.compare(CmpOp::Lt, a, al, b, bl).map(drop)
+                    positional::compare(dev, CmpOp::Lt, (a, al), (b, bl)).map(drop)
                 }
             };
             for (fault, len, layout) in overrunning() {
@@ -368,13 +384,11 @@ fn bad_calls<'a, B: Backend>(dev: &'a B, op: ErrorOp, dtype: DType) -> Result<Ve
                         })
                         .collect();
                     calls.push(bad(format!("{}: {fault}", names[which]), move || {
-                        dev.where_select(
-                            &storages[0],
-                            &layouts[0],
-                            &storages[1],
-                            &layouts[1],
-                            &storages[2],
-                            &layouts[2],
+                        positional::where_select(
+                            dev,
+                            (&storages[0], &layouts[0]),
+                            (&storages[1], &layouts[1]),
+                            (&storages[2], &layouts[2]),
                         )
                         .map(drop)
                     }));
@@ -384,14 +398,14 @@ fn bad_calls<'a, B: Backend>(dev: &'a B, op: ErrorOp, dtype: DType) -> Result<Ve
                 let (c, t, f) = (full(6, d)?, full(6, d)?, full(6, d)?);
                 let l2 = l.clone();
                 calls.push(bad(format!("a {d} condition"), move || {
-                    dev.where_select(&c, &l2, &t, &l2, &f, &l2).map(drop)
+                    positional::where_select(dev, (&c, &l2), (&t, &l2), (&f, &l2)).map(drop)
                 }));
             }
             if let Some(o) = other {
                 let (c, t, f) = (full(6, DType::Bool)?, full(6, d)?, full(6, o)?);
                 let l2 = l.clone();
                 calls.push(bad(format!("on_true {d}, on_false {o}"), move || {
-                    dev.where_select(&c, &l2, &t, &l2, &f, &l2).map(drop)
+                    positional::where_select(dev, (&c, &l2), (&t, &l2), (&f, &l2)).map(drop)
                 }));
             }
             let (c, t, f) = (full(6, DType::Bool)?, full(6, d)?, full(6, d)?);
@@ -399,8 +413,13 @@ fn bad_calls<'a, B: Backend>(dev: &'a B, op: ErrorOp, dtype: DType) -> Result<Ve
                 "cond [2, 3], on_true [2, 3], on_false [3, 2]",
                 move || {
                     let l = Layout::contiguous([2, 3]);
-                    dev.where_select(&c, &l, &t, &l, &f, &Layout::contiguous([3, 2]))
-                        .map(drop)
+                    positional::where_select(
+                        dev,
+                        (&c, &l),
+                        (&t, &l),
+                        (&f, &Layout::contiguous([3, 2])),
+                    )
+                    .map(drop)
                 },
             ));
         }
@@ -408,12 +427,12 @@ fn bad_calls<'a, B: Backend>(dev: &'a B, op: ErrorOp, dtype: DType) -> Result<Ve
             for (fault, len, layout) in overrunning() {
                 let s = full(len, d)?;
                 calls.push(bad(format!("sum over axis 1 of {fault}"), move || {
-                    dev.reduce(ReduceOp::Sum, &s, &layout, &[1]).map(drop)
+                    positional::reduce(dev, ReduceOp::Sum, &s, &layout, &[1]).map(drop)
                 }));
             }
             let s = full(6, d)?;
             calls.push(bad("sum over axis 2 of a [2, 3] layout", move || {
-                dev.reduce(ReduceOp::Sum, &s, &Layout::contiguous([2, 3]), &[2])
+                positional::reduce(dev, ReduceOp::Sum, &s, &Layout::contiguous([2, 3]), &[2])
                     .map(drop)
             }));
         }
@@ -421,21 +440,26 @@ fn bad_calls<'a, B: Backend>(dev: &'a B, op: ErrorOp, dtype: DType) -> Result<Ve
             for (fault, len, layout) in overrunning() {
                 let s = full(len, d)?;
                 calls.push(bad(format!("argmax along axis 1 of {fault}"), move || {
-                    dev.arg_reduce(ArgReduceOp::ArgMax, &s, &layout, 1)
-                        .map(drop)
+                    positional::arg_reduce(dev, ArgReduceOp::ArgMax, &s, &layout, 1).map(drop)
                 }));
             }
             let s = full(6, d)?;
             calls.push(bad("argmax along axis 2 of a [2, 3] layout", move || {
-                dev.arg_reduce(ArgReduceOp::ArgMax, &s, &Layout::contiguous([2, 3]), 2)
+                positional::arg_reduce(dev, ArgReduceOp::ArgMax, &s, &Layout::contiguous([2, 3]), 2)
                     .map(drop)
             }));
             let s = full(6, d)?;
             calls.push(bad(
                 "argmax along the empty axis of a [2, 0] layout",
                 move || {
-                    dev.arg_reduce(ArgReduceOp::ArgMax, &s, &Layout::contiguous([2, 0]), 1)
-                        .map(drop)
+                    positional::arg_reduce(
+                        dev,
+                        ArgReduceOp::ArgMax,
+                        &s,
+                        &Layout::contiguous([2, 0]),
+                        1,
+                    )
+                    .map(drop)
                 },
             ));
         }
@@ -448,7 +472,7 @@ fn bad_calls<'a, B: Backend>(dev: &'a B, op: ErrorOp, dtype: DType) -> Result<Ve
                 let (short, good) = (full(len, d)?, full(6, d)?);
                 let kn2 = kn.clone();
                 calls.push(bad(format!("lhs: {fault}"), move || {
-                    dev.matmul(&short, &layout, &good, &kn2).map(drop)
+                    positional::matmul(dev, (&short, &layout), (&good, &kn2)).map(drop)
                 }));
             }
             let (a, b) = (full(6, d)?, full(6, d)?);
@@ -456,28 +480,26 @@ fn bad_calls<'a, B: Backend>(dev: &'a B, op: ErrorOp, dtype: DType) -> Result<Ve
                 "lhs [2, 3], rhs [2, 3] (inner dimensions 3 and 2)",
                 move || {
                     let l = Layout::contiguous([2, 3]);
-                    dev.matmul(&a, &l, &b, &l).map(drop)
+                    positional::matmul(dev, (&a, &l), (&b, &l)).map(drop)
                 },
             ));
             if let Some(o) = other.filter(|o| o.is_float()) {
                 let (a, b) = (full(6, d)?, full(6, o)?);
                 calls.push(bad(format!("lhs {d}, rhs {o}"), move || {
-                    dev.matmul(
-                        &a,
-                        &Layout::contiguous([2, 3]),
-                        &b,
-                        &Layout::contiguous([3, 2]),
+                    positional::matmul(
+                        dev,
+                        (&a, &Layout::contiguous([2, 3])),
+                        (&b, &Layout::contiguous([3, 2])),
                     )
                     .map(drop)
                 }));
             }
             let (a, b) = (full(6, d)?, full(6, d)?);
             calls.push(bad("lhs of rank 1", move || {
-                dev.matmul(
-                    &a,
-                    &Layout::contiguous([6]),
-                    &b,
-                    &Layout::contiguous([6, 1]),
+                positional::matmul(
+                    dev,
+                    (&a, &Layout::contiguous([6])),
+                    (&b, &Layout::contiguous([6, 1])),
                 )
                 .map(drop)
             }));
@@ -489,12 +511,11 @@ fn bad_calls<'a, B: Backend>(dev: &'a B, op: ErrorOp, dtype: DType) -> Result<Ve
             ] {
                 let (x, i) = (full(6, d)?, indices(values)?);
                 calls.push(bad(what, move || {
-                    dev.index_select(
-                        &x,
-                        &Layout::contiguous([2, 3]),
+                    positional::index_select(
+                        dev,
+                        (&x, &Layout::contiguous([2, 3])),
                         1,
-                        &i,
-                        &Layout::contiguous([2]),
+                        (&i, &Layout::contiguous([2])),
                     )
                     .map(drop)
                 }));
@@ -502,7 +523,7 @@ fn bad_calls<'a, B: Backend>(dev: &'a B, op: ErrorOp, dtype: DType) -> Result<Ve
             for (fault, len, layout) in overrunning() {
                 let (x, i) = (full(len, d)?, indices(vec![0, 1])?);
                 calls.push(bad(format!("x: {fault}"), move || {
-                    dev.index_select(&x, &layout, 1, &i, &Layout::contiguous([2]))
+                    positional::index_select(dev, (&x, &layout), 1, (&i, &Layout::contiguous([2])))
                         .map(drop)
                 }));
             }
@@ -510,24 +531,22 @@ fn bad_calls<'a, B: Backend>(dev: &'a B, op: ErrorOp, dtype: DType) -> Result<Ve
             calls.push(bad(
                 "indices: a [3] layout over a storage of 2",
                 move || {
-                    dev.index_select(
-                        &x,
-                        &Layout::contiguous([2, 3]),
+                    positional::index_select(
+                        dev,
+                        (&x, &Layout::contiguous([2, 3])),
                         1,
-                        &i,
-                        &Layout::contiguous([3]),
+                        (&i, &Layout::contiguous([3])),
                     )
                     .map(drop)
                 },
             ));
             let (x, i) = (full(6, d)?, indices(vec![0, 1])?);
             calls.push(bad("axis 2 of a [2, 3] layout", move || {
-                dev.index_select(
-                    &x,
-                    &Layout::contiguous([2, 3]),
+                positional::index_select(
+                    dev,
+                    (&x, &Layout::contiguous([2, 3])),
                     2,
-                    &i,
-                    &Layout::contiguous([2]),
+                    (&i, &Layout::contiguous([2])),
                 )
                 .map(drop)
             }));
@@ -537,12 +556,11 @@ fn bad_calls<'a, B: Backend>(dev: &'a B, op: ErrorOp, dtype: DType) -> Result<Ve
             {
                 let (x, i) = (full(6, d)?, full(2, f)?);
                 calls.push(bad(format!("{f} indices"), move || {
-                    dev.index_select(
-                        &x,
-                        &Layout::contiguous([2, 3]),
+                    positional::index_select(
+                        dev,
+                        (&x, &Layout::contiguous([2, 3])),
                         1,
-                        &i,
-                        &Layout::contiguous([2]),
+                        (&i, &Layout::contiguous([2])),
                     )
                     .map(drop)
                 }));
@@ -553,17 +571,15 @@ fn bad_calls<'a, B: Backend>(dev: &'a B, op: ErrorOp, dtype: DType) -> Result<Ve
             // [2, 2], src [2, 2])`.
             let call = move |x: &B::Storage, xl: &Layout, i: &B::Storage, il: &Layout, axis| {
                 if op == ErrorOp::Gather {
-                    dev.gather(x, xl, axis, i, il).map(drop)
+                    positional::gather(dev, (x, xl), axis, (i, il)).map(drop)
                 } else {
                     let src = full(il.numel(), d)?;
-                    dev.scatter_add(
-                        x,
-                        xl,
+                    positional::scatter_add(
+                        dev,
+                        (x, xl),
                         axis,
-                        i,
-                        il,
-                        &src,
-                        &Layout::contiguous(il.shape().clone()),
+                        (i, il),
+                        (&src, &Layout::contiguous(il.shape().clone())),
                     )
                     .map(drop)
                 }
@@ -632,20 +648,24 @@ fn bad_calls<'a, B: Backend>(dev: &'a B, op: ErrorOp, dtype: DType) -> Result<Ve
                     let (x, i, src) = (full(6, d)?, indices(ok())?, full(4, o)?);
                     calls.push(bad(format!("base {d}, src {o}"), move || {
                         let il = Layout::contiguous([2, 2]);
-                        dev.scatter_add(&x, &Layout::contiguous([2, 3]), 1, &i, &il, &src, &il)
-                            .map(drop)
+                        positional::scatter_add(
+                            dev,
+                            (&x, &Layout::contiguous([2, 3])),
+                            1,
+                            (&i, &il),
+                            (&src, &il),
+                        )
+                        .map(drop)
                     }));
                 }
                 let (x, i, src) = (full(6, d)?, indices(ok())?, full(4, d)?);
                 calls.push(bad("src [4] for indices [2, 2]", move || {
-                    dev.scatter_add(
-                        &x,
-                        &Layout::contiguous([2, 3]),
+                    positional::scatter_add(
+                        dev,
+                        (&x, &Layout::contiguous([2, 3])),
                         1,
-                        &i,
-                        &Layout::contiguous([2, 2]),
-                        &src,
-                        &Layout::contiguous([4]),
+                        (&i, &Layout::contiguous([2, 2])),
+                        (&src, &Layout::contiguous([4])),
                     )
                     .map(drop)
                 }));

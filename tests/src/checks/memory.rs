@@ -14,6 +14,7 @@ use crate::strategies::{
     Pattern, TensorCase, ValueProfile, ALL_SPECIALS,
 };
 use proptest::prelude::*;
+use tessera_core::direct as positional;
 use tessera_core::{AssignMode, Backend, BackendStorage, DType, HostData, Layout, Tensor};
 
 /// Which memory primitive.
@@ -320,8 +321,7 @@ pub fn check<B: Backend>(dev: &B, op: MemoryOp, case: &MemoryCase) -> Result<(),
             let n = data.len();
             let s = dev.upload(data.clone()).map_err(failed("upload"))?;
             check_storage("upload", &s, data.dtype(), n)?;
-            let back = dev
-                .download(&s, &Layout::contiguous([n]))
+            let back = positional::download(dev, &s, &Layout::contiguous([n]))
                 .map_err(failed("download"))?;
             same_bits(&back, data)
         }
@@ -332,15 +332,13 @@ pub fn check<B: Backend>(dev: &B, op: MemoryOp, case: &MemoryCase) -> Result<(),
             let expected = input.reference();
             let n = expected.numel();
             let values = if op == MemoryOp::CopyStrided {
-                let copy = dev
-                    .copy_strided(t.storage(), t.layout())
+                let copy = positional::copy_strided(dev, t.storage(), t.layout())
                     .map_err(failed("copy_strided"))?;
                 check_storage("copy_strided", &copy, input.dtype, n)?;
-                dev.download(&copy, &Layout::contiguous(expected.shape.clone()))
+                positional::download(dev, &copy, &Layout::contiguous(expected.shape.clone()))
                     .map_err(failed("download"))?
             } else {
-                dev.download(t.storage(), t.layout())
-                    .map_err(failed("download"))?
+                positional::download(dev, t.storage(), t.layout()).map_err(failed("download"))?
             };
             if values.dtype() != input.dtype {
                 return Err(format!("got {} elements", values.dtype()));
@@ -382,8 +380,13 @@ pub fn check<B: Backend>(dev: &B, op: MemoryOp, case: &MemoryCase) -> Result<(),
             let s = src
                 .build(dev)
                 .map_err(|e| format!("building the source failed: {e}"))?;
-            dev.assign(&mut storage, &dst_layout, s.storage(), s.layout(), *mode)
-                .map_err(op_failed::<B, _>("assign", &[&s]))?;
+            positional::assign(
+                dev,
+                (&mut storage, &dst_layout),
+                (s.storage(), s.layout()),
+                *mode,
+            )
+            .map_err(op_failed::<B, _>("assign", &[&s]))?;
             let n = base.len();
             let got = Tensor::from_parts(dev, storage, Layout::contiguous([n]))
                 .map_err(failed("wrapping the destination"))?;
