@@ -1,5 +1,10 @@
-//! Every reproducer of issue 11 ("no undefined behaviour, no panic, no abort from any public
-//! call"), as a regression test: each returns a typed error (or the right result).
+//! Bad input to public calls gets a typed error (or the right result), never undefined
+//! behaviour, a panic or an abort, on the CPU and example backends: convolution gradients with
+//! mismatched channel counts (the CPU GEMM once read past the weight), the validation of the
+//! gradient entry points, checked size arithmetic, allocations that cannot be met
+//! (`Error::OutOfMemory`), `BatchNorm` without features, streamed gzip IDX files, atomic saves,
+//! the checkpoint loader, the example backend's indices and counters, and attention outputs too
+//! large to allocate. These are the reproducers of tracker issue 11, as regression tests.
 //!
 //! This test binary limits its own address space to 4 GiB first, so the requests that cannot
 //! be met fail the same way on every machine (whatever its memory or overcommit policy) and an
