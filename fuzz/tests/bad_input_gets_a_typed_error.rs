@@ -66,7 +66,7 @@ fn conv_channels_are_checked<B: Backend>(dev: &B) {
 }
 
 #[test]
-fn reproducer_1_conv_gradient_channel_counts() {
+fn conv_gradient_channel_counts_are_checked() {
     limit_memory();
     conv_channels_are_checked(&Cpu::new());
     conv_channels_are_checked(&ExampleBackend::new());
@@ -181,7 +181,7 @@ fn gradient_entry_points_validate<B: Backend>(dev: &B) {
 }
 
 #[test]
-fn reproducer_2_gradient_entry_points_validate() {
+fn gradient_entry_points_validate_their_arguments() {
     limit_memory();
     gradient_entry_points_validate(&Cpu::new());
     gradient_entry_points_validate(&ExampleBackend::new());
@@ -258,7 +258,7 @@ fn sizes_are_checked<B: Backend>(dev: &B) {
 }
 
 #[test]
-fn reproducer_3_size_arithmetic_is_checked() {
+fn size_arithmetic_is_checked() {
     limit_memory();
     sizes_are_checked(&Cpu::new());
     sizes_are_checked(&ExampleBackend::new());
@@ -297,7 +297,7 @@ fn allocation_failures_are_errors<B: Backend>(dev: &B) {
 }
 
 #[test]
-fn reproducer_4_allocation_failures_are_out_of_memory_errors() {
+fn allocation_failures_are_out_of_memory_errors() {
     limit_memory();
     allocation_failures_are_errors(&Cpu::new());
     allocation_failures_are_errors(&ExampleBackend::new());
@@ -331,7 +331,7 @@ fn reproducer_4_allocation_failures_are_out_of_memory_errors() {
 // ----- 5. smaller: BatchNorm with 0 features, the gzip IDX reader, atomic saves, loading -----
 
 #[test]
-fn reproducer_5_batch_norm_without_features() {
+fn batch_norm_without_features_is_an_error() {
     limit_memory();
     let dev = Cpu::new();
     assert!(BatchNormConfig::new(0).init_1d(&dev).is_err());
@@ -339,7 +339,7 @@ fn reproducer_5_batch_norm_without_features() {
 }
 
 #[test]
-fn reproducer_5_gzip_idx_is_streamed_against_its_header() {
+fn gzip_idx_is_streamed_against_its_header() {
     use std::io::Write;
     limit_memory();
     // 16 declared bytes, then 3 GiB of zeros in 3 MB of gzip members: inflating it whole
@@ -375,7 +375,7 @@ fn tempfile_dir() -> std::path::PathBuf {
 }
 
 #[test]
-fn reproducer_5_atomic_saves_leave_no_temporaries() {
+fn atomic_saves_leave_no_temporaries() {
     limit_memory();
     let dev = Cpu::new();
     let dir = tempfile_dir();
@@ -401,7 +401,7 @@ fn reproducer_5_atomic_saves_leave_no_temporaries() {
 }
 
 #[test]
-fn reproducer_5_checkpoint_loader_rejects_what_save_never_writes() {
+fn checkpoint_loader_rejects_what_save_never_writes() {
     limit_memory();
     let dev = Cpu::new();
     let dir = tempfile_dir();
@@ -436,7 +436,7 @@ fn reproducer_5_checkpoint_loader_rejects_what_save_never_writes() {
 // ----- 6. the example backend -----
 
 #[test]
-fn reproducer_6_example_backend_indices_and_counters() {
+fn example_backend_indices_and_counters_are_checked() {
     limit_memory();
     let dev = ExampleBackend::new();
     // A negative index, accepted when the output was empty.
