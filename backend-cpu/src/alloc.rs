@@ -104,8 +104,9 @@ pub(crate) fn try_collect<T>(len: usize, items: impl Iterator<Item = T>) -> Resu
 mod tests {
     use super::*;
 
-    /// Small enough for Miri: `MIRIFLAGS=-Zmiri-tree-borrows cargo +nightly miri test -p
-    /// backend-cpu miri_` runs every test whose name starts with `miri_`.
+    /// Small enough for Miri: `MIRIFLAGS="-Zmiri-tree-borrows -Zmiri-ignore-leaks" cargo
+    /// +nightly miri test -p tessera-cpu --lib miri_` runs every test whose name starts with
+    /// `miri_` (see docs/SOUNDNESS.md).
     #[test]
     fn miri_zeroed_vectors_are_initialised_owned_vectors() {
         let v = try_zeroed::<f32>(7).unwrap();

@@ -31,16 +31,32 @@
 //! * **No abort on allocation**: every buffer of tensor size (outputs, copies, im2col columns,
 //!   partial sums) is allocated fallibly (`alloc.rs`); a request the host cannot meet is
 //!   `Error::OutOfMemory { requested_bytes, .. }`.
-//! * **No undefined behaviour**: the `unsafe` code is the GEMM calls into `matrixmultiply`
-//!   (`kernels/gemm.rs`, used by `matmul.rs` and `conv.rs`, serial and split over rayon), the
-//!   `MaybeUninit` outputs of the fused Adam step (`kernels/adam.rs`), the zeroed allocation
-//!   (`alloc.rs`) and one `mallopt` call (`malloc_tuning.rs`). Each block states the invariant
-//!   it relies on and checks it first (operand lengths against the GEMM dims, output lengths
-//!   against the inputs); each has unit tests small enough for Miri (prefix `miri_`):
-//!   `MIRIFLAGS="-Zmiri-tree-borrows -Zmiri-ignore-leaks" cargo +nightly miri test -p
-//!   backend-cpu --lib miri_` runs them with no undefined behaviour reported (Tree Borrows:
-//!   rayon's crossbeam-epoch trips Stacked Borrows; the leak check is off for rayon's
-//!   threads). `mallopt` is not run under Miri (no foreign calls).
+//! * **No undefined behaviour**: the `unsafe` code is
+//!   - the f32/f64 GEMM (`kernels/gemm/`): raw strided operand views, the dispatch and the
+//!     split over rayon (`mod.rs`), the BLIS-style blocked driver (`blocked.rs`), packing
+//!     (`pack/`, with AVX-512 transposing packers), the AVX-512F and AVX2+FMA micro-kernels
+//!     (`microkernel/`), the GEMV and its SIMD dot kernels (`gemv.rs`, `dot.rs`),
+//!     `matrixmultiply` (`portable.rs`), the per-thread packing buffers (`scratch.rs`) and the
+//!     blocks of a split product shared with rayon workers (`team.rs`);
+//!   - the GEMM calls of the batched product (`kernels/matmul.rs`, into uninitialised output
+//!     capacity), of convolution and its gradients (`kernels/conv.rs`) and of fused attention
+//!     (`kernels/attention.rs`);
+//!   - the `vdpbf16ps` micro-kernel of the bf16 GEMM (`kernels/gemm_bf16.rs`);
+//!   - the `MaybeUninit` outputs of the fused Adam step (`kernels/adam.rs`);
+//!   - calls of safe loops compiled for AVX2, after run-time detection (`kernels/wide.rs`,
+//!     `kernels/pool.rs`);
+//!   - the zeroed allocation (`alloc.rs`) and two `mallopt` calls (`malloc_tuning.rs`).
+//!
+//!   Each block states the invariant it relies on (`SAFETY:`) and checks it first (operands
+//!   inside their storages, output lengths against the inputs, CPU features before
+//!   intrinsics). Miri runs the unit tests named `miri_` (`MIRIFLAGS="-Zmiri-tree-borrows
+//!   -Zmiri-ignore-leaks" cargo +nightly miri test -p tessera-cpu --lib miri_`: no undefined
+//!   behaviour reported) and those of `kernels::gemm` (`... --lib kernels::gemm`); Tree
+//!   Borrows because rayon's crossbeam-epoch trips Stacked Borrows, the leak check off for
+//!   rayon's threads. Miri cannot run the `core::arch` intrinsics (their tests compare them
+//!   with f64 references natively); under it the AVX2 copies are never taken and `mallopt` is
+//!   not called; attention's GEMM calls are tested natively only. `docs/SOUNDNESS.md` lists
+//!   every `unsafe` place with its tests.
 //! * **Data-dependent errors**: out-of-range indices of `index_select`, `gather` and
 //!   `scatter_add`, and max-pooling window positions outside the window, are
 //!   `Error::IndexOutOfRange`.

@@ -2,7 +2,7 @@
 //! NVRTC: point `TESSERA_CUDA_KERNELS` at the folder there.
 //!
 //! ```text
-//! cargo run --release -p backend-cuda --example precompile_kernels -- OUT_DIR [ARCH,...]
+//! cargo run --release -p tessera-cuda --example precompile_kernels -- OUT_DIR [ARCH,...]
 //! ```
 //! `ARCH` is `sm_XY` (a cubin for exactly that GPU generation) or `compute_XY` (PTX the driver
 //! compiles for that generation or newer); the default is `sm_80,sm_86,sm_89,sm_90,compute_80`.

@@ -1,7 +1,7 @@
 //! GEMM throughput of the OpenCL backend beside the CPU backend (informational).
 //!
 //! ```text
-//! cargo run --release -p backend-opencl --example gemm_bench -- [sizes...]
+//! cargo run --release -p tessera-opencl --example gemm_bench -- [sizes...]
 //! ```
 //! Prints one line per size and backend: `n`, seconds per product (best of 5) and GFLOP/s.
 

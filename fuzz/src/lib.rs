@@ -27,10 +27,10 @@
 //!
 //! ## Running it
 //! * `cargo test -p fuzz` runs a bounded, deterministic run (a few thousand programs) and the
-//!   regression tests of every reproducer of issue 11; both are part of `cargo test
-//!   --workspace`, so CI runs them.
-//! * `cargo xtask fuzz --minutes 10` runs the reproducers in release, then fuzzes (release,
-//!   two children) for ten minutes from a fresh seed.
+//!   regression tests in `fuzz/tests/` (bad input gets a typed error, counter wrap and work
+//!   bounds, the fuzzer's findings); all are part of `cargo test --workspace`, so CI runs them.
+//! * `cargo xtask fuzz --minutes 10` runs the bad-input regression tests in release, then
+//!   fuzzes (release, two children) for ten minutes from a fresh seed.
 //! * `cargo run -p fuzz -- show --seed 1234` prints a program; `cargo run -p fuzz -- replay
 //!   --seed 1234` runs it in this process, printing each step's outcome.
 //!

@@ -1,4 +1,4 @@
-//! Regression tests of what the fuzzer found (beyond issue 11's own reproducers), each the
+//! Regression tests of what the fuzzer found (beyond `bad_input_gets_a_typed_error.rs`), each the
 //! smallest program that showed it. A new finding gets its test here the day it is fixed.
 
 use tessera_autograd::Var;

@@ -61,7 +61,7 @@ fn fashion_mnist_normalised_training_set_has_mean_0_std_1() {
 }
 
 /// Decode + normalise + batch one training epoch (60000 images, batch 128). Run with
-/// `cargo test -p nn --release --test data_fashion_mnist -- --ignored --nocapture`.
+/// `cargo test -p tessera-nn --release --test data_fashion_mnist -- --ignored --nocapture`.
 #[test]
 #[ignore = "timing measurement"]
 fn time_one_training_epoch() {

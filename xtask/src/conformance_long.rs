@@ -166,7 +166,7 @@ mod tests {
     }
 
     #[test]
-    fn defaults_are_issue_28s_run() {
+    fn defaults_are_2000_fused_cases_on_seeds_1_to_10() {
         let cli = Cli::parse_from(["conformance-long"]);
         assert_eq!(cli.args.cases, 2000);
         assert_eq!(cli.args.seeds, Seeds((1..=10).collect()));

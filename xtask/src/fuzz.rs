@@ -1,9 +1,9 @@
 //! `cargo xtask fuzz --minutes N`: the long fuzz run.
 //!
-//! First the regression tests of issue 11's reproducers in **release** (`cargo test
-//! --release -p fuzz --test issue_11_reproducers`: no overflow checks, no debug assertions, so
-//! release builds are checked to behave like the debug builds CI tests), then the fuzzer
-//! itself, built in release, for `--minutes` from a fresh seed (or `--seed`) in `--jobs`
+//! First the bad-input regression tests (issue 11's reproducers) in **release** (`cargo test
+//! --release -p fuzz --test bad_input_gets_a_typed_error`: no overflow checks, no debug
+//! assertions, so release builds are checked to behave like the debug builds CI tests), then the
+//! fuzzer itself, built in release, for `--minutes` from a fresh seed (or `--seed`) in `--jobs`
 //! memory-limited children. Fails when a reproducer fails or the fuzzer finds a panic, an
 //! abort, a hang or a broken invariant; the report names each failing program and its seed
 //! (`cargo run -p fuzz -- replay --seed N` reruns one). See `fuzz/src/lib.rs`.
@@ -33,14 +33,14 @@ pub struct FuzzArgs {
 /// Runs the task.
 pub fn run(args: &FuzzArgs) -> TaskResult<()> {
     if !args.no_reproducers {
-        println!("==> fuzz: issue 11's reproducers in release");
+        println!("==> fuzz: the bad-input regression tests in release");
         run_checked(&mut cargo([
             "test",
             "--release",
             "-p",
             "fuzz",
             "--test",
-            "issue_11_reproducers",
+            "bad_input_gets_a_typed_error",
         ]))?;
     }
     println!(

@@ -29,7 +29,7 @@ enum Task {
     /// gathers them with precompiled kernels in target/gpu-check/bundle and prints the command
     /// that runs them on a GPU machine.
     GpuCheck(xtask::gpu_check::GpuCheckArgs),
-    /// Runs issue 11's reproducers in release, then the fuzzer (release) for `--minutes`;
+    /// Runs the bad-input regression tests in release, then the fuzzer (release) for `--minutes`;
     /// fails on any panic, abort, hang or broken invariant (see fuzz/src/lib.rs).
     Fuzz(xtask::fuzz::FuzzArgs),
     /// Runs the conformance families whose tolerances are error bounds (default: `fused`) at

@@ -1,5 +1,5 @@
 //! Timing runs (ignored by default). Run with
-//! `cargo test -p backend-cpu --release -- --ignored --nocapture perf`.
+//! `cargo test -p tessera-cpu --release -- --ignored --nocapture perf`.
 
 use crate::common::*;
 use std::time::Instant;

@@ -1,11 +1,11 @@
-/* Fused scaled dot-product attention and its gradient (tensor_core::attention defines it).
+/* Fused scaled dot-product attention and its gradient (tessera_core::attention defines it).
  *
  * Operands are contiguous row-major with an element offset: q [rows, E], k [batch, S, E],
  * v [batch, S, EV], the upstream gradient and output [rows, EV], the log-sum-exp [rows], where
  * rows = batch * L. A mask, if any, is [rows, S]: bytes (mask_kind 1: non-zero may attend) or
  * values added to the scores (mask_kind 2). Dropout (has_dropout) keeps probability
  * n = row * S + j when the uniform draw offset + n of Philox stream (key0, key1) is >= p and
- * scales it by `factor`, exactly like tensor_core::composite (random.cl.c's draws).
+ * scales it by `factor`, exactly like tessera_core::composite (random.cl.c's draws).
  *
  * One work-group of TS_REDUCE_WG work-items handles one row (a query for the forward pass and
  * dQ, a key for dK/dV): the other side is visited in chunks of TS_REDUCE_WG, one element per

@@ -1,5 +1,5 @@
 /* Counter-based random numbers: Philox4x32-10, element i of a draw (seed, offset) computed from
- * the counter offset + i alone, exactly as tensor_core::random::sample_f32 / sample_f64. */
+ * the counter offset + i alone, exactly as tessera_core::random::sample_f32 / sample_f64. */
 
 #if defined(TS_FLOAT)
 

@@ -1,6 +1,6 @@
 /* Fused softmax, log-softmax and log-sum-exp along a row: one work-group of TS_REDUCE_WG
  * work-items per row, row r starting at view_at(outer, r) with element stride `stride`.
- * The arithmetic is tensor_core::composite::softmax's: shift = row maximum (NaN-propagating),
+ * The arithmetic is tessera_core::composite::softmax's: shift = row maximum (NaN-propagating),
  * which log-sum-exp alone replaces by 0 when infinite (so softmax and log-softmax of a row with
  * +inf, or of only -inf, are NaN, as in PyTorch); e = exp(x - shift); softmax = e / sum(e);
  * log_softmax = (x - shift) - log(sum(e)); logsumexp = log(sum(e)) + shift (one per row). */

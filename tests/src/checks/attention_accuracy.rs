@@ -259,7 +259,7 @@ mod tests {
     }
 
     #[test]
-    fn the_issue_case_comes_first() {
+    fn the_causal_2x3_batch_5x8_case_comes_first() {
         let first = &systematic_cases()[0];
         assert_eq!(first.batch, [2, 3]);
         assert_eq!(first.sizes, (5, 5, 8, 8));

@@ -21,7 +21,7 @@
 //! Miri: the packing, blocking, scratch-buffer, team and GEMV code is exercised under Miri by
 //! the small tests in `tests` (and each module's own) through the portable scalar
 //! micro-kernel: `MIRIFLAGS="-Zmiri-ignore-leaks -Zmiri-tree-borrows" cargo +nightly miri test
-//! -p backend-cpu --lib kernels::gemm` (about ten minutes; the flags because rayon's global
+//! -p tessera-cpu --lib kernels::gemm` (about ten minutes; the flags because rayon's global
 //! pool, which the `team` tests start, outlives them, and its deque (crossbeam-epoch) trips
 //! Stacked Borrows; everything but `team` also passes under Stacked Borrows). The SIMD
 //! micro-kernels and packers are `core::arch` intrinsics that Miri does not

@@ -1,5 +1,10 @@
-//! Every reproducer of issue 11 ("no undefined behaviour, no panic, no abort from any public
-//! call"), as a regression test: each returns a typed error (or the right result).
+//! Bad input to public calls gets a typed error (or the right result), never undefined
+//! behaviour, a panic or an abort, on the CPU and example backends: convolution gradients with
+//! mismatched channel counts (the CPU GEMM once read past the weight), the validation of the
+//! gradient entry points, checked size arithmetic, allocations that cannot be met
+//! (`Error::OutOfMemory`), `BatchNorm` without features, streamed gzip IDX files, atomic saves,
+//! the checkpoint loader, the example backend's indices and counters, and attention outputs too
+//! large to allocate. These are the reproducers of tracker issue 11, as regression tests.
 //!
 //! This test binary limits its own address space to 4 GiB first, so the requests that cannot
 //! be met fail the same way on every machine (whatever its memory or overcommit policy) and an
@@ -61,7 +66,7 @@ fn conv_channels_are_checked<B: Backend>(dev: &B) {
 }
 
 #[test]
-fn reproducer_1_conv_gradient_channel_counts() {
+fn conv_gradient_channel_counts_are_checked() {
     limit_memory();
     conv_channels_are_checked(&Cpu::new());
     conv_channels_are_checked(&ExampleBackend::new());
@@ -176,7 +181,7 @@ fn gradient_entry_points_validate<B: Backend>(dev: &B) {
 }
 
 #[test]
-fn reproducer_2_gradient_entry_points_validate() {
+fn gradient_entry_points_validate_their_arguments() {
     limit_memory();
     gradient_entry_points_validate(&Cpu::new());
     gradient_entry_points_validate(&ExampleBackend::new());
@@ -253,7 +258,7 @@ fn sizes_are_checked<B: Backend>(dev: &B) {
 }
 
 #[test]
-fn reproducer_3_size_arithmetic_is_checked() {
+fn size_arithmetic_is_checked() {
     limit_memory();
     sizes_are_checked(&Cpu::new());
     sizes_are_checked(&ExampleBackend::new());
@@ -292,7 +297,7 @@ fn allocation_failures_are_errors<B: Backend>(dev: &B) {
 }
 
 #[test]
-fn reproducer_4_allocation_failures_are_out_of_memory_errors() {
+fn allocation_failures_are_out_of_memory_errors() {
     limit_memory();
     allocation_failures_are_errors(&Cpu::new());
     allocation_failures_are_errors(&ExampleBackend::new());
@@ -326,7 +331,7 @@ fn reproducer_4_allocation_failures_are_out_of_memory_errors() {
 // ----- 5. smaller: BatchNorm with 0 features, the gzip IDX reader, atomic saves, loading -----
 
 #[test]
-fn reproducer_5_batch_norm_without_features() {
+fn batch_norm_without_features_is_an_error() {
     limit_memory();
     let dev = Cpu::new();
     assert!(BatchNormConfig::new(0).init_1d(&dev).is_err());
@@ -334,7 +339,7 @@ fn reproducer_5_batch_norm_without_features() {
 }
 
 #[test]
-fn reproducer_5_gzip_idx_is_streamed_against_its_header() {
+fn gzip_idx_is_streamed_against_its_header() {
     use std::io::Write;
     limit_memory();
     // 16 declared bytes, then 3 GiB of zeros in 3 MB of gzip members: inflating it whole
@@ -370,7 +375,7 @@ fn tempfile_dir() -> std::path::PathBuf {
 }
 
 #[test]
-fn reproducer_5_atomic_saves_leave_no_temporaries() {
+fn atomic_saves_leave_no_temporaries() {
     limit_memory();
     let dev = Cpu::new();
     let dir = tempfile_dir();
@@ -396,7 +401,7 @@ fn reproducer_5_atomic_saves_leave_no_temporaries() {
 }
 
 #[test]
-fn reproducer_5_checkpoint_loader_rejects_what_save_never_writes() {
+fn checkpoint_loader_rejects_what_save_never_writes() {
     limit_memory();
     let dev = Cpu::new();
     let dir = tempfile_dir();
@@ -431,7 +436,7 @@ fn reproducer_5_checkpoint_loader_rejects_what_save_never_writes() {
 // ----- 6. the example backend -----
 
 #[test]
-fn reproducer_6_example_backend_indices_and_counters() {
+fn example_backend_indices_and_counters_are_checked() {
     limit_memory();
     let dev = ExampleBackend::new();
     // A negative index, accepted when the output was empty.

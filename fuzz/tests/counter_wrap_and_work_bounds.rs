@@ -1,5 +1,7 @@
-//! The soundness reproducers of issue 22, as regression tests, each on the CPU backend and the
-//! example backend (the template vendors copy):
+//! Random counters wrap modulo 2^64, and work and host allocations are bounded by the elements
+//! of a call (docs/SOUNDNESS.md, "Random counters" and "Work bounds"), each on the CPU backend
+//! and the example backend (the template vendors copy). The reproducers of tracker issue 22, as
+//! regression tests:
 //!
 //! 1. a dropout counter near `u64::MAX` overflowed in the CPU attention kernel (a panic with
 //!    overflow checks, a silent wrap without): counters now wrap modulo 2^64 by definition;
@@ -8,8 +10,9 @@
 //! 3. a reduction over a broadcast view of 2^40 rows walked every row; a reduced axis of stride
 //!    0 is now repeated in closed form.
 //!
-//! Like `issue_11_reproducers.rs`, this binary limits its own address space to 4 GiB first, so
-//! an allocation that should never be made fails (or aborts) the same way on every machine.
+//! Like `bad_input_gets_a_typed_error.rs`, this binary limits its own address space to 4 GiB
+//! first, so an allocation that should never be made fails (or aborts) the same way on every
+//! machine.
 
 use std::sync::Once;
 use std::time::{Duration, Instant};
