@@ -23,8 +23,9 @@
 //! Every `Backend` method of [`Cpu`] may be called directly, with any storages, layouts and
 //! arguments (not only through `tessera_core::Tensor`, which validates first), in debug and
 //! release builds alike:
-//! * **No panic**: every primitive checks its layouts against their storages
-//!   (`Layout::check_fits`), its axes and its operands' shapes at entry; the convolution and
+//! * **No panic**: every primitive receives operand types whose layouts were checked against
+//!   their storages and whose shapes agree (`tessera_core::operand`), and checks its dtypes
+//!   and axes at entry; the convolution and
 //!   pooling overrides run `tensor-core`'s checks again (the channel count of the GEMMs comes
 //!   from the weight and must agree with the input); sizes combined from several operands are
 //!   checked products. Bad input is a typed error.
