@@ -1,7 +1,7 @@
 //! The composites of [`Checked`]: each runs the composite of the backend under test (its fused
 //! override, or the default) and the reference's, and compares the two results.
 
-use crate::backend::OpSpec;
+use crate::settle::OpSpec;
 use crate::storage::CheckedStorage;
 use crate::tolerance::Tolerance;
 use crate::Checked;

@@ -17,11 +17,13 @@
 
 mod attention;
 mod backend;
+mod checked;
 mod composites;
 mod divergence;
+mod settle;
 pub mod storage;
 pub mod tolerance;
 
-pub use backend::Checked;
+pub use checked::Checked;
 pub use storage::CheckedStorage;
 pub use tolerance::Tolerance;

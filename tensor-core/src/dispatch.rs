@@ -71,6 +71,30 @@ pub enum HalfOp {
     AdamUpdate,
 }
 
+impl HalfOp {
+    /// Every op a backend may declare.
+    pub const ALL: [HalfOp; 18] = [
+        HalfOp::Unary,
+        HalfOp::Binary,
+        HalfOp::Compare,
+        HalfOp::WhereSelect,
+        HalfOp::Reduce,
+        HalfOp::ArgReduce,
+        HalfOp::Matmul,
+        HalfOp::IndexSelect,
+        HalfOp::Gather,
+        HalfOp::ScatterAdd,
+        HalfOp::Softmax,
+        HalfOp::Conv2d,
+        HalfOp::Conv2dBackward,
+        HalfOp::Pool2d,
+        HalfOp::Attention,
+        HalfOp::AttentionBackward,
+        HalfOp::ReluBackward,
+        HalfOp::AdamUpdate,
+    ];
+}
+
 /// The 16-bit dtype to widen for `op` over inputs of `dtypes`, if any.
 fn to_widen<B: Backend>(
     backend: &B,

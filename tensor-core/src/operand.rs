@@ -318,8 +318,7 @@ impl<'a, S: BackendStorage> MatmulOperands<'a, S> {
             && l[..rank - 2] == r[..rank - 2]
             && l[rank - 1] == r[rank - 2];
         if !fits {
-            return Err(Error::ShapeMismatch {
-                op: OP,
+            return Err(Error::MatmulShape {
                 lhs: lhs.layout.shape().clone(),
                 rhs: rhs.layout.shape().clone(),
             });

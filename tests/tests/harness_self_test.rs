@@ -4,9 +4,13 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use tessera_conformance::checks::{binary, random, unary};
+use tessera_core::dispatch::HalfOp;
+use tessera_core::operand::{
+    Assignment, Gather, IndexSelect, MatmulOperands, Operand, SameShape, ScatterAdd,
+};
 use tessera_core::{
-    ArgReduceOp, AssignMode, Backend, BinaryOp, CmpOp, DType, Device, Distribution, HostData,
-    Layout, ReduceOp, Result, UnaryOp,
+    direct, ArgReduceOp, AssignMode, Backend, BinaryOp, CmpOp, DType, Device, Distribution,
+    HostData, Layout, ReduceOp, Result, UnaryOp,
 };
 use tessera_cpu::Cpu;
 
@@ -44,113 +48,79 @@ impl Backend for Faulty {
     fn supports_dtype(&self, dtype: DType) -> bool {
         self.cpu.supports_dtype(dtype)
     }
+    /// The primitives are the CPU backend's, so its declaration holds for them; the composites
+    /// are tensor-core's defaults, which compute in the dtype they are given.
+    fn computes_16_bit(&self, op: HalfOp, dtype: DType) -> bool {
+        let primitive = matches!(
+            op,
+            HalfOp::Unary
+                | HalfOp::Binary
+                | HalfOp::Compare
+                | HalfOp::WhereSelect
+                | HalfOp::Reduce
+                | HalfOp::ArgReduce
+                | HalfOp::Matmul
+                | HalfOp::IndexSelect
+                | HalfOp::Gather
+                | HalfOp::ScatterAdd
+        );
+        primitive && self.cpu.computes_16_bit(op, dtype)
+    }
     fn upload(&self, data: HostData) -> Result<Storage> {
         self.cpu.upload(data)
     }
-    fn download(&self, s: &Storage, l: &Layout) -> Result<HostData> {
-        self.cpu.download(s, l)
+    fn download(&self, x: Operand<'_, Storage>) -> Result<HostData> {
+        self.cpu.download(x)
     }
     fn full(&self, n: usize, dtype: DType, value: f64) -> Result<Storage> {
         self.cpu.full(n, dtype, value)
     }
-    fn copy_strided(&self, s: &Storage, l: &Layout) -> Result<Storage> {
-        self.cpu.copy_strided(s, l)
+    fn copy_strided(&self, x: Operand<'_, Storage>) -> Result<Storage> {
+        self.cpu.copy_strided(x)
     }
-    fn assign(
-        &self,
-        d: &mut Storage,
-        dl: &Layout,
-        s: &Storage,
-        sl: &Layout,
-        m: AssignMode,
-    ) -> Result<()> {
-        self.cpu.assign(d, dl, s, sl, m)
+    fn assign(&self, to: Assignment<'_, Storage>, mode: AssignMode) -> Result<()> {
+        self.cpu.assign(to, mode)
     }
-    fn cast(&self, s: &Storage, l: &Layout, dtype: DType) -> Result<Storage> {
-        self.cpu.cast(s, l, dtype)
+    fn cast(&self, x: Operand<'_, Storage>, dtype: DType) -> Result<Storage> {
+        self.cpu.cast(x, dtype)
     }
-    fn unary(&self, op: UnaryOp, x: &Storage, l: &Layout) -> Result<Storage> {
+    fn unary(&self, op: UnaryOp, x: Operand<'_, Storage>) -> Result<Storage> {
         if self.fault == Fault::UnaryAssumesContiguous {
-            return self
-                .cpu
-                .unary(op, x, &Layout::contiguous(l.shape().clone()));
+            let contiguous = Layout::contiguous(x.dims());
+            return direct::unary(&self.cpu, op, x.storage(), &contiguous);
         }
-        self.cpu.unary(op, x, l)
+        self.cpu.unary(op, x)
     }
-    fn binary(
-        &self,
-        op: BinaryOp,
-        a: &Storage,
-        al: &Layout,
-        b: &Storage,
-        bl: &Layout,
-    ) -> Result<Storage> {
+    fn binary(&self, op: BinaryOp, xs: SameShape<'_, Storage, 2>) -> Result<Storage> {
         if self.fault == Fault::SubSwapsOperands && op == BinaryOp::Sub {
-            return self.cpu.binary(op, b, bl, a, al);
+            let [a, b] = xs.operands();
+            return self.cpu.binary(op, SameShape::new(op.name(), [b, a])?);
         }
-        self.cpu.binary(op, a, al, b, bl)
+        self.cpu.binary(op, xs)
     }
-    fn compare(
-        &self,
-        op: CmpOp,
-        a: &Storage,
-        al: &Layout,
-        b: &Storage,
-        bl: &Layout,
-    ) -> Result<Storage> {
-        self.cpu.compare(op, a, al, b, bl)
+    fn compare(&self, op: CmpOp, xs: SameShape<'_, Storage, 2>) -> Result<Storage> {
+        self.cpu.compare(op, xs)
     }
-    fn where_select(
-        &self,
-        c: &Storage,
-        cl: &Layout,
-        t: &Storage,
-        tl: &Layout,
-        f: &Storage,
-        fl: &Layout,
-    ) -> Result<Storage> {
-        self.cpu.where_select(c, cl, t, tl, f, fl)
+    fn where_select(&self, xs: SameShape<'_, Storage, 3>) -> Result<Storage> {
+        self.cpu.where_select(xs)
     }
-    fn reduce(&self, op: ReduceOp, x: &Storage, l: &Layout, axes: &[usize]) -> Result<Storage> {
-        self.cpu.reduce(op, x, l, axes)
+    fn reduce(&self, op: ReduceOp, x: Operand<'_, Storage>, axes: &[usize]) -> Result<Storage> {
+        self.cpu.reduce(op, x, axes)
     }
-    fn arg_reduce(&self, op: ArgReduceOp, x: &Storage, l: &Layout, axis: usize) -> Result<Storage> {
-        self.cpu.arg_reduce(op, x, l, axis)
+    fn arg_reduce(&self, op: ArgReduceOp, x: Operand<'_, Storage>, axis: usize) -> Result<Storage> {
+        self.cpu.arg_reduce(op, x, axis)
     }
-    fn matmul(&self, a: &Storage, al: &Layout, b: &Storage, bl: &Layout) -> Result<Storage> {
-        self.cpu.matmul(a, al, b, bl)
+    fn matmul(&self, xs: MatmulOperands<'_, Storage>) -> Result<Storage> {
+        self.cpu.matmul(xs)
     }
-    fn index_select(
-        &self,
-        x: &Storage,
-        l: &Layout,
-        axis: usize,
-        i: &Storage,
-        il: &Layout,
-    ) -> Result<Storage> {
-        self.cpu.index_select(x, l, axis, i, il)
+    fn index_select(&self, xs: IndexSelect<'_, Storage>) -> Result<Storage> {
+        self.cpu.index_select(xs)
     }
-    fn gather(
-        &self,
-        x: &Storage,
-        l: &Layout,
-        axis: usize,
-        i: &Storage,
-        il: &Layout,
-    ) -> Result<Storage> {
-        self.cpu.gather(x, l, axis, i, il)
+    fn gather(&self, xs: Gather<'_, Storage>) -> Result<Storage> {
+        self.cpu.gather(xs)
     }
-    fn scatter_add(
-        &self,
-        base: &Storage,
-        bl: &Layout,
-        axis: usize,
-        i: &Storage,
-        il: &Layout,
-        src: &Storage,
-        sl: &Layout,
-    ) -> Result<Storage> {
-        self.cpu.scatter_add(base, bl, axis, i, il, src, sl)
+    fn scatter_add(&self, xs: ScatterAdd<'_, Storage>) -> Result<Storage> {
+        self.cpu.scatter_add(xs)
     }
     fn random(
         &self,

@@ -14,6 +14,7 @@ use crate::reference::{reduce, RefArray};
 use crate::runner::check_property_systematic;
 use crate::strategies::{shape, tensor_case, Pattern, TensorCase, ValueProfile};
 use proptest::prelude::*;
+use tessera_core::dispatch::HalfOp;
 use tessera_core::{Backend, DType, HostData, ReduceOp, Tensor};
 
 /// Which method.
@@ -28,16 +29,21 @@ pub enum DeviceOp {
     /// `supports_dtype(dtype)`: true for a declared dtype, whose tensors then upload, fill and
     /// read back; for a dtype it rejects, `upload` returns an error rather than a storage.
     SupportsDtype,
+    /// `computes_16_bit(op, dtype)`: the same answer on every clone, and an op declared native
+    /// only on a 16-bit dtype that `supports_dtype` accepts (the dispatch hands the declared
+    /// ops that dtype as stored; the conformance families then run them).
+    Computes16Bit,
     /// `synchronize()`: `Ok` after queued work, which keeps its results; callable twice.
     Synchronize,
 }
 
 impl DeviceOp {
     /// Every method of the family.
-    pub const ALL: [DeviceOp; 4] = [
+    pub const ALL: [DeviceOp; 5] = [
         DeviceOp::Name,
         DeviceOp::Device,
         DeviceOp::SupportsDtype,
+        DeviceOp::Computes16Bit,
         DeviceOp::Synchronize,
     ];
 
@@ -47,6 +53,7 @@ impl DeviceOp {
             DeviceOp::Name => "name",
             DeviceOp::Device => "device",
             DeviceOp::SupportsDtype => "supports_dtype",
+            DeviceOp::Computes16Bit => "computes_16_bit",
             DeviceOp::Synchronize => "synchronize",
         }
     }
@@ -151,6 +158,24 @@ pub fn check<B: Backend>(dev: &B, case: &DeviceCase) -> Result<(), String> {
                 if dev.upload(zeros(other, n.max(1))).is_ok() {
                     return Err(format!(
                         "supports_dtype({other}) is false but uploading {other} data succeeded"
+                    ));
+                }
+            }
+            Ok(())
+        }
+        DeviceOp::Computes16Bit => {
+            let clone = dev.clone();
+            for op in HalfOp::ALL {
+                let native = dev.computes_16_bit(op, dtype);
+                if native != clone.computes_16_bit(op, dtype) {
+                    return Err(format!(
+                        "computes_16_bit({op:?}, {dtype}) differs between clones"
+                    ));
+                }
+                if native && dtype.is_half() && !dev.supports_dtype(dtype) {
+                    return Err(format!(
+                        "computes_16_bit({op:?}, {dtype}) is true but supports_dtype({dtype}) \
+                         is false"
                     ));
                 }
             }

@@ -332,8 +332,8 @@ pub fn check<B: Backend>(dev: &B, case: &FusedCase) -> Result<(), String> {
         FusedCase::Relu { x, grad } => {
             let dtype = x.dtype;
             let (xt, gt) = (super::build(dev, x, "x")?, super::build(dev, grad, "grad")?);
-            let got = dev
-                .relu_backward(&xt, &gt)
+            // Through tensor-core's dispatch, as autograd calls it (the 16-bit rule).
+            let got = tessera_core::dispatch::relu_backward(&xt, &gt)
                 .map_err(op_failed("relu_backward", &[&xt, &gt]))?;
             let expected = fused::relu_backward(&x.reference(), &grad.reference());
             // The result is `grad` or 0: exact (either sign of a zero).
@@ -348,16 +348,15 @@ pub fn check<B: Backend>(dev: &B, case: &FusedCase) -> Result<(), String> {
                 .collect::<Result<Vec<_>, _>>()?;
             let refs: Vec<_> = tensors.iter().map(TensorCase::reference).collect();
             let update = hyper.update();
-            let got = dev
-                .adam_update(
-                    &built[0],
-                    &built[1],
-                    &built[2],
-                    &built[3],
-                    built.get(4),
-                    update,
-                )
-                .map_err(op_failed("adam_update", &built.iter().collect::<Vec<_>>()))?;
+            // Through tensor-core's dispatch, as the optimizer calls it (the 16-bit rule).
+            let got = tessera_core::dispatch::adam_update(
+                &built[0],
+                &built[1],
+                (&built[2], &built[3]),
+                built.get(4),
+                update,
+            )
+            .map_err(op_failed("adam_update", &built.iter().collect::<Vec<_>>()))?;
             let inputs = AdamInputs {
                 param: &refs[0],
                 grad: &refs[1],

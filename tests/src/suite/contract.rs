@@ -9,10 +9,11 @@
 use super::op::{Family, Op};
 
 /// Every method of `tessera_core::Backend`, in the trait's order.
-pub const BACKEND_METHODS: [&str; 36] = [
+pub const BACKEND_METHODS: [&str; 37] = [
     "name",
     "device",
     "supports_dtype",
+    "computes_16_bit",
     "upload",
     "download",
     "full",

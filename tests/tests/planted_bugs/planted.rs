@@ -9,10 +9,14 @@
 //! rounding away from the right one (sigmoid through `tanh`, log-softmax as `x - logsumexp`).
 
 use tessera_core::backend::{AdamTensors, AdamUpdate};
+use tessera_core::dispatch::HalfOp;
+use tessera_core::operand::{
+    Assignment, Gather, IndexSelect, MatmulOperands, Operand, SameShape, ScatterAdd,
+};
 use tessera_core::{
-    composite, ArgReduceOp, AssignMode, AttentionGrads, AttentionOutput, AttentionParams, Backend,
-    BackendStorage, BinaryOp, CmpOp, DType, Device, Distribution, HostData, Layout, Pool2dParams,
-    ReduceOp, Result, Tensor, UnaryOp,
+    bf16, composite, direct, f16, ArgReduceOp, AssignMode, AttentionGrads, AttentionInputs,
+    AttentionOutput, AttentionParams, Backend, BackendStorage, BinaryOp, CmpOp, DType, Device,
+    Distribution, Error, HostData, Layout, Pool2dParams, ReduceOp, Result, Tensor, UnaryOp,
 };
 
 /// The bug a [`Planted`] backend carries.
@@ -98,7 +102,7 @@ impl<B: Backend> Planted<B> {
         if self.supports_dtype(dtype) {
             Ok(())
         } else {
-            Err(tessera_core::Error::UnsupportedDType { op, dtype })
+            Err(Error::UnsupportedDType { op, dtype })
         }
     }
 
@@ -107,58 +111,41 @@ impl<B: Backend> Planted<B> {
         Planted { inner, bug }
     }
 
-    /// The logical values of `layout` over `storage`.
-    fn read(&self, storage: &B::Storage, layout: &Layout) -> Result<HostData> {
-        self.inner.download(storage, layout)
+    /// `values` (each a value of `x`'s dtype) uploaded as the contiguous operand of `x`'s shape
+    /// that a buggy kernel reads instead of `x`.
+    fn upload_as(&self, values: &[f64], x: Operand<'_, B::Storage>) -> Result<Contiguous<B>> {
+        let data = host_data(x.dtype(), values)?;
+        Ok((self.inner.upload(data)?, Layout::contiguous(x.dims())))
     }
 
     /// The operand as the buggy kernel sees it: a broadcast operand's un-broadcast values
     /// repeated by flat index.
-    fn misbroadcast(&self, storage: &B::Storage, layout: &Layout) -> Result<(B::Storage, Layout)> {
-        let broadcast = layout
-            .dims()
-            .iter()
-            .zip(layout.strides())
-            .any(|(&d, &s)| s == 0 && d > 1);
+    fn misbroadcast(&self, x: Operand<'_, B::Storage>) -> Result<Contiguous<B>> {
+        let layout = x.layout();
+        let axes = || layout.dims().iter().zip(layout.strides());
+        let broadcast = axes().any(|(&d, &s)| s == 0 && d > 1);
         if !broadcast || layout.numel() == 0 {
-            return Ok((
-                self.inner.copy_strided(storage, layout)?,
-                Layout::contiguous(layout.shape().clone()),
-            ));
+            return Ok((self.inner.copy_strided(x)?, Layout::contiguous(x.dims())));
         }
-        let source_dims: Vec<usize> = layout
-            .dims()
-            .iter()
-            .zip(layout.strides())
-            .map(|(&d, &s)| if s == 0 { 1 } else { d })
-            .collect();
-        let source_layout = Layout::strided(
-            source_dims,
-            layout.strides().to_vec(),
-            layout.offset(),
-            storage.len(),
-        )?;
-        let source = self.read(storage, &source_layout)?.to_f64_vec();
+        let source_dims: Vec<usize> = axes().map(|(&d, &s)| if s == 0 { 1 } else { d }).collect();
+        let strides = layout.strides().to_vec();
+        let source = Layout::strided(source_dims, strides, layout.offset(), x.storage().len())?;
+        let source = direct::download(&self.inner, x.storage(), &source)?.to_f64_vec();
         let wrong: Vec<f64> = (0..layout.numel())
             .map(|i| source[i % source.len()])
             .collect();
-        let data = host_data(storage.dtype(), &wrong)?;
-        Ok((
-            self.inner.upload(data)?,
-            Layout::contiguous(layout.shape().clone()),
-        ))
+        self.upload_as(&wrong, x)
     }
 
-    /// `f32_map` / `f64_map` applied on the host to the elements of `layout`, as a kernel of
-    /// that precision computes them; a contiguous result.
+    /// `f32_map` / `f64_map` applied on the host to the elements of `x`, as a kernel of that
+    /// precision computes them; a contiguous result.
     fn host_map(
         &self,
-        storage: &B::Storage,
-        layout: &Layout,
+        x: Operand<'_, B::Storage>,
         f32_map: impl Fn(f32) -> f32,
         f64_map: impl Fn(f64) -> f64,
     ) -> Result<B::Storage> {
-        let data = match self.read(storage, layout)? {
+        let data = match self.inner.download(x)? {
             HostData::F32(v) => HostData::F32(v.into_iter().map(f32_map).collect()),
             HostData::F64(v) => HostData::F64(v.into_iter().map(f64_map).collect()),
             other => other,
@@ -169,20 +156,18 @@ impl<B: Backend> Planted<B> {
     /// The operand of a batched matmul as a kernel reads it that takes the batch offset of
     /// flat batch index `b` to be `b * (innermost batch stride)`: a contiguous copy of those
     /// matrices (offsets wrap around the storage, where a device would read out of bounds).
-    fn flat_batch(&self, storage: &B::Storage, layout: &Layout) -> Result<(B::Storage, Layout)> {
+    fn flat_batch(&self, x: Operand<'_, B::Storage>) -> Result<Contiguous<B>> {
+        let (layout, len) = (x.layout(), x.storage().len());
         let (d, s) = (layout.dims(), layout.strides());
         let r = d.len();
         if r < 4 || layout.numel() == 0 {
-            return Ok((
-                self.inner.copy_strided(storage, layout)?,
-                Layout::contiguous(layout.shape().clone()),
-            ));
+            return Ok((self.inner.copy_strided(x)?, Layout::contiguous(x.dims())));
         }
         let batches: usize = d[..r - 2].iter().product();
         let inner = s[r - 3] as usize;
-        let len = storage.len();
         let mut out = Vec::new();
-        let all = self.read(storage, &Layout::contiguous([len]))?.to_f64_vec();
+        let all = direct::download(&self.inner, x.storage(), &Layout::contiguous([len]))?;
+        let all = all.to_f64_vec();
         for b in 0..batches {
             let base = layout.offset() + b * inner;
             for i in 0..d[r - 2] {
@@ -192,35 +177,32 @@ impl<B: Backend> Planted<B> {
                 }
             }
         }
-        let data = match storage.dtype() {
-            DType::F32 => HostData::F32(out.iter().map(|&v| v as f32).collect()),
-            _ => HostData::F64(out),
-        };
-        Ok((
-            self.inner.upload(data)?,
-            Layout::contiguous(layout.shape().clone()),
-        ))
+        self.upload_as(&out, x)
     }
 
     /// The layout as a kernel that ignores a transposed operand reads it: row-major from the
     /// same offset (when that stays inside the storage).
-    fn ignore_transpose(&self, storage: &B::Storage, layout: &Layout) -> Layout {
+    fn ignore_transpose(x: Operand<'_, B::Storage>) -> Layout {
+        let layout = x.layout();
         let (d, s) = (layout.dims(), layout.strides());
         let r = d.len();
         let transposed = r >= 2 && d[r - 1] > 1 && d[r - 2] > 1 && s[r - 2] < s[r - 1];
         if !transposed {
             return layout.clone();
         }
-        let row_major = layout.shape().contiguous_strides();
+        let (shape, len) = (layout.shape(), x.storage().len());
         Layout::strided(
-            layout.shape().clone(),
-            row_major,
+            shape.clone(),
+            shape.contiguous_strides(),
             layout.offset(),
-            storage.len(),
+            len,
         )
         .unwrap_or_else(|_| layout.clone())
     }
 }
+
+/// A storage of the inner backend with a contiguous layout over it.
+type Contiguous<B> = (<B as Backend>::Storage, Layout);
 
 impl<B: Backend> Backend for Planted<B> {
     type Storage = B::Storage;
@@ -236,216 +218,159 @@ impl<B: Backend> Backend for Planted<B> {
     fn supports_dtype(&self, dtype: DType) -> bool {
         (!dtype.is_half() || self.bug.in_casts()) && self.inner.supports_dtype(dtype)
     }
+    /// The primitives are the inner backend's, so its declaration holds for them; the
+    /// composites are tensor-core's defaults or the planted ones, which compute in the dtype
+    /// they are given (so the dispatch widens 16-bit inputs for them).
+    fn computes_16_bit(&self, op: HalfOp, dtype: DType) -> bool {
+        let primitive = matches!(
+            op,
+            HalfOp::Unary
+                | HalfOp::Binary
+                | HalfOp::Compare
+                | HalfOp::WhereSelect
+                | HalfOp::Reduce
+                | HalfOp::ArgReduce
+                | HalfOp::Matmul
+                | HalfOp::IndexSelect
+                | HalfOp::Gather
+                | HalfOp::ScatterAdd
+        );
+        primitive && self.inner.computes_16_bit(op, dtype)
+    }
     fn upload(&self, data: HostData) -> Result<B::Storage> {
         self.inner.upload(data)
     }
-    fn download(&self, s: &B::Storage, l: &Layout) -> Result<HostData> {
-        self.inner.download(s, l)
+    fn download(&self, x: Operand<'_, B::Storage>) -> Result<HostData> {
+        self.inner.download(x)
     }
     fn full(&self, n: usize, dtype: DType, value: f64) -> Result<B::Storage> {
         self.check_dtype("full", dtype)?;
         self.inner.full(n, dtype, value)
     }
-    fn copy_strided(&self, s: &B::Storage, l: &Layout) -> Result<B::Storage> {
-        self.inner.copy_strided(s, l)
+    fn copy_strided(&self, x: Operand<'_, B::Storage>) -> Result<B::Storage> {
+        self.inner.copy_strided(x)
     }
-    fn assign(
-        &self,
-        d: &mut B::Storage,
-        dl: &Layout,
-        s: &B::Storage,
-        sl: &Layout,
-        m: AssignMode,
-    ) -> Result<()> {
-        self.inner.assign(d, dl, s, sl, m)
+    fn assign(&self, to: Assignment<'_, B::Storage>, mode: AssignMode) -> Result<()> {
+        self.inner.assign(to, mode)
     }
-    fn cast(&self, s: &B::Storage, l: &Layout, dtype: DType) -> Result<B::Storage> {
+    fn cast(&self, x: Operand<'_, B::Storage>, dtype: DType) -> Result<B::Storage> {
         self.check_dtype("cast", dtype)?;
         match self.bug {
             Bug::CastFlushesSubnormals => {
-                let out = self.inner.cast(s, l, dtype)?;
+                let out = self.inner.cast(x, dtype)?;
                 let min_normal = match dtype {
                     DType::F32 => f64::from(f32::MIN_POSITIVE),
                     DType::F64 => f64::MIN_POSITIVE,
-                    DType::F16 => tessera_core::f16::MIN_POSITIVE.to_f64(),
-                    DType::BF16 => tessera_core::bf16::MIN_POSITIVE.to_f64(),
+                    DType::F16 => f16::MIN_POSITIVE.to_f64(),
+                    DType::BF16 => bf16::MIN_POSITIVE.to_f64(),
                     _ => return Ok(out),
                 };
                 let all = Layout::contiguous([out.len()]);
-                let flushed: Vec<f64> = self
-                    .read(&out, &all)?
-                    .to_f64_vec()
-                    .into_iter()
-                    .map(|v| {
-                        if v.abs() < min_normal {
-                            0.0f64.copysign(v)
-                        } else {
-                            v
-                        }
-                    })
-                    .collect();
-                self.inner.upload(host_data(dtype, &flushed)?)
+                let mut values = direct::download(&self.inner, &out, &all)?.to_f64_vec();
+                for v in values.iter_mut().filter(|v| v.abs() < min_normal) {
+                    *v = 0.0f64.copysign(*v);
+                }
+                self.inner.upload(host_data(dtype, &values)?)
             }
-            Bug::CastRoundsTwiceThroughF32 if s.dtype() == DType::F64 && dtype.is_half() => {
-                let f32s = self.inner.cast(s, l, DType::F32)?;
-                self.inner
-                    .cast(&f32s, &Layout::contiguous(l.shape().clone()), dtype)
+            Bug::CastRoundsTwiceThroughF32 if x.dtype() == DType::F64 && dtype.is_half() => {
+                let f32s = self.inner.cast(x, DType::F32)?;
+                direct::cast(&self.inner, &f32s, &Layout::contiguous(x.dims()), dtype)
             }
-            _ => self.inner.cast(s, l, dtype),
+            _ => self.inner.cast(x, dtype),
         }
     }
-    fn unary(&self, op: UnaryOp, x: &B::Storage, l: &Layout) -> Result<B::Storage> {
+    fn unary(&self, op: UnaryOp, x: Operand<'_, B::Storage>) -> Result<B::Storage> {
         match (self.bug, op) {
             (Bug::SigmoidOverflows, UnaryOp::Sigmoid) => self.host_map(
                 x,
-                l,
                 |v| v.exp() / (1.0 + v.exp()),
                 |v| v.exp() / (1.0 + v.exp()),
             ),
             (Bug::SigmoidViaTanh, UnaryOp::Sigmoid) => self.host_map(
                 x,
-                l,
                 |v| 0.5 * (0.5 * v).tanh() + 0.5,
                 |v| 0.5 * (0.5 * v).tanh() + 0.5,
             ),
-            _ => self.inner.unary(op, x, l),
+            _ => self.inner.unary(op, x),
         }
     }
-    fn binary(
-        &self,
-        op: BinaryOp,
-        a: &B::Storage,
-        al: &Layout,
-        b: &B::Storage,
-        bl: &Layout,
-    ) -> Result<B::Storage> {
+    fn binary(&self, op: BinaryOp, xs: SameShape<'_, B::Storage, 2>) -> Result<B::Storage> {
         if self.bug == Bug::WrongBroadcast(op) {
-            let (a, al) = self.misbroadcast(a, al)?;
-            let (b, bl) = self.misbroadcast(b, bl)?;
-            return self.inner.binary(op, &a, &al, &b, &bl);
+            let [a, b] = xs.operands();
+            let ((a, al), (b, bl)) = (self.misbroadcast(a)?, self.misbroadcast(b)?);
+            return direct::binary(&self.inner, op, (&a, &al), (&b, &bl));
         }
-        self.inner.binary(op, a, al, b, bl)
+        self.inner.binary(op, xs)
     }
-    fn compare(
-        &self,
-        op: CmpOp,
-        a: &B::Storage,
-        al: &Layout,
-        b: &B::Storage,
-        bl: &Layout,
-    ) -> Result<B::Storage> {
-        self.inner.compare(op, a, al, b, bl)
+    fn compare(&self, op: CmpOp, xs: SameShape<'_, B::Storage, 2>) -> Result<B::Storage> {
+        self.inner.compare(op, xs)
     }
-    fn where_select(
-        &self,
-        c: &B::Storage,
-        cl: &Layout,
-        t: &B::Storage,
-        tl: &Layout,
-        f: &B::Storage,
-        fl: &Layout,
-    ) -> Result<B::Storage> {
-        self.inner.where_select(c, cl, t, tl, f, fl)
+    fn where_select(&self, xs: SameShape<'_, B::Storage, 3>) -> Result<B::Storage> {
+        self.inner.where_select(xs)
     }
     fn reduce(
         &self,
         op: ReduceOp,
-        x: &B::Storage,
-        l: &Layout,
+        x: Operand<'_, B::Storage>,
         axes: &[usize],
     ) -> Result<B::Storage> {
         match (self.bug, op) {
             (Bug::SumOffByOneOnOuterAxis, ReduceOp::Sum) => {
-                let mut short = l.clone();
-                for &a in axes.iter().filter(|&&a| a + 1 < l.rank()) {
-                    let len = l.dims()[a];
+                let mut short = x.layout().clone();
+                for &a in axes.iter().filter(|&&a| a + 1 < x.dims().len()) {
+                    let len = x.dims()[a];
                     short = short.narrow(a as isize, 0, len.saturating_sub(1))?;
                 }
-                self.inner.reduce(op, x, &short, axes)
+                direct::reduce(&self.inner, op, x.storage(), &short, axes)
             }
             (Bug::MaxSwallowsNan, ReduceOp::Max) if x.dtype().is_float() => {
-                let values: Vec<f64> = self
-                    .read(x, l)?
-                    .to_f64_vec()
-                    .into_iter()
-                    .map(|v| if v.is_nan() { f64::NEG_INFINITY } else { v })
-                    .collect();
-                let data = match x.dtype() {
-                    DType::F32 => HostData::F32(values.iter().map(|&v| v as f32).collect()),
-                    _ => HostData::F64(values),
-                };
-                let clean = self.inner.upload(data)?;
-                self.inner
-                    .reduce(op, &clean, &Layout::contiguous(l.shape().clone()), axes)
+                let mut values = self.inner.download(x)?.to_f64_vec();
+                for v in values.iter_mut().filter(|v| v.is_nan()) {
+                    *v = f64::NEG_INFINITY;
+                }
+                let (clean, l) = self.upload_as(&values, x)?;
+                direct::reduce(&self.inner, op, &clean, &l, axes)
             }
-            _ => self.inner.reduce(op, x, l, axes),
+            _ => self.inner.reduce(op, x, axes),
         }
     }
     fn arg_reduce(
         &self,
         op: ArgReduceOp,
-        x: &B::Storage,
-        l: &Layout,
+        x: Operand<'_, B::Storage>,
         axis: usize,
     ) -> Result<B::Storage> {
-        self.inner.arg_reduce(op, x, l, axis)
+        self.inner.arg_reduce(op, x, axis)
     }
-    fn matmul(
-        &self,
-        a: &B::Storage,
-        al: &Layout,
-        b: &B::Storage,
-        bl: &Layout,
-    ) -> Result<B::Storage> {
-        if self.bug == Bug::MatmulIgnoresTranspose {
-            let (al, bl) = (self.ignore_transpose(a, al), self.ignore_transpose(b, bl));
-            return self.inner.matmul(a, &al, b, &bl);
+    fn matmul(&self, xs: MatmulOperands<'_, B::Storage>) -> Result<B::Storage> {
+        let (a, b) = (xs.lhs, xs.rhs);
+        match self.bug {
+            Bug::MatmulIgnoresTranspose => {
+                let (al, bl) = (Self::ignore_transpose(a), Self::ignore_transpose(b));
+                direct::matmul(&self.inner, (a.storage(), &al), (b.storage(), &bl))
+            }
+            Bug::MatmulFlatBatch => {
+                let ((a, al), (b, bl)) = (self.flat_batch(a)?, self.flat_batch(b)?);
+                direct::matmul(&self.inner, (&a, &al), (&b, &bl))
+            }
+            _ => self.inner.matmul(xs),
         }
-        if self.bug == Bug::MatmulFlatBatch {
-            let (a, al) = self.flat_batch(a, al)?;
-            let (b, bl) = self.flat_batch(b, bl)?;
-            return self.inner.matmul(&a, &al, &b, &bl);
-        }
-        self.inner.matmul(a, al, b, bl)
     }
-    fn index_select(
-        &self,
-        x: &B::Storage,
-        l: &Layout,
-        axis: usize,
-        i: &B::Storage,
-        il: &Layout,
-    ) -> Result<B::Storage> {
+    fn index_select(&self, xs: IndexSelect<'_, B::Storage>) -> Result<B::Storage> {
         if self.bug == Bug::IndexSelectPanicsOnBadIndex {
             // The kernel's view of the axis: a table it indexes without a bounds check.
-            let rows: Vec<usize> = (0..l.dims()[axis]).collect();
-            for index in self.read(i, il)?.to_f64_vec() {
+            let rows: Vec<usize> = (0..xs.x.dims()[xs.axis]).collect();
+            for index in self.inner.download(xs.indices)?.to_f64_vec() {
                 std::hint::black_box(rows[index as usize]);
             }
         }
-        self.inner.index_select(x, l, axis, i, il)
+        self.inner.index_select(xs)
     }
-    fn gather(
-        &self,
-        x: &B::Storage,
-        l: &Layout,
-        axis: usize,
-        i: &B::Storage,
-        il: &Layout,
-    ) -> Result<B::Storage> {
-        self.inner.gather(x, l, axis, i, il)
+    fn gather(&self, xs: Gather<'_, B::Storage>) -> Result<B::Storage> {
+        self.inner.gather(xs)
     }
-    fn scatter_add(
-        &self,
-        base: &B::Storage,
-        bl: &Layout,
-        axis: usize,
-        i: &B::Storage,
-        il: &Layout,
-        src: &B::Storage,
-        sl: &Layout,
-    ) -> Result<B::Storage> {
-        self.inner.scatter_add(base, bl, axis, i, il, src, sl)
+    fn scatter_add(&self, xs: ScatterAdd<'_, B::Storage>) -> Result<B::Storage> {
+        self.inner.scatter_add(xs)
     }
     fn random(
         &self,
@@ -496,37 +421,27 @@ impl<B: Backend> Backend for Planted<B> {
             return Ok((values, positions));
         }
         // The same windows with `>=`: the last position of the maximum.
-        let d = x.dims().to_vec();
+        let (d, v) = (x.dims(), x.to_vec_f64()?);
         let (oh, ow) = (values.dims()[2], values.dims()[3]);
-        let v = x.to_vec_f64()?;
-        let (kh, kw) = params.kernel;
-        let mut last = Vec::with_capacity(d[0] * d[1] * oh * ow);
-        for plane in 0..d[0] * d[1] {
-            for oy in 0..oh {
-                for ox in 0..ow {
-                    let mut best: Option<(f64, usize)> = None;
-                    for t in 0..kh * kw {
-                        let y = (oy * params.stride.0 + t / kw).checked_sub(params.padding.0);
-                        let xx = (ox * params.stride.1 + t % kw).checked_sub(params.padding.1);
-                        let (Some(y), Some(xx)) = (y, xx) else {
-                            continue;
-                        };
-                        if y >= d[2] || xx >= d[3] {
-                            continue;
-                        }
-                        let value = v[(plane * d[2] + y) * d[3] + xx];
-                        let take = match best {
-                            None => true,
-                            Some((b, _)) => !b.is_nan() && (value >= b || value.is_nan()),
-                        };
-                        if take {
-                            best = Some((value, t));
-                        }
+        let ((kh, kw), (sy, sx), (py, px)) = (params.kernel, params.stride, params.padding);
+        let last: Vec<i64> = (0..d[0] * d[1] * oh * ow)
+            .map(|o| {
+                let (plane, oy, ox) = (o / (oh * ow), o / ow % oh, o % ow);
+                let mut best: Option<(f64, usize)> = None;
+                for t in 0..kh * kw {
+                    let y = (oy * sy + t / kw).checked_sub(py).filter(|&y| y < d[2]);
+                    let xx = (ox * sx + t % kw).checked_sub(px).filter(|&xx| xx < d[3]);
+                    let (Some(y), Some(xx)) = (y, xx) else {
+                        continue;
+                    };
+                    let value = v[(plane * d[2] + y) * d[3] + xx];
+                    if best.is_none_or(|(b, _)| !b.is_nan() && (value >= b || value.is_nan())) {
+                        best = Some((value, t));
                     }
-                    last.push(best.map_or(0, |(_, t)| t as i64));
                 }
-            }
-        }
+                best.map_or(0, |(_, t)| t as i64)
+            })
+            .collect();
         let positions = Tensor::from_vec(last, values.dims().to_vec(), self)?;
         Ok((values, positions))
     }
@@ -546,68 +461,49 @@ impl<B: Backend> Backend for Planted<B> {
         exp_avg: &Tensor<Self>,
         exp_avg_sq: &Tensor<Self>,
         max_exp_avg_sq: Option<&Tensor<Self>>,
-        update: AdamUpdate,
+        mut update: AdamUpdate,
     ) -> Result<AdamTensors<Self>> {
-        let update = if self.bug == Bug::AdamDropsBiasCorrection {
-            AdamUpdate {
-                bias_correction2_sqrt: 1.0,
-                ..update
-            }
-        } else {
-            update
-        };
+        if self.bug == Bug::AdamDropsBiasCorrection {
+            update.bias_correction2_sqrt = 1.0;
+        }
         composite::adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, update)
     }
 
     fn scaled_dot_product_attention(
         &self,
-        q: &Tensor<Self>,
-        k: &Tensor<Self>,
-        v: &Tensor<Self>,
-        mask: Option<&Tensor<Self>>,
+        inputs: AttentionInputs<'_, Self>,
         params: &AttentionParams,
     ) -> Result<AttentionOutput<Self>> {
-        let (mask, params) = self.attention_causality(q, k, mask, params)?;
-        composite::scaled_dot_product_attention(q, k, v, mask.as_ref(), &params)
+        self.with_causality(inputs, params, composite::scaled_dot_product_attention)
     }
 
     fn scaled_dot_product_attention_backward(
         &self,
         grad_out: &Tensor<Self>,
-        q: &Tensor<Self>,
-        k: &Tensor<Self>,
-        v: &Tensor<Self>,
-        mask: Option<&Tensor<Self>>,
+        inputs: AttentionInputs<'_, Self>,
         forward: &AttentionOutput<Self>,
         params: &AttentionParams,
     ) -> Result<AttentionGrads<Self>> {
-        let (mask, params) = self.attention_causality(q, k, mask, params)?;
-        composite::scaled_dot_product_attention_backward(
-            grad_out,
-            q,
-            k,
-            v,
-            mask.as_ref(),
-            forward,
-            &params,
-        )
+        self.with_causality(inputs, params, |inputs, params| {
+            composite::scaled_dot_product_attention_backward(grad_out, inputs, forward, params)
+        })
     }
 }
 
 impl<B: Backend> Planted<B> {
-    /// The mask and parameters attention runs with: unchanged, except under
+    /// Runs attention with the inputs and parameters given, except under
     /// [`Bug::AttentionCausalBottomRight`], where causal masking becomes an additive mask
     /// aligned to the bottom-right corner, added to the caller's mask.
-    fn attention_causality(
+    fn with_causality<T>(
         &self,
-        q: &Tensor<Self>,
-        k: &Tensor<Self>,
-        mask: Option<&Tensor<Self>>,
+        inputs: AttentionInputs<'_, Self>,
         params: &AttentionParams,
-    ) -> Result<(Option<Tensor<Self>>, AttentionParams)> {
+        run: impl FnOnce(AttentionInputs<'_, Self>, &AttentionParams) -> Result<T>,
+    ) -> Result<T> {
         if self.bug != Bug::AttentionCausalBottomRight || !params.causal {
-            return Ok((mask.cloned(), *params));
+            return run(inputs, params);
         }
+        let AttentionInputs { q, k, mask, .. } = inputs;
         let (l, s) = (q.dims()[q.rank() - 2], k.dims()[k.rank() - 2]);
         let dtype = q.dtype();
         let rows = Tensor::arange(0.0, l as f64, 1.0, dtype, self)?.reshape([l, 1])?;
@@ -629,33 +525,25 @@ impl<B: Backend> Planted<B> {
             causal: false,
             ..*params
         };
-        Ok((Some(additive), params))
+        let mask = Some(&additive);
+        run(AttentionInputs { mask, ..inputs }, &params)
     }
 }
 
 /// `values` (each a value of `dtype`) as host data of `dtype`.
 fn host_data(dtype: DType, values: &[f64]) -> Result<HostData> {
+    let v = values.iter().copied();
     Ok(match dtype {
-        DType::F32 => HostData::F32(values.iter().map(|&v| v as f32).collect()),
-        DType::F64 => HostData::F64(values.to_vec()),
-        DType::I64 => HostData::I64(values.iter().map(|&v| v as i64).collect()),
-        DType::Bool => HostData::Bool(values.iter().map(|&v| u8::from(v != 0.0)).collect()),
-        DType::F16 => HostData::F16(
-            values
-                .iter()
-                .map(|&v| tessera_core::f16::from_f64(v))
-                .collect(),
-        ),
-        DType::BF16 => HostData::BF16(
-            values
-                .iter()
-                .map(|&v| tessera_core::bf16::from_f64(v))
-                .collect(),
-        ),
-        other => {
-            return Err(tessera_core::Error::UnsupportedDType {
+        DType::F32 => HostData::F32(v.map(|v| v as f32).collect()),
+        DType::F64 => HostData::F64(v.collect()),
+        DType::I64 => HostData::I64(v.map(|v| v as i64).collect()),
+        DType::Bool => HostData::Bool(v.map(|v| u8::from(v != 0.0)).collect()),
+        DType::F16 => HostData::F16(v.map(f16::from_f64).collect()),
+        DType::BF16 => HostData::BF16(v.map(bf16::from_f64).collect()),
+        dtype => {
+            return Err(Error::UnsupportedDType {
                 op: "planted",
-                dtype: other,
+                dtype,
             })
         }
     })
