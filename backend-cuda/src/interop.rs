@@ -1,17 +1,15 @@
 //! What a library that queues its own work on a [`Cuda`] device needs (NCCL, in
 //! `tessera-distributed`): a storage's device address, the device's stream with its context
-//! current, whether that stream is idle, and NVIDIA's library search. Work queued on the stream
-//! is ordered with Tessera's own ops, and the caching allocator only reuses a freed buffer for
-//! work queued later on the same stream, so a buffer read or written by such work stays valid
-//! until that work has run.
+//! current and whether that stream is idle (NVIDIA's libraries are loaded with
+//! [`crate::dynamic_library`]). Work queued on the stream is ordered with Tessera's own ops,
+//! and the caching allocator only reuses a freed buffer for work queued later on the same
+//! stream, so a buffer read or written by such work stays valid until that work has run.
 
 use crate::cuda::driver::{Block, CudaDriver};
 use crate::cuda::driver_error::check;
-use crate::cuda::library_search::{load_library, LibrarySpec};
 use crate::CudaStorage;
 use cust::sys as cu;
 use std::ffi::c_void;
-use std::path::PathBuf;
 use tessera_core::Result;
 
 impl CudaDriver {
@@ -48,20 +46,4 @@ impl Block {
 /// storage (or work queued before its release) exists.
 pub fn device_address(storage: &CudaStorage) -> Option<u64> {
     storage.buffer().map(Block::address)
-}
-
-/// Loads an NVIDIA run-time library the way this backend loads cuBLAS and NVRTC: the file
-/// named by `env_var`, the loader's search for `file_names`, the CUDA toolkit's folders, then
-/// `python3`'s site-packages under `wheel_dir` (e.g. `nvidia/nccl/lib` of
-/// `nvidia-nccl-cu12`). Returns the library and the candidate that loaded, or every failure.
-pub fn load_nvidia_library(
-    env_var: &'static str,
-    file_names: &'static [&'static str],
-    wheel_dir: &'static str,
-) -> std::result::Result<(libloading::Library, PathBuf), String> {
-    load_library(&LibrarySpec {
-        env_var,
-        file_names,
-        wheel_dir,
-    })
 }

@@ -9,8 +9,8 @@
 //! architecture. Precompiled files carry a hash of the source and defines in their names, so a
 //! stale folder is never used for changed kernels.
 
-use crate::cuda::library_search::find_executable;
 use crate::cuda::nvrtc::{Nvrtc, NvrtcOutput};
+use crate::dynamic_library::find_executable;
 use crate::options::DEFAULT_TILES;
 use std::path::{Path, PathBuf};
 use std::process::Command;

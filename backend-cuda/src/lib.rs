@@ -13,7 +13,7 @@
 //!   function answering `CUDA_ERROR_NO_DEVICE`) so that the crate builds and its tests start and
 //!   skip. A binary built against the stub loads the real driver where one is installed.
 //! * **Kernels** are the shared sources of [`tessera_gpu::kernels`] (the same as the OpenCL
-//!   backend's), compiled at run time by NVRTC (loaded with `libloading`) for the device's
+//!   backend's), compiled at run time by NVRTC (loaded by [`dynamic_library`]) for the device's
 //!   architecture and cached per context, or taken from a folder of precompiled images
 //!   ([`kernels::KERNELS_DIR_ENV_VAR`]); a compile error carries NVRTC's log. [`kernels`] also
 //!   checks every kernel with NVRTC and `ptxas` without a GPU.
@@ -30,8 +30,9 @@
 //!   ([`LAUNCH_BLOCKING_ENV_VAR`] names it exactly). f64 is supported on every device.
 //!
 //! * **Interop**: `cuda.driver().raw_stream()`, `cuda.driver().stream_is_idle()`,
-//!   [`device_address`] and [`load_nvidia_library`] let another library queue work on the
-//!   device's buffers and stream (NCCL in `tessera-distributed`).
+//!   [`device_address`] and [`dynamic_library`] (NVIDIA's library search and typed symbol
+//!   lookup) let another library queue work on the device's buffers and stream (NCCL in
+//!   `tessera-distributed`).
 //!
 //! The crate's unit tests run the engine with CUDA's options and launch geometry on an OpenCL
 //! device (PoCL on the CPU) through `tessera_gpu::testing`, with a host-computed "cuBLAS", so
@@ -50,6 +51,7 @@
 #![warn(missing_docs)]
 
 mod cuda;
+pub mod dynamic_library;
 #[cfg(test)]
 mod emulation;
 mod interop;
@@ -64,7 +66,7 @@ mod stub_source;
 pub use cuda::driver::{Block, CudaDriver};
 pub use cuda::driver_error::INSTALL_HINT;
 pub use cuda::registry::device_count;
-pub use interop::{device_address, load_nvidia_library};
+pub use interop::device_address;
 pub use options::{CudaOptions, DEFAULT_TILES, GEMM_ENV_VAR, TF32_ENV_VAR, TILES_ENV_VAR};
 pub use tessera_gpu::{GemmEngine, MemoryUsage, RuntimeStats, LAUNCH_BLOCKING_ENV_VAR};
 

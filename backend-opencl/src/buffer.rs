@@ -1,6 +1,6 @@
 //! [`DeviceBuffer`]: an owned `cl_mem` released on drop.
 
-use crate::error::cl_error;
+use crate::error::cl_error_as;
 use opencl3::memory::{create_buffer, release_mem_object, CL_MEM_READ_WRITE};
 use opencl3::types::{cl_context, cl_mem};
 use std::ptr;
@@ -20,12 +20,13 @@ unsafe impl Send for DeviceBuffer {}
 unsafe impl Sync for DeviceBuffer {}
 
 impl DeviceBuffer {
-    /// Allocates `bytes` (> 0) bytes in `context`.
-    pub(crate) fn new(context: cl_context, bytes: usize) -> Result<Self> {
+    /// Allocates `bytes` (> 0) bytes in `context` for a driver describing itself as `backend`
+    /// (named by the errors).
+    pub(crate) fn new(context: cl_context, bytes: usize, backend: &'static str) -> Result<Self> {
         // SAFETY: `context` is a live context (the runtime owns it for longer than any buffer);
         // no host pointer is passed, so OpenCL allocates and owns the memory.
         let mem = unsafe { create_buffer(context, CL_MEM_READ_WRITE, bytes, ptr::null_mut()) }
-            .map_err(|code| cl_error("allocate", code, Some(bytes)))?;
+            .map_err(|code| cl_error_as(backend, "allocate", code, Some(bytes)))?;
         Ok(DeviceBuffer { mem })
     }
 

@@ -4,18 +4,23 @@
 //! program cache, non-blocking uploads, and launch geometry as OpenCL sizes. Buffers are pooled
 //! by the engine.
 //!
+//! The same driver, under another driver's description and with a host-computed BLAS, is the
+//! emulator of `crate::testing` (feature `testing`): the fields `emulated` and `host_blas` say
+//! what differs.
+//!
 //! Locking: `state` guards the queue's users (kernel objects are not thread-safe while their
 //! arguments are set), the program cache and pending uploads.
 
 use crate::autotune::{self, GemmConfig};
 use crate::buffer::DeviceBuffer;
 use crate::device::{DeviceInfo, DeviceKind};
-use crate::error::{backend_error, cl, cl_error, BACKEND};
+use crate::error::{backend_error, backend_error_as, cl_error_as, BACKEND};
 use opencl3::command_queue::{
     enqueue_fill_buffer, enqueue_read_buffer, enqueue_write_buffer, CommandQueue,
 };
 use opencl3::context::Context;
 use opencl3::device::Device;
+use opencl3::error_codes::ClError;
 use opencl3::event::{Event, CL_COMPLETE};
 use opencl3::kernel::Kernel;
 use opencl3::program::Program as ClProgram;
@@ -46,10 +51,16 @@ struct QueueState {
     unflushed: usize,
 }
 
+/// A vendor BLAS computed on the host (`tessera_gpu::testing::host_gemm`), for an emulated
+/// device.
+pub(crate) type HostBlas = fn(&OpenClDriver, &BlasGemm<'_, DeviceBuffer>) -> Result<()>;
+
 /// One OpenCL device driven by the engine (see the module documentation): the driver of
 /// [`crate::OpenCl`], reached from a handle with `dev.driver()` for what only OpenCL knows
 /// ([`OpenClDriver::device_info`]).
 pub struct OpenClDriver {
+    /// What the engine plans with and errors name: the device's own description
+    /// ([`OpenClDriver::default_info`]), or the one an emulated device was given.
     info: DriverInfo,
     device: DeviceInfo,
     context: Context,
@@ -60,6 +71,11 @@ pub struct OpenClDriver {
     program_builds: AtomicU64,
     /// The GEMM configuration chosen per dtype (see `crate::autotune`).
     gemm_configs: Mutex<HashMap<DType, GemmConfig>>,
+    /// An emulated device (`crate::testing`): the requested GEMM tiles are used as they are
+    /// (no autotuning), as the driver it stands for would.
+    pub(crate) emulated: bool,
+    /// The vendor BLAS of an emulated device, if it has one.
+    pub(crate) host_blas: Option<HostBlas>,
 }
 
 /// Locks `mutex`, turning poisoning (a panic in another thread) into an error.
@@ -75,32 +91,50 @@ fn floor_pow2(n: usize) -> u32 {
 }
 
 impl OpenClDriver {
-    /// A context and queue on `device`.
+    /// A context and queue on `device`, described as itself.
     pub(crate) fn create(device_info: DeviceInfo, device: Device) -> Result<OpenClDriver> {
-        let context = Context::from_device(&device).map_err(cl("create context"))?;
-        #[allow(deprecated)]
-        let queue = CommandQueue::create_default(&context, 0).map_err(cl("create queue"))?;
-        let dummy = DeviceBuffer::new(context.get(), 16)?;
+        let info = Self::default_info(&device_info);
+        Self::create_as(device_info, device, info)
+    }
+
+    /// What the engine is told about `device`: backend `opencl`, blocks of 256 work-items on a
+    /// GPU and 64 elsewhere (within the device's work-group limit), no grid limit, a pool
+    /// keeping at most a quarter of the memory (host memory, on PoCL), f64 where it has it.
+    pub(crate) fn default_info(device_info: &DeviceInfo) -> DriverInfo {
         let max_group = device_info.max_work_group_size.max(1);
         let group = match device_info.kind {
             DeviceKind::Gpu => 256,
             _ => 64,
         };
-        // The pool keeps at most a quarter of the device memory (host memory, on PoCL).
-        let pool_limit = (device_info.global_mem_bytes / 4).min(usize::MAX as u64) as usize;
-        let info = DriverInfo {
+        DriverInfo {
             backend: BACKEND,
             ordinal: device_info.ordinal,
             name: device_info.name.clone(),
             compute_units: device_info.compute_units.max(1) as usize,
             memory_bytes: device_info.global_mem_bytes,
             max_buffer_bytes: device_info.max_alloc_bytes,
-            pool_limit_bytes: pool_limit,
+            pool_limit_bytes: (device_info.global_mem_bytes / 4).min(usize::MAX as u64) as usize,
             supports_f64: device_info.has_fp64,
             launch_group: floor_pow2(group.min(max_group)),
             reduce_group: floor_pow2(group.min(max_group)),
             max_grid_z: usize::MAX,
-        };
+        }
+    }
+
+    /// A context and queue on `device`, described to the engine as `info` (which the caller
+    /// has checked against the device: blocks within its work-group limit, f64 only where it
+    /// has it).
+    pub(crate) fn create_as(
+        device_info: DeviceInfo,
+        device: Device,
+        info: DriverInfo,
+    ) -> Result<OpenClDriver> {
+        let backend = info.backend;
+        let cl = move |op: &'static str| move |e: ClError| cl_error_as(backend, op, e.0, None);
+        let context = Context::from_device(&device).map_err(cl("create context"))?;
+        #[allow(deprecated)]
+        let queue = CommandQueue::create_default(&context, 0).map_err(cl("create queue"))?;
+        let dummy = DeviceBuffer::new(context.get(), 16, info.backend)?;
         Ok(OpenClDriver {
             info,
             device: device_info,
@@ -114,7 +148,27 @@ impl OpenClDriver {
             dummy,
             program_builds: AtomicU64::new(0),
             gemm_configs: Mutex::new(HashMap::new()),
+            emulated: false,
+            host_blas: None,
         })
+    }
+
+    /// An error of OpenCL call `op` that failed with `code`, named as this driver describes
+    /// itself.
+    pub(crate) fn cl_error(&self, op: &'static str, code: i32) -> Error {
+        cl_error_as(self.info.backend, op, code, None)
+    }
+
+    /// An error of `op` with a free-form message, named as this driver describes itself.
+    fn error(&self, op: &'static str, msg: impl Into<String>) -> Error {
+        backend_error_as(self.info.backend, op, msg)
+    }
+
+    /// Locks the queue state for `op`.
+    fn state(&self, op: &'static str) -> Result<MutexGuard<'_, QueueState>> {
+        self.state
+            .lock()
+            .map_err(|_| self.error(op, "the device state was poisoned by a panic"))
     }
 
     /// What the device is: platform, name, version, kind, f64 support, limits.
@@ -147,22 +201,22 @@ impl OpenClDriver {
         let built = state
             .programs
             .get_mut(key)
-            .ok_or_else(|| backend_error(name, "program cache lost an entry"))?;
+            .ok_or_else(|| self.error(name, "program cache lost an entry"))?;
         if !built.kernels.contains_key(name) {
             let kernel = Kernel::create(&built.program, name).map_err(|e| {
-                backend_error(name, format!("no kernel `{name}` in {}: {e}", key.label()))
+                self.error(name, format!("no kernel `{name}` in {}: {e}", key.label()))
             })?;
             built.kernels.insert(name, kernel);
         }
         built
             .kernels
             .get(name)
-            .ok_or_else(|| backend_error(name, "kernel cache lost an entry"))
+            .ok_or_else(|| self.error(name, "kernel cache lost an entry"))
     }
 
     /// Compiles the program of `key` for this device.
     fn build(&self, key: &ModuleKey) -> Result<ClProgram> {
-        if key.dtype == DType::F64 && !self.device.has_fp64 {
+        if key.dtype == DType::F64 && !self.info.supports_f64 {
             return Err(Error::UnsupportedDType {
                 op: key.program.name(),
                 dtype: key.dtype,
@@ -180,7 +234,7 @@ impl OpenClDriver {
         let source = program_source(Dialect::OpenCl, key.program);
         self.program_builds.fetch_add(1, Ordering::Relaxed);
         ClProgram::create_and_build_from_source(&self.context, &source, &options).map_err(|log| {
-            backend_error(
+            self.error(
                 "build program",
                 format!("{} on {} failed: {log}", key.label(), self.device.name),
             )
@@ -193,7 +247,9 @@ impl OpenClDriver {
         state.unflushed += 1;
         if state.unflushed >= FLUSH_EVERY {
             state.unflushed = 0;
-            self.queue.flush().map_err(cl("flush"))?;
+            self.queue
+                .flush()
+                .map_err(|e| self.cl_error("flush", e.0))?;
         }
         Ok(())
     }
@@ -213,7 +269,7 @@ impl Driver for OpenClDriver {
     }
 
     fn allocate(&self, bytes: usize) -> Result<DeviceBuffer> {
-        DeviceBuffer::new(self.context.get(), bytes)
+        DeviceBuffer::new(self.context.get(), bytes, self.info.backend)
     }
 
     fn free(&self, buffer: DeviceBuffer) {
@@ -223,7 +279,7 @@ impl Driver for OpenClDriver {
     fn write(&self, dst: &DeviceBuffer, src: &[u8]) -> Result<()> {
         // The transfer is not waited for: it reads a host copy kept until it has completed.
         let data = src.to_vec();
-        let mut state = lock(&self.state, "upload")?;
+        let mut state = self.state("upload")?;
         // Drop the host copies of transfers that have completed (a status query, not a wait).
         // An event whose status cannot be read is kept (its memory is freed at the next wait).
         state.pending_uploads.retain(|(event, _)| {
@@ -246,13 +302,13 @@ impl Driver for OpenClDriver {
                 std::ptr::null(),
             )
         }
-        .map_err(|code| cl_error("upload", code, None))?;
+        .map_err(|code| self.cl_error("upload", code))?;
         state.pending_uploads.push((Event::new(event), data));
         self.after_enqueue(&mut state)
     }
 
     fn read(&self, src: &DeviceBuffer, byte_offset: usize, dst: &mut [u8]) -> Result<()> {
-        let mut state = lock(&self.state, "download")?;
+        let mut state = self.state("download")?;
         // SAFETY: the read covers `dst.len()` bytes inside `src` (checked by the engine) into
         // writable memory; it is blocking, so the device is done with `dst` when it returns.
         let result = unsafe {
@@ -272,7 +328,7 @@ impl Driver for OpenClDriver {
             Err(code) => {
                 let _ = self.queue.finish();
                 Self::drained(&mut state);
-                return Err(cl_error("download", code, None));
+                return Err(self.cl_error("download", code));
             }
         }
         // The in-order queue has now executed every earlier command.
@@ -281,7 +337,7 @@ impl Driver for OpenClDriver {
     }
 
     fn fill(&self, dst: &DeviceBuffer, pattern: &[u8], bytes: usize) -> Result<()> {
-        let mut state = lock(&self.state, "fill")?;
+        let mut state = self.state("fill")?;
         // SAFETY: `dst` holds at least `bytes` bytes, a multiple of the pattern's size; OpenCL
         // copies the pattern before returning.
         let event = unsafe {
@@ -296,14 +352,14 @@ impl Driver for OpenClDriver {
                 std::ptr::null(),
             )
         }
-        .map_err(|code| cl_error("fill", code, None))?;
+        .map_err(|code| self.cl_error("fill", code))?;
         drop(Event::new(event));
         self.after_enqueue(&mut state)
     }
 
     fn launch(&self, launch: &Launch<'_>, args: &[DriverArg<'_, DeviceBuffer>]) -> Result<()> {
         let kernel = launch.kernel;
-        let mut state = lock(&self.state, kernel)?;
+        let mut state = self.state(kernel)?;
         let k = self.kernel(&mut state, launch.module, kernel)?;
         for (index, arg) in args.iter().enumerate() {
             let index = index as u32;
@@ -323,7 +379,7 @@ impl Driver for OpenClDriver {
                 DriverArg::F64(v) => unsafe { k.set_arg(index, &v) },
                 DriverArg::View(v) => unsafe { k.set_arg(index, &v) },
             };
-            set.map_err(|e| cl_error(kernel, e.0, None))?;
+            set.map_err(|e| self.cl_error(kernel, e.0))?;
         }
         // CUDA's grid of blocks as OpenCL sizes, with as many dimensions as are used.
         let global: [usize; 3] =
@@ -348,24 +404,35 @@ impl Driver for OpenClDriver {
                 no_events,
             )
         }
-        .map_err(|e| cl_error(kernel, e.0, None))?;
+        .map_err(|e| self.cl_error(kernel, e.0))?;
         drop(event);
         self.after_enqueue(&mut state)
     }
 
     fn synchronize(&self) -> Result<()> {
-        let mut state = lock(&self.state, "synchronize")?;
-        let finished = self.queue.finish().map_err(cl("synchronize"));
+        let mut state = self.state("synchronize")?;
+        let finished = self
+            .queue
+            .finish()
+            .map_err(|e| self.cl_error("synchronize", e.0));
         Self::drained(&mut state);
         finished
     }
 
-    fn blas_gemm(&self, _call: &BlasGemm<'_, DeviceBuffer>) -> Option<Result<()>> {
-        None
+    /// None: OpenCL has no vendor BLAS. An emulated device with a host BLAS computes the
+    /// float products there, like the CUDA driver's cuBLAS: `{S,D}gemmStridedBatched` for f32
+    /// and f64, `GemmStridedBatchedEx` for f16 and bf16.
+    fn blas_gemm(&self, call: &BlasGemm<'_, DeviceBuffer>) -> Option<Result<()>> {
+        let host_blas = self.host_blas?;
+        call.dtype.is_float().then(|| host_blas(self, call))
     }
 
     fn blas_unavailable(&self) -> Option<String> {
-        Some(format!("the {BACKEND} backend has no BLAS library"))
+        match (self.host_blas, self.emulated) {
+            (Some(_), _) => None,
+            (None, false) => Some(format!("the {BACKEND} backend has no BLAS library")),
+            (None, true) => Some("the emulated device has no BLAS (see with_host_blas)".into()),
+        }
     }
 
     /// Programs compiled (`clBuildProgram`).
@@ -373,11 +440,16 @@ impl Driver for OpenClDriver {
         self.program_builds.load(Ordering::Relaxed)
     }
 
+    /// The autotuned configuration (see `crate::autotune`); on an emulated device, the
+    /// requested one.
     fn gemm_config(
         rt: &Arc<Runtime<Self>>,
         dtype: DType,
-        _requested: tessera_gpu::GemmConfig,
+        requested: tessera_gpu::GemmConfig,
     ) -> Result<tessera_gpu::GemmConfig> {
+        if rt.driver().emulated {
+            return Ok(requested);
+        }
         autotune::gemm_config(rt, dtype)
     }
 }

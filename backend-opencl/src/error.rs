@@ -26,12 +26,24 @@ pub(crate) fn no_device(reason: impl Into<String>) -> Error {
 /// [`Error::NoDevice`], an allocation failure [`Error::OutOfMemory`] when `bytes` is known, and
 /// anything else [`Error::Backend`] naming the status.
 pub(crate) fn cl_error(op: &'static str, code: i32, bytes: Option<usize>) -> Error {
+    cl_error_as(BACKEND, op, code, bytes)
+}
+
+/// [`cl_error`] for a driver that describes itself as `backend` (an emulated device, see
+/// `crate::testing`): its driver errors and out-of-memory errors carry that name; a missing
+/// OpenCL runtime is still OpenCL's [`Error::NoDevice`].
+pub(crate) fn cl_error_as(
+    backend: &'static str,
+    op: &'static str,
+    code: i32,
+    bytes: Option<usize>,
+) -> Error {
     match code {
         DLOPEN_RUNTIME_LOAD_FAILED => {
             no_device("the OpenCL loader library (libOpenCL.so.1) could not be loaded")
         }
         DLOPEN_FUNCTION_NOT_AVAILABLE => Error::Backend {
-            backend: BACKEND,
+            backend,
             op,
             msg: "the installed OpenCL loader lacks a function this backend needs (OpenCL 1.2)"
                 .into(),
@@ -44,12 +56,12 @@ pub(crate) fn cl_error(op: &'static str, code: i32, bytes: Option<usize>) -> Err
             if bytes.is_some() =>
         {
             Error::OutOfMemory {
-                device: BACKEND.into(),
+                device: backend.into(),
                 requested_bytes: bytes.unwrap_or(0),
             }
         }
         _ => Error::Backend {
-            backend: BACKEND,
+            backend,
             op,
             msg: format!("OpenCL call failed with {} ({code})", ClError(code)),
         },
@@ -63,8 +75,17 @@ pub(crate) fn cl(op: &'static str) -> impl Fn(ClError) -> Error {
 
 /// An [`Error::Backend`] with a free-form message.
 pub(crate) fn backend_error(op: &'static str, msg: impl Into<String>) -> Error {
+    backend_error_as(BACKEND, op, msg)
+}
+
+/// [`backend_error`] for a driver that describes itself as `backend`.
+pub(crate) fn backend_error_as(
+    backend: &'static str,
+    op: &'static str,
+    msg: impl Into<String>,
+) -> Error {
     Error::Backend {
-        backend: BACKEND,
+        backend,
         op,
         msg: msg.into(),
     }

@@ -27,6 +27,9 @@
 //!   tile sizes are timed once per device and cached on disk ([`autotune`]); reductions are
 //!   trees in local memory; softmax over the last axis is fused; conv2d (and its weight
 //!   gradient) is one im2col kernel plus the GEMM.
+//! * **Testing other drivers**: with the `testing` feature, [`testing::emulator`] is this
+//!   driver under another driver's description (block sizes, grid limits, backend name) with an
+//!   optional host-computed vendor BLAS: how `backend-cuda` checks its host path without a GPU.
 //! * **Errors** from asynchronous work, i.e. out-of-range indices in `index_select`, `gather` and
 //!   `scatter_add`, are recorded on the device and reported by the next read-back or
 //!   [`tessera_core::Backend::synchronize`] as [`tessera_core::Error::IndexOutOfRange`].
@@ -49,6 +52,8 @@ mod device;
 mod driver;
 mod error;
 mod registry;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use buffer::DeviceBuffer;
 pub use device::{list_devices, DeviceInfo, DeviceKind, DeviceSelector, DEVICE_ENV_VAR};

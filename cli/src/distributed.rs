@@ -129,6 +129,28 @@ impl Launch {
         Ok(self.host_communicator())
     }
 
+    /// The communicator for a rank computing on `device`, whichever backend the registry opened:
+    /// [`Launch::cuda_communicator`] for a CUDA device (built with `cuda`), else
+    /// [`Launch::communicator`] (a checked CUDA device included: its tensors are checked on the
+    /// host too).
+    pub fn communicator_for<B: Backend>(
+        &self,
+        device: &B,
+        choice: CommChoice,
+    ) -> Result<Arc<dyn Communicator<B>>> {
+        #[cfg(feature = "cuda")]
+        if let Some(cuda) = (device as &dyn std::any::Any).downcast_ref::<tessera_cuda::Cuda>() {
+            // `B` is `Cuda` here, so this communicator is one of `B`: the downcast only names it.
+            let comm: Box<dyn std::any::Any> = Box::new(self.cuda_communicator(cuda, choice)?);
+            return comm
+                .downcast::<Arc<dyn Communicator<B>>>()
+                .map(|comm| *comm)
+                .map_err(|_| unavailable("the CUDA communicator has another device type"));
+        }
+        let _ = device;
+        self.communicator(choice)
+    }
+
     /// The communicator for the CUDA backend on `device`: NCCL when built with it and not
     /// `--comm mpi`; with `--comm auto`, MPI (or this process alone) when `libnccl.so.2` cannot
     /// be loaded on some rank.
@@ -193,6 +215,11 @@ mod tests {
         assert!(launch
             .communicator::<tessera_cpu::Cpu>(CommChoice::Nccl)
             .is_err());
+        // The same through the device the registry hands out.
+        let cpu = tessera_cpu::Cpu::new();
+        let comm = launch.communicator_for(&cpu, CommChoice::Auto).unwrap();
+        assert_eq!((comm.world_size(), comm.library()), (1, "local"));
+        assert!(launch.communicator_for(&cpu, CommChoice::Nccl).is_err());
     }
 
     #[test]

@@ -73,6 +73,21 @@ fn it_learns_checkpoints_and_generate_reads_them() {
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(stderr.contains("tokens/s"), "{stderr}");
 
+    // Any backend of the registry reaches `generate`: checked against the CPU, the CPU's text.
+    let out = Command::new(env!("CARGO_BIN_EXE_generate"))
+        .args(["--checkpoint", ckpt.to_str().unwrap(), "--prompt", "To be"])
+        .args(["--tokens", "30", "--backend", "checked-cpu"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let checked = String::from_utf8(out.stdout).unwrap();
+    let text = |out: &str| out.lines().rev().skip(1).collect::<Vec<_>>().join("\n");
+    assert_eq!(text(&checked), text(&stdout));
+
     // A prompt outside the vocabulary is refused, naming the character.
     let out = Command::new(env!("CARGO_BIN_EXE_generate"))
         .args(["--checkpoint", ckpt.to_str().unwrap(), "--prompt", "Zebra"])

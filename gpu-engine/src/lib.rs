@@ -30,10 +30,10 @@
 //!    conformance suite of the `tests` crate on it.
 //!
 //! Without a registry (a test driver), [`Runtime::new`] and [`Gpu::from_runtime`] make a handle
-//! directly. With the `testing` feature, `tessera_gpu::testing` runs the engine under any
-//! driver's description (block sizes, grid limits, backend name) on an OpenCL device such as
-//! PoCL, with a host-computed vendor BLAS: how `backend-cuda` checks its host path without a
-//! GPU.
+//! directly. `tessera_opencl::testing::emulator` (its `testing` feature) runs the engine under
+//! any driver's description (block sizes, grid limits, backend name) on an OpenCL device such
+//! as PoCL, with the host-computed vendor BLAS of this crate's `testing` feature: how
+//! `backend-cuda` checks its host path without a GPU.
 //!
 //! What the device did is counted in [`RuntimeStats`]; errors raised by queued work surface at
 //! the next read-back or synchronisation, naming the kernels queued since the previous one

@@ -1,19 +1,21 @@
-//! The engine honours its driver's description, checked on `tessera_gpu::testing::Emulator` (the
-//! first OpenCL device, PoCL in CI): a device without f64 says so through `supports_dtype`, the
+//! The engine honours its driver's description, checked on `tessera_opencl::testing::emulator`
+//! (the OpenCL driver on the default OpenCL device, PoCL in CI, under the description a test
+//! gives it): a device without f64 says so through `supports_dtype`, the
 //! conformance suite's capabilities follow, and every f64 op is a typed error; requests no
 //! device can meet are `OutOfMemory` naming the bytes. Skips, printing why, without an OpenCL
 //! device.
 
 use tessera_conformance::suite::{assert_family, Capabilities, Family};
 use tessera_core::{Backend, DType, Error, Tensor};
-use tessera_gpu::testing::Emulator;
 use tessera_gpu::{DriverInfo, GemmOptions, Gpu, Runtime};
+use tessera_opencl::testing::emulator;
+use tessera_opencl::OpenClDriver;
 
-type Dev = Gpu<Emulator>;
+type Dev = Gpu<OpenClDriver>;
 
 /// A new emulated device whose description `adjust` changes, or None after printing why.
 fn emulated(adjust: impl FnOnce(&mut DriverInfo)) -> Option<Dev> {
-    let made = Emulator::open(adjust)
+    let made = emulator(adjust)
         .and_then(Runtime::new)
         .and_then(|rt| Gpu::from_runtime(rt, GemmOptions::default()));
     match made {

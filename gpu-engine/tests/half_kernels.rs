@@ -1,5 +1,5 @@
 //! The 16-bit floats on the shared kernels (u16 storage, f32 arithmetic), on
-//! `tessera_gpu::testing::Emulator` (the first OpenCL device, PoCL in CI): the device's
+//! `tessera_opencl::testing::emulator` (the default OpenCL device, PoCL in CI): the device's
 //! conversions give exactly the bits of tessera-core's correctly rounded ones (every f16 and bf16
 //! value widened, f32/f64/i64 values next to every kind of tie narrowed), and a few ops round
 //! once from f32. The conformance suite covers every op family; these tests pin the bit-level
@@ -7,13 +7,14 @@
 
 use tessera_core::dtype::rounding;
 use tessera_core::{bf16, f16, DType, Element, Tensor};
-use tessera_gpu::testing::Emulator;
 use tessera_gpu::{GemmOptions, Gpu, Runtime};
+use tessera_opencl::testing::emulator;
+use tessera_opencl::OpenClDriver;
 
-type Dev = Gpu<Emulator>;
+type Dev = Gpu<OpenClDriver>;
 
 fn device() -> Option<Dev> {
-    let made = Emulator::open(|_| {})
+    let made = emulator(|_| {})
         .and_then(Runtime::new)
         .and_then(|rt| Gpu::from_runtime(rt, GemmOptions::default()));
     match made {

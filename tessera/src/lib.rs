@@ -53,12 +53,17 @@
 //! layouts, dtypes, errors, the `Backend` contract, `Tensor<B>`), [`autograd`], [`nn`] (layers,
 //! losses, optimizers, data, checkpoints) and [`backends`] (enabled by features: `cpu`, the
 //! default; `opencl`; `cuda`; `checked`). [`prelude`] brings what a training program uses.
+//! [`registry`] names those backends: a program that lets its user choose one at run time
+//! (`train --backend opencl`) finds it by name there and runs its generic code on it with one
+//! call.
 
 pub use tessera_autograd as autograd;
 pub use tessera_core as tensor;
 pub use tessera_nn as nn;
 
 pub use tessera_core::{Error, Result};
+
+pub mod registry;
 
 /// The backends enabled by this crate's features.
 pub mod backends {

@@ -1,16 +1,16 @@
-//! cuBLAS, loaded with `libloading` when present: a handle bound to the device's stream,
-//! `cublas{S,D}gemmStridedBatched` for f32 and f64, and `cublasGemmStridedBatchedEx` for f16,
-//! bf16 and TF32 f32 products ([`gemm_route`] decides which).
+//! cuBLAS, loaded at run time when present ([`crate::dynamic_library`]): a handle bound to the
+//! device's stream, `cublas{S,D}gemmStridedBatched` for f32 and f64, and
+//! `cublasGemmStridedBatchedEx` for f16, bf16 and TF32 f32 products ([`gemm_route`] decides
+//! which).
 //!
-//! Found by [`crate::cuda::library_search`]: `TESSERA_CUBLAS_LIBRARY`, the loader path, the CUDA
+//! Found by [`crate::dynamic_library`]: `TESSERA_CUBLAS_LIBRARY`, the loader path, the CUDA
 //! toolkit, or PyPI's `nvidia-cublas-cu12` wheel. The handle keeps cuBLAS's default math mode
 //! (no TF32 for single precision); TF32 is requested per call through the compute type, so
 //! handles with and without it share one cuBLAS handle without interfering.
 
-use crate::cuda::library_search::{load_library, LibrarySpec};
+use crate::dynamic_library::{DynamicLibrary, LibrarySpec};
 use std::ffi::{c_int, c_longlong, c_void};
 use std::fmt;
-use std::path::PathBuf;
 use tessera_core::DType;
 use tessera_gpu::BlasTranspose;
 
@@ -227,9 +227,8 @@ pub(crate) struct Cublas {
     dgemm: DgemmFn,
     // `cublasGemmStridedBatchedEx`, absent from libraries older than cuBLAS 9.1.
     gemm_ex: Option<GemmExFn>,
-    path: PathBuf,
     // Keeps the functions above valid; dropped after the handle is destroyed.
-    _library: libloading::Library,
+    library: DynamicLibrary,
 }
 
 // SAFETY: the handle is only used through `&self` methods that the runtime serialises (it calls
@@ -240,20 +239,10 @@ unsafe impl Sync for Cublas {}
 
 impl fmt::Debug for Cublas {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Cublas").field("path", &self.path).finish()
+        f.debug_struct("Cublas")
+            .field("path", &self.library.path())
+            .finish()
     }
-}
-
-/// Reads symbol `name` of `library` as a function pointer of type `T`.
-///
-/// # Safety
-/// `T` must be the function's exact C signature.
-unsafe fn symbol<T: Copy>(library: &libloading::Library, name: &str) -> Result<T, String> {
-    // SAFETY: the caller guarantees the type; the pointer stays valid while `library` is loaded,
-    // which `Cublas` guarantees by owning it.
-    unsafe { library.get::<T>(name.as_bytes()) }
-        .map(|s| *s)
-        .map_err(|e| format!("symbol {name} missing: {e}"))
 }
 
 impl Cublas {
@@ -263,21 +252,24 @@ impl Cublas {
     /// The device's context must be current on this thread and `stream` a live stream of it
     /// that outlives the returned value.
     pub(crate) unsafe fn new(stream: *mut c_void) -> Result<Cublas, String> {
-        let (library, path) = load_library(&CUBLAS_LIBRARY)?;
+        // SAFETY: cuBLAS's initialisers have no preconditions.
+        let library = unsafe { DynamicLibrary::load(&CUBLAS_LIBRARY) }?;
         // SAFETY: the types are the signatures of cublas_api.h (handles and streams are opaque
-        // pointers, enums and statuses ints, strides long long).
+        // pointers, enums and statuses ints, strides long long); the pointers live in `Cublas`
+        // beside the library, which outlives them.
         let (create, destroy, set_stream, sgemm, dgemm) = unsafe {
             (
-                symbol::<CreateFn>(&library, "cublasCreate_v2")?,
-                symbol::<DestroyFn>(&library, "cublasDestroy_v2")?,
-                symbol::<SetStreamFn>(&library, "cublasSetStream_v2")?,
-                symbol::<SgemmFn>(&library, "cublasSgemmStridedBatched")?,
-                symbol::<DgemmFn>(&library, "cublasDgemmStridedBatched")?,
+                library.symbol::<CreateFn>("cublasCreate_v2")?,
+                library.symbol::<DestroyFn>("cublasDestroy_v2")?,
+                library.symbol::<SetStreamFn>("cublasSetStream_v2")?,
+                library.symbol::<SgemmFn>("cublasSgemmStridedBatched")?,
+                library.symbol::<DgemmFn>("cublasDgemmStridedBatched")?,
             )
         };
         // SAFETY: the signature of `cublasGemmStridedBatchedEx` in cublas_api.h (cuBLAS 11+:
-        // pointers, `int` enums, `long long` strides; see the enum notes at the top).
-        let gemm_ex = unsafe { symbol::<GemmExFn>(&library, "cublasGemmStridedBatchedEx") }.ok();
+        // pointers, `int` enums, `long long` strides; see the enum notes at the top); kept as
+        // above.
+        let gemm_ex = unsafe { library.symbol::<GemmExFn>("cublasGemmStridedBatchedEx") }.ok();
         let mut handle: Handle = std::ptr::null_mut();
         // SAFETY: `handle` is a valid out-pointer; the caller made the context current.
         let status = unsafe { create(&mut handle) };
@@ -297,8 +289,7 @@ impl Cublas {
             sgemm,
             dgemm,
             gemm_ex,
-            path,
-            _library: library,
+            library,
         })
     }
 
@@ -309,7 +300,7 @@ impl Cublas {
 
     /// The library that was loaded.
     pub(crate) fn path(&self) -> &std::path::Path {
-        &self.path
+        self.library.path()
     }
 
     /// Queues `call` on the handle's stream.
@@ -456,7 +447,8 @@ mod tests {
     #[test]
     fn the_cublas_found_here_has_every_symbol_this_crate_calls() {
         // Loading needs no GPU; creating a handle would. Skips where no cuBLAS is installed.
-        let (library, path) = match load_library(&CUBLAS_LIBRARY) {
+        // SAFETY: cuBLAS's initialisers have no preconditions.
+        let library = match unsafe { DynamicLibrary::load(&CUBLAS_LIBRARY) } {
             Ok(found) => found,
             Err(reason) => {
                 eprintln!("skipped: no cuBLAS on this machine ({reason})");
@@ -471,9 +463,9 @@ mod tests {
             "cublasDgemmStridedBatched",
             "cublasGemmStridedBatchedEx",
         ] {
-            // SAFETY: only the symbol's presence is checked; nothing is called.
-            let found = unsafe { library.get::<*const c_void>(name.as_bytes()) };
-            assert!(found.is_ok(), "{name} missing from {}", path.display());
+            // SAFETY: only the symbol's presence is checked; nothing is read or called.
+            let found = unsafe { library.symbol::<*const c_void>(name) };
+            assert!(found.is_ok(), "{}", found.unwrap_err());
         }
     }
 

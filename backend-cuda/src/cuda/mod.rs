@@ -5,6 +5,5 @@
 pub(crate) mod cublas;
 pub(crate) mod driver;
 pub(crate) mod driver_error;
-pub(crate) mod library_search;
 pub(crate) mod nvrtc;
 pub(crate) mod registry;

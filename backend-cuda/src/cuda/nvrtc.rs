@@ -1,13 +1,14 @@
-//! NVRTC, NVIDIA's run-time CUDA C++ compiler, loaded with `libloading`: the handful of
-//! functions that create a program, compile it, fetch PTX or a cubin, and fetch the log.
+//! NVRTC, NVIDIA's run-time CUDA C++ compiler, loaded at run time ([`crate::dynamic_library`]):
+//! the handful of functions that create a program, compile it, fetch PTX or a cubin, and fetch
+//! the log.
 //!
-//! Found by [`crate::cuda::library_search`]: `TESSERA_NVRTC_LIBRARY`, the loader path, the CUDA
+//! Found by [`crate::dynamic_library`]: `TESSERA_NVRTC_LIBRARY`, the loader path, the CUDA
 //! toolkit, or PyPI's `nvidia-cuda-nvrtc-cu12` wheel.
 
-use crate::cuda::library_search::{load_library, LibrarySpec};
+use crate::dynamic_library::{DynamicLibrary, LibrarySpec};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::ptr;
 use std::sync::OnceLock;
 
@@ -80,30 +81,17 @@ pub struct Nvrtc {
     destroy_program: DestroyProgramFn,
     get_error_string: GetErrorStringFn,
     version: (i32, i32),
-    path: PathBuf,
     // Keeps the functions above valid; never unloaded before them (dropped last).
-    _library: libloading::Library,
+    library: DynamicLibrary,
 }
 
 impl fmt::Debug for Nvrtc {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Nvrtc")
             .field("version", &self.version)
-            .field("path", &self.path)
+            .field("path", &self.library.path())
             .finish()
     }
-}
-
-/// Reads symbol `name` of `library` as a function pointer of type `T`.
-///
-/// # Safety
-/// `T` must be the function's exact C signature.
-unsafe fn symbol<T: Copy>(library: &libloading::Library, name: &str) -> Result<T, String> {
-    // SAFETY: the caller guarantees the type; the pointer is copied out and stays valid while
-    // `library` is loaded, which `Nvrtc` guarantees by owning it.
-    unsafe { library.get::<T>(name.as_bytes()) }
-        .map(|s| *s)
-        .map_err(|e| format!("symbol {name} missing: {e}"))
 }
 
 impl Nvrtc {
@@ -117,27 +105,28 @@ impl Nvrtc {
     }
 
     fn load() -> Result<Nvrtc, String> {
-        let (library, path) = load_library(&NVRTC_LIBRARY)?;
+        // SAFETY: NVRTC's initialisers have no preconditions.
+        let library = unsafe { DynamicLibrary::load(&NVRTC_LIBRARY) }?;
         // SAFETY: every type below is the signature of the function of the same name in
-        // NVIDIA's nvrtc.h (nvrtcProgram is an opaque pointer, nvrtcResult an int).
+        // NVIDIA's nvrtc.h (nvrtcProgram is an opaque pointer, nvrtcResult an int); the
+        // pointers live in `Nvrtc` beside the library, which outlives them.
         unsafe {
-            let version_fn: VersionFn = symbol(&library, "nvrtcVersion")?;
+            let version_fn: VersionFn = library.symbol("nvrtcVersion")?;
             let (mut major, mut minor) = (0, 0);
             version_fn(&mut major, &mut minor);
             Ok(Nvrtc {
-                create_program: symbol(&library, "nvrtcCreateProgram")?,
-                compile_program: symbol(&library, "nvrtcCompileProgram")?,
-                get_ptx_size: symbol(&library, "nvrtcGetPTXSize")?,
-                get_ptx: symbol(&library, "nvrtcGetPTX")?,
-                get_cubin_size: symbol(&library, "nvrtcGetCUBINSize")?,
-                get_cubin: symbol(&library, "nvrtcGetCUBIN")?,
-                get_log_size: symbol(&library, "nvrtcGetProgramLogSize")?,
-                get_log: symbol(&library, "nvrtcGetProgramLog")?,
-                destroy_program: symbol(&library, "nvrtcDestroyProgram")?,
-                get_error_string: symbol(&library, "nvrtcGetErrorString")?,
+                create_program: library.symbol("nvrtcCreateProgram")?,
+                compile_program: library.symbol("nvrtcCompileProgram")?,
+                get_ptx_size: library.symbol("nvrtcGetPTXSize")?,
+                get_ptx: library.symbol("nvrtcGetPTX")?,
+                get_cubin_size: library.symbol("nvrtcGetCUBINSize")?,
+                get_cubin: library.symbol("nvrtcGetCUBIN")?,
+                get_log_size: library.symbol("nvrtcGetProgramLogSize")?,
+                get_log: library.symbol("nvrtcGetProgramLog")?,
+                destroy_program: library.symbol("nvrtcDestroyProgram")?,
+                get_error_string: library.symbol("nvrtcGetErrorString")?,
                 version: (major, minor),
-                path,
-                _library: library,
+                library,
             })
         }
     }
@@ -149,7 +138,7 @@ impl Nvrtc {
 
     /// The library file (or bare name) that was loaded.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.library.path()
     }
 
     fn error_string(&self, code: c_int) -> String {

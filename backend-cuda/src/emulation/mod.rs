@@ -1,10 +1,10 @@
 //! Tests of the CUDA backend's host path without an NVIDIA GPU: the engine with CUDA's profile
 //! (the one `CudaDriver` applies: errors named `cuda`, blocks of 256, grid z up to 65 535, a
-//! pool that caches everything) and CUDA's options, over `tessera_gpu::testing::Emulator`,
-//! which runs the shared kernels in their OpenCL dialect on the first OpenCL device (PoCL on
-//! the CPU in CI). The cuBLAS path goes through the emulator's host BLAS, which computes the
-//! column-major call the engine describes. Every test skips, printing why, when no OpenCL
-//! device exists.
+//! pool that caches everything) and CUDA's options, over `tessera_opencl::testing::emulator`:
+//! the OpenCL driver describing itself as CUDA, which runs the shared kernels in their OpenCL
+//! dialect on the default OpenCL device (PoCL on the CPU in CI). The cuBLAS path goes through
+//! the emulator's host BLAS, which computes the column-major call the engine describes. Every
+//! test skips, printing why, when no OpenCL device exists.
 
 mod conformance;
 mod device_behaviour;
@@ -13,34 +13,35 @@ mod memory;
 use crate::cuda::driver::apply_cuda_profile;
 use crate::options::CudaOptions;
 use std::sync::{Arc, OnceLock};
-use tessera_gpu::testing::Emulator;
 use tessera_gpu::{DriverInfo, GemmEngine, Gpu, Runtime};
+use tessera_opencl::testing::emulator;
+use tessera_opencl::OpenClDriver;
 
 /// The backend under test: the engine over OpenCL, driven like a CUDA device.
-pub(crate) type Emulated = Gpu<Emulator>;
+pub(crate) type Emulated = Gpu<OpenClDriver>;
 
-/// A new runtime on the first OpenCL device with CUDA's profile (then `adjust`), with the host
-/// BLAS when `blas`, or why there is none.
+/// A new runtime on the default OpenCL device with CUDA's profile (then `adjust`), with the
+/// host BLAS when `blas`, or why there is none.
 fn open(
     blas: bool,
     adjust: impl FnOnce(&mut DriverInfo),
-) -> Result<Arc<Runtime<Emulator>>, String> {
-    let emulator = Emulator::open(|info| {
+) -> Result<Arc<Runtime<OpenClDriver>>, String> {
+    let driver = emulator(|info| {
         apply_cuda_profile(info);
         info.name = format!("{} (CUDA emulated on OpenCL)", info.name);
         adjust(info);
     })
     .map_err(|e| e.to_string())?;
-    let emulator = if blas {
-        emulator.with_host_blas()
+    let driver = if blas {
+        driver.with_host_blas()
     } else {
-        emulator
+        driver
     };
-    Runtime::new(emulator).map_err(|e| e.to_string())
+    Runtime::new(driver).map_err(|e| e.to_string())
 }
 
 /// A handle with `gemm` and otherwise CUDA's default options.
-fn handle(rt: Arc<Runtime<Emulator>>, gemm: GemmEngine) -> Emulated {
+fn handle(rt: Arc<Runtime<OpenClDriver>>, gemm: GemmEngine) -> Emulated {
     let options = CudaOptions {
         gemm,
         ..CudaOptions::default()

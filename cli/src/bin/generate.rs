@@ -8,24 +8,13 @@
 //!     --prompt "A bird in the hand" --tokens 300 --temperature 0.8 --top-k 20 --seed 1
 //! ```
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use tessera::registry::{self, BackendEntry, BackendJob, DeviceOptions};
 use tessera_core::{Backend, Result};
-use tessera_cpu::Cpu;
 use tessera_nn::gpt::{generate, load_checkpoint, SamplingConfig};
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum BackendArg {
-    /// The multi-threaded CPU backend.
-    Cpu,
-    /// The default OpenCL device (`TESSERA_OPENCL_DEVICE=platform:device` picks another).
-    Opencl,
-    /// CUDA device 0 (built with `--features cuda`).
-    #[cfg(feature = "cuda")]
-    Cuda,
-}
 
 /// Generate text with a GPT trained by `train --model gpt`.
 #[derive(Debug, Parser)]
@@ -49,9 +38,10 @@ struct Args {
     /// Seed of the sampling.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Compute backend.
-    #[arg(long, value_enum, default_value = "cpu")]
-    backend: BackendArg,
+    /// Compute backend (`tessera::registry`; `cuda` and `checked-cuda` in builds with
+    /// `--features cuda`).
+    #[arg(long, default_value = "cpu", value_parser = registry::value_parser())]
+    backend: BackendEntry,
 }
 
 /// Loads the checkpoint onto `backend`, generates and prints; returns the JSON summary.
@@ -104,15 +94,23 @@ fn run<B: Backend>(args: &Args, backend: &B) -> Result<serde_json::Value> {
     }))
 }
 
+/// [`run`] on the device the registry opens.
+struct Generate<'a>(&'a Args);
+
+impl BackendJob for Generate<'_> {
+    type Output = Result<serde_json::Value>;
+
+    fn run<B: Backend>(self, dev: B) -> Self::Output {
+        run(self.0, &dev)
+    }
+}
+
 fn main() -> ExitCode {
     tessera_cpu::tune_allocator();
     let args = Args::parse();
-    let result = match args.backend {
-        BackendArg::Cpu => run(&args, &Cpu::new()),
-        BackendArg::Opencl => tessera_opencl::OpenCl::new().and_then(|dev| run(&args, &dev)),
-        #[cfg(feature = "cuda")]
-        BackendArg::Cuda => tessera_cuda::Cuda::new().and_then(|dev| run(&args, &dev)),
-    };
+    let result = (args.backend)
+        .open(&DeviceOptions::default(), Generate(&args))
+        .and_then(|generated| generated);
     match result {
         Ok(summary) => {
             println!("{summary}");

@@ -13,14 +13,13 @@ use clap::{Parser, ValueEnum};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use tessera_checked::Checked;
+use tessera::registry::{self, BackendEntry, BackendJob, DeviceOptions};
 use tessera_cli::distributed::{CommChoice, Launch};
 use tessera_cli::gpt_job::{self, GptArgs, GptTrainConfig};
 use tessera_cli::mnist_job::{
     run_training_with, OptimizerKind, ScheduleKind, TrainConfig, TrainReport,
 };
 use tessera_core::{Backend, Result};
-use tessera_cpu::Cpu;
 use tessera_nn::data::FASHION_MNIST_DIR;
 use tessera_nn::models::ModelKind;
 use tessera_nn::precision::Precision;
@@ -51,24 +50,6 @@ enum ScheduleArg {
     Constant,
     /// Cosine annealing to 0 over the run.
     Cosine,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum BackendArg {
-    /// The multi-threaded CPU backend.
-    Cpu,
-    /// The default OpenCL device (`TESSERA_OPENCL_DEVICE=platform:device` picks another).
-    Opencl,
-    /// CUDA device 0 (built with `--features cuda`; `TESSERA_CUDA_GEMM=cublas|tiled|auto`).
-    #[cfg(feature = "cuda")]
-    Cuda,
-    /// The CPU backend checked op by op against a second CPU backend (debugging the checker).
-    CheckedCpu,
-    /// OpenCL checked op by op against the CPU: stops at the first op that diverges.
-    CheckedOpencl,
-    /// CUDA checked op by op against the CPU: stops at the first op that diverges.
-    #[cfg(feature = "cuda")]
-    CheckedCuda,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -111,9 +92,10 @@ struct Args {
     /// /usr/share/games/fortunes].
     #[arg(long)]
     data: Option<PathBuf>,
-    /// Compute backend.
-    #[arg(long, value_enum, default_value = "cpu")]
-    backend: BackendArg,
+    /// Compute backend (`tessera::registry`; `cuda` and `checked-cuda` in builds with
+    /// `--features cuda`).
+    #[arg(long, default_value = "cpu", value_parser = registry::value_parser())]
+    backend: BackendEntry,
     /// Save the model and optimizer state here (safetensors) after every epoch; for the GPT,
     /// the checkpoint folder written at every loss estimate [default: checkpoints/gpt].
     #[arg(long)]
@@ -144,14 +126,32 @@ struct Args {
     gpt: GptArgs,
 }
 
-/// Trains on `dev` with the communicator `launch` gives for a host backend.
-fn run<B: Backend>(
-    config: &TrainConfig,
-    dev: &B,
-    launch: &Launch,
+/// `train --model mlp|cnn` on the device the registry opens, with the communicator `launch`
+/// gives for its type (NCCL's for CUDA).
+struct MnistJob<'a> {
+    config: &'a TrainConfig,
+    launch: &'a Launch,
     comm: CommChoice,
-) -> Result<TrainReport> {
-    run_training_with(config, dev, launch.communicator(comm)?)
+}
+
+impl BackendJob for MnistJob<'_> {
+    type Output = Result<TrainReport>;
+
+    fn run<B: Backend>(self, dev: B) -> Result<TrainReport> {
+        let comm = self.launch.communicator_for(&dev, self.comm)?;
+        run_training_with(self.config, &dev, comm)
+    }
+}
+
+/// `train --model gpt` on the device the registry opens.
+struct GptJob<'a>(&'a GptTrainConfig);
+
+impl BackendJob for GptJob<'_> {
+    type Output = Result<gpt_job::GptTrainReport>;
+
+    fn run<B: Backend>(self, dev: B) -> Self::Output {
+        gpt_job::run_gpt_training(self.0, &dev)
+    }
 }
 
 fn main() -> ExitCode {
@@ -207,45 +207,19 @@ fn main() -> ExitCode {
         CommArg::Mpi => CommChoice::Mpi,
         CommArg::Nccl => CommChoice::Nccl,
     };
-    let ordinal = launch.device_ordinal(args.device_per_rank);
-    let opencl = || match args.device_per_rank {
-        true => tessera_opencl::OpenCl::from_ordinal(ordinal),
-        false => tessera_opencl::OpenCl::new(),
+    // With --device-per-rank, the device numbered by the rank on its host (CUDA device i,
+    // OpenCL device i); else the backend's default device.
+    let options = DeviceOptions {
+        ordinal: args.device_per_rank.then_some(launch.local_rank),
+        ..DeviceOptions::default()
     };
-    let (backend_name, result) = match args.backend {
-        BackendArg::Cpu => ("cpu", run(&config, &Cpu::new(), &launch, comm)),
-        BackendArg::Opencl => (
-            "opencl",
-            opencl().and_then(|dev| run(&config, &dev, &launch, comm)),
-        ),
-        #[cfg(feature = "cuda")]
-        BackendArg::Cuda => (
-            "cuda",
-            tessera_cuda::Cuda::from_ordinal(ordinal).and_then(|dev| {
-                let comm = launch.cuda_communicator(&dev, comm)?;
-                run_training_with(&config, &dev, comm)
-            }),
-        ),
-        BackendArg::CheckedCpu => (
-            "checked-cpu",
-            run(
-                &config,
-                &Checked::new(Cpu::new(), Cpu::new()),
-                &launch,
-                comm,
-            ),
-        ),
-        BackendArg::CheckedOpencl => (
-            "checked-opencl",
-            opencl().and_then(|dev| run(&config, &Checked::new(dev, Cpu::new()), &launch, comm)),
-        ),
-        #[cfg(feature = "cuda")]
-        BackendArg::CheckedCuda => (
-            "checked-cuda",
-            tessera_cuda::Cuda::from_ordinal(ordinal)
-                .and_then(|dev| run(&config, &Checked::new(dev, Cpu::new()), &launch, comm)),
-        ),
+    let job = MnistJob {
+        config: &config,
+        launch: &launch,
+        comm,
     };
+    let backend_name = args.backend.name();
+    let result = args.backend.open(&options, job).and_then(|trained| trained);
     match result {
         // Only rank 0 reports: every rank holds the same model and the figures are totals.
         Ok(_) if launch.rank != 0 => ExitCode::SUCCESS,
@@ -303,34 +277,10 @@ fn gpt_main(args: &Args) -> ExitCode {
         dtype: tessera_core::DType::F32,
         precision: args.precision,
     };
-    let run = |name: &'static str, result| (name, result);
-    let (backend_name, result) = match args.backend {
-        BackendArg::Cpu => run("cpu", gpt_job::run_gpt_training(&config, &Cpu::new())),
-        BackendArg::Opencl => run(
-            "opencl",
-            tessera_opencl::OpenCl::new().and_then(|dev| gpt_job::run_gpt_training(&config, &dev)),
-        ),
-        #[cfg(feature = "cuda")]
-        BackendArg::Cuda => run(
-            "cuda",
-            tessera_cuda::Cuda::new().and_then(|dev| gpt_job::run_gpt_training(&config, &dev)),
-        ),
-        BackendArg::CheckedCpu => run(
-            "checked-cpu",
-            gpt_job::run_gpt_training(&config, &Checked::new(Cpu::new(), Cpu::new())),
-        ),
-        BackendArg::CheckedOpencl => run(
-            "checked-opencl",
-            tessera_opencl::OpenCl::new()
-                .and_then(|dev| gpt_job::run_gpt_training(&config, &Checked::new(dev, Cpu::new()))),
-        ),
-        #[cfg(feature = "cuda")]
-        BackendArg::CheckedCuda => run(
-            "checked-cuda",
-            tessera_cuda::Cuda::new()
-                .and_then(|dev| gpt_job::run_gpt_training(&config, &Checked::new(dev, Cpu::new()))),
-        ),
-    };
+    let backend_name = args.backend.name();
+    let result = (args.backend)
+        .open(&DeviceOptions::default(), GptJob(&config))
+        .and_then(|trained| trained);
     match result {
         Ok(report) => {
             if !report.sample.is_empty() {

@@ -5,7 +5,7 @@
 use std::ffi::c_void;
 use tessera_core::{Result, Tensor};
 
-pub(crate) use tessera_cuda::load_nvidia_library;
+pub(crate) use tessera_cuda::dynamic_library::{DynamicLibrary, LibrarySpec};
 pub use tessera_cuda::Cuda;
 
 /// The device address of `tensor`'s first element (its layout's offset included), after

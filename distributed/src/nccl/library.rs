@@ -1,19 +1,23 @@
 //! NCCL loaded at run time: the functions Tessera calls, looked up in `libnccl.so.2` with
-//! `libloading` (the same way `tessera-cuda` loads cuBLAS), so that nothing links NCCL at build
-//! time. Without the library everything builds and [`NcclLibrary::load`] says where it looked.
+//! `tessera_cuda::dynamic_library` (the way `tessera-cuda` loads cuBLAS), so that nothing links
+//! NCCL at build time. Without the library everything builds and [`NcclLibrary::load`] says
+//! where it looked.
 
+use super::cuda_interop::{DynamicLibrary, LibrarySpec};
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Environment variable naming the NCCL library file to load.
 pub const NCCL_LIBRARY_ENV_VAR: &str = "TESSERA_NCCL_LIBRARY";
 
-/// File names tried, newest first.
-const FILE_NAMES: &[&str] = &["libnccl.so.2", "libnccl.so"];
-
-/// Where PyPI's `nvidia-nccl-cu12` puts the library, under site-packages.
-const WHEEL_DIR: &str = "nvidia/nccl/lib";
+/// Where NCCL is searched for: the file names, newest first, and where PyPI's
+/// `nvidia-nccl-cu12` puts the library under site-packages.
+const NCCL_LIBRARY: LibrarySpec = LibrarySpec {
+    env_var: NCCL_LIBRARY_ENV_VAR,
+    file_names: &["libnccl.so.2", "libnccl.so"],
+    wheel_dir: "nvidia/nccl/lib",
+};
 
 /// `ncclComm_t`: an opaque communicator handle.
 pub type RawComm = *mut c_void;
@@ -101,65 +105,52 @@ pub struct NcclLibrary {
     pub(crate) get_error_string: GetErrorStringFn,
     /// `ncclGetLastError(ncclComm_t)`.
     pub(crate) get_last_error: GetLastErrorFn,
-    path: PathBuf,
-    // Keeps the function pointers above valid.
-    _library: libloading::Library,
+    // Keeps the function pointers above valid (dropped after them).
+    library: DynamicLibrary,
 }
 
 impl fmt::Debug for NcclLibrary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("NcclLibrary")
-            .field("path", &self.path)
+            .field("path", &self.library.path())
             .finish()
     }
-}
-
-/// Reads symbol `name` of `library` as a function pointer of type `T`.
-///
-/// # Safety
-/// `T` must be the function's exact C signature.
-unsafe fn symbol<T: Copy>(library: &libloading::Library, name: &str) -> Result<T, String> {
-    // SAFETY: the caller guarantees the type; the pointer stays valid while `library` is
-    // loaded, which `NcclLibrary` guarantees by owning it.
-    unsafe { library.get::<T>(name.as_bytes()) }
-        .map(|s| *s)
-        .map_err(|e| format!("symbol {name} missing: {e}"))
 }
 
 impl NcclLibrary {
     /// Loads NCCL: `$TESSERA_NCCL_LIBRARY`, the loader's search for `libnccl.so.2`, the CUDA
     /// toolkit, then PyPI's `nvidia-nccl-cu12` wheel; resolves every function. Needs no GPU.
     pub fn load() -> Result<NcclLibrary, String> {
-        let (library, path) =
-            super::cuda_interop::load_nvidia_library(NCCL_LIBRARY_ENV_VAR, FILE_NAMES, WHEEL_DIR)
-                .map_err(|e| format!("{e} (pip install nvidia-nccl-cu12 provides it)"))?;
+        // SAFETY: NCCL's initialisers have no preconditions (no GPU is touched by loading).
+        let library = unsafe { DynamicLibrary::load(&NCCL_LIBRARY) }
+            .map_err(|e| format!("{e} (pip install nvidia-nccl-cu12 provides it)"))?;
         // SAFETY: every type is the function's signature in nccl.h (handles and streams are
         // opaque pointers, enums and results ints, counts size_t; ncclUniqueId is a 128-byte
-        // struct passed by value).
+        // struct passed by value); the pointers live in `NcclLibrary` beside the library, which
+        // outlives them.
         unsafe {
             Ok(NcclLibrary {
-                get_version: symbol(&library, "ncclGetVersion")?,
-                get_unique_id: symbol(&library, "ncclGetUniqueId")?,
-                comm_init_rank: symbol(&library, "ncclCommInitRank")?,
-                comm_destroy: symbol(&library, "ncclCommDestroy")?,
-                comm_abort: symbol(&library, "ncclCommAbort")?,
-                comm_get_async_error: symbol(&library, "ncclCommGetAsyncError")?,
-                comm_count: symbol(&library, "ncclCommCount")?,
-                comm_user_rank: symbol(&library, "ncclCommUserRank")?,
-                comm_cu_device: symbol(&library, "ncclCommCuDevice")?,
-                all_reduce: symbol(&library, "ncclAllReduce")?,
-                broadcast: symbol(&library, "ncclBroadcast")?,
-                get_error_string: symbol(&library, "ncclGetErrorString")?,
-                get_last_error: symbol(&library, "ncclGetLastError")?,
-                path,
-                _library: library,
+                get_version: library.symbol("ncclGetVersion")?,
+                get_unique_id: library.symbol("ncclGetUniqueId")?,
+                comm_init_rank: library.symbol("ncclCommInitRank")?,
+                comm_destroy: library.symbol("ncclCommDestroy")?,
+                comm_abort: library.symbol("ncclCommAbort")?,
+                comm_get_async_error: library.symbol("ncclCommGetAsyncError")?,
+                comm_count: library.symbol("ncclCommCount")?,
+                comm_user_rank: library.symbol("ncclCommUserRank")?,
+                comm_cu_device: library.symbol("ncclCommCuDevice")?,
+                all_reduce: library.symbol("ncclAllReduce")?,
+                broadcast: library.symbol("ncclBroadcast")?,
+                get_error_string: library.symbol("ncclGetErrorString")?,
+                get_last_error: library.symbol("ncclGetLastError")?,
+                library,
             })
         }
     }
 
     /// The file that was loaded.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.library.path()
     }
 
     /// NCCL's version as `major * 10000 + minor * 100 + patch` (e.g. 22303 for 2.23.3).

@@ -36,7 +36,7 @@ use clap::Args;
 
 use crate::process::target_dir;
 use crate::TaskResult;
-use backend::BackendKind;
+use ::tessera::registry::BackendEntry;
 use lifecycle::Lifecycle;
 use pairs::Round;
 use peer::{PeerKind, PeerRun};
@@ -47,9 +47,15 @@ use suites::SuiteCommand;
 /// Arguments of `cargo xtask bench`.
 #[derive(Debug, Clone, PartialEq, Args)]
 pub struct BenchArgs {
-    /// Tessera backends to measure, comma-separated [default: every backend present].
-    #[arg(long = "backend", value_enum, value_delimiter = ',', global = true)]
-    pub backends: Vec<BackendKind>,
+    /// Tessera backends to measure, comma-separated (`tessera::registry`'s unchecked backends)
+    /// [default: every backend present].
+    #[arg(
+        long = "backend",
+        value_delimiter = ',',
+        global = true,
+        value_parser = backend::value_parser()
+    )]
+    pub backends: Vec<BackendEntry>,
     /// Measure Tessera only, without the Python peers.
     #[arg(long, global = true)]
     pub no_peers: bool,
@@ -79,8 +85,8 @@ pub struct BenchArgs {
 #[derive(Debug, Clone, PartialEq, Args)]
 pub struct MeasureArgs {
     /// The Tessera backend to measure.
-    #[arg(long, value_enum, default_value_t)]
-    pub backend: BackendKind,
+    #[arg(long, default_value = "cpu", value_parser = backend::value_parser())]
+    pub backend: BackendEntry,
     /// The precision: f32, tf32 (CUDA: f32 matrix products on TF32 tensor cores) or bf16
     /// (the models' bf16 mixed-precision policy; the model suites only).
     #[arg(long, value_enum, default_value_t)]
@@ -135,7 +141,7 @@ fn suite_caption(suite: &SuiteCommand) -> &'static str {
 struct RunContext {
     env: RunEnv,
     binary: PathBuf,
-    backends: Vec<BackendKind>,
+    backends: Vec<BackendEntry>,
     no_peers: bool,
     pairs: usize,
 }
@@ -339,7 +345,7 @@ pub fn run(args: &BenchArgs) -> TaskResult<()> {
         return ddp::run(ddp_args);
     }
     let backends = if args.backends.is_empty() {
-        BackendKind::present()
+        backend::present()
     } else {
         args.backends.clone()
     };
@@ -394,7 +400,8 @@ mod tests {
         assert_eq!(cli.bench.suite, None);
         assert!(cli.bench.backends.is_empty());
         let cli = Cli::try_parse_from(["bench", "mlp", "--backend", "cpu", "--no-peers"]).unwrap();
-        assert_eq!(cli.bench.backends, [BackendKind::Cpu]);
+        let cpu = ::tessera::registry::lookup("cpu").unwrap();
+        assert_eq!(cli.bench.backends, [cpu]);
         assert!(cli.bench.no_peers);
         assert!(matches!(cli.bench.suite, Some(SuiteCommand::Mlp(_))));
         assert_eq!(

@@ -4,13 +4,13 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::bench::backend::BackendKind;
 use crate::bench::collect::collect;
 use crate::bench::record::Output;
 use crate::bench::run_env::RunEnv;
 use crate::bench::suites::SuiteCommand;
 use crate::process::{cargo, run_checked, target_dir};
 use crate::TaskResult;
+use tessera::registry::BackendEntry;
 
 /// Builds `tessera-bench` in release (through cargo, so it is rebuilt when stale; cargo's
 /// output passes through) and returns the binary's path.
@@ -42,7 +42,7 @@ pub fn build() -> TaskResult<PathBuf> {
 pub fn measure(
     binary: &Path,
     env: &RunEnv,
-    backend: BackendKind,
+    backend: BackendEntry,
     suite: &SuiteCommand,
 ) -> TaskResult<Output> {
     let mut args = vec!["--backend".to_string(), backend.name().to_string()];

@@ -89,7 +89,8 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     let mut write_error = None;
-    let outcome = cli.bench.backend.measure(
+    let outcome = xtask::bench::backend::measure(
+        cli.bench.backend,
         &cli.bench.suite,
         cli.bench.precision,
         &cli.bench.suite.protocol(),
