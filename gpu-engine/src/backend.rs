@@ -130,21 +130,8 @@ impl<D: Driver> Backend for Gpu<D> {
     /// 16-bit storage directly (f32 arithmetic, one rounding per result), as do conv2d (im2col is exact and the GEMM accumulates in f32) and the
     /// last-axis softmax kernels; everything else is widened by tensor-core's dispatch.
     fn computes_16_bit(&self, op: HalfOp, _dtype: DType) -> bool {
-        use HalfOp::*;
-        matches!(
-            op,
-            Unary
-                | Binary
-                | Compare
-                | WhereSelect
-                | Reduce
-                | ArgReduce
-                | Matmul
-                | IndexSelect
-                | Gather
-                | Softmax
-                | Conv2d
-        )
+        (op.is_primitive() && op != HalfOp::ScatterAdd)
+            || matches!(op, HalfOp::Softmax | HalfOp::Conv2d)
     }
 
     fn download(&self, x: Operand<'_, GpuStorage<D>>) -> Result<HostData> {

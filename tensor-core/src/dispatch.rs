@@ -72,6 +72,26 @@ pub enum HalfOp {
 }
 
 impl HalfOp {
+    /// Whether this is one of the `Backend`'s required primitives (the rest are composites,
+    /// provided methods with defaults in [`crate::composite`]). A wrapper backend that forwards
+    /// the primitives to an inner backend but runs the composites' defaults itself forwards
+    /// its inner backend's declaration for these only.
+    pub fn is_primitive(self) -> bool {
+        matches!(
+            self,
+            HalfOp::Unary
+                | HalfOp::Binary
+                | HalfOp::Compare
+                | HalfOp::WhereSelect
+                | HalfOp::Reduce
+                | HalfOp::ArgReduce
+                | HalfOp::Matmul
+                | HalfOp::IndexSelect
+                | HalfOp::Gather
+                | HalfOp::ScatterAdd
+        )
+    }
+
     /// Every op a backend may declare.
     pub const ALL: [HalfOp; 18] = [
         HalfOp::Unary,

@@ -51,20 +51,7 @@ impl Backend for Faulty {
     /// The primitives are the CPU backend's, so its declaration holds for them; the composites
     /// are tensor-core's defaults, which compute in the dtype they are given.
     fn computes_16_bit(&self, op: HalfOp, dtype: DType) -> bool {
-        let primitive = matches!(
-            op,
-            HalfOp::Unary
-                | HalfOp::Binary
-                | HalfOp::Compare
-                | HalfOp::WhereSelect
-                | HalfOp::Reduce
-                | HalfOp::ArgReduce
-                | HalfOp::Matmul
-                | HalfOp::IndexSelect
-                | HalfOp::Gather
-                | HalfOp::ScatterAdd
-        );
-        primitive && self.cpu.computes_16_bit(op, dtype)
+        op.is_primitive() && self.cpu.computes_16_bit(op, dtype)
     }
     fn upload(&self, data: HostData) -> Result<Storage> {
         self.cpu.upload(data)

@@ -222,20 +222,7 @@ impl<B: Backend> Backend for Planted<B> {
     /// composites are tensor-core's defaults or the planted ones, which compute in the dtype
     /// they are given (so the dispatch widens 16-bit inputs for them).
     fn computes_16_bit(&self, op: HalfOp, dtype: DType) -> bool {
-        let primitive = matches!(
-            op,
-            HalfOp::Unary
-                | HalfOp::Binary
-                | HalfOp::Compare
-                | HalfOp::WhereSelect
-                | HalfOp::Reduce
-                | HalfOp::ArgReduce
-                | HalfOp::Matmul
-                | HalfOp::IndexSelect
-                | HalfOp::Gather
-                | HalfOp::ScatterAdd
-        );
-        primitive && self.inner.computes_16_bit(op, dtype)
+        op.is_primitive() && self.inner.computes_16_bit(op, dtype)
     }
     fn upload(&self, data: HostData) -> Result<B::Storage> {
         self.inner.upload(data)
