@@ -5,6 +5,7 @@
 //! output, copy and scratch buffer of this backend comes from one of these functions; only
 //! bookkeeping proportional to the rank (dims, strides, multi-indices) uses plain `Vec`s.
 
+use std::mem::MaybeUninit;
 use tessera_core::{Error, Result};
 
 /// Element types whose all-zero bit pattern is a valid value, so that zeroed memory is an
@@ -98,6 +99,25 @@ pub(crate) fn try_collect<T>(len: usize, items: impl Iterator<Item = T>) -> Resu
     let mut v = try_with_capacity(len)?;
     v.extend(items);
     Ok(v)
+}
+
+/// A vector of `len` elements the caller promises to write in full, without zeroing it first
+/// (allocated fallibly: [`tessera_core::Error::OutOfMemory`] when the memory is not there).
+pub(crate) fn try_uninit<T>(len: usize) -> Result<Vec<MaybeUninit<T>>> {
+    let mut v = try_with_capacity(len)?;
+    v.resize_with(len, MaybeUninit::uninit);
+    Ok(v)
+}
+
+/// The vector once every element has been written.
+///
+/// # Safety
+/// Every element of `v` must be initialised.
+pub(crate) unsafe fn assume_init<T>(v: Vec<MaybeUninit<T>>) -> Vec<T> {
+    let mut v = std::mem::ManuallyDrop::new(v);
+    // SAFETY: `MaybeUninit<T>` has the layout of `T`; the caller guarantees every element is
+    // initialised; the allocation is handed over whole (pointer, length, capacity).
+    unsafe { Vec::from_raw_parts(v.as_mut_ptr().cast::<T>(), v.len(), v.capacity()) }
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use crate::kernels::{
 };
 use crate::storage::map_storage;
 use crate::CpuStorage;
-use crate::{attention_ops, fused_ops, nn_ops};
+use crate::{attention_ops, fused_ops, layer_norm_ops, nn_ops};
 use tessera_core::attention::{AttentionGrads, AttentionInputs, AttentionOutput, AttentionParams};
 use tessera_core::backend::{AdamTensors, AdamUpdate};
 use tessera_core::dispatch::{self, HalfOp};
@@ -17,7 +17,8 @@ use tessera_core::operand::{
 };
 use tessera_core::{
     composite, ArgReduceOp, AssignMode, Backend, BinaryOp, CmpOp, Conv2dParams, DType, Device,
-    Distribution, HostData, Layout, Pool2dParams, ReduceOp, Result, Tensor, UnaryOp,
+    Distribution, HostData, LayerNormGrads, LayerNormOutput, Layout, Pool2dParams, ReduceOp,
+    Result, Tensor, UnaryOp,
 };
 
 /// The CPU device: computes eagerly on the host with `rayon` threads and `matrixmultiply` GEMM.
@@ -330,6 +331,40 @@ impl Backend for Cpu {
         match fused_ops::relu_backward(x, grad)? {
             Some(t) => Ok(t),
             None => composite::relu_backward(x, grad),
+        }
+    }
+
+    fn gelu_backward(&self, x: &Tensor<Cpu>, grad: &Tensor<Cpu>) -> Result<Tensor<Cpu>> {
+        match fused_ops::gelu_backward(x, grad)? {
+            Some(t) => Ok(t),
+            None => composite::gelu_backward(x, grad),
+        }
+    }
+
+    fn layer_norm(
+        &self,
+        x: &Tensor<Cpu>,
+        weight: Option<&Tensor<Cpu>>,
+        bias: Option<&Tensor<Cpu>>,
+        eps: f64,
+    ) -> Result<LayerNormOutput<Cpu>> {
+        match layer_norm_ops::layer_norm(x, weight, bias, eps)? {
+            Some(out) => Ok(out),
+            None => composite::layer_norm(x, weight, bias, eps),
+        }
+    }
+
+    fn layer_norm_backward(
+        &self,
+        grad: &Tensor<Cpu>,
+        x: &Tensor<Cpu>,
+        weight: Option<&Tensor<Cpu>>,
+        stats: (&Tensor<Cpu>, &Tensor<Cpu>),
+        with_bias: bool,
+    ) -> Result<LayerNormGrads<Cpu>> {
+        match layer_norm_ops::layer_norm_backward(grad, x, weight, stats, with_bias)? {
+            Some(grads) => Ok(grads),
+            None => composite::layer_norm_backward(grad, x, weight, stats, with_bias),
         }
     }
 

@@ -1,4 +1,4 @@
-//! The CPU overrides of the fused element-wise composites (ReLU gradient, Adam step): same-shape
+//! The CPU overrides of the fused element-wise composites (ReLU and GELU gradients, Adam step): same-shape
 //! contiguous f32/f64 operands go to the one-pass kernels; anything else returns `None` and the
 //! backend falls back to the composite default.
 
@@ -7,12 +7,12 @@ use tessera_core::{Layout, Result, Tensor};
 
 use crate::checks::check_storage;
 use crate::kernels::adam::{self, AdamFloat, AdamInputs};
-use crate::kernels::relu_grad;
+use crate::kernels::{gelu_grad, relu_grad};
 use crate::storage::CpuElement;
 use crate::{Cpu, CpuStorage};
 
 /// The elements of `t` when it holds `T` in a contiguous layout of `dims`, else `None`.
-fn contiguous<'t, T: CpuElement>(
+pub(crate) fn contiguous<'t, T: CpuElement>(
     op: &'static str,
     t: &'t Tensor<Cpu>,
     dims: &[usize],
@@ -32,7 +32,11 @@ fn contiguous<'t, T: CpuElement>(
 }
 
 /// A tensor of `dims` over fresh contiguous values.
-fn tensor<T: CpuElement>(dev: &Cpu, values: Vec<T>, dims: &[usize]) -> Result<Tensor<Cpu>> {
+pub(crate) fn tensor<T: CpuElement>(
+    dev: &Cpu,
+    values: Vec<T>,
+    dims: &[usize],
+) -> Result<Tensor<Cpu>> {
     Tensor::from_parts(dev, T::into_storage(values), Layout::contiguous(dims))
 }
 
@@ -54,6 +58,29 @@ pub(crate) fn relu_backward(x: &Tensor<Cpu>, grad: &Tensor<Cpu>) -> Result<Optio
     match x.storage() {
         CpuStorage::F32(_) => typed::<f32>(x, grad),
         CpuStorage::F64(_) => typed::<f64>(x, grad),
+        _ => Ok(None),
+    }
+}
+
+/// [`tessera_core::Backend::gelu_backward`] on the CPU.
+pub(crate) fn gelu_backward(x: &Tensor<Cpu>, grad: &Tensor<Cpu>) -> Result<Option<Tensor<Cpu>>> {
+    fn typed<T: CpuElement + tessera_core::FloatElement>(
+        x: &Tensor<Cpu>,
+        grad: &Tensor<Cpu>,
+        kernel: fn(&[T], &[T]) -> Result<Vec<T>>,
+    ) -> Result<Option<Tensor<Cpu>>> {
+        let dims = x.dims();
+        let (Some(xv), Some(gv)) = (
+            contiguous::<T>("gelu_backward", x, dims)?,
+            contiguous::<T>("gelu_backward", grad, dims)?,
+        ) else {
+            return Ok(None);
+        };
+        tensor(x.backend(), kernel(xv, gv)?, dims).map(Some)
+    }
+    match x.storage() {
+        CpuStorage::F32(_) => typed::<f32>(x, grad, gelu_grad::gelu_backward_f32),
+        CpuStorage::F64(_) => typed::<f64>(x, grad, gelu_grad::gelu_backward_exact),
         _ => Ok(None),
     }
 }

@@ -79,6 +79,7 @@ mod backend;
 mod checks;
 mod fused_ops;
 mod kernels;
+mod layer_norm_ops;
 mod malloc_tuning;
 mod nn_ops;
 mod parallel;

@@ -61,6 +61,7 @@
 use crate::attention::{AttentionGrads, AttentionInputs, AttentionOutput, AttentionParams};
 use crate::composite;
 use crate::dispatch::HalfOp;
+use crate::layer_norm::{LayerNormGrads, LayerNormOutput};
 use crate::operand::{
     Assignment, Gather, IndexSelect, MatmulOperands, Operand, SameShape, ScatterAdd,
 };
@@ -525,7 +526,47 @@ pub trait Backend: Clone + Send + Sync + fmt::Debug + 'static {
         composite::scaled_dot_product_attention_backward(grad_out, inputs, forward, params)
     }
 
+    // ----- normalisation -----
+
+    /// Layer normalisation over the last axis of `x: [..rows, n]` with an optional `weight`
+    /// and `bias` of shape `[n]` (see [`crate::layer_norm`] for the definition): the output and
+    /// the per-row mean and `rstd` the backward pass reuses. Default:
+    /// [`crate::composite::layer_norm`] (about eight tensor ops); a backend may do it in one
+    /// pass over each row.
+    fn layer_norm(
+        &self,
+        x: &Tensor<Self>,
+        weight: Option<&Tensor<Self>>,
+        bias: Option<&Tensor<Self>>,
+        eps: f64,
+    ) -> Result<LayerNormOutput<Self>> {
+        composite::layer_norm(x, weight, bias, eps)
+    }
+
+    /// The gradients of [`Backend::layer_norm`] given the upstream `grad`, the input `x`, the
+    /// `weight` (if any) and the forward pass's `(mean, rstd)` (in `x`'s dtype, as the dispatch
+    /// passes them): the gradient of `x`, of
+    /// `weight` when given, and of the bias when `with_bias`. Default:
+    /// [`crate::composite::layer_norm_backward`].
+    fn layer_norm_backward(
+        &self,
+        grad: &Tensor<Self>,
+        x: &Tensor<Self>,
+        weight: Option<&Tensor<Self>>,
+        stats: (&Tensor<Self>, &Tensor<Self>),
+        with_bias: bool,
+    ) -> Result<LayerNormGrads<Self>> {
+        composite::layer_norm_backward(grad, x, weight, stats, with_bias)
+    }
+
     // ----- fused element-wise composites -----
+
+    /// Gradient of the exact GELU `x Φ(x)`: `grad · (Φ(x) + x φ(x))` with `Φ` and `φ` the
+    /// standard normal distribution and density; `x` and `grad` share one shape and dtype.
+    /// Default: [`crate::composite::gelu_backward`] (about a dozen element-wise ops).
+    fn gelu_backward(&self, x: &Tensor<Self>, grad: &Tensor<Self>) -> Result<Tensor<Self>> {
+        composite::gelu_backward(x, grad)
+    }
 
     /// Gradient of ReLU: 0 where `x <= 0` (so at `x == 0`), else `grad` (also where `x` is
     /// NaN, as PyTorch); `x` and `grad` share one shape and dtype. Default:

@@ -21,6 +21,7 @@
 use crate::attention::{AttentionGrads, AttentionInputs, AttentionOutput, AttentionParams};
 use crate::backend::{AdamTensors, AdamUpdate};
 use crate::composite::in_f32::{attention_backward_in_f32, common_half_dtype, in_f32, Narrow};
+use crate::layer_norm::{LayerNormGrads, LayerNormOutput};
 use crate::operand::{Assignment, Gather, IndexSelect, MatmulOperands, Operand, SameShape};
 use crate::operand::{OperandMut, ScatterAdd};
 use crate::{
@@ -65,8 +66,14 @@ pub enum HalfOp {
     Attention,
     /// [`Backend::scaled_dot_product_attention_backward`].
     AttentionBackward,
+    /// [`Backend::layer_norm`].
+    LayerNorm,
+    /// [`Backend::layer_norm_backward`].
+    LayerNormBackward,
     /// [`Backend::relu_backward`].
     ReluBackward,
+    /// [`Backend::gelu_backward`].
+    GeluBackward,
     /// [`Backend::adam_update`].
     AdamUpdate,
 }
@@ -93,7 +100,7 @@ impl HalfOp {
     }
 
     /// Every op a backend may declare.
-    pub const ALL: [HalfOp; 18] = [
+    pub const ALL: [HalfOp; 21] = [
         HalfOp::Unary,
         HalfOp::Binary,
         HalfOp::Compare,
@@ -110,7 +117,10 @@ impl HalfOp {
         HalfOp::Pool2d,
         HalfOp::Attention,
         HalfOp::AttentionBackward,
+        HalfOp::LayerNorm,
+        HalfOp::LayerNormBackward,
         HalfOp::ReluBackward,
+        HalfOp::GeluBackward,
         HalfOp::AdamUpdate,
     ];
 }
@@ -477,6 +487,56 @@ pub fn relu_backward<B: Backend>(x: &Tensor<B>, grad: &Tensor<B>) -> Result<Tens
         HalfOp::ReluBackward,
         [Some(x), Some(grad)],
         |[x, g]| backend.relu_backward(x.expect("given"), g.expect("given")),
+    )
+}
+
+/// [`Backend::gelu_backward`] under the 16-bit rule.
+pub fn gelu_backward<B: Backend>(x: &Tensor<B>, grad: &Tensor<B>) -> Result<Tensor<B>> {
+    let backend = x.backend();
+    composite(
+        backend,
+        HalfOp::GeluBackward,
+        [Some(x), Some(grad)],
+        |[x, g]| backend.gelu_backward(x.expect("given"), g.expect("given")),
+    )
+}
+
+/// [`Backend::layer_norm`] under the 16-bit rule (a widened input's statistics stay in f32).
+pub fn layer_norm<B: Backend>(
+    x: &Tensor<B>,
+    weight: Option<&Tensor<B>>,
+    bias: Option<&Tensor<B>>,
+    eps: f64,
+) -> Result<LayerNormOutput<B>> {
+    let backend = x.backend();
+    composite(
+        backend,
+        HalfOp::LayerNorm,
+        [Some(x), weight, bias],
+        |[x, w, b]| backend.layer_norm(x.expect("given"), w, b, eps),
+    )
+}
+
+/// [`Backend::layer_norm_backward`] under the 16-bit rule.
+pub fn layer_norm_backward<B: Backend>(
+    grad: &Tensor<B>,
+    x: &Tensor<B>,
+    weight: Option<&Tensor<B>>,
+    (mean, rstd): (&Tensor<B>, &Tensor<B>),
+    with_bias: bool,
+) -> Result<LayerNormGrads<B>> {
+    let backend = x.backend();
+    // The statistics do not decide the widening (a widened forward pass left them in f32):
+    // the backend receives them in the dtype of the `x` it computes on.
+    composite(
+        backend,
+        HalfOp::LayerNormBackward,
+        [Some(grad), Some(x), weight],
+        |[g, x, w]| {
+            let x = x.expect("given");
+            let (mean, rstd) = (mean.to_dtype(x.dtype())?, rstd.to_dtype(x.dtype())?);
+            backend.layer_norm_backward(g.expect("given"), x, w, (&mean, &rstd), with_bias)
+        },
     )
 }
 

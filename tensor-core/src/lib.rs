@@ -61,6 +61,7 @@ pub mod direct;
 pub mod dispatch;
 pub mod dtype;
 pub mod error;
+pub mod layer_norm;
 pub mod layout;
 mod layout_checks;
 pub mod limits;
@@ -79,6 +80,7 @@ pub use dtype::{DType, Element, FloatElement, UnknownDType};
 pub use error::{CommFailure, Error, Result};
 /// The 16-bit float element types (from the `half` crate), so that users need not depend on it.
 pub use half::{bf16, f16};
+pub use layer_norm::{LayerNormGrads, LayerNormOutput};
 pub use layout::{Layout, StridedOffsets};
 pub use ops::{ArgReduceOp, AssignMode, BinaryOp, CmpOp, Distribution, ReduceOp, UnaryOp};
 pub use random::Generator;

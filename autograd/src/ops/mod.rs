@@ -8,6 +8,7 @@
 mod attention;
 mod binary;
 mod indexing;
+mod layer_norm;
 mod linalg;
 mod nn;
 mod reduce;

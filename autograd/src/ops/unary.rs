@@ -5,8 +5,7 @@
 //! piecewise-constant `sign`, `floor` and `ceil` have a zero gradient everywhere.
 
 use crate::Var;
-use std::f64::consts::PI;
-use tessera_core::{Backend, Result};
+use tessera_core::{dispatch, Backend, Result};
 
 impl<B: Backend> Var<B> {
     /// `-x`.
@@ -103,9 +102,7 @@ impl<B: Backend> Var<B> {
     pub fn relu(&self) -> Result<Var<B>> {
         let x = self.value();
         // The backend's fused gradient (one pass on the CPU; a compare and a select by default).
-        Ok(self.unary_op(x.relu()?, move |g| {
-            tessera_core::dispatch::relu_backward(&x, g)
-        }))
+        Ok(self.unary_op(x.relu()?, move |g| dispatch::relu_backward(&x, g)))
     }
 
     /// Leaky ReLU: `x` where positive, `slope * x` elsewhere; gradient 1 or `slope`.
@@ -116,22 +113,12 @@ impl<B: Backend> Var<B> {
         }))
     }
 
-    /// Exact GELU `x Φ(x)`; gradient `Φ(x) + x φ(x)` with `φ` the standard normal density.
+    /// Exact GELU `x Φ(x)`; gradient `Φ(x) + x φ(x)` with `φ` the standard normal density,
+    /// computed by the backend's [`tessera_core::Backend::gelu_backward`] (one pass where the
+    /// backend fuses it).
     pub fn gelu(&self) -> Result<Var<B>> {
         let x = self.value();
-        Ok(self.unary_op(x.gelu()?, move |g| {
-            let cdf = x
-                .mul_scalar(std::f64::consts::FRAC_1_SQRT_2)?
-                .erf()?
-                .add_scalar(1.0)?
-                .mul_scalar(0.5)?;
-            let pdf = x
-                .square()?
-                .mul_scalar(-0.5)?
-                .exp()?
-                .mul_scalar(1.0 / (2.0 * PI).sqrt())?;
-            g.mul(&cdf.add(&x.mul(&pdf)?)?)
-        }))
+        Ok(self.unary_op(x.gelu()?, move |g| dispatch::gelu_backward(&x, g)))
     }
 
     /// The error function; gradient `2 / sqrt(pi) * e^(-x^2)`.

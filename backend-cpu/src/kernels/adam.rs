@@ -9,7 +9,7 @@ use tessera_core::backend::AdamUpdate;
 use tessera_core::{Error, Result};
 
 use super::num::Num;
-use crate::alloc::try_with_capacity;
+use crate::alloc::{assume_init, try_uninit};
 use crate::parallel::Parallelism;
 
 /// A float the Adam kernel runs on.
@@ -61,25 +61,6 @@ pub(crate) struct AdamInputs<'a, T> {
 /// The outputs of one step: parameter, first and second moment, and the AMSGrad maximum.
 pub(crate) type AdamOutputs<T> = (Vec<T>, Vec<T>, Vec<T>, Option<Vec<T>>);
 
-/// A vector of `len` elements the caller promises to write in full, without zeroing it first
-/// (allocated fallibly: [`tessera_core::Error::OutOfMemory`] when the memory is not there).
-fn uninit<T>(len: usize) -> Result<Vec<MaybeUninit<T>>> {
-    let mut v = try_with_capacity(len)?;
-    v.resize_with(len, MaybeUninit::uninit);
-    Ok(v)
-}
-
-/// The vector once every element has been written.
-///
-/// # Safety
-/// Every element of `v` must be initialised.
-unsafe fn assume_init<T>(v: Vec<MaybeUninit<T>>) -> Vec<T> {
-    let mut v = std::mem::ManuallyDrop::new(v);
-    // SAFETY: `MaybeUninit<T>` has the layout of `T`; the caller guarantees every element is
-    // initialised; the allocation is handed over whole (pointer, length, capacity).
-    unsafe { Vec::from_raw_parts(v.as_mut_ptr().cast::<T>(), v.len(), v.capacity()) }
-}
-
 /// Runs the step over every element.
 pub(crate) fn adam_update<T: AdamFloat>(
     x: &AdamInputs<'_, T>,
@@ -107,10 +88,10 @@ pub(crate) fn adam_update_with<T: AdamFloat>(
             msg: format!("the parameter has {len} elements but the other operands {lengths:?}"),
         });
     }
-    let mut param = uninit::<T>(len)?;
-    let mut exp_avg = uninit::<T>(len)?;
-    let mut exp_avg_sq = uninit::<T>(len)?;
-    let mut max = x.max_exp_avg_sq.map(|_| uninit::<T>(len)).transpose()?;
+    let mut param = try_uninit::<T>(len)?;
+    let mut exp_avg = try_uninit::<T>(len)?;
+    let mut exp_avg_sq = try_uninit::<T>(len)?;
+    let mut max = x.max_exp_avg_sq.map(|_| try_uninit::<T>(len)).transpose()?;
     let chunk = if split.worth_parallel(len) {
         split.chunk_len(len)
     } else {

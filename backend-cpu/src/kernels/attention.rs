@@ -38,6 +38,10 @@ const PARALLEL_MACS: usize = 1 << 16;
 pub(crate) trait AttentionFloat: FloatElement + GemmElement {
     /// Uniform sample `index` of stream `seed` in `[0, 1)`, as `Tensor::random` draws it.
     fn uniform(seed: u64, index: u64) -> Self;
+
+    /// `e^self`; for f32 in vector arithmetic ([`super::vector_math::exp`]), so that the loops
+    /// over a block of scores vectorise.
+    fn exp_in_loop(self) -> Self;
 }
 
 const UNIFORM: Distribution = Distribution::Uniform {
@@ -49,11 +53,21 @@ impl AttentionFloat for f32 {
     fn uniform(seed: u64, index: u64) -> Self {
         sample_f32(UNIFORM, seed, index)
     }
+
+    #[inline(always)]
+    fn exp_in_loop(self) -> Self {
+        super::vector_math::exp(self)
+    }
 }
 
 impl AttentionFloat for f64 {
     fn uniform(seed: u64, index: u64) -> Self {
         sample_f64(UNIFORM, seed, index)
+    }
+
+    #[inline(always)]
+    fn exp_in_loop(self) -> Self {
+        self.exp()
     }
 }
 
@@ -315,13 +329,12 @@ impl<'a, T: AttentionFloat> Problem<'a, T> {
                     row.fill(T::ZERO);
                     continue;
                 }
-                let mut block_sum = T::ZERO;
                 for x in row.iter_mut() {
-                    *x = (*x - new_max).exp();
-                    block_sum = block_sum + *x;
+                    *x = (*x - new_max).exp_in_loop();
                 }
+                let block_sum = row.iter().fold(T::ZERO, |s, &x| s + x);
                 if new_max != max[r] {
-                    let alpha = (max[r] - new_max).exp();
+                    let alpha = (max[r] - new_max).exp_in_loop();
                     sum[r] = sum[r] * alpha;
                     for o in &mut out[r * ev..(r + 1) * ev] {
                         *o = *o * alpha;
@@ -494,12 +507,13 @@ impl<T: AttentionFloat> Problem<'_, T> {
                 self.scores(&offs, (i0, br), (j0, bc), p);
                 for r in 0..br {
                     let shift = lse[i0 + r];
-                    for x in &mut p[r * bc..(r + 1) * bc] {
-                        *x = if shift == T::neg_infinity() {
-                            T::ZERO
-                        } else {
-                            (*x - shift).exp()
-                        };
+                    let row = &mut p[r * bc..(r + 1) * bc];
+                    if shift == T::neg_infinity() {
+                        row.fill(T::ZERO);
+                    } else {
+                        for x in row {
+                            *x = (*x - shift).exp_in_loop();
+                        }
                     }
                 }
                 // dp = dO[i0..] · V[j0..]ᵀ

@@ -1,6 +1,7 @@
 //! Element-wise maps of one operand ([`UnaryOp`]).
 
 use super::map::map1;
+use super::vector_math;
 use crate::alloc::Zeroable;
 use crate::checks::unsupported;
 use crate::CpuStorage;
@@ -12,7 +13,13 @@ pub(crate) fn unary(op: UnaryOp, x: &CpuStorage, layout: &Layout) -> Result<CpuS
         return Err(unsupported(op.name(), x.dtype()));
     }
     Ok(match x {
-        CpuStorage::F32(v) => CpuStorage::F32(unary_float(op, v, layout)?),
+        CpuStorage::F32(v) => CpuStorage::F32(match op {
+            // In vector arithmetic (see `vector_math`): the C library's `expf` and `erff` are
+            // scalar calls that keep the loop one element at a time.
+            UnaryOp::Exp => map1(v, layout, vector_math::exp)?,
+            UnaryOp::Gelu => map1(v, layout, |v: f32| v * vector_math::normal_cdf(v))?,
+            _ => unary_float(op, v, layout)?,
+        }),
         CpuStorage::F64(v) => CpuStorage::F64(unary_float(op, v, layout)?),
         CpuStorage::I64(v) => CpuStorage::I64(unary_int(op, v, layout)?),
         CpuStorage::Bool(v) => CpuStorage::Bool(map1(v, layout, |b: u8| u8::from(b == 0))?),
@@ -21,7 +28,7 @@ pub(crate) fn unary(op: UnaryOp, x: &CpuStorage, layout: &Layout) -> Result<CpuS
     })
 }
 
-/// The float ops. Sigmoid evaluates `e^x / (1 + e^x)` for negative `x` so that neither branch
+/// The float ops (f32 exp and GELU take the vector versions above). Sigmoid evaluates `e^x / (1 + e^x)` for negative `x` so that neither branch
 /// overflows; ReLU keeps NaN; GELU is the exact erf form.
 fn unary_float<T: FloatElement + Zeroable>(op: UnaryOp, x: &[T], l: &Layout) -> Result<Vec<T>> {
     let zero = T::zero();

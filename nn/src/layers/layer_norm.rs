@@ -111,16 +111,20 @@ impl<B: Backend> Forward<B> for LayerNorm<B> {
                 ),
             });
         }
-        let axes: Vec<isize> = (1..=k as isize).map(|i| -i).collect();
-        let mean = x.mean(&axes, true)?;
-        let var = x.var(&axes, 0, true)?;
-        let mut y = x.sub(&mean)?.mul(&var.add_scalar(self.eps)?.rsqrt()?)?;
-        if let Some(w) = &self.weight {
-            y = y.mul(w)?;
-        }
-        if let Some(b) = &self.bias {
-            y = y.add(b)?;
-        }
-        Ok(y)
+        // The trailing `k` dimensions as one axis of `n` values: one fused op over rows.
+        let n = self.normalized_shape.numel();
+        let rows = dims[..dims.len() - k].to_vec();
+        let flat = |v: &Var<B>, shape: Vec<usize>| -> Result<Var<B>> {
+            if k == 1 {
+                Ok(v.clone())
+            } else {
+                v.reshape(shape)
+            }
+        };
+        let x_rows = flat(x, [rows.as_slice(), &[n]].concat())?;
+        let weight = self.weight.as_ref().map(|w| flat(w, vec![n])).transpose()?;
+        let bias = self.bias.as_ref().map(|b| flat(b, vec![n])).transpose()?;
+        let y = x_rows.layer_norm(weight.as_ref(), bias.as_ref(), self.eps)?;
+        flat(&y, dims)
     }
 }

@@ -1,6 +1,7 @@
-//! The unfused definitions of the fused element-wise composites: the ReLU gradient and one
-//! Adam step. A backend's single-pass override must give the same values (the same f32/f64
-//! operations in the same order, so bit for bit on the CPU).
+//! The unfused definitions of the fused element-wise composites: the ReLU and GELU gradients
+//! and one Adam step. A backend's single-pass override must give the same values: bit for bit
+//! for the ReLU gradient and Adam (the same f32/f64 operations in the same order), to rounding
+//! for the GELU gradient (whose `erf` and `exp` a kernel may evaluate its own way).
 
 use crate::backend::{AdamTensors, AdamUpdate};
 use crate::{Backend, Error, Result, Tensor};
@@ -30,6 +31,24 @@ fn check_same_shapes<B: Backend>(op: &'static str, tensors: &[&Tensor<B>]) -> Re
 pub fn relu_backward<B: Backend>(x: &Tensor<B>, grad: &Tensor<B>) -> Result<Tensor<B>> {
     check_same_shapes("relu_backward", &[x, grad])?;
     x.le_scalar(0.0)?.where_select(&grad.zeros_like()?, grad)
+}
+
+/// The gradient of the exact GELU `x Φ(x)` given the upstream `grad`:
+/// `grad · (Φ(x) + x φ(x))`, with `Φ(x) = (1 + erf(x/√2)) / 2` and
+/// `φ(x) = exp(-x²/2) / √(2π)` (PyTorch's `gelu_backward` with `approximate="none"`).
+pub fn gelu_backward<B: Backend>(x: &Tensor<B>, grad: &Tensor<B>) -> Result<Tensor<B>> {
+    check_same_shapes("gelu_backward", &[x, grad])?;
+    let cdf = x
+        .mul_scalar(std::f64::consts::FRAC_1_SQRT_2)?
+        .erf()?
+        .add_scalar(1.0)?
+        .mul_scalar(0.5)?;
+    let pdf = x
+        .square()?
+        .mul_scalar(-0.5)?
+        .exp()?
+        .mul_scalar(1.0 / (2.0 * std::f64::consts::PI).sqrt())?;
+    grad.mul(&cdf.add(&x.mul(&pdf)?)?)
 }
 
 /// One Adam/AdamW step of one parameter, as a chain of tensor ops (see [`AdamUpdate`]):

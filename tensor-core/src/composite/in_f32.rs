@@ -10,6 +10,7 @@
 
 use crate::attention::{AttentionGrads, AttentionInputs, AttentionOutput};
 use crate::backend::AdamTensors;
+use crate::layer_norm::{LayerNormGrads, LayerNormOutput};
 use crate::{Backend, DType, Result, Tensor};
 
 /// The 16-bit dtype shared by the float inputs, when at least one input is 16-bit and every
@@ -135,6 +136,26 @@ impl<A: Narrow, C: Narrow> Narrow for (A, C) {
 impl<T: Narrow> Narrow for Option<T> {
     fn narrow(self, dtype: DType) -> Result<Self> {
         self.map(|t| t.narrow(dtype)).transpose()
+    }
+}
+
+impl<B: Backend> Narrow for LayerNormOutput<B> {
+    fn narrow(self, dtype: DType) -> Result<Self> {
+        // The statistics stay in the compute dtype, as the attention's log-sum-exp.
+        Ok(LayerNormOutput {
+            y: self.y.narrow(dtype)?,
+            ..self
+        })
+    }
+}
+
+impl<B: Backend> Narrow for LayerNormGrads<B> {
+    fn narrow(self, dtype: DType) -> Result<Self> {
+        Ok(LayerNormGrads {
+            x: self.x.narrow(dtype)?,
+            weight: self.weight.narrow(dtype)?,
+            bias: self.bias.narrow(dtype)?,
+        })
     }
 }
 

@@ -7,14 +7,16 @@ mod concat;
 mod conv;
 mod fused;
 pub mod in_f32;
+mod layer_norm;
 mod pool;
 mod softmax;
 
 pub use attention::{scaled_dot_product_attention, scaled_dot_product_attention_backward};
 pub use concat::concat;
 pub use conv::{conv2d, conv2d_backward_input, conv2d_backward_weight};
-pub use fused::{adam_update, relu_backward};
+pub use fused::{adam_update, gelu_backward, relu_backward};
 pub use in_f32::{attention_backward_in_f32, in_f32, Narrow};
+pub use layer_norm::{layer_norm, layer_norm_backward};
 pub use pool::{avg_pool2d, avg_pool2d_backward, max_pool2d, max_pool2d_backward};
 pub use softmax::{log_softmax, logsumexp, softmax};
 
