@@ -417,6 +417,31 @@ impl<B: Backend, R: Backend> Backend for Checked<B, R> {
         self.checked_relu_backward(x, grad)
     }
 
+    fn gelu_backward(&self, x: &Tensor<Self>, grad: &Tensor<Self>) -> Result<Tensor<Self>> {
+        self.checked_gelu_backward(x, grad)
+    }
+
+    fn layer_norm(
+        &self,
+        x: &Tensor<Self>,
+        weight: Option<&Tensor<Self>>,
+        bias: Option<&Tensor<Self>>,
+        eps: f64,
+    ) -> Result<tessera_core::LayerNormOutput<Self>> {
+        self.checked_layer_norm(x, weight, bias, eps)
+    }
+
+    fn layer_norm_backward(
+        &self,
+        grad: &Tensor<Self>,
+        x: &Tensor<Self>,
+        weight: Option<&Tensor<Self>>,
+        stats: (&Tensor<Self>, &Tensor<Self>),
+        with_bias: bool,
+    ) -> Result<tessera_core::LayerNormGrads<Self>> {
+        self.checked_layer_norm_backward(grad, x, weight, stats, with_bias)
+    }
+
     fn adam_update(
         &self,
         param: &Tensor<Self>,

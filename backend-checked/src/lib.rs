@@ -20,6 +20,7 @@ mod backend;
 mod checked;
 mod composites;
 mod divergence;
+mod layer_norm;
 mod settle;
 pub mod storage;
 pub mod tolerance;

@@ -399,6 +399,70 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             },
         ),
         op(
+            "backend.gelu_backward",
+            2,
+            &[T, T],
+            OUT_T,
+            |c: &mut Ctx<'_, B>| {
+                let (x, g) = (c.t(0)?, c.t(1)?);
+                Ok(c.backend().gelu_backward(&x, &g).into())
+            },
+        ),
+        op(
+            "backend.layer_norm",
+            2,
+            &[T, T, T, B, B, F],
+            NONE,
+            |c: &mut Ctx<'_, B>| {
+                let (x, w, b) = (c.t(0)?, c.t(1)?, c.t(2)?);
+                let (w, b) = (c.flag(3).then_some(&w), c.flag(4).then_some(&b));
+                Ok(match c.backend().layer_norm(&x, w, b, c.float(5)) {
+                    Ok(out)
+                        if out.y.dims() != x.dims()
+                            || out.mean.numel() * x.dims().last().copied().unwrap_or(0)
+                                != x.numel() =>
+                    {
+                        Outcome::Break(format!(
+                            "layer_norm of {} returned y {} and mean {}",
+                            x.shape(),
+                            out.y.shape(),
+                            out.mean.shape()
+                        ))
+                    }
+                    Ok(_) => Outcome::Ok(Vec::new()),
+                    Err(e) => Outcome::Err(e.to_string()),
+                })
+            },
+        ),
+        op(
+            "backend.layer_norm_backward",
+            2,
+            &[T, T, T, T, T, B, B],
+            NONE,
+            |c: &mut Ctx<'_, B>| {
+                let (g, x, w, mean, rstd) = (c.t(0)?, c.t(1)?, c.t(2)?, c.t(3)?, c.t(4)?);
+                let w = c.flag(5).then_some(&w);
+                let with_bias = c.flag(6);
+                Ok(
+                    match c
+                        .backend()
+                        .layer_norm_backward(&g, &x, w, (&mean, &rstd), with_bias)
+                    {
+                        Ok(out) if out.x.dims() != x.dims() || out.bias.is_some() != with_bias => {
+                            Outcome::Break(format!(
+                                "layer_norm_backward of {} returned dx {} (bias gradient: {})",
+                                x.shape(),
+                                out.x.shape(),
+                                out.bias.is_some()
+                            ))
+                        }
+                        Ok(_) => Outcome::Ok(Vec::new()),
+                        Err(e) => Outcome::Err(e.to_string()),
+                    },
+                )
+            },
+        ),
+        op(
             "backend.adam_update",
             2,
             &[T, T, T, T, B, F],

@@ -444,6 +444,22 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             },
         ),
         op(
+            "backend vs composite: gelu_backward",
+            2,
+            &[T, T],
+            NONE,
+            |c: &mut Ctx<'_, B>| {
+                let (x, g) = (c.t(0)?, c.t(1)?);
+                // Through the dispatch, as autograd calls it (the 16-bit rule lives there).
+                let ours = tessera_core::dispatch::gelu_backward(&x, &g);
+                let reference = composite::in_f32([Some(&x), Some(&g)], |[x, g]| {
+                    composite::gelu_backward(x.unwrap(), g.unwrap())
+                })
+                .unwrap_or_else(|| composite::gelu_backward(&x, &g));
+                Ok(agree("gelu_backward", ours, reference))
+            },
+        ),
+        op(
             "backend vs composite: adam_update",
             2,
             &[T, T, T, T, B, F],

@@ -1,6 +1,8 @@
-//! The fused element-wise composites, called directly on the backend: `relu_backward` (exact
-//! zeros in `x` everywhere: the gradient at `x == 0` is 0) and `adam_update` (bias corrections
-//! of the first steps, coupled and decoupled weight decay, AMSGrad), against their definitions.
+//! The fused composites, called directly on the backend: `relu_backward` (exact zeros in `x`
+//! everywhere: the gradient at `x == 0` is 0), `gelu_backward` (both tails, specials),
+//! `layer_norm` and `layer_norm_backward` (with and without the affine parameters, one-element
+//! rows, rows with a large common offset) and `adam_update` (bias corrections of the first
+//! steps, coupled and decoupled weight decay, AMSGrad), against their definitions.
 
 use super::{op_failed, with_inputs};
 use crate::compare::{assert_close, assert_close_scaled, Tolerance};
@@ -19,18 +21,33 @@ use tessera_core::{Backend, DType};
 pub enum FusedOp {
     /// `relu_backward(x, grad)`.
     ReluBackward,
+    /// `gelu_backward(x, grad)`.
+    GeluBackward,
+    /// `layer_norm(x, weight, bias, eps)`.
+    LayerNorm,
+    /// `layer_norm_backward(grad, x, weight, (mean, rstd), with_bias)`.
+    LayerNormBackward,
     /// `adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, update)`.
     AdamUpdate,
 }
 
 impl FusedOp {
-    /// Both.
-    pub const ALL: [FusedOp; 2] = [FusedOp::ReluBackward, FusedOp::AdamUpdate];
+    /// Every fused composite.
+    pub const ALL: [FusedOp; 5] = [
+        FusedOp::ReluBackward,
+        FusedOp::GeluBackward,
+        FusedOp::LayerNorm,
+        FusedOp::LayerNormBackward,
+        FusedOp::AdamUpdate,
+    ];
 
     /// The Backend method's name.
     pub fn name(self) -> &'static str {
         match self {
             FusedOp::ReluBackward => "relu_backward",
+            FusedOp::GeluBackward => "gelu_backward",
+            FusedOp::LayerNorm => "layer_norm",
+            FusedOp::LayerNormBackward => "layer_norm_backward",
             FusedOp::AdamUpdate => "adam_update",
         }
     }
@@ -82,6 +99,27 @@ pub enum FusedCase {
         x: TensorCase,
         /// The upstream gradient.
         grad: TensorCase,
+    },
+    /// `gelu_backward(x, grad)`.
+    Gelu {
+        /// The GELU's input.
+        x: TensorCase,
+        /// The upstream gradient.
+        grad: TensorCase,
+    },
+    /// `layer_norm`, or with `grad` its backward pass (on the statistics the backend's own
+    /// forward pass returns).
+    LayerNorm {
+        /// The input `[..rows, n]`.
+        x: TensorCase,
+        /// The scale `[n]`, if any.
+        weight: Option<TensorCase>,
+        /// The shift `[n]`, if any (the backward pass is asked for its gradient).
+        bias: Option<TensorCase>,
+        /// Added to the variance.
+        eps: f64,
+        /// The upstream gradient, for the backward pass.
+        grad: Option<TensorCase>,
     },
     /// One Adam step.
     Adam {
@@ -186,6 +224,17 @@ pub fn cases(op: FusedOp, dtype: DType) -> BoxedStrategy<FusedCase> {
             })
             .prop_map(|(x, grad)| FusedCase::Relu { x, grad })
             .boxed(),
+        FusedOp::GeluBackward => shape()
+            .prop_flat_map(move |s| {
+                (
+                    tensor_case_from(dtype, s.clone(), gelu_x_value(dtype)),
+                    tensor_case_from(dtype, s, regime_value(dtype, ValueRegime::Ordinary)),
+                )
+            })
+            .prop_map(|(x, grad)| FusedCase::Gelu { x, grad })
+            .boxed(),
+        FusedOp::LayerNorm => layer_norm_case(dtype, None, ValueRegime::Ordinary, false),
+        FusedOp::LayerNormBackward => layer_norm_case(dtype, None, ValueRegime::Ordinary, true),
         FusedOp::AdamUpdate => adam_case(
             dtype,
             hyper(),
@@ -195,6 +244,70 @@ pub fn cases(op: FusedOp, dtype: DType) -> BoxedStrategy<FusedCase> {
             true,
         ),
     }
+}
+
+/// Values of a GELU input: ordinary values (both tails of `Φ` within `[-10, 10)`), kinks and
+/// specials.
+fn gelu_x_value(dtype: DType) -> BoxedStrategy<f64> {
+    prop_oneof![
+        4 => regime_value(dtype, ValueRegime::Ordinary),
+        1 => regime_value(dtype, ValueRegime::Ties),
+        1 => regime_value(dtype, ValueRegime::Specials),
+    ]
+    .boxed()
+}
+
+/// A layer-norm case: `x` of shape `[..rows, n]` (up to two leading axes, zero rows
+/// included, `n` in `1..=9`), laid out as `kind` (any layout when `None`), with values of
+/// `regime`; weight and bias each present or not; `eps` from `1e-5` to `0.1`; with `backward`
+/// an upstream gradient too.
+fn layer_norm_case(
+    dtype: DType,
+    kind: Option<LayoutKind>,
+    regime: ValueRegime,
+    backward: bool,
+) -> BoxedStrategy<FusedCase> {
+    let ordinary = move || regime_value(dtype, ValueRegime::Ordinary);
+    (
+        crate::strategies::shape_with(0..=2, 0..=4),
+        1usize..=9,
+        any::<(bool, bool)>(),
+        prop::sample::select(vec![1e-5, 1e-3, 0.1]),
+    )
+        .prop_flat_map(move |(mut dims, n, (affine, bias), eps)| {
+            dims.push(n);
+            let x = match kind {
+                Some(kind) => {
+                    tensor_case_of_kind(dtype, dims.clone(), kind, regime_value(dtype, regime))
+                }
+                None => tensor_case_from(dtype, dims.clone(), regime_value(dtype, regime)),
+            };
+            let param = move |present: bool| {
+                if present {
+                    tensor_case_from(dtype, vec![n], ordinary())
+                        .prop_map(Some)
+                        .boxed()
+                } else {
+                    Just(None).boxed()
+                }
+            };
+            let grad = if backward {
+                tensor_case_from(dtype, dims, ordinary())
+                    .prop_map(Some)
+                    .boxed()
+            } else {
+                Just(None).boxed()
+            };
+            (x, param(affine), param(affine && bias), Just(eps), grad)
+        })
+        .prop_map(|(x, weight, bias, eps, grad)| FusedCase::LayerNorm {
+            x,
+            weight,
+            bias,
+            eps,
+            grad,
+        })
+        .boxed()
 }
 
 /// The systematic cases of `op` on `dtype`: every layout kind of every operand; for the ReLU
@@ -233,6 +346,46 @@ pub fn patterns(op: FusedOp, dtype: DType) -> Vec<Pattern<FusedCase>> {
                 })
                 .boxed();
             out.push(Pattern::new("x NaN, inf, -0", strategy));
+        }
+        FusedOp::GeluBackward => {
+            for p in same_shape_patterns(2) {
+                let strategy = p
+                    .strategy(
+                        vec![dtype; 2],
+                        vec![ValueRegime::Ordinary, ValueRegime::Ordinary],
+                    )
+                    .prop_map(|v| FusedCase::Gelu {
+                        x: v[0].clone(),
+                        grad: v[1].clone(),
+                    })
+                    .boxed();
+                out.push(Pattern::new(p.label(&["x", "grad"]), strategy));
+            }
+            for regime in [ValueRegime::Huge, ValueRegime::Specials] {
+                let strategy = same_shape_patterns(2)[0]
+                    .strategy(vec![dtype; 2], vec![regime, ValueRegime::Ordinary])
+                    .prop_map(|v| FusedCase::Gelu {
+                        x: v[0].clone(),
+                        grad: v[1].clone(),
+                    })
+                    .boxed();
+                out.push(Pattern::new(format!("x {}", regime.name()), strategy));
+            }
+        }
+        FusedOp::LayerNorm | FusedOp::LayerNormBackward => {
+            let backward = op == FusedOp::LayerNormBackward;
+            for kind in LayoutKind::ALL {
+                out.push(Pattern::new(
+                    format!("x {kind}"),
+                    layer_norm_case(dtype, Some(kind), ValueRegime::Ordinary, backward),
+                ));
+            }
+            for regime in [ValueRegime::Shifted, ValueRegime::Ties] {
+                out.push(Pattern::new(
+                    format!("x {}", regime.name()),
+                    layer_norm_case(dtype, None, regime, backward),
+                ));
+            }
         }
         FusedOp::AdamUpdate => {
             let names = ["param", "grad", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"];
@@ -297,8 +450,10 @@ pub fn patterns(op: FusedOp, dtype: DType) -> Vec<Pattern<FusedCase>> {
 /// without this an Adam failure caused by one element is reported on five tensors of hundreds.
 pub fn smaller_cases(case: &FusedCase) -> Vec<FusedCase> {
     let tensors: Vec<&TensorCase> = match case {
-        FusedCase::Relu { x, grad } => vec![x, grad],
+        FusedCase::Relu { x, grad } | FusedCase::Gelu { x, grad } => vec![x, grad],
         FusedCase::Adam { tensors, .. } => tensors.iter().collect(),
+        // Rows are not element-wise: proptest's own shrinking has to do.
+        FusedCase::LayerNorm { .. } => return Vec::new(),
     };
     let refs: Vec<_> = tensors.iter().map(|t| t.reference()).collect();
     let n = refs[0].numel();
@@ -317,6 +472,11 @@ pub fn smaller_cases(case: &FusedCase) -> Vec<FusedCase> {
                     x: one[0].clone(),
                     grad: one[1].clone(),
                 },
+                FusedCase::Gelu { .. } => FusedCase::Gelu {
+                    x: one[0].clone(),
+                    grad: one[1].clone(),
+                },
+                FusedCase::LayerNorm { .. } => unreachable!("returned above"),
                 FusedCase::Adam { hyper, .. } => FusedCase::Adam {
                     hyper: *hyper,
                     tensors: one,
@@ -340,6 +500,28 @@ pub fn check<B: Backend>(dev: &B, case: &FusedCase) -> Result<(), String> {
             assert_close(&got, dtype, &expected, Tolerance::SAME_VALUE)
                 .map_err(with_inputs(&[&xt, &gt]))
         }
+        FusedCase::Gelu { x, grad } => {
+            let dtype = x.dtype;
+            let (xt, gt) = (super::build(dev, x, "x")?, super::build(dev, grad, "grad")?);
+            let got = tessera_core::dispatch::gelu_backward(&xt, &gt)
+                .map_err(op_failed("gelu_backward", &[&xt, &gt]))?;
+            let (expected, scale) = fused::gelu_backward(&x.reference(), &grad.reference());
+            assert_close_scaled(
+                &got,
+                dtype,
+                &expected,
+                &scale,
+                Tolerance::transcendental(dtype),
+            )
+            .map_err(with_inputs(&[&xt, &gt]))
+        }
+        FusedCase::LayerNorm {
+            x,
+            weight,
+            bias,
+            eps,
+            grad,
+        } => check_layer_norm(dev, x, weight.as_ref(), bias.as_ref(), *eps, grad.as_ref()),
         FusedCase::Adam { hyper, tensors } => {
             let dtype = tensors[0].dtype;
             let built = tensors
@@ -400,6 +582,81 @@ pub fn check<B: Backend>(dev: &B, case: &FusedCase) -> Result<(), String> {
             Ok(())
         }
     }
+}
+
+/// Compares one output with its reference, with an accumulation tolerance of `terms` terms in
+/// the output's own dtype (the statistics of a widened 16-bit input stay in f32).
+fn compare_output<B: Backend>(
+    what: &str,
+    got: &tessera_core::Tensor<B>,
+    expected: &fused::Scaled,
+    terms: usize,
+) -> Result<(), String> {
+    let dtype = got.dtype();
+    assert_close_scaled(
+        got,
+        dtype,
+        &expected.values,
+        &expected.magnitudes,
+        Tolerance::accumulation(dtype, terms),
+    )
+    .map_err(|e| format!("{what}: {e}{}", super::sixteen_bit_hint(dtype, &e)))
+}
+
+/// `layer_norm` (and with `grad`, `layer_norm_backward` on the statistics the backend's own
+/// forward pass returned), through the dispatch as autograd calls them.
+fn check_layer_norm<B: Backend>(
+    dev: &B,
+    x: &TensorCase,
+    weight: Option<&TensorCase>,
+    bias: Option<&TensorCase>,
+    eps: f64,
+    grad: Option<&TensorCase>,
+) -> Result<(), String> {
+    use tessera_core::dispatch;
+    let xt = super::build(dev, x, "x")?;
+    let wt = weight.map(|w| super::build(dev, w, "weight")).transpose()?;
+    let bt = bias.map(|b| super::build(dev, b, "bias")).transpose()?;
+    let mut inputs = vec![&xt];
+    inputs.extend(wt.iter().chain(bt.iter()));
+    let n = *x.shape().last().expect("rank >= 1");
+    let rows = x.reference().numel() / n;
+    let forward = dispatch::layer_norm(&xt, wt.as_ref(), bt.as_ref(), eps)
+        .map_err(op_failed("layer_norm", &inputs))?;
+    let (xr, wr, br) = (
+        x.reference(),
+        weight.map(TensorCase::reference),
+        bias.map(TensorCase::reference),
+    );
+    let Some(grad) = grad else {
+        let [y, mean, rstd] = fused::layer_norm(&xr, wr.as_ref(), br.as_ref(), eps);
+        compare_output("y", &forward.y, &y, 2 * n + 4)
+            .and_then(|()| compare_output("mean", &forward.mean, &mean, n + 2))
+            .and_then(|()| compare_output("rstd", &forward.rstd, &rstd, 2 * n + 4))
+            .map_err(with_inputs(&inputs))?;
+        return Ok(());
+    };
+    let gt = super::build(dev, grad, "grad")?;
+    inputs.push(&gt);
+    let stats = (&forward.mean, &forward.rstd);
+    let got = dispatch::layer_norm_backward(&gt, &xt, wt.as_ref(), stats, bias.is_some())
+        .map_err(op_failed("layer_norm_backward", &inputs))?;
+    let [dx, dw, db] = fused::layer_norm_backward(&grad.reference(), &xr, wr.as_ref(), eps);
+    compare_output("dx", &got.x, &dx, 4 * n + 8).map_err(with_inputs(&inputs))?;
+    for (what, tensor, expected, wanted) in [
+        ("dweight", got.weight.as_ref(), &dw, weight.is_some()),
+        ("dbias", got.bias.as_ref(), &db, bias.is_some()),
+    ] {
+        match (tensor, wanted) {
+            (Some(t), true) => {
+                compare_output(what, t, expected, rows + 2 * n + 8).map_err(with_inputs(&inputs))?
+            }
+            (None, false) => {}
+            (Some(_), false) => return Err(format!("{what} returned but not asked for")),
+            (None, true) => return Err(format!("{what} missing")),
+        }
+    }
+    Ok(())
 }
 
 /// Checks `op` on `dtype`: the systematic patterns, then 256 random cases.

@@ -65,7 +65,7 @@ pub(crate) fn with_inputs<B: Backend>(inputs: &[&Tensor<B>]) -> impl FnOnce(Stri
 
 /// The provided `Backend` methods whose default implementations are composites of other
 /// methods (`tensor-core/src/composite`).
-pub const COMPOSITE_METHODS: [&str; 15] = [
+pub const COMPOSITE_METHODS: [&str; 18] = [
     "concat",
     "softmax",
     "log_softmax",
@@ -78,6 +78,9 @@ pub const COMPOSITE_METHODS: [&str; 15] = [
     "max_pool2d_backward",
     "avg_pool2d_backward",
     "relu_backward",
+    "gelu_backward",
+    "layer_norm",
+    "layer_norm_backward",
     "adam_update",
     "scaled_dot_product_attention",
     "scaled_dot_product_attention_backward",

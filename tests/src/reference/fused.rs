@@ -183,3 +183,143 @@ mod tests {
         assert!((out.values[1].data[0] - 0.3).abs() < 1e-15);
     }
 }
+
+/// The gradient of the exact GELU at `x` given `grad`, `grad · (Φ(x) + x φ(x))` in f64, and
+/// its error scale `|grad|`: `Φ(x) = (1 + erf(x/√2)) / 2` is rounded in absolute terms (half an
+/// ulp of 1) by the definition's own formula, which cancels in the lower tail.
+pub fn gelu_backward(x: &RefArray, grad: &RefArray) -> (RefArray, RefArray) {
+    let values = x
+        .data
+        .iter()
+        .zip(&grad.data)
+        .map(|(&v, &g)| {
+            let cdf = 0.5 * (1.0 + libm::erf(v / std::f64::consts::SQRT_2));
+            let pdf = (-0.5 * v * v).exp() / (2.0 * std::f64::consts::PI).sqrt();
+            g * (cdf + v * pdf)
+        })
+        .collect();
+    (RefArray::new(x.shape.clone(), values), grad.map(f64::abs))
+}
+
+/// Per-row statistics of a `[..rows, n]` array: mean, `rstd = 1 / √(var + eps)` (biased
+/// variance) and the mean of `|x|` (the error scale of anything computed from the mean).
+struct RowStats {
+    mean: f64,
+    rstd: f64,
+    mean_abs: f64,
+}
+
+fn row_stats(row: &[f64], eps: f64) -> RowStats {
+    let n = row.len() as f64;
+    let mean = row.iter().sum::<f64>() / n;
+    let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
+    RowStats {
+        mean,
+        rstd: 1.0 / (var + eps).sqrt(),
+        mean_abs: row.iter().map(|v| v.abs()).sum::<f64>() / n,
+    }
+}
+
+/// Values and error scales of one output.
+pub struct Scaled {
+    /// The exact values.
+    pub values: RefArray,
+    /// The per-element scale of a correct implementation's rounding error.
+    pub magnitudes: RefArray,
+}
+
+impl Scaled {
+    fn new(shape: Vec<usize>, values: Vec<f64>, magnitudes: Vec<f64>) -> Self {
+        Scaled {
+            values: RefArray::new(shape.clone(), values),
+            magnitudes: RefArray::new(shape, magnitudes),
+        }
+    }
+}
+
+/// The shape of the per-row statistics: `shape` with a last axis of 1.
+fn stats_shape(shape: &[usize]) -> Vec<usize> {
+    let mut s = shape.to_vec();
+    *s.last_mut().expect("rank >= 1") = 1;
+    s
+}
+
+/// Layer normalisation over the last axis from its definition ([`tessera_core::layer_norm`]):
+/// `y`, `mean` and `rstd`, with error scales. A correct implementation's mean is off by about
+/// `n ε · mean|x|`, which moves `x - mean` by as much: `y`'s scale is
+/// `(|x̂| + mean|x| · rstd) · |w| + |b|`, `rstd`'s is `rstd · (1 + mean|x| · rstd)` (the
+/// variance of the centred values loses `ε · mean|x| / σ` relative).
+pub fn layer_norm(
+    x: &RefArray,
+    weight: Option<&RefArray>,
+    bias: Option<&RefArray>,
+    eps: f64,
+) -> [Scaled; 3] {
+    let n = *x.shape.last().expect("rank >= 1");
+    let (mut y, mut y_mag) = (Vec::new(), Vec::new());
+    let (mut mean, mut mean_mag, mut rstd, mut rstd_mag) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for row in x.data.chunks(n) {
+        let s = row_stats(row, eps);
+        for (i, &v) in row.iter().enumerate() {
+            let w = weight.map_or(1.0, |w| w.data[i]);
+            let b = bias.map_or(0.0, |b| b.data[i]);
+            let x_hat = (v - s.mean) * s.rstd;
+            y.push(x_hat * w + b);
+            y_mag.push((x_hat.abs() + s.mean_abs * s.rstd) * w.abs() + b.abs());
+        }
+        mean.push(s.mean);
+        mean_mag.push(s.mean_abs);
+        rstd.push(s.rstd);
+        rstd_mag.push(s.rstd * (1.0 + s.mean_abs * s.rstd));
+    }
+    let stats = stats_shape(&x.shape);
+    [
+        Scaled::new(x.shape.clone(), y, y_mag),
+        Scaled::new(stats.clone(), mean, mean_mag),
+        Scaled::new(stats, rstd, rstd_mag),
+    ]
+}
+
+/// The gradients of layer normalisation from the formulas of [`tessera_core::layer_norm`]
+/// (statistics recomputed here in f64), with error scales: `dx`'s is
+/// `rstd · (|ĝ| + mean|ĝ| + |x̂| · mean|ĝ x̂|) · (1 + mean|x| · rstd)`, `dweight`'s
+/// `Σ_r |g| (|x̂| + mean|x| · rstd)`, `dbias`'s `Σ_r |g|`.
+pub fn layer_norm_backward(
+    grad: &RefArray,
+    x: &RefArray,
+    weight: Option<&RefArray>,
+    eps: f64,
+) -> [Scaled; 3] {
+    let n = *x.shape.last().expect("rank >= 1");
+    let (mut dx, mut dx_mag) = (Vec::new(), Vec::new());
+    let (mut dw, mut dw_mag) = (vec![0.0; n], vec![0.0; n]);
+    let (mut db, mut db_mag) = (vec![0.0; n], vec![0.0; n]);
+    for (row, g) in x.data.chunks(n).zip(grad.data.chunks(n)) {
+        let s = row_stats(row, eps);
+        let x_hat: Vec<f64> = row.iter().map(|v| (v - s.mean) * s.rstd).collect();
+        let g_hat: Vec<f64> = (0..n)
+            .map(|i| g[i] * weight.map_or(1.0, |w| w.data[i]))
+            .collect();
+        let mean_g = g_hat.iter().sum::<f64>() / n as f64;
+        let mean_gx = (0..n).map(|i| g_hat[i] * x_hat[i]).sum::<f64>() / n as f64;
+        let mean_abs_g = g_hat.iter().map(|v| v.abs()).sum::<f64>() / n as f64;
+        let mean_abs_gx = (0..n).map(|i| (g_hat[i] * x_hat[i]).abs()).sum::<f64>() / n as f64;
+        let spread = 1.0 + s.mean_abs * s.rstd;
+        for i in 0..n {
+            dx.push((g_hat[i] - mean_g - x_hat[i] * mean_gx) * s.rstd);
+            dx_mag.push(
+                s.rstd * (g_hat[i].abs() + mean_abs_g + x_hat[i].abs() * mean_abs_gx) * spread,
+            );
+            dw[i] += g[i] * x_hat[i];
+            dw_mag[i] += g[i].abs() * (x_hat[i].abs() + s.mean_abs * s.rstd);
+            db[i] += g[i];
+            db_mag[i] += g[i].abs();
+        }
+    }
+    [
+        Scaled::new(x.shape.clone(), dx, dx_mag),
+        Scaled::new(vec![n], dw, dw_mag),
+        Scaled::new(vec![n], db, db_mag),
+    ]
+}

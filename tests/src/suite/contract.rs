@@ -9,7 +9,7 @@
 use super::op::{Family, Op};
 
 /// Every method of `tessera_core::Backend`, in the trait's order.
-pub const BACKEND_METHODS: [&str; 37] = [
+pub const BACKEND_METHODS: [&str; 40] = [
     "name",
     "device",
     "supports_dtype",
@@ -45,7 +45,10 @@ pub const BACKEND_METHODS: [&str; 37] = [
     "avg_pool2d_backward",
     "scaled_dot_product_attention",
     "scaled_dot_product_attention_backward",
+    "layer_norm",
+    "layer_norm_backward",
     "relu_backward",
+    "gelu_backward",
     "adam_update",
 ];
 

@@ -58,7 +58,8 @@ pub enum Family {
     Pool,
     /// Scaled dot-product attention and its gradient.
     Attention,
-    /// The fused element-wise composites: relu_backward, adam_update.
+    /// The fused composites: relu_backward, gelu_backward, layer_norm, layer_norm_backward,
+    /// adam_update.
     Fused,
     /// Counter-based random numbers.
     Random,
