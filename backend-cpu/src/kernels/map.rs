@@ -1,4 +1,6 @@
-//! Element-wise maps of one, two or three strided operands into a fresh contiguous output.
+//! Element-wise maps of one, two or three strided operands into a fresh contiguous output,
+//! written once (never zeroed first: the output starts as `MaybeUninit` and every element is
+//! written by exactly one run).
 //!
 //! Each function is generic over the element function `f`, so every op gets its own
 //! monomorphised loop; the op is matched once by the caller. The output is produced run by run
@@ -12,7 +14,8 @@
 //! elements are used.
 
 use super::wide::{map_contiguous, zip_contiguous};
-use crate::alloc::{try_zeroed, Zeroable};
+use crate::alloc::{assume_init, try_uninit};
+use std::mem::MaybeUninit;
 use crate::parallel::{fill_chunks, worth_parallel};
 use crate::strided::StridedPlan;
 use rayon::prelude::*;
@@ -25,25 +28,27 @@ const TILE: usize = 32;
 pub(crate) fn map1<T, U, F>(x: &[T], layout: &Layout, f: F) -> Result<Vec<U>>
 where
     T: Copy + Sync,
-    U: Zeroable + Send,
+    U: Copy + Send,
     F: Fn(T) -> U + Sync,
 {
     let plan = StridedPlan::from_layouts([layout]);
-    let mut out = try_zeroed::<U>(plan.numel())?;
+    let mut out = try_uninit::<U>(plan.numel())?;
     let [s] = plan.inner_strides();
     drive(&plan, &mut out, |dst, [o]| {
         let len = dst.len();
         match s {
-            1 => map_contiguous(dst, &x[o..o + len], &f),
-            0 => dst.fill(f(x[o])),
+            1 => map_contiguous(dst, &x[o..o + len], &|v| MaybeUninit::new(f(v))),
+            0 => dst.fill(MaybeUninit::new(f(x[o]))),
             _ => {
                 for (d, v) in dst.iter_mut().zip(x[o..].iter().step_by(s)) {
-                    *d = f(*v);
+                    d.write(f(*v));
                 }
             }
         }
     });
-    Ok(out)
+    // SAFETY: `drive` calls `run` on runs that cover every element of `out` once, and every
+    // branch of `run` writes each element of its run.
+    Ok(unsafe { assume_init(out) })
 }
 
 /// `out[i] = f(a[i], b[i])` over two layouts of one shape.
@@ -51,32 +56,36 @@ pub(crate) fn map2<A, B, U, F>(a: &[A], la: &Layout, b: &[B], lb: &Layout, f: F)
 where
     A: Copy + Sync,
     B: Copy + Sync,
-    U: Zeroable + Send,
+    U: Copy + Send,
     F: Fn(A, B) -> U + Sync,
 {
     let plan = StridedPlan::from_layouts([la, lb]);
-    let mut out = try_zeroed::<U>(plan.numel())?;
+    let mut out = try_uninit::<U>(plan.numel())?;
     let [sa, sb] = plan.inner_strides();
     drive(&plan, &mut out, |dst, [oa, ob]| {
         let len = dst.len();
         match (sa, sb) {
-            (1, 1) => zip_contiguous(dst, &a[oa..oa + len], &b[ob..ob + len], &f),
+            (1, 1) => zip_contiguous(dst, &a[oa..oa + len], &b[ob..ob + len], &|x, y| {
+                MaybeUninit::new(f(x, y))
+            }),
             (1, 0) => {
                 let y = b[ob];
-                map_contiguous(dst, &a[oa..oa + len], &|x| f(x, y));
+                map_contiguous(dst, &a[oa..oa + len], &|x| MaybeUninit::new(f(x, y)));
             }
             (0, 1) => {
                 let x = a[oa];
-                map_contiguous(dst, &b[ob..ob + len], &|y| f(x, y));
+                map_contiguous(dst, &b[ob..ob + len], &|y| MaybeUninit::new(f(x, y)));
             }
             _ => {
                 for (i, d) in dst.iter_mut().enumerate() {
-                    *d = f(a[oa + i * sa], b[ob + i * sb]);
+                    d.write(f(a[oa + i * sa], b[ob + i * sb]));
                 }
             }
         }
     });
-    Ok(out)
+    // SAFETY: `drive` calls `run` on runs that cover every element of `out` once, and every
+    // branch of `run` writes each element of its run.
+    Ok(unsafe { assume_init(out) })
 }
 
 /// `out[i] = f(a[i], b[i], c[i])` over three layouts of one shape.
@@ -94,11 +103,11 @@ where
     A: Copy + Sync,
     B: Copy + Sync,
     C: Copy + Sync,
-    U: Zeroable + Send,
+    U: Copy + Send,
     F: Fn(A, B, C) -> U + Sync,
 {
     let plan = StridedPlan::from_layouts([la, lb, lc]);
-    let mut out = try_zeroed::<U>(plan.numel())?;
+    let mut out = try_uninit::<U>(plan.numel())?;
     let [sa, sb, sc] = plan.inner_strides();
     drive(&plan, &mut out, |dst, [oa, ob, oc]| {
         let len = dst.len();
@@ -109,29 +118,31 @@ where
                     .zip(&b[ob..ob + len])
                     .zip(&c[oc..oc + len]);
                 for (d, ((&x, &y), &z)) in dst.iter_mut().zip(operands) {
-                    *d = f(x, y, z);
+                    d.write(f(x, y, z));
                 }
             }
             (1, 1, 0) => {
                 let z = c[oc];
                 for ((d, &x), &y) in dst.iter_mut().zip(&a[oa..oa + len]).zip(&b[ob..ob + len]) {
-                    *d = f(x, y, z);
+                    d.write(f(x, y, z));
                 }
             }
             (1, 0, 1) => {
                 let y = b[ob];
                 for ((d, &x), &z) in dst.iter_mut().zip(&a[oa..oa + len]).zip(&c[oc..oc + len]) {
-                    *d = f(x, y, z);
+                    d.write(f(x, y, z));
                 }
             }
             _ => {
                 for (i, d) in dst.iter_mut().enumerate() {
-                    *d = f(a[oa + i * sa], b[ob + i * sb], c[oc + i * sc]);
+                    d.write(f(a[oa + i * sa], b[ob + i * sb], c[oc + i * sc]));
                 }
             }
         }
     });
-    Ok(out)
+    // SAFETY: `drive` calls `run` on runs that cover every element of `out` once, and every
+    // branch of `run` writes each element of its run.
+    Ok(unsafe { assume_init(out) })
 }
 
 /// Fills `out` (the contiguous output of `plan`) by calling `run(dst, offsets)` for runs of
