@@ -592,6 +592,54 @@ mod tests {
     }
 
     #[test]
+    fn a_call_returns_while_the_queue_is_held_back() {
+        use opencl3::command_queue::enqueue_barrier_with_wait_list;
+        use opencl3::event::{create_user_event, release_event, set_user_event_status};
+        use std::time::Duration;
+        use tessera_gpu::Driver;
+        let Some(driver) = driver_with_clblast() else {
+            return;
+        };
+        let (a, b, c) = (
+            driver.allocate(24).unwrap(),
+            driver.allocate(16).unwrap(),
+            driver.allocate(16).unwrap(),
+        );
+        // The first call builds CLBlast's kernels (on the host, once per process and device).
+        driver.blas_gemm(&call(&a, &b, &c, 2, 2)).unwrap().unwrap();
+        driver.synchronize().unwrap();
+        let (queue, context) = driver.raw_queue_and_context();
+        let gate = create_user_event(context).unwrap();
+        // SAFETY: `queue` is the driver's live queue and `gate` a live event of its context;
+        // the barrier holds back every later command until the gate opens (below, always).
+        let barrier = unsafe { enqueue_barrier_with_wait_list(queue, 1, &gate) }.unwrap();
+        let returned = std::thread::scope(|s| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let (a, b, c, driver) = (&a, &b, &c, &driver);
+            s.spawn(move || {
+                let outcome = driver.blas_gemm(&call(a, b, c, 2, 2));
+                let _ = tx.send(outcome.map(|r| r.is_ok()));
+            });
+            let returned = rx.recv_timeout(Duration::from_secs(30));
+            // Opens the gate whatever happened, so that a waiting CLBlast returns too.
+            set_user_event_status(gate, opencl3::event::CL_COMPLETE).unwrap();
+            returned
+        });
+        driver.synchronize().unwrap();
+        // SAFETY: both events were created above and are released once, after the queue
+        // drained.
+        unsafe {
+            release_event(barrier).unwrap();
+            release_event(gate).unwrap();
+        }
+        assert_eq!(
+            returned,
+            Ok(Some(true)),
+            "CLBlast did not return while the queue was held back (it waits for the device)"
+        );
+    }
+
+    #[test]
     fn clblast_statuses_become_typed_backend_errors() {
         use tessera_gpu::Driver;
         let Some(driver) = driver_with_clblast() else {

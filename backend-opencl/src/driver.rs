@@ -297,6 +297,14 @@ impl OpenClDriver {
         self.after_enqueue(&mut state)
     }
 
+    /// The raw queue and context, for tests that hold the queue back.
+    #[cfg(test)]
+    pub(crate) fn raw_queue_and_context(
+        &self,
+    ) -> (opencl3::types::cl_command_queue, opencl3::types::cl_context) {
+        (self.queue.get(), self.context.get())
+    }
+
     /// The CLBlast library products of f32 and f64 use on this device (when a handle's engine
     /// allows it, see [`crate::clblast`]), or why there is none. Loaded on first call.
     pub fn clblast_library(&self) -> std::result::Result<std::path::PathBuf, String> {

@@ -114,8 +114,15 @@ fn statistics() {
 fn matmul() {
     for (route, dev) in common::gemm_routes() {
         eprintln!("matmul on the {route} route");
+        let before = dev.stats().blas_calls;
         for dtype in floats(&dev) {
             matmul::run(&dev, dtype);
+        }
+        if route == "clblast" {
+            assert!(
+                dev.stats().blas_calls > before,
+                "no product reached CLBlast"
+            );
         }
     }
 }
