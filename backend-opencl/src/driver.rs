@@ -13,6 +13,7 @@
 
 use crate::autotune::{self, GemmConfig};
 use crate::buffer::DeviceBuffer;
+use crate::clblast::{self, ClBlast};
 use crate::device::{DeviceInfo, DeviceKind};
 use crate::error::{backend_error, backend_error_as, cl_error_as, BACKEND};
 use opencl3::command_queue::{
@@ -31,7 +32,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tessera_core::{DType, Error, Result};
 use tessera_gpu::kernels::{program_source, Dialect};
-use tessera_gpu::{BlasGemm, Driver, DriverArg, DriverInfo, Launch, ModuleKey, Runtime};
+use tessera_gpu::{
+    BlasGemm, BlasOperand, Driver, DriverArg, DriverInfo, GemmEngine, Launch, ModuleKey, Runtime,
+};
 
 /// Commands enqueued between two `clFlush` calls.
 const FLUSH_EVERY: usize = 16;
@@ -254,6 +257,80 @@ impl OpenClDriver {
         Ok(())
     }
 
+    /// Enqueues `call` through CLBlast's `routine` on the device's queue (no wait).
+    fn clblast_gemm(
+        &self,
+        library: &ClBlast,
+        routine: clblast::Routine,
+        call: &BlasGemm<'_, DeviceBuffer>,
+    ) -> Result<()> {
+        let operand = |o: &BlasOperand<'_, DeviceBuffer>| clblast::Operand {
+            buffer: o.buffer.mem(),
+            offset: o.offset,
+            transpose: o.transpose,
+            ld: o.ld,
+            batch_stride: o.batch_stride,
+        };
+        let raw = clblast::GemmCall {
+            routine,
+            m: call.m,
+            n: call.n,
+            k: call.k,
+            a: operand(&call.a),
+            b: operand(&call.b),
+            c: call.c.mem(),
+            c_offset: call.c_offset,
+            ldc: call.ldc,
+            c_batch_stride: call.c_batch_stride,
+            batch: call.batch,
+        };
+        // CLBlast enqueues on our queue: it is one of the queue's users.
+        let mut state = self.state("matmul")?;
+        // SAFETY: the queue is live and its context holds the buffers (all allocated by this
+        // driver); the matmul op derived offsets, leading dimensions and batch strides from
+        // layouts checked to lie inside their storages, and C is a fresh storage of
+        // batch * m * n elements; the engine keeps the buffers allocated until the queue has
+        // executed the call (OpenCL's reference counting covers CLBlast's own temporaries);
+        // `routine` is Dgemm only on a device with cl_khr_fp64; the state lock serialises the
+        // queue's users.
+        unsafe { library.gemm(&raw, self.queue.get()) }.map_err(|msg| self.error("matmul", msg))?;
+        self.after_enqueue(&mut state)
+    }
+
+    /// The raw queue and context, for tests that hold the queue back.
+    #[cfg(test)]
+    pub(crate) fn raw_queue_and_context(
+        &self,
+    ) -> (opencl3::types::cl_command_queue, opencl3::types::cl_context) {
+        (self.queue.get(), self.context.get())
+    }
+
+    /// The CLBlast library products of f32 and f64 use on this device (when a handle's engine
+    /// allows it, see [`crate::clblast`]), or why there is none. Loaded on first call.
+    pub fn clblast_library(&self) -> std::result::Result<std::path::PathBuf, String> {
+        if self.emulated {
+            return Err("an emulated device never uses CLBlast".into());
+        }
+        clblast::library().map(|l| l.path().to_path_buf())
+    }
+
+    /// One line saying how matrix products of a handle with `engine` run on this device: CLBlast
+    /// (with its file) or the tiled kernel, and why.
+    pub fn gemm_route(&self, engine: GemmEngine) -> String {
+        match (engine, self.clblast_library()) {
+            (GemmEngine::Tiled, _) => "tiled GEMM kernel (the handle's engine is Tiled)".into(),
+            (_, Ok(path)) => format!(
+                "CLBlast ({}) for f32{}, tiled GEMM kernel otherwise",
+                path.display(),
+                if self.device.has_fp64 { "/f64" } else { "" }
+            ),
+            (GemmEngine::Auto, Err(reason)) => format!("tiled GEMM kernel ({reason})"),
+            (GemmEngine::Blas, Err(reason)) => {
+                format!("CLBlast was requested but is unavailable: {reason}")
+            }
+        }
+    }
+
     /// After the queue has drained: forgets the host copies of uploads.
     fn drained(state: &mut QueueState) {
         state.pending_uploads.clear();
@@ -419,19 +496,28 @@ impl Driver for OpenClDriver {
         finished
     }
 
-    /// None: OpenCL has no vendor BLAS. An emulated device with a host BLAS computes the
-    /// float products there, like the CUDA driver's cuBLAS: `{S,D}gemmStridedBatched` for f32
-    /// and f64, `GemmStridedBatchedEx` for f16 and bf16.
+    /// CLBlast (`crate::clblast`) for f32 and f64 when it loads, enqueued on the device's
+    /// queue without waiting; None otherwise (16-bit dtypes, no library), and the engine runs
+    /// the tiled kernel. An emulated device never uses CLBlast: with a host BLAS it computes the
+    /// float products there, like the CUDA driver's cuBLAS (`{S,D}gemmStridedBatched` for f32
+    /// and f64, `GemmStridedBatchedEx` for f16 and bf16); without one it has no BLAS.
     fn blas_gemm(&self, call: &BlasGemm<'_, DeviceBuffer>) -> Option<Result<()>> {
-        let host_blas = self.host_blas?;
-        call.dtype.is_float().then(|| host_blas(self, call))
+        if let Some(host_blas) = self.host_blas {
+            return call.dtype.is_float().then(|| host_blas(self, call));
+        }
+        if self.emulated {
+            return None;
+        }
+        let library = clblast::library().ok()?;
+        let routine = clblast::routine(call.dtype, self.device.has_fp64)?;
+        Some(self.clblast_gemm(library, routine, call))
     }
 
     fn blas_unavailable(&self) -> Option<String> {
         match (self.host_blas, self.emulated) {
             (Some(_), _) => None,
-            (None, false) => Some(format!("the {BACKEND} backend has no BLAS library")),
             (None, true) => Some("the emulated device has no BLAS (see with_host_blas)".into()),
+            (None, false) => clblast::library().err(),
         }
     }
 

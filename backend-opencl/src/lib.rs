@@ -23,8 +23,12 @@
 //!   steady state; on out-of-memory the cache is freed and the allocation retried once, then
 //!   [`tessera_core::Error::OutOfMemory`] names the bytes); one in-order queue per device, and
 //!   no host synchronisation between ops: only reading back waits ([`OpenCl::stats`] counts the
-//!   waits). Matrix products use a tiled GEMM with local memory and register blocking whose
-//!   tile sizes are timed once per device and cached on disk ([`autotune`]); reductions are
+//!   waits). Matrix products of f32 and f64 go to CLBlast when it is installed (Debian's
+//!   `libclblast1`, loaded at run time; [`clblast`]; `TESSERA_OPENCL_GEMM=auto|clblast|tiled`,
+//!   `dev.with_gemm(GemmEngine::..)`; `dev.driver().gemm_route(dev.options().engine)` says
+//!   which route a handle takes), and otherwise (and for 16-bit dtypes) to a tiled GEMM with
+//!   local memory and register blocking whose tile sizes are timed once per device and cached
+//!   on disk ([`autotune`]); reductions are
 //!   trees in local memory; softmax over the last axis is fused; conv2d (and its weight
 //!   gradient) is one im2col kernel plus the GEMM.
 //! * **Testing other drivers**: with the `testing` feature, [`testing::emulator`] is this
@@ -48,6 +52,7 @@
 
 pub mod autotune;
 mod buffer;
+pub mod clblast;
 mod device;
 mod driver;
 mod error;
@@ -59,7 +64,7 @@ pub use buffer::DeviceBuffer;
 pub use device::{list_devices, DeviceInfo, DeviceKind, DeviceSelector, DEVICE_ENV_VAR};
 pub use driver::OpenClDriver;
 pub use error::INSTALL_HINT;
-pub use tessera_gpu::{MemoryUsage, RuntimeStats};
+pub use tessera_gpu::{GemmEngine, MemoryUsage, RuntimeStats};
 
 /// An OpenCL device: the engine over the OpenCL driver. Cheap to clone; every handle on one
 /// device shares its context, queue, program cache and buffer pool.

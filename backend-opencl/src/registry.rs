@@ -3,12 +3,13 @@
 //! This is the [`DeviceRegistry`] that gives `OpenCl::new()`, `OpenCl::select(..)` and
 //! `OpenCl::from_ordinal(n)`.
 
+use crate::clblast::gemm_engine_from_env;
 use crate::device::{find_devices, DeviceSelector};
 use crate::driver::{lock, OpenClDriver};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use tessera_core::Result;
-use tessera_gpu::{DeviceRegistry, GemmEngine, GemmOptions, Runtime};
+use tessera_gpu::{DeviceRegistry, GemmOptions, Runtime};
 
 /// The runtimes opened so far, by device ordinal.
 fn runtimes() -> &'static Mutex<HashMap<usize, Arc<Runtime<OpenClDriver>>>> {
@@ -33,11 +34,17 @@ impl DeviceRegistry for OpenClDriver {
         Ok(rt)
     }
 
-    /// The GEMM kernel only (OpenCL has no vendor BLAS), with the tiles the autotuner chooses
-    /// per device and dtype (the requested tiles are ignored, see [`crate::autotune`]).
+    /// The engine `TESSERA_OPENCL_GEMM` asks for ([`crate::clblast::GEMM_ENV_VAR`]; default
+    /// [`tessera_gpu::GemmEngine::Auto`]: CLBlast when it loads, the tiled kernel otherwise),
+    /// with the tiles the autotuner chooses per device and dtype for the tiled kernel (the
+    /// requested tiles are ignored, see [`crate::autotune`]).
+    ///
+    /// # Errors
+    /// [`tessera_core::Error::InvalidArgument`] when the variable holds anything but `auto`,
+    /// `clblast` (or `blas`) or `tiled`.
     fn default_options() -> Result<GemmOptions> {
         Ok(GemmOptions {
-            engine: GemmEngine::Tiled,
+            engine: gemm_engine_from_env()?,
             ..GemmOptions::default()
         })
     }

@@ -1,6 +1,8 @@
 //! The conformance harness (`tessera_conformance::checks`) on the default OpenCL device: every op family on
 //! every dtype it supports (f64 when the device has `cl_khr_fp64`), 256 random cases each
-//! (`PROPTEST_CASES` overrides), compared with the naive f64 reference. Skips with a printed
+//! (`PROPTEST_CASES` overrides), compared with the naive f64 reference. The families built on
+//! matrix products (matmul, convolution, gradients) run once per GEMM route: the tiled kernel
+//! and CLBlast (skipped, printing why, when CLBlast is not installed). Skips with a printed
 //! reason when no OpenCL device exists.
 
 mod common;
@@ -110,9 +112,18 @@ fn statistics() {
 
 #[test]
 fn matmul() {
-    let dev = device_or_skip!();
-    for dtype in floats(&dev) {
-        matmul::run(&dev, dtype);
+    for (route, dev) in common::gemm_routes() {
+        eprintln!("matmul on the {route} route");
+        let before = dev.stats().blas_calls;
+        for dtype in floats(&dev) {
+            matmul::run(&dev, dtype);
+        }
+        if route == "clblast" {
+            assert!(
+                dev.stats().blas_calls > before,
+                "no product reached CLBlast"
+            );
+        }
     }
 }
 
@@ -175,14 +186,20 @@ fn softmax_family() {
 
 #[test]
 fn convolution() {
-    let dev = device_or_skip!();
+    for (route, dev) in common::gemm_routes() {
+        eprintln!("convolution on the {route} route");
+        convolution_on(&dev);
+    }
+}
+
+fn convolution_on(dev: &OpenCl) {
     for op in [
         conv::ConvOp::Forward,
         conv::ConvOp::BackwardInput,
         conv::ConvOp::BackwardWeight,
     ] {
-        for dtype in floats(&dev) {
-            conv::run(&dev, op, dtype);
+        for dtype in floats(dev) {
+            conv::run(dev, op, dtype);
         }
     }
 }
@@ -204,12 +221,15 @@ fn pooling() {
 
 #[test]
 fn gradients() {
-    let dev = device_or_skip!();
-    for op in gradients::GradOp::all() {
-        for dtype in floats(&dev) {
-            gradients::run(&dev, op, dtype);
+    for (route, dev) in common::gemm_routes() {
+        eprintln!("gradients on the {route} route");
+        for op in gradients::GradOp::all() {
+            for dtype in floats(&dev) {
+                gradients::run(&dev, op, dtype);
+            }
         }
     }
+    let dev = device_or_skip!();
     for kink in kinks::Kink::ALL {
         for dtype in floats(&dev) {
             kinks::run(&dev, kink, dtype);

@@ -136,7 +136,7 @@ registry! {
         open: |_| Ok(tessera_cpu::Cpu::new()),
     },
     "opencl" {
-        about: "The default OpenCL device (`TESSERA_OPENCL_DEVICE=platform:device` picks another)",
+        about: "The default OpenCL device (`TESSERA_OPENCL_DEVICE=platform:device`; `TESSERA_OPENCL_GEMM=clblast|tiled|auto`)",
         features: ["opencl"],
         checked: false,
         tf32: false,

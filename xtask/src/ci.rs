@@ -131,6 +131,8 @@ pub fn steps() -> Vec<Step> {
             // The MPI tests and the NCCL symbol lookup must run, not skip.
             test.env("TESSERA_REQUIRE_MPI", "1")
                 .env("TESSERA_REQUIRE_NCCL", "1")
+                // The OpenCL tests must run on the CLBlast route (`libclblast1`) too.
+                .env("TESSERA_REQUIRE_CLBLAST", "1")
                 .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
                 .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
             test
@@ -244,6 +246,25 @@ mod tests {
         assert!(line("fmt").ends_with("fmt --all --check"));
         assert!(line("clippy").ends_with("clippy --workspace --all-targets -- -D warnings"));
         assert!(line("test").ends_with("test --workspace"));
+        // The test step requires the same optional libraries in both, and the script
+        // installs CLBlast.
+        let steps = steps();
+        let test = &steps[names.iter().position(|n| *n == "test").unwrap()].command;
+        for (key, value) in test.get_envs() {
+            let key = key.to_string_lossy();
+            if key.starts_with("TESSERA_REQUIRE_") {
+                assert_eq!(value.and_then(|v| v.to_str()), Some("1"), "{key}");
+                assert!(
+                    script.contains(&format!("{key}=1")),
+                    ".ci/run lacks {key}=1"
+                );
+            }
+        }
+        assert!(test.get_envs().any(|(k, _)| k == "TESSERA_REQUIRE_CLBLAST"));
+        assert!(
+            script.contains(" libclblast1 "),
+            ".ci/run does not install libclblast1"
+        );
         // The same published packages in both.
         for p in PUBLISHED {
             assert!(script.contains(p), ".ci/run does not package {p}");

@@ -1,7 +1,7 @@
 //! The device shared by the tests of one test binary, or a printed reason to skip.
 
 use std::sync::OnceLock;
-use tessera_opencl::OpenCl;
+use tessera_opencl::{GemmEngine, OpenCl};
 
 /// The default OpenCL device, opened once per test binary (programs are built once per device
 /// and process, so sharing it keeps the suite fast). `None`, after printing why, when this
@@ -11,7 +11,11 @@ pub fn device() -> Option<OpenCl> {
     DEVICE
         .get_or_init(|| match OpenCl::new() {
             Ok(dev) => {
-                eprintln!("testing on {:?}", dev.driver().device_info());
+                eprintln!(
+                    "testing on {:?}; matrix products: {}",
+                    dev.driver().device_info(),
+                    dev.driver().gemm_route(dev.options().engine)
+                );
                 Some(dev)
             }
             Err(e) => {
@@ -34,4 +38,23 @@ macro_rules! device_or_skip {
             }
         }
     };
+}
+
+/// The shared device once per GEMM route, labelled: the tiled kernel, then CLBlast when it
+/// loads (otherwise printing why that route is skipped; `TESSERA_REQUIRE_CLBLAST=1`, set by CI,
+/// makes a missing CLBlast a failure). Empty without a device.
+#[allow(dead_code)] // Not every test binary runs products.
+pub fn gemm_routes() -> Vec<(&'static str, OpenCl)> {
+    let Some(dev) = device() else {
+        return Vec::new();
+    };
+    let mut routes = vec![("tiled", dev.with_gemm(GemmEngine::Tiled))];
+    match dev.driver().clblast_library() {
+        Ok(_) => routes.push(("clblast", dev.with_gemm(GemmEngine::Blas))),
+        Err(reason) if std::env::var_os("TESSERA_REQUIRE_CLBLAST").is_some() => {
+            panic!("TESSERA_REQUIRE_CLBLAST is set but {reason}")
+        }
+        Err(reason) => eprintln!("skipped the clblast route: {reason}"),
+    }
+    routes
 }

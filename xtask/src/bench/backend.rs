@@ -95,8 +95,16 @@ impl BackendJob for Measure<'_> {
     }
 }
 
-/// On a CUDA device, says on stderr which cuBLAS its products use (gpu-check's logs show it).
+/// On a CUDA device, says on stderr which cuBLAS its products use (gpu-check's logs show it);
+/// on an OpenCL device, whether they use CLBlast or the tiled kernel.
 fn report_blas<B: Backend>(dev: &B) {
+    // tessera's `opencl` feature is always on here (Cargo.toml).
+    if let Some(opencl) =
+        (dev as &dyn std::any::Any).downcast_ref::<tessera::backends::opencl::OpenCl>()
+    {
+        let route = opencl.driver().gemm_route(opencl.options().engine);
+        eprintln!("tessera-bench: OpenCL products: {route}");
+    }
     #[cfg(feature = "cuda")]
     if let Some(cuda) = (dev as &dyn std::any::Any).downcast_ref::<tessera::backends::cuda::Cuda>()
     {
