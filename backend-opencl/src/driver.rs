@@ -319,6 +319,10 @@ impl OpenClDriver {
     pub fn gemm_route(&self, engine: GemmEngine) -> String {
         match (engine, self.clblast_library()) {
             (GemmEngine::Tiled, _) => "tiled GEMM kernel (the handle's engine is Tiled)".into(),
+            (GemmEngine::Auto, Ok(_)) if !self.blas_by_default() => {
+                "tiled GEMM kernel (auto on a CPU device; TESSERA_OPENCL_GEMM=clblast for CLBlast)"
+                    .into()
+            }
             (_, Ok(path)) => format!(
                 "CLBlast ({}) for f32{}, tiled GEMM kernel otherwise",
                 path.display(),
@@ -511,6 +515,14 @@ impl Driver for OpenClDriver {
         let library = clblast::library().ok()?;
         let routine = clblast::routine(call.dtype, self.device.has_fp64)?;
         Some(self.clblast_gemm(library, routine, call))
+    }
+
+    /// CLBlast first under `auto` on GPUs and accelerators only: on CPU devices (PoCL) the
+    /// tiled kernel measured about twice as fast at n = 256 and 512 (docs/BENCHMARKS.md),
+    /// CLBlast having no tuned parameters for them. An emulated device with a host BLAS
+    /// stands for a GPU.
+    fn blas_by_default(&self) -> bool {
+        self.host_blas.is_some() || self.device.kind != DeviceKind::Cpu
     }
 
     fn blas_unavailable(&self) -> Option<String> {

@@ -35,7 +35,8 @@ impl DeviceRegistry for OpenClDriver {
     }
 
     /// The engine `TESSERA_OPENCL_GEMM` asks for ([`crate::clblast::GEMM_ENV_VAR`]; default
-    /// [`tessera_gpu::GemmEngine::Auto`]: CLBlast when it loads, the tiled kernel otherwise),
+    /// [`tessera_gpu::GemmEngine::Auto`]: on GPUs and accelerators CLBlast when it loads, the tiled
+    /// kernel otherwise and on CPU devices),
     /// with the tiles the autotuner chooses per device and dtype for the tiled kernel (the
     /// requested tiles are ignored, see [`crate::autotune`]).
     ///

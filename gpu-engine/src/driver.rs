@@ -240,6 +240,14 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// Why [`Driver::blas_gemm`] is unavailable (None when it is available).
     fn blas_unavailable(&self) -> Option<String>;
 
+    /// Whether [`crate::GemmEngine::Auto`] tries the BLAS first on this device (default yes).
+    /// A driver answers no where its own kernel measured faster than the library (OpenCL on
+    /// CPU devices, where CLBlast has no tuned parameters); [`crate::GemmEngine::Blas`] still
+    /// asks the BLAS.
+    fn blas_by_default(&self) -> bool {
+        true
+    }
+
     /// Kernel modules (programs) compiled or loaded so far, for
     /// [`crate::RuntimeStats::modules_built`].
     fn modules_built(&self) -> u64;

@@ -15,10 +15,10 @@
 
 use super::wide::{map_contiguous, zip_contiguous};
 use crate::alloc::{assume_init, try_uninit};
-use std::mem::MaybeUninit;
 use crate::parallel::{fill_chunks, worth_parallel};
 use crate::strided::StridedPlan;
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 use tessera_core::{Layout, Result};
 
 /// Side of the square tiles used for transposed operands.

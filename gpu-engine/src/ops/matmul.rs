@@ -184,6 +184,7 @@ pub(crate) fn matmul<D: Driver>(
         };
         let blas = match engine {
             GemmEngine::Tiled => None,
+            GemmEngine::Auto if !rt.driver().blas_by_default() => None,
             GemmEngine::Auto | GemmEngine::Blas => {
                 launch_blas(rt, options.allow_tf32, a, b, &out, &problem)
             }
