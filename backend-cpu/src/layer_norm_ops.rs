@@ -10,8 +10,8 @@ use crate::kernels::layer_norm::{self, BackwardRows, Rows};
 use crate::storage::CpuElement;
 use crate::{Cpu, CpuStorage};
 
-/// The contiguous values of an optional operand of `dims`: `Ok(None)` when absent,
-/// `Err(())`-like `Some(None)` when present but not contiguous.
+/// An optional operand of `dims` for the kernels: `Some(None)` when absent, `Some(Some(values))`
+/// when present and contiguous, `None` when present in another layout (the composite runs).
 fn optional<'t, T: CpuElement>(
     op: &'static str,
     t: Option<&'t Tensor<Cpu>>,

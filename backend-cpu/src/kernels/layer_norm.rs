@@ -7,25 +7,15 @@ use rayon::prelude::*;
 use std::mem::MaybeUninit;
 use tessera_core::{Element, FloatElement, Result};
 
-use crate::alloc::{assume_init, try_uninit};
+use crate::alloc::{assume_init, try_filled, try_uninit};
 use crate::parallel::{chunk_len, worth_parallel};
 
 /// Independent partial sums per row reduction.
 const LANES: usize = 16;
 
-/// `Σ f(i)` over `0..n` in [`LANES`] partial sums, added pairwise at the end.
+/// Adds `LANES` partial sums pairwise into one.
 #[inline(always)]
-fn lane_sum<T: FloatElement>(n: usize, f: impl Fn(usize) -> T) -> T {
-    let mut acc = [T::zero(); LANES];
-    let full = n - n % LANES;
-    for base in (0..full).step_by(LANES) {
-        for (lane, a) in acc.iter_mut().enumerate() {
-            *a = *a + f(base + lane);
-        }
-    }
-    for (lane, i) in (full..n).enumerate() {
-        acc[lane] = acc[lane] + f(i);
-    }
+fn fold_lanes<T: FloatElement>(mut acc: [T; LANES]) -> T {
     let mut width = LANES;
     while width > 1 {
         width /= 2;
@@ -34,6 +24,28 @@ fn lane_sum<T: FloatElement>(n: usize, f: impl Fn(usize) -> T) -> T {
         }
     }
     acc[0]
+}
+
+/// `Σ f(a[i], b[i], c[i])` over three slices of one length, in [`LANES`] partial sums (the
+/// slices are walked in whole chunks, so the compiler drops the bounds checks and vectorises).
+#[inline(always)]
+fn lane_sum3<T: FloatElement>(a: &[T], b: &[T], c: &[T], f: impl Fn(T, T, T) -> T) -> T {
+    let mut acc = [T::zero(); LANES];
+    let (ca, cb, cc) = (
+        a.chunks_exact(LANES),
+        b.chunks_exact(LANES),
+        c.chunks_exact(LANES),
+    );
+    let tails = (ca.remainder(), cb.remainder(), cc.remainder());
+    for ((xa, xb), xc) in ca.zip(cb).zip(cc) {
+        for lane in 0..LANES {
+            acc[lane] = acc[lane] + f(xa[lane], xb[lane], xc[lane]);
+        }
+    }
+    for (lane, ((&x, &y), &z)) in tails.0.iter().zip(tails.1).zip(tails.2).enumerate() {
+        acc[lane] = acc[lane] + f(x, y, z);
+    }
+    fold_lanes(acc)
 }
 
 /// The operands of the forward pass: `x` holds whole rows of `n` values; `weight` and `bias`
@@ -63,20 +75,27 @@ pub(crate) fn forward<T: FloatElement + Send + Sync>(
         <T as Element>::from_f64(eps),
         <T as Element>::from_f64(n as f64),
     );
+    // Absent parameters as ones and zeros, so that every row runs one branch-free loop
+    // (`x̂ · 1 + 0` is `x̂` exactly).
+    let ones = r
+        .weight
+        .is_none()
+        .then(|| try_filled(n, T::one()))
+        .transpose()?;
+    let zeros = r
+        .bias
+        .is_none()
+        .then(|| try_filled(n, T::zero()))
+        .transpose()?;
+    let weight = r.weight.or(ones.as_deref()).expect("given or ones");
+    let bias = r.bias.or(zeros.as_deref()).expect("given or zeros");
     let row =
         |x: &[T], y: &mut [MaybeUninit<T>], mean: &mut MaybeUninit<T>, rs: &mut MaybeUninit<T>| {
-            let m = lane_sum(n, |i| x[i]) / count;
-            let var = lane_sum(n, |i| (x[i] - m) * (x[i] - m)) / count;
+            let m = lane_sum3(x, x, x, |v, _, _| v) / count;
+            let var = lane_sum3(x, x, x, |v, _, _| (v - m) * (v - m)) / count;
             let s = T::one() / (var + eps).sqrt();
-            for i in 0..n {
-                let mut v = (x[i] - m) * s;
-                if let Some(w) = r.weight {
-                    v = v * w[i];
-                }
-                if let Some(b) = r.bias {
-                    v = v + b[i];
-                }
-                y[i].write(v);
+            for (((out, &v), &w), &b) in y.iter_mut().zip(x).zip(weight).zip(bias) {
+                out.write((v - m) * s * w + b);
             }
             mean.write(m);
             rs.write(s);
@@ -146,48 +165,47 @@ pub(crate) fn backward<T: FloatElement + Send + Sync>(
     } else {
         rows.max(1)
     };
+    let ones = r
+        .weight
+        .is_none()
+        .then(|| try_filled(n, T::one()))
+        .transpose()?;
+    let weight = r.weight.or(ones.as_deref()).expect("given or ones");
     let partials: Vec<(Vec<T>, Vec<T>)> = dx
         .par_chunks_mut(chunk_rows * n)
         .enumerate()
         .map(|(c, dx)| {
             let first = c * chunk_rows;
-            let mut dw = vec![T::zero(); if with_weight { n } else { 0 }];
-            let mut db = vec![T::zero(); if with_bias { n } else { 0 }];
+            let (mut dw, mut db) = (try_filled(n, T::zero())?, try_filled(n, T::zero())?);
             for (k, dx) in dx.chunks_exact_mut(n).enumerate() {
                 let at = (first + k) * n;
                 let (x, g) = (&r.x[at..at + n], &r.grad[at..at + n]);
                 let (m, s) = (r.mean[first + k], r.rstd[first + k]);
-                let x_hat = |i: usize| (x[i] - m) * s;
-                let g_hat = |i: usize| match r.weight {
-                    Some(w) => g[i] * w[i],
-                    None => g[i],
-                };
-                let mean_g = lane_sum(n, g_hat) / count;
-                let mean_gx = lane_sum(n, |i| g_hat(i) * x_hat(i)) / count;
-                for (i, out) in dx.iter_mut().enumerate() {
-                    out.write((g_hat(i) - mean_g - x_hat(i) * mean_gx) * s);
-                }
-                for (i, d) in dw.iter_mut().enumerate() {
-                    *d = *d + g[i] * x_hat(i);
-                }
-                for (i, d) in db.iter_mut().enumerate() {
-                    *d = *d + g[i];
+                let mean_g = lane_sum3(g, weight, x, |g, w, _| g * w) / count;
+                let mean_gx = lane_sum3(g, weight, x, |g, w, v| (g * w) * ((v - m) * s)) / count;
+                let sums = dw.iter_mut().zip(db.iter_mut());
+                let terms = dx.iter_mut().zip(x).zip(g).zip(weight).zip(sums);
+                for ((((out, &v), &g), &w), (dw, db)) in terms {
+                    let x_hat = (v - m) * s;
+                    out.write(((g * w) - mean_g - x_hat * mean_gx) * s);
+                    *dw = *dw + g * x_hat;
+                    *db = *db + g;
                 }
             }
-            (dw, db)
+            Ok((dw, db))
         })
-        .collect();
-    let total = |pick: fn(&(Vec<T>, Vec<T>)) -> &Vec<T>| {
-        let mut sum = vec![T::zero(); n];
+        .collect::<Result<_>>()?;
+    let total = |pick: fn(&(Vec<T>, Vec<T>)) -> &Vec<T>| -> Result<Vec<T>> {
+        let mut sum = try_filled(n, T::zero())?;
         for p in &partials {
             for (s, &v) in sum.iter_mut().zip(pick(p)) {
                 *s = *s + v;
             }
         }
-        sum
+        Ok(sum)
     };
-    let dweight = with_weight.then(|| total(|p| &p.0));
-    let dbias = with_bias.then(|| total(|p| &p.1));
+    let dweight = with_weight.then(|| total(|p| &p.0)).transpose()?;
+    let dbias = with_bias.then(|| total(|p| &p.1)).transpose()?;
     // SAFETY: the chunks of `dx` cover every row (`rows · n` values) and each row's `n` values
     // are written by the loop over `dx.iter_mut()`.
     let dx = unsafe { assume_init(dx) };
