@@ -561,18 +561,18 @@ pub trait Backend: Clone + Send + Sync + fmt::Debug + 'static {
 
     // ----- fused element-wise composites -----
 
-    /// Gradient of the exact GELU `x Φ(x)`: `grad · (Φ(x) + x φ(x))` with `Φ` and `φ` the
-    /// standard normal distribution and density; `x` and `grad` share one shape and dtype.
-    /// Default: [`crate::composite::gelu_backward`] (about a dozen element-wise ops).
-    fn gelu_backward(&self, x: &Tensor<Self>, grad: &Tensor<Self>) -> Result<Tensor<Self>> {
-        composite::gelu_backward(x, grad)
-    }
-
     /// Gradient of ReLU: 0 where `x <= 0` (so at `x == 0`), else `grad` (also where `x` is
     /// NaN, as PyTorch); `x` and `grad` share one shape and dtype. Default:
     /// [`crate::composite::relu_backward`] (a compare and a select).
     fn relu_backward(&self, x: &Tensor<Self>, grad: &Tensor<Self>) -> Result<Tensor<Self>> {
         composite::relu_backward(x, grad)
+    }
+
+    /// Gradient of the exact GELU `x Φ(x)`: `grad · (Φ(x) + x φ(x))` with `Φ` and `φ` the
+    /// standard normal distribution and density; `x` and `grad` share one shape and dtype.
+    /// Default: [`crate::composite::gelu_backward`] (about a dozen element-wise ops).
+    fn gelu_backward(&self, x: &Tensor<Self>, grad: &Tensor<Self>) -> Result<Tensor<Self>> {
+        composite::gelu_backward(x, grad)
     }
 
     /// One Adam/AdamW step of one parameter: the new parameter and moments from the current
