@@ -100,19 +100,6 @@ pub(crate) fn forward<T: FloatElement + Send + Sync>(
             mean.write(m);
             rs.write(s);
         };
-    let per_chunk = |(((x, y), mean), rstd): (
-        ((&[T], &mut [MaybeUninit<T>]), &mut [MaybeUninit<T>]),
-        &mut [MaybeUninit<T>],
-    )| {
-        for (((x, y), m), s) in x
-            .chunks_exact(n)
-            .zip(y.chunks_exact_mut(n))
-            .zip(mean.iter_mut())
-            .zip(rstd.iter_mut())
-        {
-            row(x, y, m, s);
-        }
-    };
     let chunk_rows = if worth_parallel(rows * n) {
         chunk_len(rows, 1)
     } else {
@@ -122,7 +109,12 @@ pub(crate) fn forward<T: FloatElement + Send + Sync>(
         .zip(y.par_chunks_mut(chunk_rows * n))
         .zip(mean.par_chunks_mut(chunk_rows))
         .zip(rstd.par_chunks_mut(chunk_rows))
-        .for_each(per_chunk);
+        .for_each(|(((x, y), mean), rstd)| {
+            let rows = x.chunks_exact(n).zip(y.chunks_exact_mut(n));
+            for ((x, y), (m, s)) in rows.zip(mean.iter_mut().zip(rstd.iter_mut())) {
+                row(x, y, m, s);
+            }
+        });
     // SAFETY: the chunks cover every row (`x`, `y` have `rows · n` values, `mean` and `rstd`
     // `rows`, chunked alike), and `row` writes all `n` outputs of its row and both statistics.
     unsafe { Ok((assume_init(y), assume_init(mean), assume_init(rstd))) }
@@ -171,7 +163,7 @@ pub(crate) fn backward<T: FloatElement + Send + Sync>(
         .then(|| try_filled(n, T::one()))
         .transpose()?;
     let weight = r.weight.or(ones.as_deref()).expect("given or ones");
-    let partials: Vec<(Vec<T>, Vec<T>)> = dx
+    let partials: Vec<[Vec<T>; 2]> = dx
         .par_chunks_mut(chunk_rows * n)
         .enumerate()
         .map(|(c, dx)| {
@@ -192,20 +184,21 @@ pub(crate) fn backward<T: FloatElement + Send + Sync>(
                     *db = *db + g;
                 }
             }
-            Ok((dw, db))
+            Ok([dw, db])
         })
         .collect::<Result<_>>()?;
-    let total = |pick: fn(&(Vec<T>, Vec<T>)) -> &Vec<T>| -> Result<Vec<T>> {
+    // The sums of output `k` (0: weight, 1: bias) over the chunks, in chunk order.
+    let total = |k: usize| -> Result<Vec<T>> {
         let mut sum = try_filled(n, T::zero())?;
         for p in &partials {
-            for (s, &v) in sum.iter_mut().zip(pick(p)) {
+            for (s, &v) in sum.iter_mut().zip(&p[k]) {
                 *s = *s + v;
             }
         }
         Ok(sum)
     };
-    let dweight = with_weight.then(|| total(|p| &p.0)).transpose()?;
-    let dbias = with_bias.then(|| total(|p| &p.1)).transpose()?;
+    let dweight = with_weight.then(|| total(0)).transpose()?;
+    let dbias = with_bias.then(|| total(1)).transpose()?;
     // SAFETY: the chunks of `dx` cover every row (`rows · n` values) and each row's `n` values
     // are written by the loop over `dx.iter_mut()`.
     let dx = unsafe { assume_init(dx) };

@@ -44,6 +44,8 @@ pub(crate) fn exp(x: f32) -> f32 {
 
 /// `Φ(-|x|)`, the standard normal distribution's mass beyond `|x|` on one side, for f32,
 /// vectorisable (see the module docs). NaN for NaN.
+// The coefficients as Press et al. print them (a few more digits than f32 holds).
+#[allow(clippy::excessive_precision)]
 #[inline(always)]
 pub(crate) fn normal_tail(x: f32) -> f32 {
     let z = x.abs() * std::f32::consts::FRAC_1_SQRT_2;

@@ -145,45 +145,6 @@ pub fn adam(dtype: DType, x: &AdamInputs<'_>, u: AdamUpdate, rel: f64) -> AdamOu
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn known_values() {
-        let x = RefArray::new(vec![4], vec![-1.0, -0.0, 0.0, f64::NAN]);
-        let g = RefArray::new(vec![4], vec![5.0; 4]);
-        assert_eq!(relu_backward(&x, &g).data, vec![0.0, 0.0, 0.0, 5.0]);
-
-        // The first step of Adam(lr = 0.1) moves every parameter by lr against the sign of its
-        // gradient (m̂ / √v̂ = ±1), up to eps.
-        let (b1, b2, lr) = (0.9, 0.999, 0.1);
-        let u = AdamUpdate {
-            beta1: b1,
-            beta2: b2,
-            step_size: lr / (1.0 - b1),
-            bias_correction2_sqrt: (1.0f64 - b2).sqrt(),
-            eps: 1e-12,
-            coupled_decay: 0.0,
-            decoupled_factor: 1.0,
-        };
-        let p = RefArray::new(vec![2], vec![1.0, 2.0]);
-        let g = RefArray::new(vec![2], vec![3.0, -0.5]);
-        let zero = RefArray::full(vec![2], 0.0);
-        let inputs = AdamInputs {
-            param: &p,
-            grad: &g,
-            exp_avg: &zero,
-            exp_avg_sq: &zero,
-            max_exp_avg_sq: None,
-        };
-        let out = adam(DType::F64, &inputs, u, 1e-15);
-        assert!((out.values[0].data[0] - 0.9).abs() < 1e-9);
-        assert!((out.values[0].data[1] - 2.1).abs() < 1e-9);
-        assert!((out.values[1].data[0] - 0.3).abs() < 1e-15);
-    }
-}
-
 /// The gradient of the exact GELU at `x` given `grad`, `grad · (Φ(x) + x φ(x))` in f64, and
 /// its error scale `|grad|`: `Φ(x) = (1 + erf(x/√2)) / 2` is rounded in absolute terms (half an
 /// ulp of 1) by the definition's own formula, which cancels in the lower tail.
@@ -322,4 +283,43 @@ pub fn layer_norm_backward(
         Scaled::new(vec![n], dw, dw_mag),
         Scaled::new(vec![n], db, db_mag),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_values() {
+        let x = RefArray::new(vec![4], vec![-1.0, -0.0, 0.0, f64::NAN]);
+        let g = RefArray::new(vec![4], vec![5.0; 4]);
+        assert_eq!(relu_backward(&x, &g).data, vec![0.0, 0.0, 0.0, 5.0]);
+
+        // The first step of Adam(lr = 0.1) moves every parameter by lr against the sign of its
+        // gradient (m̂ / √v̂ = ±1), up to eps.
+        let (b1, b2, lr) = (0.9, 0.999, 0.1);
+        let u = AdamUpdate {
+            beta1: b1,
+            beta2: b2,
+            step_size: lr / (1.0 - b1),
+            bias_correction2_sqrt: (1.0f64 - b2).sqrt(),
+            eps: 1e-12,
+            coupled_decay: 0.0,
+            decoupled_factor: 1.0,
+        };
+        let p = RefArray::new(vec![2], vec![1.0, 2.0]);
+        let g = RefArray::new(vec![2], vec![3.0, -0.5]);
+        let zero = RefArray::full(vec![2], 0.0);
+        let inputs = AdamInputs {
+            param: &p,
+            grad: &g,
+            exp_avg: &zero,
+            exp_avg_sq: &zero,
+            max_exp_avg_sq: None,
+        };
+        let out = adam(DType::F64, &inputs, u, 1e-15);
+        assert!((out.values[0].data[0] - 0.9).abs() < 1e-9);
+        assert!((out.values[0].data[1] - 2.1).abs() < 1e-9);
+        assert!((out.values[1].data[0] - 0.3).abs() < 1e-15);
+    }
 }
