@@ -2,11 +2,12 @@
 //! the row kernels of [`crate::kernels::layer_norm`]; anything else returns `None` and the
 //! backend falls back to the composite default.
 
-use tessera_core::layer_norm::{check_layer_norm, check_layer_norm_backward};
+use tessera_core::layer_norm::{check_layer_norm, check_layer_norm_backward, stats_dims};
 use tessera_core::{FloatElement, LayerNormGrads, LayerNormOutput, Result, Tensor};
 
 use crate::fused_ops::{contiguous, tensor};
 use crate::kernels::layer_norm::{self, BackwardRows, Rows};
+use crate::kernels::num::Num;
 use crate::storage::CpuElement;
 use crate::{Cpu, CpuStorage};
 
@@ -23,15 +24,6 @@ fn optional<'t, T: CpuElement>(
     }
 }
 
-/// The shape of the per-row statistics: `x`'s with a last axis of 1.
-fn stats_dims(dims: &[usize]) -> Vec<usize> {
-    let mut out = dims.to_vec();
-    if let Some(last) = out.last_mut() {
-        *last = 1;
-    }
-    out
-}
-
 /// [`tessera_core::Backend::layer_norm`] on the CPU.
 pub(crate) fn layer_norm(
     x: &Tensor<Cpu>,
@@ -39,7 +31,7 @@ pub(crate) fn layer_norm(
     bias: Option<&Tensor<Cpu>>,
     eps: f64,
 ) -> Result<Option<LayerNormOutput<Cpu>>> {
-    fn typed<T: CpuElement + FloatElement>(
+    fn typed<T: CpuElement + FloatElement + Num>(
         x: &Tensor<Cpu>,
         weight: Option<&Tensor<Cpu>>,
         bias: Option<&Tensor<Cpu>>,
@@ -86,7 +78,7 @@ pub(crate) fn layer_norm_backward(
     (mean, rstd): (&Tensor<Cpu>, &Tensor<Cpu>),
     with_bias: bool,
 ) -> Result<Option<LayerNormGrads<Cpu>>> {
-    fn typed<T: CpuElement + FloatElement>(
+    fn typed<T: CpuElement + FloatElement + Num>(
         grad: &Tensor<Cpu>,
         x: &Tensor<Cpu>,
         weight: Option<&Tensor<Cpu>>,

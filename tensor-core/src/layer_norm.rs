@@ -49,6 +49,16 @@ pub struct LayerNormGrads<B: Backend> {
     pub bias: Option<Tensor<B>>,
 }
 
+/// The shape of the per-row statistics of an input of shape `dims` (rank >= 1): `dims` with a
+/// last axis of 1.
+pub fn stats_dims(dims: &[usize]) -> Vec<usize> {
+    let mut out = dims.to_vec();
+    if let Some(last) = out.last_mut() {
+        *last = 1;
+    }
+    out
+}
+
 /// The checks every implementation of the forward pass makes first: `x` float of rank >= 1
 /// with a non-empty last axis, `weight` and `bias` of shape `[n]` with `x`'s dtype and device,
 /// and `eps` finite and positive. Returns `n`.
@@ -112,8 +122,7 @@ pub fn check_layer_norm_backward<B: Backend>(
             rhs: grad.shape().clone(),
         });
     }
-    let mut stats_dims = x.dims().to_vec();
-    *stats_dims.last_mut().expect("rank >= 1") = 1;
+    let stats_dims = stats_dims(x.dims());
     for (what, t) in [("mean", mean), ("rstd", rstd)] {
         x.check_same_device(OP, t)?;
         t.check_float(OP)?;

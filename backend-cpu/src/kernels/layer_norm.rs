@@ -7,29 +7,15 @@ use rayon::prelude::*;
 use std::mem::MaybeUninit;
 use tessera_core::{Element, FloatElement, Result};
 
+use super::num::Num;
+use super::reducer::{combine_lanes, SumOp, LANES};
 use crate::alloc::{assume_init, try_filled, try_uninit};
 use crate::parallel::{chunk_len, worth_parallel};
-
-/// Independent partial sums per row reduction.
-const LANES: usize = 16;
-
-/// Adds `LANES` partial sums pairwise into one.
-#[inline(always)]
-fn fold_lanes<T: FloatElement>(mut acc: [T; LANES]) -> T {
-    let mut width = LANES;
-    while width > 1 {
-        width /= 2;
-        for lane in 0..width {
-            acc[lane] = acc[lane] + acc[lane + width];
-        }
-    }
-    acc[0]
-}
 
 /// `Σ f(a[i], b[i], c[i])` over three slices of one length, in [`LANES`] partial sums (the
 /// slices are walked in whole chunks, so the compiler drops the bounds checks and vectorises).
 #[inline(always)]
-fn lane_sum3<T: FloatElement>(a: &[T], b: &[T], c: &[T], f: impl Fn(T, T, T) -> T) -> T {
+fn lane_sum3<T: FloatElement + Num>(a: &[T], b: &[T], c: &[T], f: impl Fn(T, T, T) -> T) -> T {
     let mut acc = [T::zero(); LANES];
     let (ca, cb, cc) = (
         a.chunks_exact(LANES),
@@ -45,7 +31,7 @@ fn lane_sum3<T: FloatElement>(a: &[T], b: &[T], c: &[T], f: impl Fn(T, T, T) -> 
     for (lane, ((&x, &y), &z)) in tails.0.iter().zip(tails.1).zip(tails.2).enumerate() {
         acc[lane] = acc[lane] + f(x, y, z);
     }
-    fold_lanes(acc)
+    combine_lanes::<T, SumOp>(acc)
 }
 
 /// The operands of the forward pass: `x` holds whole rows of `n` values; `weight` and `bias`
@@ -62,7 +48,7 @@ pub(crate) struct Rows<'a, T> {
 }
 
 /// The forward pass: `(y, mean, rstd)`, `mean` and `rstd` one value per row.
-pub(crate) fn forward<T: FloatElement + Send + Sync>(
+pub(crate) fn forward<T: FloatElement + Num>(
     r: &Rows<'_, T>,
     eps: f64,
 ) -> Result<(Vec<T>, Vec<T>, Vec<T>)> {
@@ -143,7 +129,7 @@ pub(crate) type Grads<T> = (Vec<T>, Option<Vec<T>>, Option<Vec<T>>);
 /// The backward pass. Each chunk of rows writes its rows of `dx` and sums its own partial
 /// `dweight` and `dbias`; the partials are then added in chunk order (the same order whatever
 /// the thread count for a given chunk size).
-pub(crate) fn backward<T: FloatElement + Send + Sync>(
+pub(crate) fn backward<T: FloatElement + Num>(
     r: &BackwardRows<'_, T>,
     with_bias: bool,
 ) -> Result<Grads<T>> {

@@ -12,7 +12,7 @@ use super::num::Num;
 use crate::strided::StridedPlan;
 
 /// Interleaved accumulators in the innermost loop.
-const LANES: usize = 16;
+pub(crate) const LANES: usize = 16;
 /// Length below which a contiguous run is reduced directly rather than split in halves.
 const PAIRWISE_BLOCK: usize = 512;
 /// Width of the output tile accumulated at once when reducing whole rows.
@@ -104,7 +104,7 @@ fn reduce_lanes<T: Num, R: Reducer<T>>(xs: &[T]) -> T {
 
 /// Combines the lane accumulators as a balanced tree.
 #[inline]
-fn combine_lanes<T: Num, R: Reducer<T>>(mut acc: [T; LANES]) -> T {
+pub(crate) fn combine_lanes<T: Num, R: Reducer<T>>(mut acc: [T; LANES]) -> T {
     let mut width = LANES / 2;
     while width > 0 {
         for l in 0..width {
