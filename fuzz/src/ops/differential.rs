@@ -6,6 +6,7 @@
 //! invariant of the result could have shown.
 
 use super::kinds::*;
+use super::nn_ops::{conv_work, pool_work};
 use super::{op, FuzzBackend, Op};
 use crate::machine::{Ctx, Outcome};
 use tessera_core::backend::AdamUpdate;
@@ -133,17 +134,35 @@ fn three_way<B: FuzzBackend>(
     }
 }
 
-/// A valid convolution of fresh operands, then one perturbation of the arguments of its two
-/// gradients (or none), each gradient asked three ways.
-fn conv_gradients_near_valid<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
+/// The input and weight dims of `conv_gradients_near_valid` (small, from its first six sizes).
+fn conv_case_dims<B: FuzzBackend>(c: &Ctx<'_, B>) -> ([usize; 4], [usize; 4]) {
     let small = |i: usize, max: usize| c.size(i) % (max + 1);
     let (n, ch, o) = (small(0, 2), small(1, 3).max(1), small(2, 3).max(1));
     let (h, w, k) = (small(3, 5) + 1, small(4, 5) + 1, small(5, 2) + 1);
+    ([n, ch, h, w], [o, ch, k, k])
+}
+
+/// The input dims of `pool_gradients_near_valid` (small, from its first four sizes).
+fn pool_case_dims<B: FuzzBackend>(c: &Ctx<'_, B>) -> [usize; 4] {
+    let small = |i: usize, max: usize| c.size(i) % (max + 1);
+    [
+        small(0, 2),
+        small(1, 2) + 1,
+        small(2, 6) + 1,
+        small(3, 6) + 1,
+    ]
+}
+
+/// A valid convolution of fresh operands, then one perturbation of the arguments of its two
+/// gradients (or none), each gradient asked three ways.
+fn conv_gradients_near_valid<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
+    let (x_dims, w_dims) = conv_case_dims(c);
+    let (o, k) = (w_dims[0], w_dims[2]);
     let p = c.conv(6);
     let b = c.backend();
     let setup = || -> tessera_core::Result<(Tensor<B>, Tensor<B>, Tensor<B>)> {
-        let x = Tensor::randn([n, ch, h, w], DType::F32, 1, b)?;
-        let wt = Tensor::randn([o, ch, k, k], DType::F32, 2, b)?;
+        let x = Tensor::randn(x_dims.clone(), DType::F32, 1, b)?;
+        let wt = Tensor::randn(w_dims.clone(), DType::F32, 2, b)?;
         let y = x.conv2d(&wt, None, p)?;
         Ok((x, wt, y))
     };
@@ -220,17 +239,11 @@ fn conv_gradients_near_valid<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
 /// gradient (or none): window positions outside the window, another `grad_out` shape, input
 /// dims of another rank or size, a stride of 0.
 fn pool_gradients_near_valid<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
-    let small = |i: usize, max: usize| c.size(i) % (max + 1);
-    let (n, ch, h, w) = (
-        small(0, 2),
-        small(1, 2) + 1,
-        small(2, 6) + 1,
-        small(3, 6) + 1,
-    );
+    let x_dims = pool_case_dims(c);
     let p = c.pool(4);
     let b = c.backend();
     let setup = || -> tessera_core::Result<(Tensor<B>, Tensor<B>, Tensor<B>)> {
-        let x = Tensor::randn([n, ch, h, w], DType::F64, 4, b)?;
+        let x = Tensor::randn(x_dims, DType::F64, 4, b)?;
         let (y, at) = x.max_pool2d_with_indices(p)?;
         Ok((x, y, at))
     };
@@ -306,7 +319,12 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             NONE,
             |c: &mut Ctx<'_, B>| Ok(conv_gradients_near_valid(c)),
         )
-        .work(|_| Ok(1 << 16)),
+        // The forward pass, then two gradients three ways each (the composites unfold the
+        // padded input: a padding of 2^20 makes even these small operands a large request).
+        .work(|c| {
+            let (x, w) = conv_case_dims(c);
+            Ok(conv_work(&x, &w, c.conv(6)).saturating_mul(8).max(1 << 16))
+        }),
         op(
             "pooling gradients near a valid call, three ways",
             6,
@@ -314,7 +332,12 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             NONE,
             |c: &mut Ctx<'_, B>| Ok(pool_gradients_near_valid(c)),
         )
-        .work(|_| Ok(1 << 16)),
+        // The forward pass, then two gradients three ways each.
+        .work(|c| {
+            Ok(pool_work(&pool_case_dims(c), c.pool(4))
+                .saturating_mul(8)
+                .max(1 << 16))
+        }),
         op(
             "backend vs composite: conv2d_backward_input",
             4,

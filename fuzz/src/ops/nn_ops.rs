@@ -10,7 +10,7 @@ use tessera_core::tensor::{conv_output_dims, pool_output_dims};
 use tessera_core::{Conv2dParams, Pool2dParams, Tensor};
 
 /// Work of a convolution of `x_dims` with `w_dims`: outputs times taps, plus the inputs.
-fn conv_work(x_dims: &[usize], w_dims: &[usize], p: Conv2dParams) -> usize {
+pub(super) fn conv_work(x_dims: &[usize], w_dims: &[usize], p: Conv2dParams) -> usize {
     match conv_output_dims(x_dims, w_dims, p) {
         Ok(out) => numel(&out)
             .saturating_mul(numel(&w_dims[1..]))
@@ -20,7 +20,7 @@ fn conv_work(x_dims: &[usize], w_dims: &[usize], p: Conv2dParams) -> usize {
 }
 
 /// Work of a pooling of `x_dims`: outputs times window taps, plus the input.
-fn pool_work(x_dims: &[usize], p: Pool2dParams) -> usize {
+pub(super) fn pool_work(x_dims: &[usize], p: Pool2dParams) -> usize {
     match pool_output_dims("work", x_dims, p) {
         Ok(out) => numel(&out)
             .saturating_mul(p.kernel.0.saturating_mul(p.kernel.1))
