@@ -11,6 +11,7 @@
 //! * [`gpt`]: a GPT (decoder-only transformer) with KV-cache generation and checkpoint folders;
 //! * [`checkpoint`]: safetensors files, and [`training`]: steps, evaluation, training state and
 //!   the job behind the `train` command, with the reference [`models`];
+//! * [`run`]: durable runs, whole-run checkpoints that a killed run resumes from bit for bit;
 //! * [`distributed`]: data-parallel training over several processes (the `Communicator` trait,
 //!   `DistributedDataParallel`, `DistributedSampler`).
 
@@ -29,6 +30,7 @@ pub mod models;
 pub mod module;
 pub mod optim;
 pub mod precision;
+pub mod run;
 pub mod schedule;
 pub mod training;
 

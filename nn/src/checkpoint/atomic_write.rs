@@ -55,12 +55,27 @@ const STALE_AGE: Duration = Duration::from_secs(24 * 60 * 60);
 /// [`STALE_AGE`]. Temporaries of running processes (this one included) are left alone: they
 /// may belong to a write in progress. Best effort: failures are ignored.
 fn remove_stale_temporaries(dir: &Path, prefix: &str) {
+    remove_stale(dir, |name| name.strip_prefix(prefix));
+}
+
+/// Removes every stale temporary [`write_atomically`] left in `dir`, whatever its target
+/// (`.<name>.tmp-<pid>-<n>` of a writer that is gone; see `remove_stale_temporaries`): what a
+/// run folder does when it is opened, since a killed save's target may never be written again.
+pub fn remove_stale_temporaries_in(dir: &Path) {
+    remove_stale(dir, |name| {
+        let rest = name.strip_prefix('.')?;
+        rest.rfind(".tmp-").map(|at| &rest[at + ".tmp-".len()..])
+    });
+}
+
+/// Removes the files of `dir` for which `pid_part` gives `<pid>-<n>` and whose writer is gone.
+fn remove_stale(dir: &Path, pid_part: impl Fn(&str) -> Option<&str>) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(prefix)) else {
+        let Some(rest) = name.to_str().and_then(&pid_part) else {
             continue;
         };
         let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
@@ -140,6 +155,22 @@ mod tests {
         assert!(!left.contains(&dead.file_name().unwrap().to_string_lossy().into_owned()));
         assert!(left.contains(&ours.file_name().unwrap().to_string_lossy().into_owned()));
         assert!(left.contains(&other.file_name().unwrap().to_string_lossy().into_owned()));
+    }
+
+    #[test]
+    fn a_folder_sweep_removes_the_dead_writers_temporaries_of_every_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let dead_a = format!(".step-1.safetensors.tmp-{}-0", u32::MAX - 1);
+        let dead_b = format!(".latest.tmp-{}-3", u32::MAX - 1);
+        let ours = format!(".latest.tmp-{}-1", std::process::id());
+        let unrelated = ".hidden.tmp-notapid".to_string();
+        for n in [&dead_a, &dead_b, &ours, &unrelated] {
+            fs::write(dir.path().join(n), b"partial").unwrap();
+        }
+        remove_stale_temporaries_in(dir.path());
+        let mut want = vec![unrelated, ours];
+        want.sort();
+        assert_eq!(names(dir.path()), want);
     }
 
     #[test]

@@ -17,7 +17,7 @@ mod load;
 mod save;
 mod tensor_spec;
 
-pub use atomic_write::write_atomically;
+pub use atomic_write::{remove_stale_temporaries_in, write_atomically};
 pub use load::{inspect, load, load_checked, CheckpointInfo};
 pub use save::{save, serialize, METADATA_KEY};
 pub use tensor_spec::{check_specs, LoadMode, LoadReport, TensorSpec};

@@ -24,6 +24,12 @@ impl SplitMix64 {
         SplitMix64 { state: seed }
     }
 
+    /// The generator's state: `SplitMix64::new(g.state())` continues `g`'s stream exactly
+    /// (what a run checkpoint saves).
+    pub fn state(&self) -> u64 {
+        self.state
+    }
+
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(GOLDEN_GAMMA);

@@ -1,8 +1,7 @@
 //! [`Dropout`]: random zeroing with inverted scaling during training.
 
-use crate::module::{Forward, TrainingMode};
+use crate::module::{Forward, RandomStream, TrainingMode};
 use crate::{Config, Module};
-use std::sync::Mutex;
 use tessera_autograd::Var;
 use tessera_core::{Backend, Distribution, Error, Generator, Result, Tensor};
 
@@ -18,8 +17,7 @@ use tessera_core::{Backend, Distribution, Error, Generator, Result, Tensor};
 pub struct Dropout {
     #[module(skip)]
     p: f64,
-    #[module(skip)]
-    generator: MaskGenerator,
+    generator: RandomStream,
     mode: TrainingMode,
 }
 
@@ -40,29 +38,6 @@ impl DropoutConfig {
     }
 }
 
-/// The mask stream, behind a lock so that `forward(&self)` can advance it; a clone (when the
-/// layer moves to another backend) continues from the same point.
-#[derive(Debug)]
-pub(crate) struct MaskGenerator(Mutex<Generator>);
-
-impl MaskGenerator {
-    /// The stream `generator`, lockable from `&self`.
-    pub(crate) fn new(generator: Generator) -> Self {
-        MaskGenerator(Mutex::new(generator))
-    }
-
-    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Generator> {
-        // A poisoned lock only means another forward panicked; the counter is still valid.
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-impl Clone for MaskGenerator {
-    fn clone(&self) -> Self {
-        MaskGenerator(Mutex::new(self.lock().clone()))
-    }
-}
-
 impl Dropout {
     /// Dropout with probability `p` (in `[0, 1]`) and masks drawn from the stream `seed`.
     pub fn new(p: f64, seed: u64) -> Result<Self> {
@@ -79,7 +54,7 @@ impl Dropout {
         }
         Ok(Dropout {
             p,
-            generator: MaskGenerator(Mutex::new(generator)),
+            generator: RandomStream::new(generator),
             mode: TrainingMode::new(),
         })
     }

@@ -1,11 +1,10 @@
 //! [`MultiHeadAttention`]: PyTorch's `nn.MultiheadAttention` (with `batch_first=True`) on the
 //! fused scaled dot-product attention op, and its [`MultiHeadAttentionConfig`].
 
-use super::dropout::MaskGenerator;
 use super::kv_cache::KvCache;
 use super::{Linear, LinearConfig};
 use crate::init;
-use crate::module::{Forward, TrainingMode};
+use crate::module::{Forward, RandomStream, TrainingMode};
 use crate::precision::Precision;
 use crate::{Config, Module};
 use tessera_autograd::{no_grad, Var};
@@ -94,7 +93,7 @@ impl MultiHeadAttentionConfig {
                 .with_precision(self.precision),
             num_heads: h,
             dropout: self.dropout,
-            generator: MaskGenerator::new(generator.fork()),
+            generator: RandomStream::new(generator.fork()),
             mode: TrainingMode::new(),
             precision: self.precision,
         })
@@ -125,8 +124,7 @@ pub struct MultiHeadAttention<B: Backend> {
     num_heads: usize,
     #[module(skip)]
     dropout: f64,
-    #[module(skip)]
-    generator: MaskGenerator,
+    generator: RandomStream,
     mode: TrainingMode,
     #[module(skip)]
     precision: Precision,

@@ -65,9 +65,11 @@
 
 mod containers;
 mod persistence;
+mod random_stream;
 mod training_mode;
 
 pub use persistence::LoadOptions;
+pub use random_stream::RandomStream;
 pub use training_mode::TrainingMode;
 
 use crate::checkpoint::{LoadMode, LoadReport, NamedTensors};
@@ -82,6 +84,11 @@ pub trait ModuleVisitor<B: Backend> {
     fn visit_parameter(&mut self, name: &str, parameter: &Var<B>);
     /// A non-trainable state tensor that belongs in a checkpoint (running statistics).
     fn visit_buffer(&mut self, name: &str, buffer: &Var<B>);
+    /// A random stream the module draws from (dropout masks): not a tensor, but part of a
+    /// run's state (see [`crate::run`]). Ignored unless a visitor asks for streams.
+    fn visit_random_stream(&mut self, name: &str, stream: &RandomStream) {
+        let _ = (name, stream);
+    }
 }
 
 /// A layer or a model: named trainable parameters, named buffers, sub-modules and a
@@ -132,6 +139,11 @@ pub trait Module<B: Backend>: Send + Sync {
     /// Calls `f` for every buffer, named like [`Module::visit`].
     fn visit_buffers(&self, prefix: &str, f: &mut dyn FnMut(&str, &Var<B>)) {
         self.visit(prefix, &mut OnlyBuffers(f));
+    }
+
+    /// Calls `f` for every random stream (dropout masks), named like [`Module::visit`].
+    fn visit_random_streams(&self, prefix: &str, f: &mut dyn FnMut(&str, &RandomStream)) {
+        self.visit(prefix, &mut OnlyRandomStreams(f));
     }
 
     /// Every trainable parameter with its dotted name, in visiting order, each [`Var`] once:
@@ -273,6 +285,17 @@ impl<B: Backend> ModuleVisitor<B> for OnlyParameters<'_, B> {
         (self.0)(name, parameter)
     }
     fn visit_buffer(&mut self, _: &str, _: &Var<B>) {}
+}
+
+/// Forwards only random streams to a closure.
+struct OnlyRandomStreams<'a>(&'a mut dyn FnMut(&str, &RandomStream));
+
+impl<B: Backend> ModuleVisitor<B> for OnlyRandomStreams<'_> {
+    fn visit_parameter(&mut self, _: &str, _: &Var<B>) {}
+    fn visit_buffer(&mut self, _: &str, _: &Var<B>) {}
+    fn visit_random_stream(&mut self, name: &str, stream: &RandomStream) {
+        (self.0)(name, stream)
+    }
 }
 
 /// Forwards only buffers to a closure.

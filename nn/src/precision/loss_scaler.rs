@@ -54,6 +54,25 @@ impl DynamicLossScaler {
         }
     }
 
+    /// Where the scaler stands: its scale and the finite steps counted towards its next
+    /// growth (what a run checkpoint saves; see [`crate::run`]).
+    pub fn position(&self) -> (f64, usize) {
+        (self.scale, self.finite_steps)
+    }
+
+    /// Continues from a [`DynamicLossScaler::position`] read back from a checkpoint. Errors
+    /// unless the scale is finite and positive.
+    pub fn set_position(&mut self, scale: f64, finite_steps: usize) -> tessera_core::Result<()> {
+        if !(scale.is_finite() && scale > 0.0) {
+            return Err(tessera_core::Error::checkpoint(format!(
+                "a loss scale must be finite and positive, got {scale}"
+            )));
+        }
+        self.scale = scale;
+        self.finite_steps = finite_steps;
+        Ok(())
+    }
+
     /// Starts from `scale` instead of `2^16`.
     pub fn init_scale(mut self, scale: f64) -> Self {
         self.scale = scale;

@@ -1,0 +1,37 @@
+//! Durable training runs: whole-run checkpoints that a killed run resumes from, bit for bit.
+//!
+//! A run folder ([`RunDir`]) holds the newest model (`model.safetensors`), the run's
+//! configuration (`config.json`) and, under `checkpoints/`, one checkpoint per saved step:
+//!
+//! ```text
+//! DIR/model.safetensors
+//! DIR/config.json
+//! DIR/checkpoints/step-000000000120.safetensors   model, optimizer state, random streams, counters
+//! DIR/checkpoints/step-000000000120.json          manifest: step, size and CRC-32 of the file
+//! DIR/checkpoints/latest                          "step-000000000120", written last
+//! ```
+//!
+//! [`save_checkpoint`] writes the tensors of the model and of every optimizer, each random
+//! stream of the model ([`crate::module::RandomStream`]: dropout masks), the configuration and
+//! the job's own host state (step and epoch counters, the position in the data, host random
+//! generators, the loss scaler, partial sums) into one safetensors file, atomically, then its
+//! manifest, then the `latest` pointer; older checkpoints beyond [`RunDir::keep_last`] are
+//! removed. A process killed at any moment leaves the previous checkpoints intact.
+//!
+//! [`resume`] restores the newest checkpoint whose manifest, size and checksum agree with its
+//! file, falling back (and saying so) to older ones when the newest is torn or corrupt. A
+//! checkpoint written by a run of another configuration is an error naming the first field
+//! that differs; nothing is restored unless everything fits.
+//!
+//! Floating-point host values go through [`f64_to_json`] and [`f64_from_json`], which keep
+//! their bits exactly (JSON numbers do not, for NaN and infinities).
+
+mod host_value;
+mod manifest;
+mod run_dir;
+mod snapshot;
+
+pub use host_value::{f64_from_json, f64_to_json, u64_from_json};
+pub use manifest::Manifest;
+pub use run_dir::RunDir;
+pub use snapshot::{resume, save_checkpoint, Resumed, CHECKPOINT_FORMAT};

@@ -1,0 +1,182 @@
+//! [`RunDir`]: the folder of a training run and the checkpoints inside it.
+
+use super::manifest::Manifest;
+use crate::checkpoint::{remove_stale_temporaries_in, write_atomically};
+use crate::{Error, Result};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// The folder of a run (see the [module docs](super) for its layout). Opening it creates the
+/// folders and removes temporary files a killed save left behind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunDir {
+    root: PathBuf,
+    keep_last: usize,
+}
+
+/// The checkpoint subfolder's name.
+const CHECKPOINTS: &str = "checkpoints";
+/// The pointer to the newest checkpoint, written after it.
+const LATEST: &str = "latest";
+
+impl RunDir {
+    /// Opens (creating it if needed) the run folder `root`, keeping the 3 newest checkpoints.
+    pub fn open(root: impl Into<PathBuf>) -> Result<RunDir> {
+        let root = root.into();
+        let checkpoints = root.join(CHECKPOINTS);
+        fs::create_dir_all(&checkpoints).map_err(|e| Error::io(&checkpoints, e))?;
+        remove_stale_temporaries_in(&root);
+        remove_stale_temporaries_in(&checkpoints);
+        Ok(RunDir { root, keep_last: 3 })
+    }
+
+    /// Keeps the `k` newest checkpoints (at least 1) and removes older ones after each save.
+    pub fn keep_last(mut self, k: usize) -> RunDir {
+        self.keep_last = k.max(1);
+        self
+    }
+
+    /// How many checkpoints are kept.
+    pub fn kept(&self) -> usize {
+        self.keep_last
+    }
+
+    /// The run folder.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `DIR/model.safetensors`: the newest model, loadable with [`crate::Module::load`].
+    pub fn model_path(&self) -> PathBuf {
+        self.root.join("model.safetensors")
+    }
+
+    /// `DIR/config.json`: the run's configuration.
+    pub fn config_path(&self) -> PathBuf {
+        self.root.join("config.json")
+    }
+
+    /// `DIR/checkpoints`.
+    pub fn checkpoints_dir(&self) -> PathBuf {
+        self.root.join(CHECKPOINTS)
+    }
+
+    /// The stem of the checkpoint of `step` (`step-000000000120`).
+    pub fn stem(step: u64) -> String {
+        format!("step-{step:012}")
+    }
+
+    /// The checkpoint file of `step`.
+    pub fn checkpoint_path(&self, step: u64) -> PathBuf {
+        self.checkpoints_dir()
+            .join(format!("{}.safetensors", Self::stem(step)))
+    }
+
+    /// The manifest of `step`.
+    pub fn manifest_path(&self, step: u64) -> PathBuf {
+        self.checkpoints_dir()
+            .join(format!("{}.json", Self::stem(step)))
+    }
+
+    /// The steps that have a manifest, oldest first (whether their files are whole is checked
+    /// on resume).
+    pub fn steps(&self) -> Result<Vec<u64>> {
+        let dir = self.checkpoints_dir();
+        let entries = fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))?;
+        let mut steps: Vec<u64> = entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let digits = name.strip_prefix("step-")?.strip_suffix(".json")?;
+                (digits.len() == 12 && digits.bytes().all(|b| b.is_ascii_digit()))
+                    .then(|| digits.parse().ok())?
+            })
+            .collect();
+        steps.sort_unstable();
+        Ok(steps)
+    }
+
+    /// What `checkpoints/latest` names, if it exists.
+    pub fn latest(&self) -> Result<Option<String>> {
+        let path = self.checkpoints_dir().join(LATEST);
+        match fs::read_to_string(&path) {
+            Ok(s) => Ok(Some(s.trim().to_string())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io(path, e)),
+        }
+    }
+
+    /// Writes the checkpoint `bytes` of `step`, its manifest, then the `latest` pointer (each
+    /// atomically, in that order), and removes checkpoints beyond the newest
+    /// [`RunDir::kept`]. Returns the checkpoint's path.
+    pub(crate) fn commit(&self, step: u64, bytes: &[u8]) -> Result<PathBuf> {
+        let path = self.checkpoint_path(step);
+        write_atomically(&path, bytes)?;
+        let file = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let manifest = Manifest::of(step, file, bytes);
+        let text = serde_json::to_vec_pretty(&manifest)
+            .map_err(|e| Error::checkpoint(format!("cannot write a manifest: {e}")))?;
+        write_atomically(&self.manifest_path(step), &text)?;
+        write_atomically(
+            &self.checkpoints_dir().join(LATEST),
+            Self::stem(step).as_bytes(),
+        )?;
+        self.prune()?;
+        Ok(path)
+    }
+
+    /// Removes every checkpoint but the newest [`RunDir::kept`]: the manifest first, so that
+    /// a kill in between leaves a file no manifest names rather than a manifest without file.
+    fn prune(&self) -> Result<()> {
+        let steps = self.steps()?;
+        let excess = steps.len().saturating_sub(self.keep_last);
+        for &step in &steps[..excess] {
+            for path in [self.manifest_path(step), self.checkpoint_path(step)] {
+                match fs::remove_file(&path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(Error::io(path, e)),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commits_write_file_manifest_and_pointer_and_keep_the_newest() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = RunDir::open(tmp.path().join("run")).unwrap().keep_last(2);
+        for step in [5u64, 10, 15] {
+            dir.commit(step, format!("bytes of {step}").as_bytes())
+                .unwrap();
+        }
+        assert_eq!(dir.steps().unwrap(), vec![10, 15]);
+        assert_eq!(dir.latest().unwrap().as_deref(), Some("step-000000000015"));
+        assert!(!dir.checkpoint_path(5).exists());
+        let m = Manifest::read(&dir.manifest_path(15)).unwrap();
+        m.verify(b"bytes of 15").unwrap();
+        assert!(m.verify(b"bytes of 1").is_err());
+        assert!(m.verify(b"bytes of 16").is_err());
+    }
+
+    #[test]
+    fn opening_removes_a_killed_saves_temporaries() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = RunDir::open(tmp.path()).unwrap();
+        let stale = dir.checkpoints_dir().join(format!(
+            ".step-000000000001.safetensors.tmp-{}-0",
+            u32::MAX - 1
+        ));
+        fs::write(&stale, b"half").unwrap();
+        RunDir::open(tmp.path()).unwrap();
+        assert!(!stale.exists());
+    }
+}

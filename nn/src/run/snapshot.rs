@@ -1,0 +1,364 @@
+//! Saving a whole run's state as one checkpoint, and restoring it.
+
+use super::manifest::Manifest;
+use super::run_dir::RunDir;
+use crate::checkpoint::{self, Checkpoint, LoadMode, TensorSpec};
+use crate::module::{Module, RandomStream};
+use crate::optim::Optimizer;
+use crate::{Error, Result};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use tessera_core::{Backend, Generator, Tensor};
+
+/// The `format` of a run checkpoint (in its metadata and its manifest).
+pub const CHECKPOINT_FORMAT: &str = "tessera-run-checkpoint-v1";
+
+const MODEL_PREFIX: &str = "model.";
+const OPTIM_PREFIX: &str = "optim.";
+const STREAM_PREFIX: &str = "rng.";
+const FORMAT_KEY: &str = "format";
+const STEP_KEY: &str = "run.step";
+const CONFIG_KEY: &str = "run.config";
+const STATE_KEY: &str = "run.state";
+const GROUPS_KEY: &str = "run.optimizers";
+
+/// What [`resume`] restored.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Resumed {
+    /// The step the checkpoint was written at: the run continues with the next one.
+    pub step: u64,
+    /// The job's host state, as given to [`save_checkpoint`].
+    pub state: Value,
+    /// The checkpoint file restored.
+    pub path: PathBuf,
+    /// Newer checkpoints that were torn or corrupt and skipped, each with the reason.
+    pub skipped: Vec<String>,
+}
+
+/// `(seed, offset)` of a generator: `advance(0)` reads the position without moving it.
+fn position(generator: &Generator) -> (u64, u64) {
+    generator.clone().advance(0)
+}
+
+/// The generator at `offset` of the stream `seed`.
+fn generator_at(seed: u64, offset: u64) -> Generator {
+    let mut g = Generator::new(seed);
+    let mut left = offset;
+    while left > 0 {
+        let chunk = usize::try_from(left).unwrap_or(usize::MAX);
+        g.advance(chunk);
+        left -= chunk as u64;
+    }
+    g
+}
+
+fn encode_stream(stream: &RandomStream) -> String {
+    let (seed, offset) = position(&stream.get());
+    format!("{seed:016x}:{offset:016x}")
+}
+
+fn decode_stream(name: &str, text: &str) -> Result<Generator> {
+    let parse = |s: &str| u64::from_str_radix(s, 16).ok();
+    text.split_once(':')
+        .and_then(|(s, o)| Some(generator_at(parse(s)?, parse(o)?)))
+        .ok_or_else(|| {
+            Error::checkpoint(format!(
+                "random stream `{name}`: `{text}` is not a seed:offset pair"
+            ))
+        })
+}
+
+/// The model's parameters and buffers, each under every name it is visited with.
+fn model_vars<B: Backend, M: Module<B> + ?Sized>(
+    model: &M,
+) -> Vec<(String, tessera_autograd::Var<B>)> {
+    let mut out = Vec::new();
+    model.visit_parameters("", &mut |name, var| {
+        out.push((name.to_string(), var.clone()))
+    });
+    model.visit_buffers("", &mut |name, var| {
+        out.push((name.to_string(), var.clone()))
+    });
+    out
+}
+
+/// The model's random streams by name (copies: to move the model's own, visit them).
+fn model_streams<B: Backend, M: Module<B> + ?Sized>(model: &M) -> Vec<(String, RandomStream)> {
+    let mut out = Vec::new();
+    model.visit_random_streams("", &mut |name, s| out.push((name.to_string(), s.clone())));
+    out
+}
+
+fn check_group_names(names: &[&str]) -> Result<()> {
+    let mut seen = BTreeSet::new();
+    for name in names {
+        if name.is_empty() || name.contains('.') || name.contains(',') || !seen.insert(*name) {
+            return Err(Error::checkpoint(format!(
+                "optimizer group names must be non-empty, unique and free of `.` and `,`; got \
+                 {names:?}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Writes the state of a run at `step` into `dir` ([`RunDir::commit`]): the model's
+/// parameters, buffers and random streams, the state of each optimizer (named groups, e.g.
+/// `[("decay", &a), ("no_decay", &b)]`), the run's `config` and the job's host `state` (its
+/// counters, data position, host generators, loss scaler...). Also writes `model.safetensors`
+/// and `config.json` in the run folder. Returns the checkpoint's path.
+///
+/// Every tensor is read back from the device: call it between steps, not inside one.
+pub fn save_checkpoint<B, M>(
+    dir: &RunDir,
+    step: u64,
+    model: &M,
+    optimizers: &[(&str, &dyn Optimizer<B>)],
+    config: &Value,
+    state: &Value,
+) -> Result<PathBuf>
+where
+    B: Backend,
+    M: Module<B> + ?Sized,
+{
+    let names: Vec<&str> = optimizers.iter().map(|(n, _)| *n).collect();
+    check_group_names(&names)?;
+    let mut tensors: Vec<(String, Tensor<B>)> = model_vars(model)
+        .into_iter()
+        .map(|(name, var)| (format!("{MODEL_PREFIX}{name}"), var.value()))
+        .collect();
+    for (group, optimizer) in optimizers {
+        tensors.extend(
+            optimizer
+                .state()
+                .into_iter()
+                .map(|(key, t)| (format!("{OPTIM_PREFIX}{group}.{key}"), t)),
+        );
+    }
+    let mut meta = BTreeMap::new();
+    meta.insert(FORMAT_KEY.to_string(), CHECKPOINT_FORMAT.to_string());
+    meta.insert(STEP_KEY.to_string(), step.to_string());
+    meta.insert(CONFIG_KEY.to_string(), config.to_string());
+    meta.insert(STATE_KEY.to_string(), state.to_string());
+    meta.insert(GROUPS_KEY.to_string(), names.join(","));
+    for (name, stream) in model_streams(model) {
+        meta.insert(format!("{STREAM_PREFIX}{name}"), encode_stream(&stream));
+    }
+    let bytes = checkpoint::serialize(tensors.iter().map(|(n, t)| (n.as_str(), t)), &meta)?;
+    let path = dir.commit(step, &bytes)?;
+    checkpoint::save(dir.model_path(), &model.state_dict(), &BTreeMap::new())?;
+    let config_text = serde_json::to_vec_pretty(config)
+        .map_err(|e| Error::checkpoint(format!("cannot write the configuration: {e}")))?;
+    checkpoint::write_atomically(&dir.config_path(), &config_text)?;
+    Ok(path)
+}
+
+/// Reads the checkpoint of `step` and checks it against its manifest.
+fn read_verified<B: Backend>(dir: &RunDir, step: u64, backend: &B) -> Result<Checkpoint<B>> {
+    let manifest = Manifest::read(&dir.manifest_path(step))?;
+    let path = dir.checkpoint_path(step);
+    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+    manifest.verify(&bytes)?;
+    if manifest.step != step {
+        return Err(Error::checkpoint(format!(
+            "{}: its manifest is of step {}",
+            path.display(),
+            manifest.step
+        )));
+    }
+    let file = checkpoint::load(&path, backend)?;
+    let meta = |k: &str| file.metadata.get(k).map(String::as_str);
+    if meta(FORMAT_KEY) != Some(CHECKPOINT_FORMAT) || meta(STEP_KEY) != Some(&step.to_string()) {
+        return Err(Error::checkpoint(format!(
+            "{}: not a {CHECKPOINT_FORMAT} file of step {step}",
+            path.display()
+        )));
+    }
+    Ok(file)
+}
+
+/// Errors naming the first field where `found` (the checkpoint's configuration) and `want`
+/// (this run's) differ.
+fn check_config(found: &Value, want: &Value, dir: &RunDir) -> Result<()> {
+    if found == want {
+        return Ok(());
+    }
+    let differs = |key: &str, a: Option<&Value>, b: Option<&Value>| {
+        let show = |v: Option<&Value>| v.map_or("(absent)".to_string(), Value::to_string);
+        Error::checkpoint(format!(
+            "cannot resume from {}: it was written by a run with `{key}` = {}, and this run has \
+             `{key}` = {} (resume with the same configuration, or train into another folder)",
+            dir.root().display(),
+            show(a),
+            show(b)
+        ))
+    };
+    match (found.as_object(), want.as_object()) {
+        (Some(a), Some(b)) => {
+            let keys: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            let key = keys
+                .into_iter()
+                .find(|k| a.get(*k) != b.get(*k))
+                .expect("the objects differ");
+            Err(differs(key, a.get(key), b.get(key)))
+        }
+        _ => Err(differs("config", Some(found), Some(want))),
+    }
+}
+
+/// Restores the newest whole checkpoint of `dir` into `model` and `optimizers` (the same
+/// groups as saved) and returns what it found, or `None` when `dir` has no checkpoint (a fresh
+/// run). A checkpoint whose file does not match its manifest (torn, corrupt, missing) is
+/// skipped for the one before, and listed in [`Resumed::skipped`]. A checkpoint of another
+/// configuration, model or optimizer setup is an error naming the difference; then nothing
+/// has changed.
+pub fn resume<B, M>(
+    dir: &RunDir,
+    model: &M,
+    optimizers: &mut [(&str, &mut dyn Optimizer<B>)],
+    config: &Value,
+    backend: &B,
+) -> Result<Option<Resumed>>
+where
+    B: Backend,
+    M: Module<B> + ?Sized,
+{
+    let names: Vec<&str> = optimizers.iter().map(|(n, _)| *n).collect();
+    check_group_names(&names)?;
+    let steps = dir.steps()?;
+    if steps.is_empty() {
+        return Ok(None);
+    }
+    let mut skipped = Vec::new();
+    for &step in steps.iter().rev() {
+        let file = match read_verified(dir, step, backend) {
+            Ok(file) => file,
+            Err(e) => {
+                skipped.push(format!("step {step}: {e}"));
+                continue;
+            }
+        };
+        let found_config: Value = parse_meta(&file, CONFIG_KEY)?;
+        check_config(&found_config, config, dir)?;
+        let state: Value = parse_meta(&file, STATE_KEY)?;
+        restore(file, model, optimizers, &names)?;
+        return Ok(Some(Resumed {
+            step,
+            state,
+            path: dir.checkpoint_path(step),
+            skipped,
+        }));
+    }
+    Err(Error::checkpoint(format!(
+        "no checkpoint in {} can be restored: {}",
+        dir.checkpoints_dir().display(),
+        skipped.join("; ")
+    )))
+}
+
+fn parse_meta<B: Backend>(file: &Checkpoint<B>, key: &str) -> Result<Value> {
+    let text = file
+        .metadata
+        .get(key)
+        .ok_or_else(|| Error::checkpoint(format!("the checkpoint has no `{key}`")))?;
+    serde_json::from_str(text)
+        .map_err(|e| Error::checkpoint(format!("the checkpoint's `{key}` is not JSON: {e}")))
+}
+
+/// Checks everything in `file` against the model and optimizers, then restores it; on an
+/// error nothing has changed.
+fn restore<B, M>(
+    file: Checkpoint<B>,
+    model: &M,
+    optimizers: &mut [(&str, &mut dyn Optimizer<B>)],
+    names: &[&str],
+) -> Result<()>
+where
+    B: Backend,
+    M: Module<B> + ?Sized,
+{
+    let saved_groups = file.metadata.get(GROUPS_KEY).cloned().unwrap_or_default();
+    let saved: Vec<&str> = saved_groups.split(',').filter(|s| !s.is_empty()).collect();
+    if saved != names {
+        return Err(Error::checkpoint(format!(
+            "the checkpoint holds the optimizer groups {saved:?}, this run has {names:?}"
+        )));
+    }
+    let mut model_part = BTreeMap::new();
+    let mut optim_part: BTreeMap<&str, Vec<(String, Tensor<B>)>> = BTreeMap::new();
+    for (name, tensor) in &file.tensors {
+        if let Some(rest) = name.strip_prefix(MODEL_PREFIX) {
+            model_part.insert(rest.to_string(), tensor.clone());
+        } else if let Some((group, key)) = name
+            .strip_prefix(OPTIM_PREFIX)
+            .and_then(|rest| rest.split_once('.'))
+            .filter(|(group, _)| names.contains(group))
+        {
+            let group = names[names.iter().position(|n| n == &group).expect("found")];
+            optim_part
+                .entry(group)
+                .or_default()
+                .push((key.to_string(), tensor.clone()));
+        } else {
+            return Err(Error::checkpoint(format!(
+                "unexpected tensor `{name}` in the checkpoint"
+            )));
+        }
+    }
+    // The model: the same tensors, dims and dtypes.
+    let targets = model_vars(model);
+    let specs: Vec<TensorSpec> = targets
+        .iter()
+        .map(|(name, var)| TensorSpec::new(name.clone(), var.dims().to_vec(), var.dtype()))
+        .collect();
+    let found: BTreeMap<String, TensorSpec> = model_part
+        .iter()
+        .map(|(name, t)| (name.clone(), TensorSpec::of(name.clone(), t)))
+        .collect();
+    checkpoint::check_specs(&found, &specs, LoadMode::Strict)?;
+    // The random streams: the same names.
+    let streams = model_streams(model);
+    let mut positions = BTreeMap::new();
+    for (name, _) in &streams {
+        let text = file
+            .metadata
+            .get(&format!("{STREAM_PREFIX}{name}"))
+            .ok_or_else(|| {
+                Error::checkpoint(format!("the checkpoint has no random stream `{name}`"))
+            })?;
+        positions.insert(name.clone(), decode_stream(name, text)?);
+    }
+    let saved_streams = file
+        .metadata
+        .keys()
+        .filter(|k| k.starts_with(STREAM_PREFIX))
+        .count();
+    if saved_streams != streams.len() {
+        return Err(Error::checkpoint(format!(
+            "the checkpoint holds {saved_streams} random streams, the model has {}",
+            streams.len()
+        )));
+    }
+    // The optimizers, each rolled back if a later one refuses its state.
+    let before: Vec<Vec<(String, Tensor<B>)>> = optimizers.iter().map(|(_, o)| o.state()).collect();
+    for i in 0..optimizers.len() {
+        let (group, optimizer) = &mut optimizers[i];
+        let state = optim_part.remove(*group).unwrap_or_default();
+        if let Err(e) = optimizer.load_state(&state) {
+            for (j, old) in before.iter().enumerate().take(i) {
+                optimizers[j].1.load_state(old)?;
+            }
+            return Err(e);
+        }
+    }
+    for (name, var) in &targets {
+        var.set_value(model_part[name].clone())?;
+    }
+    model.visit_random_streams("", &mut |name, stream| {
+        if let Some(generator) = positions.get(name) {
+            stream.set(generator.clone());
+        }
+    });
+    Ok(())
+}
