@@ -6,6 +6,7 @@
 //! (see [`tessera_nn::precision`]); f16 adds a [`DynamicLossScaler`].
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::Instant;
 use tessera_autograd::{no_grad, Var};
@@ -15,6 +16,7 @@ use tessera_nn::data::{CharTokenizer, SplitMix64, TextCorpus, TokenWindows, FORT
 use tessera_nn::gpt::{generate, save_checkpoint, Gpt, GptConfig, SamplingConfig};
 use tessera_nn::optim::{AdamW, AdamWConfig, Optimizer};
 use tessera_nn::precision::{DynamicLossScaler, Precision, ScalerStep};
+use tessera_nn::run::{self, f64_from_json, f64_to_json, u64_from_json, RunDir};
 use tessera_nn::schedule::{CosineAnnealing, LinearWarmup, LrSchedule};
 use tessera_nn::Module;
 
@@ -104,8 +106,19 @@ pub struct GptTrainConfig {
     pub seed: u64,
     /// A text file or folder.
     pub data: PathBuf,
-    /// The checkpoint folder, written at every loss estimate and at the end (None: not saved).
+    /// The checkpoint folder, written at every loss estimate and at the end (None: not saved):
+    /// the model, its config and tokenizer for `generate`, and under `checkpoints/` the whole
+    /// run's state (see [`tessera_nn::run`]).
     pub save: Option<PathBuf>,
+    /// Also checkpoint the whole run every N steps (None: at the loss estimates only).
+    pub checkpoint_every: Option<usize>,
+    /// How many run checkpoints the folder keeps.
+    pub keep_last: usize,
+    /// Continue from the newest whole checkpoint in `save` (a fresh run when there is none).
+    pub resume: bool,
+    /// Exits the process (status [`crate::mnist_job::HALT_EXIT_CODE`]) right after this many
+    /// steps and any checkpoint of that step, as a kill would: how tests interrupt a run.
+    pub halt_after_step: Option<usize>,
     /// Show a progress bar.
     pub progress: bool,
     /// The parameter dtype.
@@ -125,10 +138,41 @@ impl GptTrainConfig {
             seed: 0,
             data: data.into(),
             save,
+            checkpoint_every: None,
+            keep_last: crate::mnist_job::DEFAULT_KEEP_LAST,
+            resume: false,
+            halt_after_step: None,
             progress: false,
             dtype: DType::F32,
             precision: Precision::F32,
         }
+    }
+
+    /// What a checkpoint of this run must agree with to be resumed: every option that changes
+    /// the training (not the progress display, the sample length or the checkpoint options).
+    pub fn run_config(&self) -> Value {
+        let a = &self.args;
+        json!({
+            "job": "train-gpt",
+            "steps": a.steps,
+            "block_size": a.block_size,
+            "n_layer": a.n_layer,
+            "n_head": a.n_head,
+            "n_embd": a.n_embd,
+            "dropout": a.dropout,
+            "warmup_steps": a.warmup_steps,
+            "min_lr": a.min_lr,
+            "weight_decay": a.weight_decay,
+            "grad_clip": a.grad_clip,
+            "eval_interval": a.eval_interval,
+            "eval_iters": a.eval_iters,
+            "batch_size": self.batch_size,
+            "lr": self.lr,
+            "seed": self.seed,
+            "data": self.data.display().to_string(),
+            "dtype": self.dtype.to_string(),
+            "precision": self.precision.name(),
+        })
     }
 
     /// The default corpus, Debian's fortunes.
@@ -167,6 +211,86 @@ pub struct GptTrainReport {
     pub sample: String,
     /// Optimisation steps the f16 loss scaler skipped (overflowing gradients); 0 otherwise.
     pub skipped_steps: usize,
+    /// The step of the checkpoint the run continued from (None: it started fresh).
+    pub resumed_from_step: Option<u64>,
+}
+
+impl EvalPoint {
+    fn to_json(&self) -> Value {
+        json!([
+            self.step,
+            f64_to_json(self.train_loss),
+            f64_to_json(self.val_loss)
+        ])
+    }
+
+    fn from_json(v: &Value) -> Result<Self> {
+        Ok(EvalPoint {
+            step: u64_from_json(&v[0], "evals[].step")? as usize,
+            train_loss: f64_from_json(&v[1], "evals[].train_loss")?,
+            val_loss: f64_from_json(&v[2], "evals[].val_loss")?,
+        })
+    }
+}
+
+/// Where a GPT run stands: what a checkpoint saves besides the model and optimizer state.
+#[derive(Clone, Debug, PartialEq)]
+struct GptProgress {
+    /// Optimisation steps done.
+    step: usize,
+    /// The states of the batch and evaluation samplers.
+    batch_rng: u64,
+    eval_rng: u64,
+    /// Steps skipped by the loss scaler, and its position (f16).
+    skipped_steps: usize,
+    scaler: Option<(f64, usize)>,
+    /// The loss estimates so far.
+    evals: Vec<EvalPoint>,
+    /// Seconds and tokens of the training steps so far.
+    train_seconds: f64,
+    trained_tokens: usize,
+}
+
+impl GptProgress {
+    fn to_json(&self) -> Value {
+        json!({
+            "step": self.step,
+            "batch_rng": self.batch_rng,
+            "eval_rng": self.eval_rng,
+            "skipped_steps": self.skipped_steps,
+            "scaler": self.scaler.map(|(scale, n)| json!([f64_to_json(scale), n])),
+            "evals": self.evals.iter().map(EvalPoint::to_json).collect::<Vec<_>>(),
+            "train_seconds": f64_to_json(self.train_seconds),
+            "trained_tokens": self.trained_tokens,
+        })
+    }
+
+    fn from_json(v: &Value) -> Result<Self> {
+        let count = |key: &str| u64_from_json(&v[key], key);
+        let scaler = match &v["scaler"] {
+            Value::Null => None,
+            s => Some((
+                f64_from_json(&s[0], "scaler.scale")?,
+                u64_from_json(&s[1], "scaler.finite_steps")? as usize,
+            )),
+        };
+        let evals = v["evals"]
+            .as_array()
+            .ok_or_else(|| Error::checkpoint("checkpoint state `evals` is not a list"))?
+            .iter()
+            .map(EvalPoint::from_json)
+            .collect::<Result<_>>()?;
+        Ok(GptProgress {
+            step: count("step")? as usize,
+            batch_rng: count("batch_rng")?,
+            eval_rng: count("eval_rng")?,
+            skipped_steps: count("skipped_steps")? as usize,
+            scaler,
+            evals,
+            train_seconds: f64_from_json(&v["train_seconds"], "train_seconds")?,
+            trained_tokens: count("trained_tokens")? as usize,
+        })
+    }
 }
 
 impl GptTrainReport {
@@ -290,7 +414,6 @@ pub fn run_gpt_training<B: Backend>(
         .precision
         .needs_loss_scaling()
         .then(DynamicLossScaler::new);
-    let mut skipped_steps = 0;
     let cosine = CosineAnnealing::new(
         config.lr,
         a.steps.saturating_sub(a.warmup_steps).max(1),
@@ -300,43 +423,80 @@ pub fn run_gpt_training<B: Backend>(
     let schedule = LinearWarmup::new(cosine, a.warmup_steps, 1.0 / (a.warmup_steps as f64 + 1.0))?;
     let mut batch_rng = SplitMix64::new(config.seed ^ 0x5eed_ba7c);
     let mut eval_rng = SplitMix64::new(config.seed ^ 0xe7a1);
-
-    let mut evals = Vec::new();
-    let mut estimate = |model: &Gpt<B>, step: usize| -> Result<EvalPoint> {
-        let point = EvalPoint {
+    let estimate = |model: &Gpt<B>, step: usize, rng: &mut SplitMix64| -> Result<EvalPoint> {
+        let batch = config.batch_size;
+        Ok(EvalPoint {
             step,
-            train_loss: estimate_loss(
-                model,
-                &train,
-                config.batch_size,
-                a.eval_iters,
-                &mut eval_rng,
-                backend,
-            )?,
-            val_loss: estimate_loss(
-                model,
-                &val,
-                config.batch_size,
-                a.eval_iters,
-                &mut eval_rng,
-                backend,
-            )?,
-        };
-        Ok(point)
+            train_loss: estimate_loss(model, &train, batch, a.eval_iters, rng, backend)?,
+            val_loss: estimate_loss(model, &val, batch, a.eval_iters, rng, backend)?,
+        })
     };
-    let first = estimate(&model, 0)?;
-    eprintln!(
-        "step {:>5}: train loss {:.4}, val loss {:.4}",
-        0, first.train_loss, first.val_loss
-    );
-    evals.push(first);
+
+    // The run folder: a fresh run, or (with `resume`) the newest whole checkpoint's state.
+    let run_config = config.run_config();
+    let run_dir = match &config.save {
+        Some(dir) => Some(RunDir::open(dir)?.keep_last(config.keep_last)),
+        None => None,
+    };
+    let mut progress = None;
+    if let Some(dir) = &run_dir {
+        if config.resume {
+            let groups: &mut [(&str, &mut dyn Optimizer<B>)] =
+                &mut [("decay", &mut decay), ("no_decay", &mut no_decay)];
+            if let Some(found) = run::resume(dir, &model, groups, &run_config, backend)? {
+                for skipped in &found.skipped {
+                    eprintln!("warning: skipped a damaged checkpoint ({skipped})");
+                }
+                eprintln!(
+                    "resuming from step {} ({})",
+                    found.step,
+                    found.path.display()
+                );
+                progress = Some((found.step, GptProgress::from_json(&found.state)?));
+            }
+        } else if !dir.steps()?.is_empty() {
+            return Err(Error::checkpoint(format!(
+                "{} already holds the checkpoints of a run: pass --resume to continue it, or \
+                 save into another folder",
+                dir.root().display()
+            )));
+        }
+    }
+    let resumed_from_step = progress.as_ref().map(|(step, _)| *step);
+    let mut progress = match progress {
+        Some((_, p)) => {
+            batch_rng = SplitMix64::new(p.batch_rng);
+            eval_rng = SplitMix64::new(p.eval_rng);
+            if let (Some(scaler), Some((scale, n))) = (scaler.as_mut(), p.scaler) {
+                scaler.set_position(scale, n)?;
+            }
+            p
+        }
+        None => {
+            let first = estimate(&model, 0, &mut eval_rng)?;
+            eprintln!(
+                "step {:>5}: train loss {:.4}, val loss {:.4}",
+                0, first.train_loss, first.val_loss
+            );
+            GptProgress {
+                step: 0,
+                batch_rng: 0,
+                eval_rng: 0,
+                skipped_steps: 0,
+                scaler: None,
+                evals: vec![first],
+                train_seconds: 0.0,
+                trained_tokens: 0,
+            }
+        }
+    };
 
     let bar = progress_bar(config);
+    bar.set_position(progress.step as u64);
     let tokens_per_step = config.batch_size * a.block_size;
-    let (mut train_seconds, mut trained_tokens) = (0.0, 0usize);
     let mut pending: Vec<Tensor<B>> = Vec::new();
     let (mut running, mut running_n) = (0.0, 0usize);
-    for step in 0..a.steps {
+    for step in progress.step..a.steps {
         let step_start = Instant::now();
         let lr = schedule.lr_at(step);
         decay.set_learning_rate(lr);
@@ -364,7 +524,7 @@ pub fn run_gpt_training<B: Backend>(
             decay.step()?;
             no_decay.step()?;
         } else {
-            skipped_steps += 1;
+            progress.skipped_steps += 1;
         }
         pending.push(loss.value());
         if (step + 1) % LOSS_READ_INTERVAL == 0 || step + 1 == a.steps {
@@ -374,9 +534,10 @@ pub fn run_gpt_training<B: Backend>(
             }
         }
         backend.synchronize()?;
-        train_seconds += step_start.elapsed().as_secs_f64();
-        trained_tokens += tokens_per_step;
-        let rate = trained_tokens as f64 / train_seconds;
+        progress.train_seconds += step_start.elapsed().as_secs_f64();
+        progress.trained_tokens += tokens_per_step;
+        progress.step = step + 1;
+        let rate = progress.trained_tokens as f64 / progress.train_seconds;
         if running_n > 0 {
             bar.set_message(format!(
                 "loss {:.4} | lr {lr:.2e} | {rate:.0} tok/s",
@@ -385,9 +546,10 @@ pub fn run_gpt_training<B: Backend>(
         }
         bar.inc(1);
         let done = step + 1;
-        if done % a.eval_interval == 0 || done == a.steps {
+        let estimate_now = done % a.eval_interval == 0 || done == a.steps;
+        if estimate_now {
             (running, running_n) = (0.0, 0);
-            let point = estimate(&model, done)?;
+            let point = estimate(&model, done, &mut eval_rng)?;
             bar.suspend(|| {
                 eprintln!(
                     "step {done:>5}: train loss {:.4}, val loss {:.4}, {rate:.0} tokens/s",
@@ -408,7 +570,25 @@ pub fn run_gpt_training<B: Backend>(
                 });
                 save_checkpoint(dir, &model, &tokenizer, info)?;
             }
-            evals.push(point);
+            progress.evals.push(point);
+        }
+        let checkpoint_now = estimate_now
+            || config
+                .checkpoint_every
+                .is_some_and(|every| every > 0 && done % every == 0);
+        if let Some(dir) = run_dir.as_ref().filter(|_| checkpoint_now) {
+            progress.batch_rng = batch_rng.state();
+            progress.eval_rng = eval_rng.state();
+            progress.scaler = scaler.as_ref().map(DynamicLossScaler::position);
+            let groups: &[(&str, &dyn Optimizer<B>)] =
+                &[("decay", &decay), ("no_decay", &no_decay)];
+            let state = progress.to_json();
+            bar.suspend(|| {
+                run::save_checkpoint(dir, done as u64, &model, groups, &run_config, &state)
+            })?;
+        }
+        if config.halt_after_step == Some(done) {
+            std::process::exit(crate::mnist_job::HALT_EXIT_CODE);
         }
     }
     bar.finish_and_clear();
@@ -428,13 +608,14 @@ pub fn run_gpt_training<B: Backend>(
         sample = tokenizer.decode(&report.tokens)?;
     }
     Ok(GptTrainReport {
-        evals,
-        tokens_per_s: trained_tokens as f64 / train_seconds.max(1e-9),
+        evals: progress.evals,
+        tokens_per_s: progress.trained_tokens as f64 / progress.train_seconds.max(1e-9),
         seconds: start.elapsed().as_secs_f64(),
         parameters: model.num_parameters(),
         vocab_size: tokenizer.vocab_size(),
         corpus_chars: ids.len(),
         sample,
-        skipped_steps,
+        skipped_steps: progress.skipped_steps,
+        resumed_from_step,
     })
 }

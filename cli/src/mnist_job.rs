@@ -1,8 +1,9 @@
 //! The training job behind `train --model mlp|cnn`: data, model, optimizer, epochs,
-//! evaluation, checkpoints and a summary.
+//! evaluation, whole-run checkpoints (resumable bit for bit, see [`tessera_nn::run`]) and a
+//! summary.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use std::collections::BTreeMap;
+use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -17,10 +18,9 @@ use tessera_nn::distributed::{
 use tessera_nn::models::ModelKind;
 use tessera_nn::optim::{Adam, AdamConfig, AdamW, AdamWConfig, Optimizer, Sgd, SgdConfig};
 use tessera_nn::precision::{DynamicLossScaler, Precision};
+use tessera_nn::run::{self, f64_from_json, f64_to_json, u64_from_json, RunDir};
 use tessera_nn::schedule::{CosineAnnealing, LrSchedule};
-use tessera_nn::training::{
-    evaluate, save_training_state, train_step, train_step_scaled, train_step_scaled_across,
-};
+use tessera_nn::training::{evaluate, train_step, train_step_scaled, train_step_scaled_across};
 use tessera_nn::{Forward, Module};
 
 /// Which optimizer the job uses.
@@ -63,8 +63,19 @@ pub struct TrainConfig {
     pub seed: u64,
     /// Folder with the (Fashion-)MNIST IDX files.
     pub data_dir: PathBuf,
-    /// Where to save the training state after every epoch, if anywhere.
+    /// The run folder, if any: `model.safetensors` (the newest model), `run.json` and
+    /// `checkpoints/` (the whole run's state after every epoch and every
+    /// `checkpoint_every` steps; see [`tessera_nn::run`]).
     pub save: Option<PathBuf>,
+    /// Also checkpoint every N optimisation steps (None: at the end of each epoch only).
+    pub checkpoint_every: Option<usize>,
+    /// How many checkpoints the run folder keeps.
+    pub keep_last: usize,
+    /// Continue from the newest whole checkpoint in `save` (a fresh run when there is none).
+    pub resume: bool,
+    /// Exits the process (status [`HALT_EXIT_CODE`]) right after this many optimisation steps
+    /// and any checkpoint of that step, as a kill would: how tests interrupt a run.
+    pub halt_after_step: Option<usize>,
     /// Use only the first N training samples (quick runs).
     pub train_limit: Option<usize>,
     /// Use only the first N test samples (quick runs).
@@ -74,6 +85,34 @@ pub struct TrainConfig {
     /// The dtype the linear layers compute in (parameters and optimizer state stay f32);
     /// f16 trains with a [`DynamicLossScaler`].
     pub precision: Precision,
+}
+
+/// The exit status of a run stopped by [`TrainConfig::halt_after_step`].
+pub const HALT_EXIT_CODE: i32 = 75;
+
+/// The defaults of the checkpoint options: no run folder, a checkpoint per epoch, 3 kept.
+pub const DEFAULT_KEEP_LAST: usize = 3;
+
+impl TrainConfig {
+    /// What a checkpoint of this run must agree with to be resumed: every option that changes
+    /// the result (not the progress display or the checkpoint options).
+    pub fn run_config(&self, world_size: usize) -> Value {
+        json!({
+            "job": "train",
+            "model": format!("{:?}", self.model).to_lowercase(),
+            "epochs": self.epochs,
+            "batch_size": self.batch_size,
+            "lr": self.lr,
+            "optimizer": format!("{:?}", self.optimizer).to_lowercase(),
+            "schedule": format!("{:?}", self.schedule).to_lowercase(),
+            "seed": self.seed,
+            "data_dir": self.data_dir.display().to_string(),
+            "train_limit": self.train_limit,
+            "test_limit": self.test_limit,
+            "precision": self.precision.name(),
+            "world_size": world_size,
+        })
+    }
 }
 
 /// Per-epoch figures.
@@ -98,6 +137,92 @@ pub struct TrainReport {
     pub seconds: f64,
     /// The number of ranks that trained together (1 without `--distributed`).
     pub world_size: usize,
+    /// The step of the checkpoint the run continued from (None: it started fresh).
+    pub resumed_from_step: Option<u64>,
+    /// The run folder, when the run saved one.
+    pub checkpoint: Option<PathBuf>,
+}
+
+impl EpochReport {
+    fn to_json(&self) -> Value {
+        json!({
+            "epoch": self.epoch,
+            "train_loss": f64_to_json(self.train_loss),
+            "samples_per_s": f64_to_json(self.samples_per_s),
+            "test_accuracy": f64_to_json(self.test_accuracy),
+        })
+    }
+
+    fn from_json(v: &Value) -> Result<Self> {
+        Ok(EpochReport {
+            epoch: u64_from_json(&v["epoch"], "epochs[].epoch")? as usize,
+            train_loss: f64_from_json(&v["train_loss"], "epochs[].train_loss")?,
+            samples_per_s: f64_from_json(&v["samples_per_s"], "epochs[].samples_per_s")?,
+            test_accuracy: f64_from_json(&v["test_accuracy"], "epochs[].test_accuracy")?,
+        })
+    }
+}
+
+/// Where a run stands: what a checkpoint saves besides the model and optimizer state.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Progress {
+    /// Optimisation steps done.
+    global_step: usize,
+    /// The epoch under way (0-based; `epochs` when done).
+    epoch: usize,
+    /// Batches of that epoch done.
+    batch_in_epoch: usize,
+    /// Sum of `loss * batch size` over those batches, and their samples.
+    loss_sum: f64,
+    samples: usize,
+    /// Seconds spent in that epoch's training steps so far.
+    train_seconds: f64,
+    /// The loss scaler's position (f16).
+    scaler: Option<(f64, usize)>,
+    /// The finished epochs.
+    epochs: Vec<EpochReport>,
+}
+
+impl Progress {
+    fn to_json(&self) -> Value {
+        json!({
+            "global_step": self.global_step,
+            "epoch": self.epoch,
+            "batch_in_epoch": self.batch_in_epoch,
+            "loss_sum": f64_to_json(self.loss_sum),
+            "samples": self.samples,
+            "train_seconds": f64_to_json(self.train_seconds),
+            "scaler": self.scaler.map(|(scale, n)| json!([f64_to_json(scale), n])),
+            "epochs": self.epochs.iter().map(EpochReport::to_json).collect::<Vec<_>>(),
+        })
+    }
+
+    fn from_json(v: &Value) -> Result<Self> {
+        let count = |key: &str| u64_from_json(&v[key], key).map(|n| n as usize);
+        let scaler = match &v["scaler"] {
+            Value::Null => None,
+            s => Some((
+                f64_from_json(&s[0], "scaler.scale")?,
+                u64_from_json(&s[1], "scaler.finite_steps")? as usize,
+            )),
+        };
+        let epochs = v["epochs"]
+            .as_array()
+            .ok_or_else(|| Error::checkpoint("checkpoint state `epochs` is not a list"))?
+            .iter()
+            .map(EpochReport::from_json)
+            .collect::<Result<_>>()?;
+        Ok(Progress {
+            global_step: count("global_step")?,
+            epoch: count("epoch")?,
+            batch_in_epoch: count("batch_in_epoch")?,
+            loss_sum: f64_from_json(&v["loss_sum"], "loss_sum")?,
+            samples: count("samples")?,
+            train_seconds: f64_from_json(&v["train_seconds"], "train_seconds")?,
+            scaler,
+            epochs,
+        })
+    }
 }
 
 impl TrainReport {
@@ -218,25 +343,81 @@ fn train_model<B: Backend, M: Forward<B>>(
     let steps_per_epoch = train_loader.batches_for(sampler.num_samples());
     let total_steps = config.epochs * steps_per_epoch;
     let schedule = CosineAnnealing::new(config.lr, total_steps.max(1), 0.0)?;
-    let mut global_step = 0;
-    let mut epochs = Vec::new();
-    for epoch in 0..config.epochs {
+
+    // The run folder: a fresh run, or (with `resume`) the newest whole checkpoint's state.
+    let run_config = config.run_config(world_size);
+    let run_dir = match &config.save {
+        Some(dir) => Some(RunDir::open(dir)?.keep_last(config.keep_last)),
+        None => None,
+    };
+    let mut progress = Progress::default();
+    let mut resumed_from_step = None;
+    if let Some(dir) = &run_dir {
+        if config.resume {
+            let groups: &mut [(&str, &mut dyn Optimizer<B>)] = &mut [("optimizer", &mut optimizer)];
+            if let Some(found) = run::resume(dir, &model, groups, &run_config, backend)? {
+                progress = Progress::from_json(&found.state)?;
+                if let (Some(scaler), Some((scale, n))) = (scaler.as_mut(), progress.scaler) {
+                    scaler.set_position(scale, n)?;
+                }
+                if rank == 0 {
+                    for skipped in &found.skipped {
+                        eprintln!("warning: skipped a damaged checkpoint ({skipped})");
+                    }
+                    eprintln!(
+                        "resuming from step {} ({})",
+                        found.step,
+                        found.path.display()
+                    );
+                }
+                resumed_from_step = Some(found.step);
+            }
+        } else if !dir.steps()?.is_empty() {
+            return Err(Error::checkpoint(format!(
+                "{} already holds the checkpoints of a run: pass --resume to continue it, or \
+                 save into another folder",
+                dir.root().display()
+            )));
+        }
+    }
+    // Saves the run's state (rank 0 writes; every rank holds the same).
+    let save = |progress: &Progress, optimizer: &dyn Optimizer<B>| -> Result<()> {
+        let Some(dir) = &run_dir else {
+            return Ok(());
+        };
+        save_on_rank0(&*comm, || {
+            let groups: &[(&str, &dyn Optimizer<B>)] = &[("optimizer", optimizer)];
+            let state = progress.to_json();
+            let step = progress.global_step as u64;
+            run::save_checkpoint(dir, step, &model, groups, &run_config, &state)?;
+            dir.save_model(&model)
+        })
+    };
+    let halt_if_asked = |global_step: usize| {
+        if config.halt_after_step == Some(global_step) {
+            std::process::exit(HALT_EXIT_CODE);
+        }
+    };
+
+    for epoch in progress.epoch..config.epochs {
         model.train();
         let bar = progress_bar(config, steps_per_epoch, epoch, rank == 0);
+        // A resumed epoch skips the batches it had done (the order is fixed by seed and epoch).
+        let done = progress.batch_in_epoch;
+        bar.set_position(done as u64);
+        let order = sampler.indices(epoch as u64);
+        let rest = order[(done * config.batch_size).min(order.len())..].to_vec();
         let epoch_start = Instant::now();
-        let (mut loss_sum, mut samples) = (0.0, 0usize);
         let mut pending = Vec::new();
-        for (step, batch) in train_loader
-            .batches_of(sampler.indices(epoch as u64))?
-            .enumerate()
-        {
+        for (i, batch) in train_loader.batches_of(rest)?.enumerate() {
+            let step = done + i;
             let batch = batch?;
             let n = batch.len();
             let (x, y) = batch.into_tensors(backend)?;
             if config.schedule == ScheduleKind::Cosine {
-                optimizer.set_learning_rate(schedule.lr_at(global_step));
+                optimizer.set_learning_rate(schedule.lr_at(progress.global_step));
             }
-            global_step += 1;
+            progress.global_step += 1;
             let loss = match scaler.as_mut() {
                 // The ranks agree on skipping a step (one flag all-reduced per step).
                 Some(scaler) if world_size > 1 => {
@@ -250,36 +431,52 @@ fn train_model<B: Backend, M: Forward<B>>(
                 None => train_step(&model, &mut optimizer, x, &y)?,
             };
             pending.push((loss, n));
-            samples += n;
-            if (step + 1) % LOSS_READ_INTERVAL == 0 {
+            progress.samples += n;
+            progress.batch_in_epoch = step + 1;
+            let checkpoint_now = config
+                .checkpoint_every
+                .is_some_and(|every| every > 0 && progress.global_step % every == 0)
+                && run_dir.is_some()
+                // The epoch's last step is saved after its evaluation.
+                && step + 1 < steps_per_epoch;
+            if (step + 1) % LOSS_READ_INTERVAL == 0 || checkpoint_now {
+                // The sum is the same whenever it is read: losses are added in step order.
                 for (l, k) in pending.drain(..) {
-                    loss_sum += l.to_scalar_f64()? * k as f64;
+                    progress.loss_sum += l.to_scalar_f64()? * k as f64;
                 }
-                let rate = samples as f64 / epoch_start.elapsed().as_secs_f64();
+                let seconds = progress.train_seconds + epoch_start.elapsed().as_secs_f64();
                 bar.set_message(format!(
                     "loss {:.4} | {:.0} samples/s",
-                    loss_sum / samples as f64,
-                    rate
+                    progress.loss_sum / progress.samples.max(1) as f64,
+                    progress.samples as f64 / seconds.max(1e-9)
                 ));
             }
+            if checkpoint_now {
+                backend.synchronize()?;
+                let mut snapshot = progress.clone();
+                snapshot.train_seconds += epoch_start.elapsed().as_secs_f64();
+                snapshot.scaler = scaler.as_ref().map(DynamicLossScaler::position);
+                bar.suspend(|| save(&snapshot, &optimizer))?;
+            }
             bar.inc(1);
+            halt_if_asked(progress.global_step);
         }
         for (l, k) in pending.drain(..) {
-            loss_sum += l.to_scalar_f64()? * k as f64;
+            progress.loss_sum += l.to_scalar_f64()? * k as f64;
         }
         backend.synchronize()?;
-        let train_seconds = epoch_start.elapsed().as_secs_f64();
+        let train_seconds = progress.train_seconds + epoch_start.elapsed().as_secs_f64();
         bar.finish_and_clear();
         let eval = evaluate(&model, &test_loader, backend)?;
         let (mut accuracy, mut train_loss, mut samples) = (
             eval.accuracy,
-            loss_sum / samples.max(1) as f64,
-            samples as f64,
+            progress.loss_sum / progress.samples.max(1) as f64,
+            progress.samples as f64,
         );
         if world_size > 1 {
             // Totals over the ranks; the ranks ran in lockstep, rank 0's clock times them all.
             let tested = eval.samples as f64;
-            let mut totals = [eval.accuracy * tested, loss_sum, samples, tested];
+            let mut totals = [eval.accuracy * tested, progress.loss_sum, samples, tested];
             sum_over_ranks(&*comm, &mut totals)?;
             accuracy = totals[0].round() / totals[3].max(1.0);
             train_loss = totals[1] / totals[2].max(1.0);
@@ -301,22 +498,22 @@ fn train_model<B: Backend, M: Forward<B>>(
                 100.0 * report.test_accuracy
             );
         }
-        epochs.push(report);
-        if let Some(path) = &config.save {
-            let mut meta = BTreeMap::new();
-            meta.insert("model".into(), format!("{:?}", config.model).to_lowercase());
-            meta.insert("epoch".into(), (epoch + 1).to_string());
-            meta.insert("world_size".into(), world_size.to_string());
-            // Every rank holds the same model and optimizer state: rank 0 writes it once.
-            save_on_rank0(&*comm, || {
-                save_training_state(path, &model, &optimizer, &meta)
-            })?;
-        }
+        progress.epochs.push(report);
+        progress = Progress {
+            global_step: progress.global_step,
+            epoch: epoch + 1,
+            scaler: scaler.as_ref().map(DynamicLossScaler::position),
+            epochs: std::mem::take(&mut progress.epochs),
+            ..Progress::default()
+        };
+        save(&progress, &optimizer)?;
     }
     Ok(TrainReport {
-        epochs,
+        epochs: progress.epochs,
         seconds: start.elapsed().as_secs_f64(),
         world_size,
+        resumed_from_step,
+        checkpoint: run_dir.map(|d| d.root().to_path_buf()),
     })
 }
 

@@ -135,8 +135,7 @@ fn a_resumed_run_ends_bit_for_bit_where_the_uninterrupted_one_ends() {
             fingerprint(&reference, &reference_opt),
             "stopped at {stop}"
         );
-        // The folder's newest model is the checkpoint's.
-        assert!(dir.model_path().exists() && dir.config_path().exists());
+        assert!(dir.run_config_path().exists());
     }
 }
 

@@ -96,10 +96,27 @@ struct Args {
     /// `--features cuda`).
     #[arg(long, default_value = "cpu", value_parser = registry::value_parser())]
     backend: BackendEntry,
-    /// Save the model and optimizer state here (safetensors) after every epoch; for the GPT,
-    /// the checkpoint folder written at every loss estimate [default: checkpoints/gpt].
+    /// The run folder: `model.safetensors` (the newest model), `run.json` (the configuration) and
+    /// `checkpoints/` (the whole run's state after every epoch and every --checkpoint-every
+    /// steps, resumable with --resume); for the GPT, the checkpoint folder written at every
+    /// loss estimate [default: checkpoints/gpt].
     #[arg(long)]
     save: Option<PathBuf>,
+    /// Also checkpoint the whole run every N optimisation steps (besides each epoch's end;
+    /// for the GPT, each loss estimate).
+    #[arg(long)]
+    checkpoint_every: Option<usize>,
+    /// How many run checkpoints the --save folder keeps.
+    #[arg(long, default_value_t = tessera_cli::mnist_job::DEFAULT_KEEP_LAST)]
+    keep_last: usize,
+    /// Continue the run in the --save folder from its newest whole checkpoint (bit for bit
+    /// what the uninterrupted run gives; a fresh run when the folder has none).
+    #[arg(long)]
+    resume: bool,
+    /// Testing: exit with status 75 right after this many optimisation steps (and any
+    /// checkpoint of that step), as a killed run would.
+    #[arg(long, hide = true)]
+    halt_after_step: Option<usize>,
     /// Train on the first N samples only (quick runs).
     #[arg(long)]
     train_limit: Option<usize>,
@@ -158,6 +175,12 @@ fn main() -> ExitCode {
     // Keep freed tensor memory for reuse: a training program's choice (see tessera_cpu::tune_allocator).
     tessera_cpu::tune_allocator();
     let args = Args::parse();
+    if (args.resume || args.checkpoint_every.is_some()) && args.save.is_none() {
+        if !matches!(args.model, ModelArg::Gpt) {
+            eprintln!("error: --resume and --checkpoint-every need a run folder: --save DIR");
+            return ExitCode::FAILURE;
+        }
+    }
     let model = match args.model {
         ModelArg::Mlp => ModelKind::Mlp,
         ModelArg::Cnn => ModelKind::Cnn,
@@ -186,6 +209,10 @@ fn main() -> ExitCode {
             .clone()
             .unwrap_or_else(|| FASHION_MNIST_DIR.into()),
         save: args.save.clone(),
+        checkpoint_every: args.checkpoint_every,
+        keep_last: args.keep_last,
+        resume: args.resume,
+        halt_after_step: args.halt_after_step,
         train_limit: args.train_limit,
         test_limit: args.test_limit,
         progress: std::io::stderr().is_terminal(),
@@ -236,6 +263,8 @@ fn main() -> ExitCode {
                 "test_accuracy": report.final_accuracy(),
                 "samples_per_s": report.samples_per_s(),
                 "seconds": report.seconds,
+                "resumed_from_step": report.resumed_from_step,
+                "checkpoint": report.checkpoint.as_ref().map(|p| p.display().to_string()),
             });
             println!("{summary}");
             ExitCode::SUCCESS
@@ -273,6 +302,10 @@ fn gpt_main(args: &Args) -> ExitCode {
                 .clone()
                 .unwrap_or_else(|| gpt_job::DEFAULT_CHECKPOINT_DIR.into()),
         ),
+        checkpoint_every: args.checkpoint_every,
+        keep_last: args.keep_last,
+        resume: args.resume,
+        halt_after_step: args.halt_after_step,
         progress: std::io::stderr().is_terminal(),
         dtype: tessera_core::DType::F32,
         precision: args.precision,
@@ -303,6 +336,7 @@ fn gpt_main(args: &Args) -> ExitCode {
                 "samples_per_s": report.tokens_per_s / config.args.block_size as f64,
                 "seconds": report.seconds,
                 "checkpoint": config.save.as_ref().map(|p| p.display().to_string()),
+                "resumed_from_step": report.resumed_from_step,
             });
             println!("{summary}");
             ExitCode::SUCCESS

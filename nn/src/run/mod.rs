@@ -1,11 +1,12 @@
 //! Durable training runs: whole-run checkpoints that a killed run resumes from, bit for bit.
 //!
-//! A run folder ([`RunDir`]) holds the newest model (`model.safetensors`), the run's
-//! configuration (`config.json`) and, under `checkpoints/`, one checkpoint per saved step:
+//! A run folder ([`RunDir`]) holds the newest model (`model.safetensors`,
+//! [`RunDir::save_model`]), the run's configuration (`run.json`) and, under `checkpoints/`, one
+//! checkpoint per saved step (a job may add its own files, e.g. a tokenizer):
 //!
 //! ```text
 //! DIR/model.safetensors
-//! DIR/config.json
+//! DIR/run.json
 //! DIR/checkpoints/step-000000000120.safetensors   model, optimizer state, random streams, counters
 //! DIR/checkpoints/step-000000000120.json          manifest: step, size and CRC-32 of the file
 //! DIR/checkpoints/latest                          "step-000000000120", written last

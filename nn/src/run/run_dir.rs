@@ -1,10 +1,12 @@
 //! [`RunDir`]: the folder of a training run and the checkpoints inside it.
 
 use super::manifest::Manifest;
-use crate::checkpoint::{remove_stale_temporaries_in, write_atomically};
+use crate::checkpoint::{self, remove_stale_temporaries_in, write_atomically};
+use crate::module::Module;
 use crate::{Error, Result};
 use std::fs;
 use std::path::{Path, PathBuf};
+use tessera_core::Backend;
 
 /// The folder of a run (see the [module docs](super) for its layout). Opening it creates the
 /// folders and removes temporary files a killed save left behind.
@@ -51,9 +53,19 @@ impl RunDir {
         self.root.join("model.safetensors")
     }
 
-    /// `DIR/config.json`: the run's configuration.
-    pub fn config_path(&self) -> PathBuf {
-        self.root.join("config.json")
+    /// `DIR/run.json`: the run's configuration (what a resume must agree with).
+    pub fn run_config_path(&self) -> PathBuf {
+        self.root.join("run.json")
+    }
+
+    /// Writes `model`'s parameters and buffers to [`RunDir::model_path`] (atomically), where
+    /// [`crate::Module::load`] and PyTorch's `safetensors` read them.
+    pub fn save_model<B: Backend, M: Module<B> + ?Sized>(&self, model: &M) -> Result<()> {
+        checkpoint::save(
+            self.model_path(),
+            &model.state_dict(),
+            &std::collections::BTreeMap::new(),
+        )
     }
 
     /// `DIR/checkpoints`.

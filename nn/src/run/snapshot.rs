@@ -106,8 +106,9 @@ fn check_group_names(names: &[&str]) -> Result<()> {
 /// Writes the state of a run at `step` into `dir` ([`RunDir::commit`]): the model's
 /// parameters, buffers and random streams, the state of each optimizer (named groups, e.g.
 /// `[("decay", &a), ("no_decay", &b)]`), the run's `config` and the job's host `state` (its
-/// counters, data position, host generators, loss scaler...). Also writes `model.safetensors`
-/// and `config.json` in the run folder. Returns the checkpoint's path.
+/// counters, data position, host generators, loss scaler...). Also writes the configuration to
+/// `run.json` in the run folder (the newest model, `model.safetensors`, is the job's to write:
+/// [`RunDir::save_model`]). Returns the checkpoint's path.
 ///
 /// Every tensor is read back from the device: call it between steps, not inside one.
 pub fn save_checkpoint<B, M>(
@@ -146,12 +147,10 @@ where
         meta.insert(format!("{STREAM_PREFIX}{name}"), encode_stream(&stream));
     }
     let bytes = checkpoint::serialize(tensors.iter().map(|(n, t)| (n.as_str(), t)), &meta)?;
-    let path = dir.commit(step, &bytes)?;
-    checkpoint::save(dir.model_path(), &model.state_dict(), &BTreeMap::new())?;
     let config_text = serde_json::to_vec_pretty(config)
         .map_err(|e| Error::checkpoint(format!("cannot write the configuration: {e}")))?;
-    checkpoint::write_atomically(&dir.config_path(), &config_text)?;
-    Ok(path)
+    checkpoint::write_atomically(&dir.run_config_path(), &config_text)?;
+    dir.commit(step, &bytes)
 }
 
 /// Reads the checkpoint of `step` and checks it against its manifest.

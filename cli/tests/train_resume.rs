@@ -1,0 +1,291 @@
+//! `train --save DIR --resume`: a run interrupted after any step (the hidden
+//! `--halt-after-step`, which exits as a kill would) and resumed, once or several times, ends
+//! with bit-identical parameters, optimizer state, per-epoch figures and test accuracy to the
+//! same run uninterrupted: on the CPU in f32, bf16 and f16 (with the loss scaler), for the MLP
+//! and the CNN, and on OpenCL when a device is present. Mismatched resumes are refused.
+//! Skips, printing why, without Fashion-MNIST.
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use tessera_nn::checkpoint;
+use tessera_nn::data::FASHION_MNIST_DIR;
+use tessera_nn::run::RunDir;
+
+const TRAIN: &str = env!("CARGO_BIN_EXE_train");
+const HALTED: i32 = tessera_cli::mnist_job::HALT_EXIT_CODE;
+
+fn data_available() -> bool {
+    let ok = Path::new(FASHION_MNIST_DIR)
+        .join("train-images-idx3-ubyte.gz")
+        .exists();
+    if !ok {
+        println!("skipped: {FASHION_MNIST_DIR} not found (apt-get install dataset-fashion-mnist)");
+    }
+    ok
+}
+
+/// 2 epochs of 10 steps (640 samples in batches of 64), checkpoints every 3 steps.
+fn train(dir: &Path, extra: &[&str]) -> std::process::Output {
+    Command::new(TRAIN)
+        .args([
+            "--epochs",
+            "2",
+            "--batch-size",
+            "64",
+            "--train-limit",
+            "640",
+        ])
+        .args([
+            "--test-limit",
+            "200",
+            "--seed",
+            "3",
+            "--checkpoint-every",
+            "3",
+        ])
+        .arg("--save")
+        .arg(dir)
+        .args(extra)
+        .env("RAYON_NUM_THREADS", "2")
+        .output()
+        .expect("train starts")
+}
+
+fn summary(out: &std::process::Output) -> Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .last()
+        .unwrap_or_else(|| panic!("no JSON line:\n{stdout}\n{stderr}"))
+}
+
+/// The bits of every tensor of the run's final checkpoint (model and optimizer), and its host
+/// state without the timings (f64s are stored by their bits: equal JSON is equal bits).
+fn final_state(dir: &Path) -> BTreeMap<String, Vec<u64>> {
+    let run = RunDir::open(dir).unwrap();
+    let last = *run.steps().unwrap().last().expect("a checkpoint");
+    let file = checkpoint::load(run.checkpoint_path(last), &tessera_cpu::Cpu::new()).unwrap();
+    let mut out: BTreeMap<String, Vec<u64>> = file
+        .tensors
+        .iter()
+        .map(|(name, t)| {
+            let bits = t
+                .to_vec_f64()
+                .unwrap()
+                .iter()
+                .map(|x| x.to_bits())
+                .collect();
+            (name.clone(), bits)
+        })
+        .collect();
+    let mut state: Value = serde_json::from_str(&file.metadata["run.state"]).unwrap();
+    let state = state.as_object_mut().unwrap();
+    state.remove("train_seconds");
+    for epoch in state
+        .get_mut("epochs")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        epoch.as_object_mut().unwrap().remove("samples_per_s");
+    }
+    for (key, value) in state.iter() {
+        // One entry per field, its JSON text as bytes.
+        let text = value.to_string().into_bytes();
+        out.insert(
+            format!("state.{key}"),
+            text.into_iter().map(u64::from).collect(),
+        );
+    }
+    out.insert("step".into(), vec![last]);
+    out
+}
+
+/// Runs `args` uninterrupted, then interrupted after each step of `halts` in turn (resuming
+/// each time), and compares the two ends bit for bit.
+fn check_resume_is_exact(args: &[&str], halts: &[usize]) {
+    let tmp = tempfile::tempdir().unwrap();
+    let (whole, pieces) = (tmp.path().join("whole"), tmp.path().join("pieces"));
+    let reference = summary(&train(&whole, args));
+    assert_eq!(reference["resumed_from_step"], Value::Null);
+    assert_eq!(reference["checkpoint"], whole.display().to_string());
+
+    let mut resumed_from = None;
+    for (i, halt) in halts.iter().enumerate() {
+        let mut a = args.to_vec();
+        let halt = halt.to_string();
+        a.extend(["--halt-after-step", &halt]);
+        if i > 0 {
+            a.push("--resume");
+        }
+        let out = train(&pieces, &a);
+        assert_eq!(
+            out.status.code(),
+            Some(HALTED),
+            "{args:?} halted at {halt}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        resumed_from = RunDir::open(&pieces)
+            .unwrap()
+            .steps()
+            .unwrap()
+            .last()
+            .copied();
+    }
+    let mut a = args.to_vec();
+    a.push("--resume");
+    let resumed = summary(&train(&pieces, &a));
+    assert_eq!(
+        resumed["resumed_from_step"],
+        resumed_from.map_or(Value::Null, Value::from)
+    );
+    // The summaries agree on everything but the timings and the folder.
+    let figures = |v: &Value| {
+        let mut v = v.as_object().unwrap().clone();
+        for timing in ["seconds", "samples_per_s", "tokens_per_s"] {
+            v.remove(timing);
+        }
+        for other in ["resumed_from_step", "checkpoint"] {
+            v.remove(other);
+        }
+        v
+    };
+    assert_eq!(
+        figures(&resumed),
+        figures(&reference),
+        "{args:?} halts {halts:?}"
+    );
+    let (want, got) = (final_state(&whole), final_state(&pieces));
+    assert_eq!(
+        want.keys().collect::<Vec<_>>(),
+        got.keys().collect::<Vec<_>>()
+    );
+    for (name, bits) in &want {
+        assert!(
+            &got[name] == bits,
+            "{args:?} halts {halts:?}: `{name}` differs after resuming"
+        );
+    }
+    // The folder's newest model is the final one.
+    assert_eq!(
+        std::fs::read(whole.join("model.safetensors")).unwrap(),
+        std::fs::read(pieces.join("model.safetensors")).unwrap()
+    );
+}
+
+#[test]
+fn an_interrupted_mlp_run_resumes_bit_for_bit_in_every_precision() {
+    if !data_available() {
+        return;
+    }
+    // After a checkpoint (3), between two (5: back to 3), at an epoch's last step before its
+    // evaluation (10: back to 9), and twice in one run (4, then 16).
+    for precision in ["f32", "bf16", "f16"] {
+        let args = ["--model", "mlp", "--precision", precision];
+        for halts in [&[3][..], &[5], &[10], &[4, 16]] {
+            check_resume_is_exact(&args, halts);
+        }
+    }
+}
+
+#[test]
+fn an_interrupted_cnn_run_resumes_bit_for_bit() {
+    if !data_available() {
+        return;
+    }
+    check_resume_is_exact(&["--model", "cnn", "--optimizer", "sgd"], &[7]);
+}
+
+#[test]
+fn an_interrupted_gpt_run_resumes_bit_for_bit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = tmp.path().join("corpus.txt");
+    let text = "To be or not to be, that is the question.\n%\nWhether 'tis nobler.\n%\n";
+    std::fs::write(&corpus, text.repeat(40)).unwrap();
+    let corpus = corpus.to_str().unwrap();
+    // 12 steps, estimates every 4, checkpoints every 3 as well; dropout draws masks.
+    for precision in ["f32", "f16"] {
+        let args = [
+            "--model",
+            "gpt",
+            "--data",
+            corpus,
+            "--steps",
+            "12",
+            "--block-size",
+            "8",
+            "--n-layer",
+            "1",
+            "--n-head",
+            "2",
+            "--n-embd",
+            "16",
+            "--eval-interval",
+            "4",
+            "--eval-iters",
+            "1",
+            "--sample-chars",
+            "0",
+            "--dropout",
+            "0.1",
+            "--precision",
+            precision,
+        ];
+        for halts in [&[5][..], &[7, 10]] {
+            check_resume_is_exact(&args, halts);
+        }
+    }
+}
+
+#[test]
+fn an_interrupted_run_on_opencl_resumes_bit_for_bit() {
+    if !data_available() {
+        return;
+    }
+    if let Err(e) = tessera_opencl::OpenCl::new() {
+        println!("skipped: no OpenCL device ({e})");
+        return;
+    }
+    check_resume_is_exact(&["--model", "mlp", "--backend", "opencl"], &[5]);
+}
+
+#[test]
+fn resuming_another_configuration_or_overwriting_a_run_is_refused() {
+    if !data_available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let out = train(&dir, &["--halt-after-step", "4"]);
+    assert_eq!(out.status.code(), Some(HALTED));
+
+    let out = train(&dir, &["--resume", "--lr", "0.002"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("`lr`") && stderr.contains("0.002"),
+        "{stderr}"
+    );
+
+    let out = train(&dir, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("--resume"), "{stderr}");
+
+    // A damaged newest checkpoint: the run says so and resumes from the one before.
+    let run = RunDir::open(&dir).unwrap();
+    assert_eq!(run.steps().unwrap(), vec![3]);
+    let out = train(&dir, &["--halt-after-step", "7", "--resume"]);
+    assert_eq!(out.status.code(), Some(HALTED));
+    assert_eq!(run.steps().unwrap(), vec![3, 6]);
+    std::fs::write(run.checkpoint_path(6), b"torn").unwrap();
+    let done = train(&dir, &["--resume"]);
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert_eq!(summary(&done)["resumed_from_step"], 3, "{stderr}");
+    assert!(stderr.contains("skipped a damaged checkpoint"), "{stderr}");
+}
