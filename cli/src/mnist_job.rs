@@ -172,9 +172,12 @@ struct Progress {
     epoch: usize,
     /// Batches of that epoch done.
     batch_in_epoch: usize,
-    /// Sum of `loss * batch size` over those batches, and their samples.
+    /// Sum of `loss * batch size` over this rank's batches of that epoch, and their samples.
     loss_sum: f64,
     samples: usize,
+    /// Every rank's `(loss_sum, samples)` when the checkpoint was taken (the ranks' sums
+    /// differ: each restores its own); empty on one rank.
+    ranks: Vec<(f64, usize)>,
     /// Seconds spent in that epoch's training steps so far.
     train_seconds: f64,
     /// The loss scaler's position (f16).
@@ -191,6 +194,7 @@ impl Progress {
             "batch_in_epoch": self.batch_in_epoch,
             "loss_sum": f64_to_json(self.loss_sum),
             "samples": self.samples,
+            "ranks": self.ranks.iter().map(|(l, n)| json!([f64_to_json(*l), n])).collect::<Vec<_>>(),
             "train_seconds": f64_to_json(self.train_seconds),
             "scaler": self.scaler.map(|(scale, n)| json!([f64_to_json(scale), n])),
             "epochs": self.epochs.iter().map(EpochReport::to_json).collect::<Vec<_>>(),
@@ -212,7 +216,19 @@ impl Progress {
             .iter()
             .map(EpochReport::from_json)
             .collect::<Result<_>>()?;
+        let ranks = v["ranks"]
+            .as_array()
+            .ok_or_else(|| Error::checkpoint("checkpoint state `ranks` is not a list"))?
+            .iter()
+            .map(|r| {
+                Ok((
+                    f64_from_json(&r[0], "ranks[].loss_sum")?,
+                    u64_from_json(&r[1], "ranks[].samples")? as usize,
+                ))
+            })
+            .collect::<Result<_>>()?;
         Ok(Progress {
+            ranks,
             global_step: count("global_step")?,
             epoch: count("epoch")?,
             batch_in_epoch: count("batch_in_epoch")?,
@@ -357,6 +373,9 @@ fn train_model<B: Backend, M: Forward<B>>(
             let groups: &mut [(&str, &mut dyn Optimizer<B>)] = &mut [("optimizer", &mut optimizer)];
             if let Some(found) = run::resume(dir, &model, groups, &run_config, backend)? {
                 progress = Progress::from_json(&found.state)?;
+                if let Some(&(loss_sum, samples)) = progress.ranks.get(rank) {
+                    (progress.loss_sum, progress.samples) = (loss_sum, samples);
+                }
                 if let (Some(scaler), Some((scale, n))) = (scaler.as_mut(), progress.scaler) {
                     scaler.set_position(scale, n)?;
                 }
@@ -454,6 +473,14 @@ fn train_model<B: Backend, M: Forward<B>>(
             if checkpoint_now {
                 backend.synchronize()?;
                 let mut snapshot = progress.clone();
+                if world_size > 1 {
+                    // Each rank's partial sums, exactly (a rank adds its values to zeros).
+                    let mut parts = vec![0.0; 2 * world_size];
+                    parts[2 * rank] = progress.loss_sum;
+                    parts[2 * rank + 1] = progress.samples as f64;
+                    sum_over_ranks(&*comm, &mut parts)?;
+                    snapshot.ranks = parts.chunks(2).map(|p| (p[0], p[1] as usize)).collect();
+                }
                 snapshot.train_seconds += epoch_start.elapsed().as_secs_f64();
                 snapshot.scaler = scaler.as_ref().map(DynamicLossScaler::position);
                 bar.suspend(|| save(&snapshot, &optimizer))?;

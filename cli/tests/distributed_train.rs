@@ -1,60 +1,15 @@
 //! `mpirun -np 2 train --distributed`: the command trains data-parallel, rank 0 alone prints the
-//! summary (with `world_size` and the total throughput) and writes the checkpoint. The `train`
+//! summary (with `world_size` and the total throughput) and writes the checkpoint; a 2-rank
+//! run interrupted and relaunched with `--resume` ends bit for bit where it ends uninterrupted. The `train`
 //! of `cargo test` has no MPI, so this builds one with `--features mpi` (a nested cargo sharing
 //! this target folder). Skipped, printing why, without Open MPI's `mpirun` (unless
 //! `TESSERA_REQUIRE_MPI` is set, as in CI) or the data set.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use tessera_nn::data::FASHION_MNIST_DIR;
+mod common;
 
-fn skip_reason() -> Option<String> {
-    let data = Path::new(FASHION_MNIST_DIR).join("train-images-idx3-ubyte.gz");
-    if !data.exists() {
-        return Some(format!(
-            "{FASHION_MNIST_DIR} not found (apt-get install dataset-fashion-mnist)"
-        ));
-    }
-    match Command::new("mpirun").arg("--version").output() {
-        Ok(out) if String::from_utf8_lossy(&out.stdout).contains("Open MPI") => None,
-        _ if std::env::var_os("TESSERA_REQUIRE_MPI").is_some() => {
-            panic!("TESSERA_REQUIRE_MPI is set but Open MPI's mpirun is not found")
-        }
-        _ => {
-            Some("Open MPI's mpirun not found (apt-get install openmpi-bin libopenmpi-dev)".into())
-        }
-    }
-}
-
-/// Builds `train` with MPI and returns its path.
-fn train_with_mpi() -> PathBuf {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.args([
-        "build",
-        "-p",
-        "tessera-cli",
-        "--features",
-        "mpi",
-        "--bin",
-        "train",
-    ])
-    .args(["--message-format", "json"]);
-    let exe = std::env::current_exe().expect("test binary path");
-    if exe.components().any(|c| c.as_os_str() == "release") {
-        cmd.arg("--release");
-    } else {
-        cmd.args(["--profile", "test"]);
-    }
-    let out = cmd.stderr(Stdio::inherit()).output().expect("cargo starts");
-    assert!(out.status.success(), "building train --features mpi failed");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter(|msg| msg["target"]["name"] == "train")
-        .find_map(|msg| msg["executable"].as_str().map(PathBuf::from))
-        .expect("cargo reports train's executable")
-}
+use common::{assert_same_state, final_state, mpi_train, skip_reason, summary, train_with_mpi};
+use std::process::Command;
+use tessera_nn::run::RunDir;
 
 #[test]
 fn two_ranks_train_and_rank_zero_alone_reports_and_saves() {
@@ -64,7 +19,7 @@ fn two_ranks_train_and_rank_zero_alone_reports_and_saves() {
     }
     let train = train_with_mpi();
     let dir = tempfile::tempdir().unwrap();
-    let checkpoint = dir.path().join("state.safetensors");
+    let checkpoint = dir.path().join("run");
     let out = Command::new("mpirun")
         .args(["--oversubscribe", "--allow-run-as-root", "-np", "2"])
         .arg(&train)
@@ -97,7 +52,10 @@ fn two_ranks_train_and_rank_zero_alone_reports_and_saves() {
     let accuracy = summary["test_accuracy"].as_f64().unwrap();
     assert!(accuracy > 0.3, "{summary}");
     assert_eq!(stderr.matches("epoch 1/1").count(), 1, "{stderr}");
-    assert!(checkpoint.exists(), "rank 0 saved no checkpoint");
+    assert!(
+        checkpoint.join("model.safetensors").exists(),
+        "rank 0 saved no model"
+    );
 }
 
 #[test]
@@ -147,4 +105,28 @@ fn distributed_without_mpi_says_how_to_build_it() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--features mpi"), "{stderr}");
+}
+
+#[test]
+fn an_interrupted_two_rank_run_resumes_bit_for_bit() {
+    if let Some(reason) = skip_reason() {
+        println!("skipped: {reason}");
+        return;
+    }
+    let train = train_with_mpi();
+    let tmp = tempfile::tempdir().unwrap();
+    let (whole, pieces) = (tmp.path().join("whole"), tmp.path().join("pieces"));
+    let out = mpi_train(&train, &whole, &[]).output().unwrap();
+    let reference = summary(&out);
+    assert_eq!(reference["world_size"], 2);
+    // Each rank halts after step 5 (after the checkpoint of step 3), as a killed job would.
+    let out = mpi_train(&train, &pieces, &["--halt-after-step", "5"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert_eq!(RunDir::open(&pieces).unwrap().steps().unwrap(), vec![3]);
+    let resumed = summary(&mpi_train(&train, &pieces, &["--resume"]).output().unwrap());
+    assert_eq!(resumed["resumed_from_step"], 3);
+    assert_eq!(resumed["test_accuracy"], reference["test_accuracy"]);
+    assert_same_state(&final_state(&whole), &final_state(&pieces), "2 ranks");
 }

@@ -5,106 +5,11 @@
 //! and the CNN, and on OpenCL when a device is present. Mismatched resumes are refused.
 //! Skips, printing why, without Fashion-MNIST.
 
+mod common;
+
+use common::{assert_same_state, data_available, final_state, summary, train, HALTED};
 use serde_json::Value;
-use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::Command;
-use tessera_nn::checkpoint;
-use tessera_nn::data::FASHION_MNIST_DIR;
 use tessera_nn::run::RunDir;
-
-const TRAIN: &str = env!("CARGO_BIN_EXE_train");
-const HALTED: i32 = tessera_cli::mnist_job::HALT_EXIT_CODE;
-
-fn data_available() -> bool {
-    let ok = Path::new(FASHION_MNIST_DIR)
-        .join("train-images-idx3-ubyte.gz")
-        .exists();
-    if !ok {
-        println!("skipped: {FASHION_MNIST_DIR} not found (apt-get install dataset-fashion-mnist)");
-    }
-    ok
-}
-
-/// 2 epochs of 10 steps (640 samples in batches of 64), checkpoints every 3 steps.
-fn train(dir: &Path, extra: &[&str]) -> std::process::Output {
-    Command::new(TRAIN)
-        .args([
-            "--epochs",
-            "2",
-            "--batch-size",
-            "64",
-            "--train-limit",
-            "640",
-        ])
-        .args([
-            "--test-limit",
-            "200",
-            "--seed",
-            "3",
-            "--checkpoint-every",
-            "3",
-        ])
-        .arg("--save")
-        .arg(dir)
-        .args(extra)
-        .env("RAYON_NUM_THREADS", "2")
-        .output()
-        .expect("train starts")
-}
-
-fn summary(out: &std::process::Output) -> Value {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .last()
-        .unwrap_or_else(|| panic!("no JSON line:\n{stdout}\n{stderr}"))
-}
-
-/// The bits of every tensor of the run's final checkpoint (model and optimizer), and its host
-/// state without the timings (f64s are stored by their bits: equal JSON is equal bits).
-fn final_state(dir: &Path) -> BTreeMap<String, Vec<u64>> {
-    let run = RunDir::open(dir).unwrap();
-    let last = *run.steps().unwrap().last().expect("a checkpoint");
-    let file = checkpoint::load(run.checkpoint_path(last), &tessera_cpu::Cpu::new()).unwrap();
-    let mut out: BTreeMap<String, Vec<u64>> = file
-        .tensors
-        .iter()
-        .map(|(name, t)| {
-            let bits = t
-                .to_vec_f64()
-                .unwrap()
-                .iter()
-                .map(|x| x.to_bits())
-                .collect();
-            (name.clone(), bits)
-        })
-        .collect();
-    let mut state: Value = serde_json::from_str(&file.metadata["run.state"]).unwrap();
-    let state = state.as_object_mut().unwrap();
-    state.remove("train_seconds");
-    for epoch in state
-        .get_mut("epochs")
-        .and_then(Value::as_array_mut)
-        .into_iter()
-        .flatten()
-    {
-        epoch.as_object_mut().unwrap().remove("samples_per_s");
-    }
-    for (key, value) in state.iter() {
-        // One entry per field, its JSON text as bytes.
-        let text = value.to_string().into_bytes();
-        out.insert(
-            format!("state.{key}"),
-            text.into_iter().map(u64::from).collect(),
-        );
-    }
-    out.insert("step".into(), vec![last]);
-    out
-}
 
 /// Runs `args` uninterrupted, then interrupted after each step of `halts` in turn (resuming
 /// each time), and compares the two ends bit for bit.
@@ -160,17 +65,8 @@ fn check_resume_is_exact(args: &[&str], halts: &[usize]) {
         figures(&reference),
         "{args:?} halts {halts:?}"
     );
-    let (want, got) = (final_state(&whole), final_state(&pieces));
-    assert_eq!(
-        want.keys().collect::<Vec<_>>(),
-        got.keys().collect::<Vec<_>>()
-    );
-    for (name, bits) in &want {
-        assert!(
-            &got[name] == bits,
-            "{args:?} halts {halts:?}: `{name}` differs after resuming"
-        );
-    }
+    let context = format!("{args:?} halts {halts:?}");
+    assert_same_state(&final_state(&whole), &final_state(&pieces), &context);
     // The folder's newest model is the final one.
     assert_eq!(
         std::fs::read(whole.join("model.safetensors")).unwrap(),

@@ -9,6 +9,8 @@
 //!   [`conformance_long`].
 //! - `cargo xtask gpu-check`: builds the CUDA checks for a GPU machine, see [`gpu_check`].
 //! - `cargo xtask fuzz --minutes 10`: the long fuzz run, see [`mod@fuzz`].
+//! - `cargo xtask chaos --kills 100`: a training run killed and resumed again and again, see
+//!   [`chaos`].
 //! - `cargo xtask bench gemm`: measures CPU sgemm and compares it with numpy, see [`mod@bench`].
 //!
 //! The crate has two binaries. `xtask` (built in dev by the alias) only orchestrates; the
@@ -16,6 +18,7 @@
 //! the numbers mean something.
 
 pub mod bench;
+pub mod chaos;
 pub mod ci;
 pub mod conflicts;
 pub mod conformance_long;

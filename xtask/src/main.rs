@@ -36,6 +36,10 @@ enum Task {
     /// 2,000 cases on base seeds 1 to 10 against the CPU and example backends (minutes; not
     /// part of `ci`).
     ConformanceLong(xtask::conformance_long::ConformanceLongArgs),
+    /// Kills a training run with SIGKILL `--kills` times at random moments (and one rank of a
+    /// 2-rank mpirun job `--mpi-kills` times), resuming after each, and checks that it ends
+    /// bit for bit like the uninterrupted run (the long version of cli/tests/train_chaos.rs).
+    Chaos(xtask::chaos::ChaosArgs),
 }
 
 fn main() -> ExitCode {
@@ -47,6 +51,7 @@ fn main() -> ExitCode {
         Task::GpuCheck(args) => xtask::gpu_check::run(args),
         Task::Fuzz(args) => xtask::fuzz::run(args),
         Task::ConformanceLong(args) => xtask::conformance_long::run(args),
+        Task::Chaos(args) => xtask::chaos::run(args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
