@@ -11,12 +11,12 @@ use std::path::PathBuf;
 use std::time::Instant;
 use tessera_autograd::{no_grad, Var};
 use tessera_core::{Backend, DType, Error, Generator, Result, Tensor};
-use tessera_nn::clip::clip_grad_norm;
+use tessera_nn::clip::{clip_grad_norm, grad_norm};
 use tessera_nn::data::{CharTokenizer, SplitMix64, TextCorpus, TokenWindows, FORTUNES_DIR};
 use tessera_nn::gpt::{generate, save_checkpoint, Gpt, GptConfig, SamplingConfig};
 use tessera_nn::optim::{AdamW, AdamWConfig, Optimizer};
 use tessera_nn::precision::{DynamicLossScaler, Precision, ScalerStep};
-use tessera_nn::run::{self, f64_from_json, f64_to_json, u64_from_json, RunDir};
+use tessera_nn::run::{self, f64_from_json, f64_to_json, u64_from_json, MetricsLog, RunDir};
 use tessera_nn::schedule::{CosineAnnealing, LinearWarmup, LrSchedule};
 use tessera_nn::Module;
 
@@ -116,6 +116,8 @@ pub struct GptTrainConfig {
     pub keep_last: usize,
     /// Continue from the newest whole checkpoint in `save` (a fresh run when there is none).
     pub resume: bool,
+    /// Where to log the run's scalars for TensorBoard and as `metrics.jsonl`, if anywhere.
+    pub log_dir: Option<PathBuf>,
     /// Exits the process (status [`crate::mnist_job::HALT_EXIT_CODE`]) right after this many
     /// steps and any checkpoint of that step, as a kill would: how tests interrupt a run.
     pub halt_after_step: Option<usize>,
@@ -142,6 +144,7 @@ impl GptTrainConfig {
             keep_last: crate::mnist_job::DEFAULT_KEEP_LAST,
             resume: false,
             halt_after_step: None,
+            log_dir: None,
             progress: false,
             dtype: DType::F32,
             precision: Precision::F32,
@@ -249,6 +252,9 @@ struct GptProgress {
     /// Seconds and tokens of the training steps so far.
     train_seconds: f64,
     trained_tokens: usize,
+    /// Sum and count of the step losses since the last logged `train/loss`.
+    log_loss: f64,
+    log_steps: usize,
 }
 
 impl GptProgress {
@@ -262,6 +268,8 @@ impl GptProgress {
             "evals": self.evals.iter().map(EvalPoint::to_json).collect::<Vec<_>>(),
             "train_seconds": f64_to_json(self.train_seconds),
             "trained_tokens": self.trained_tokens,
+            "log_loss": f64_to_json(self.log_loss),
+            "log_steps": self.log_steps,
         })
     }
 
@@ -289,6 +297,8 @@ impl GptProgress {
             evals,
             train_seconds: f64_from_json(&v["train_seconds"], "train_seconds")?,
             trained_tokens: count("trained_tokens")? as usize,
+            log_loss: f64_from_json(&v["log_loss"], "log_loss")?,
+            log_steps: count("log_steps")? as usize,
         })
     }
 }
@@ -487,10 +497,27 @@ pub fn run_gpt_training<B: Backend>(
                 evals: vec![first],
                 train_seconds: 0.0,
                 trained_tokens: 0,
+                log_loss: 0.0,
+                log_steps: 0,
             }
         }
     };
 
+    // The scalars (after a resume, without what the killed process logged later).
+    let mut metrics = match &config.log_dir {
+        Some(dir) => Some(MetricsLog::open_resumed(dir, resumed_from_step)?),
+        None => None,
+    };
+    if let (Some(log), None) = (metrics.as_mut(), resumed_from_step) {
+        let first = &progress.evals[0];
+        log.log(
+            0,
+            &[
+                ("train/estimated_loss", first.train_loss),
+                ("val/loss", first.val_loss),
+            ],
+        )?;
+    }
     let bar = progress_bar(config);
     bar.set_position(progress.step as u64);
     let tokens_per_step = config.batch_size * a.block_size;
@@ -517,9 +544,14 @@ pub fn run_gpt_training<B: Backend>(
                 true
             }
         };
+        let log_now =
+            metrics.is_some() && ((step + 1) % LOSS_READ_INTERVAL == 0 || step + 1 == a.steps);
+        let mut norm = None;
         if apply {
             if a.grad_clip > 0.0 {
-                clip_grad_norm(&params, a.grad_clip)?;
+                norm = Some(clip_grad_norm(&params, a.grad_clip)?);
+            } else if log_now {
+                norm = Some(grad_norm(&params)?);
             }
             decay.step()?;
             no_decay.step()?;
@@ -527,10 +559,21 @@ pub fn run_gpt_training<B: Backend>(
             progress.skipped_steps += 1;
         }
         pending.push(loss.value());
-        if (step + 1) % LOSS_READ_INTERVAL == 0 || step + 1 == a.steps {
+        let done = step + 1;
+        let estimate_now = done % a.eval_interval == 0 || done == a.steps;
+        let checkpoint_now = run_dir.is_some()
+            && (estimate_now
+                || config
+                    .checkpoint_every
+                    .is_some_and(|every| every > 0 && done % every == 0));
+        if done % LOSS_READ_INTERVAL == 0 || done == a.steps || checkpoint_now {
+            // Added in step order whenever read: the same sums after a resume.
             for l in pending.drain(..) {
-                running += l.to_scalar_f64()?;
+                let value = l.to_scalar_f64()?;
+                running += value;
                 running_n += 1;
+                progress.log_loss += value;
+                progress.log_steps += 1;
             }
         }
         backend.synchronize()?;
@@ -538,6 +581,25 @@ pub fn run_gpt_training<B: Backend>(
         progress.trained_tokens += tokens_per_step;
         progress.step = step + 1;
         let rate = progress.trained_tokens as f64 / progress.train_seconds;
+        if let Some(log) = metrics.as_mut().filter(|_| log_now) {
+            let mut values = vec![
+                (
+                    "train/loss",
+                    progress.log_loss / progress.log_steps.max(1) as f64,
+                ),
+                ("train/lr", lr),
+                ("train/tokens_per_s", rate),
+            ];
+            // A skipped f16 step has no gradient norm (its gradients overflowed).
+            if let Some(norm) = norm {
+                values.push(("train/grad_norm", norm));
+            }
+            if let Some(scaler) = &scaler {
+                values.push(("train/loss_scale", scaler.scale()));
+            }
+            log.log(progress.step as u64, &values)?;
+            (progress.log_loss, progress.log_steps) = (0.0, 0);
+        }
         if running_n > 0 {
             bar.set_message(format!(
                 "loss {:.4} | lr {lr:.2e} | {rate:.0} tok/s",
@@ -545,8 +607,6 @@ pub fn run_gpt_training<B: Backend>(
             ));
         }
         bar.inc(1);
-        let done = step + 1;
-        let estimate_now = done % a.eval_interval == 0 || done == a.steps;
         if estimate_now {
             (running, running_n) = (0.0, 0);
             let point = estimate(&model, done, &mut eval_rng)?;
@@ -570,12 +630,15 @@ pub fn run_gpt_training<B: Backend>(
                 });
                 save_checkpoint(dir, &model, &tokenizer, info)?;
             }
+            if let Some(log) = metrics.as_mut() {
+                let values = [
+                    ("train/estimated_loss", point.train_loss),
+                    ("val/loss", point.val_loss),
+                ];
+                log.log(done as u64, &values)?;
+            }
             progress.evals.push(point);
         }
-        let checkpoint_now = estimate_now
-            || config
-                .checkpoint_every
-                .is_some_and(|every| every > 0 && done % every == 0);
         if let Some(dir) = run_dir.as_ref().filter(|_| checkpoint_now) {
             progress.batch_rng = batch_rng.state();
             progress.eval_rng = eval_rng.state();

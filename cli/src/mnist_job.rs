@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 use tessera_core::{Backend, DType, Error, Result};
+use tessera_nn::clip::grad_norm;
 use tessera_nn::data::{
     DataLoader, Dataset, LoaderConfig, MnistDataset, MnistLike, Normalization, Split, Subset,
 };
@@ -18,7 +19,7 @@ use tessera_nn::distributed::{
 use tessera_nn::models::ModelKind;
 use tessera_nn::optim::{Adam, AdamConfig, AdamW, AdamWConfig, Optimizer, Sgd, SgdConfig};
 use tessera_nn::precision::{DynamicLossScaler, Precision};
-use tessera_nn::run::{self, f64_from_json, f64_to_json, u64_from_json, RunDir};
+use tessera_nn::run::{self, f64_from_json, f64_to_json, u64_from_json, MetricsLog, RunDir};
 use tessera_nn::schedule::{CosineAnnealing, LrSchedule};
 use tessera_nn::training::{evaluate, train_step, train_step_scaled, train_step_scaled_across};
 use tessera_nn::{Forward, Module};
@@ -73,6 +74,9 @@ pub struct TrainConfig {
     pub keep_last: usize,
     /// Continue from the newest whole checkpoint in `save` (a fresh run when there is none).
     pub resume: bool,
+    /// Where to log the run's scalars for TensorBoard (event files) and as `metrics.jsonl`
+    /// (rank 0), if anywhere (see [`MetricsLog`]).
+    pub log_dir: Option<PathBuf>,
     /// Exits the process (status [`HALT_EXIT_CODE`]) right after this many optimisation steps
     /// and any checkpoint of that step, as a kill would: how tests interrupt a run.
     pub halt_after_step: Option<usize>,
@@ -182,6 +186,9 @@ struct Progress {
     train_seconds: f64,
     /// The loss scaler's position (f16).
     scaler: Option<(f64, usize)>,
+    /// Sum of `loss * batch size` and samples since the last logged `train/loss`.
+    log_loss: f64,
+    log_samples: usize,
     /// The finished epochs.
     epochs: Vec<EpochReport>,
 }
@@ -197,6 +204,8 @@ impl Progress {
             "ranks": self.ranks.iter().map(|(l, n)| json!([f64_to_json(*l), n])).collect::<Vec<_>>(),
             "train_seconds": f64_to_json(self.train_seconds),
             "scaler": self.scaler.map(|(scale, n)| json!([f64_to_json(scale), n])),
+            "log_loss": f64_to_json(self.log_loss),
+            "log_samples": self.log_samples,
             "epochs": self.epochs.iter().map(EpochReport::to_json).collect::<Vec<_>>(),
         })
     }
@@ -234,6 +243,8 @@ impl Progress {
             batch_in_epoch: count("batch_in_epoch")?,
             loss_sum: f64_from_json(&v["loss_sum"], "loss_sum")?,
             samples: count("samples")?,
+            log_loss: f64_from_json(&v["log_loss"], "log_loss")?,
+            log_samples: count("log_samples")?,
             train_seconds: f64_from_json(&v["train_seconds"], "train_seconds")?,
             scaler,
             epochs,
@@ -399,6 +410,11 @@ fn train_model<B: Backend, M: Forward<B>>(
             )));
         }
     }
+    // Rank 0 logs the scalars (after a resume, without what the killed process logged later).
+    let mut metrics = match &config.log_dir {
+        Some(dir) if rank == 0 => Some(MetricsLog::open_resumed(dir, resumed_from_step)?),
+        _ => None,
+    };
     // Saves the run's state (rank 0 writes; every rank holds the same).
     let save = |progress: &Progress, optimizer: &dyn Optimizer<B>| -> Result<()> {
         let Some(dir) = &run_dir else {
@@ -458,12 +474,35 @@ fn train_model<B: Backend, M: Forward<B>>(
                 && run_dir.is_some()
                 // The epoch's last step is saved after its evaluation.
                 && step + 1 < steps_per_epoch;
-            if (step + 1) % LOSS_READ_INTERVAL == 0 || checkpoint_now {
+            let log_now = (step + 1) % LOSS_READ_INTERVAL == 0;
+            if log_now || checkpoint_now {
                 // The sum is the same whenever it is read: losses are added in step order.
                 for (l, k) in pending.drain(..) {
-                    progress.loss_sum += l.to_scalar_f64()? * k as f64;
+                    let weighted = l.to_scalar_f64()? * k as f64;
+                    progress.loss_sum += weighted;
+                    progress.log_loss += weighted;
+                    progress.log_samples += k;
                 }
                 let seconds = progress.train_seconds + epoch_start.elapsed().as_secs_f64();
+                if let Some(log) = metrics.as_mut().filter(|_| log_now) {
+                    let mut values = vec![
+                        (
+                            "train/loss",
+                            progress.log_loss / progress.log_samples.max(1) as f64,
+                        ),
+                        ("train/lr", optimizer.learning_rate()),
+                        ("train/grad_norm", grad_norm(&params)?),
+                        (
+                            "train/samples_per_s",
+                            (progress.samples * world_size) as f64 / seconds.max(1e-9),
+                        ),
+                    ];
+                    if let Some(scaler) = &scaler {
+                        values.push(("train/loss_scale", scaler.scale()));
+                    }
+                    log.log(progress.global_step as u64, &values)?;
+                    (progress.log_loss, progress.log_samples) = (0.0, 0);
+                }
                 bar.set_message(format!(
                     "loss {:.4} | {:.0} samples/s",
                     progress.loss_sum / progress.samples.max(1) as f64,
@@ -495,19 +534,27 @@ fn train_model<B: Backend, M: Forward<B>>(
         let train_seconds = progress.train_seconds + epoch_start.elapsed().as_secs_f64();
         bar.finish_and_clear();
         let eval = evaluate(&model, &test_loader, backend)?;
-        let (mut accuracy, mut train_loss, mut samples) = (
+        let (mut accuracy, mut test_loss, mut train_loss, mut samples) = (
             eval.accuracy,
+            eval.mean_loss,
             progress.loss_sum / progress.samples.max(1) as f64,
             progress.samples as f64,
         );
         if world_size > 1 {
             // Totals over the ranks; the ranks ran in lockstep, rank 0's clock times them all.
             let tested = eval.samples as f64;
-            let mut totals = [eval.accuracy * tested, progress.loss_sum, samples, tested];
+            let mut totals = [
+                eval.accuracy * tested,
+                progress.loss_sum,
+                samples,
+                tested,
+                eval.mean_loss * tested,
+            ];
             sum_over_ranks(&*comm, &mut totals)?;
             accuracy = totals[0].round() / totals[3].max(1.0);
             train_loss = totals[1] / totals[2].max(1.0);
             samples = totals[2];
+            test_loss = totals[4] / totals[3].max(1.0);
         }
         let report = EpochReport {
             epoch: epoch + 1,
@@ -525,11 +572,22 @@ fn train_model<B: Backend, M: Forward<B>>(
                 100.0 * report.test_accuracy
             );
         }
+        if let Some(log) = metrics.as_mut() {
+            let values = [
+                ("test/accuracy", report.test_accuracy),
+                ("test/loss", test_loss),
+                ("train/epoch_loss", report.train_loss),
+                ("train/epoch_samples_per_s", report.samples_per_s),
+            ];
+            log.log(progress.global_step as u64, &values)?;
+        }
         progress.epochs.push(report);
         progress = Progress {
             global_step: progress.global_step,
             epoch: epoch + 1,
             scaler: scaler.as_ref().map(DynamicLossScaler::position),
+            log_loss: progress.log_loss,
+            log_samples: progress.log_samples,
             epochs: std::mem::take(&mut progress.epochs),
             ..Progress::default()
         };

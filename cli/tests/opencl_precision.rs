@@ -25,6 +25,7 @@ fn config(precision: Precision) -> TrainConfig {
         keep_last: 3,
         resume: false,
         halt_after_step: None,
+        log_dir: None,
         train_limit: Some(2000),
         test_limit: Some(500),
         progress: false,

@@ -22,6 +22,7 @@ fn quick_config(model: ModelKind, data_dir: PathBuf) -> TrainConfig {
         keep_last: 3,
         resume: false,
         halt_after_step: None,
+        log_dir: None,
         train_limit: Some(2000),
         test_limit: Some(500),
         progress: false,

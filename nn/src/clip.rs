@@ -1,7 +1,7 @@
 //! Gradient clipping by global norm.
 
 use tessera_autograd::Var;
-use tessera_core::{Backend, DType, Error, Result};
+use tessera_core::{Backend, DType, Error, Result, Tensor};
 
 /// Scales the gradients of `params` so that their global L2 norm is at most `max_norm`
 /// (PyTorch's `clip_grad_norm_`): with `norm = √(Σ ‖g‖²)` over every gradient, each gradient
@@ -24,19 +24,10 @@ pub fn clip_grad_norm<'a, B: Backend>(
         .into_iter()
         .filter_map(|var| var.grad().map(|grad| (var, grad)))
         .collect();
-    // Sum the squares on the device, in f64, and read back a single number.
-    let mut total = None;
-    for (_, grad) in &with_grads {
-        let squares = grad.to_dtype(DType::F64)?.square()?.sum_all()?;
-        total = Some(match total {
-            None => squares,
-            Some(acc) => squares.add(&acc)?,
-        });
-    }
-    let Some(total) = total else {
+    if with_grads.is_empty() {
         return Ok(0.0);
-    };
-    let norm = total.to_scalar_f64()?.sqrt();
+    }
+    let norm = global_norm(with_grads.iter().map(|(_, g)| g))?;
     let coefficient = max_norm / (norm + 1e-6);
     if coefficient < 1.0 || coefficient.is_nan() {
         for (var, grad) in with_grads {
@@ -44,4 +35,28 @@ pub fn clip_grad_norm<'a, B: Backend>(
         }
     }
     Ok(norm)
+}
+
+/// The global L2 norm `√(Σ ‖g‖²)` of the gradients of `params` (those without one are
+/// ignored; 0 when none has one), accumulated in f64: what [`clip_grad_norm`] returns, without
+/// clipping (e.g. to log it). Reads one number back from the device.
+pub fn grad_norm<'a, B: Backend>(params: impl IntoIterator<Item = &'a Var<B>>) -> Result<f64> {
+    let grads: Vec<Tensor<B>> = params.into_iter().filter_map(Var::grad).collect();
+    if grads.is_empty() {
+        return Ok(0.0);
+    }
+    global_norm(grads.iter())
+}
+
+/// `√(Σ ‖g‖²)` over `grads` (at least one): the squares summed on the device in f64.
+fn global_norm<'a, B: Backend>(grads: impl Iterator<Item = &'a Tensor<B>>) -> Result<f64> {
+    let mut total: Option<Tensor<B>> = None;
+    for grad in grads {
+        let squares = grad.to_dtype(DType::F64)?.square()?.sum_all()?;
+        total = Some(match total {
+            None => squares,
+            Some(acc) => squares.add(&acc)?,
+        });
+    }
+    Ok(total.map_or(Ok(0.0), |t| t.to_scalar_f64())?.sqrt())
 }

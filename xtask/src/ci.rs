@@ -133,6 +133,8 @@ pub fn steps() -> Vec<Step> {
                 .env("TESSERA_REQUIRE_NCCL", "1")
                 // The OpenCL tests must run on the CLBlast route (`libclblast1`) too.
                 .env("TESSERA_REQUIRE_CLBLAST", "1")
+                // TensorBoard's reader must check the event files of `train --log-dir`.
+                .env("TESSERA_REQUIRE_TENSORBOARD", "1")
                 .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
                 .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
             test

@@ -113,6 +113,11 @@ struct Args {
     /// what the uninterrupted run gives; a fresh run when the folder has none).
     #[arg(long)]
     resume: bool,
+    /// Log the run's scalars (losses, accuracy, learning rate, gradient norm, loss scale,
+    /// throughput) here: TensorBoard event files (`tensorboard --logdir DIR`) and
+    /// `metrics.jsonl`.
+    #[arg(long)]
+    log_dir: Option<PathBuf>,
     /// Testing: exit with status 75 right after this many optimisation steps (and any
     /// checkpoint of that step), as a killed run would.
     #[arg(long, hide = true)]
@@ -213,6 +218,7 @@ fn main() -> ExitCode {
         keep_last: args.keep_last,
         resume: args.resume,
         halt_after_step: args.halt_after_step,
+        log_dir: args.log_dir.clone(),
         train_limit: args.train_limit,
         test_limit: args.test_limit,
         progress: std::io::stderr().is_terminal(),
@@ -306,6 +312,7 @@ fn gpt_main(args: &Args) -> ExitCode {
         keep_last: args.keep_last,
         resume: args.resume,
         halt_after_step: args.halt_after_step,
+        log_dir: args.log_dir.clone(),
         progress: std::io::stderr().is_terminal(),
         dtype: tessera_core::DType::F32,
         precision: args.precision,

@@ -27,27 +27,22 @@ pub fn data_available() -> bool {
 }
 
 /// The arguments of the small run the tests use: 2 epochs of 10 steps (640 samples in
-/// batches of 64) into the run folder `dir`, checkpoints every 3 steps unless `extra` says
-/// otherwise, then `extra`.
+/// batches of 64), checkpoints every 3 steps, into the run folder `dir`; then `extra`, whose
+/// options replace these defaults.
 pub fn run_args(dir: &Path, extra: &[&str]) -> Vec<String> {
-    let mut args: Vec<String> = [
-        "--epochs",
-        "2",
-        "--batch-size",
-        "64",
-        "--train-limit",
-        "640",
-        "--test-limit",
-        "200",
-        "--seed",
-        "3",
-        "--save",
-    ]
-    .map(String::from)
-    .to_vec();
-    args.push(dir.display().to_string());
-    if !extra.contains(&"--checkpoint-every") {
-        args.extend(["--checkpoint-every".to_string(), "3".to_string()]);
+    let defaults = [
+        ("--epochs", "2"),
+        ("--batch-size", "64"),
+        ("--train-limit", "640"),
+        ("--test-limit", "200"),
+        ("--seed", "3"),
+        ("--checkpoint-every", "3"),
+    ];
+    let mut args = vec!["--save".to_string(), dir.display().to_string()];
+    for (flag, value) in defaults {
+        if !extra.contains(&flag) {
+            args.extend([flag.to_string(), value.to_string()]);
+        }
     }
     args.extend(extra.iter().map(|s| s.to_string()));
     args

@@ -24,15 +24,21 @@
 //! checkpoint written by a run of another configuration is an error naming the first field
 //! that differs; nothing is restored unless everything fits.
 //!
+//! [`MetricsLog`] writes a run's scalars for TensorBoard (event files, see [`tfevents`]) and as
+//! `metrics.jsonl`.
+//!
 //! Floating-point host values go through [`f64_to_json`] and [`f64_from_json`], which keep
 //! their bits exactly (JSON numbers do not, for NaN and infinities).
 
 mod host_value;
 mod manifest;
+mod metrics_log;
 mod run_dir;
 mod snapshot;
+pub mod tfevents;
 
 pub use host_value::{f64_from_json, f64_to_json, u64_from_json};
 pub use manifest::Manifest;
+pub use metrics_log::MetricsLog;
 pub use run_dir::RunDir;
 pub use snapshot::{resume, save_checkpoint, Resumed, CHECKPOINT_FORMAT};
