@@ -33,6 +33,7 @@ pub mod layers;
 pub mod math;
 pub mod nn_ops;
 pub mod optim;
+pub mod run_files;
 pub mod tensors;
 pub mod transformer;
 pub mod views;
@@ -201,6 +202,7 @@ pub fn table<B: FuzzBackend>() -> Vec<Op<B>> {
     t.extend(layers::ops());
     t.extend(optim::ops());
     t.extend(files::ops());
+    t.extend(run_files::ops());
     t.extend(consistent::ops());
     t.extend(differential::ops());
     t.extend(transformer::ops());

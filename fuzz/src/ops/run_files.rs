@@ -1,0 +1,165 @@
+//! Whole-run checkpoints (`tessera_nn::run`): a few checkpoints of a small model with dropout
+//! and AdamW, then one kind of damage (a file truncated or with random bytes, a manifest
+//! replaced by random bytes, a checkpoint or manifest removed, `latest` pointing nowhere,
+//! stale temporaries) or mismatch (another configuration, model width or optimizer group),
+//! then `resume` into a fresh model. A typed error must leave the fresh model and optimizer
+//! untouched; a success must restore exactly one saved checkpoint, the one it names; nothing
+//! may panic.
+
+use super::files::make_bytes;
+use super::kinds::*;
+use super::{op, FuzzBackend, Op};
+use crate::machine::{Ctx, Outcome};
+use crate::rng::Rng;
+use serde_json::json;
+use tessera_autograd::Var;
+use tessera_core::{DType, Generator, Tensor};
+use tessera_nn::layers::{Dropout, DropoutConfig, Linear, LinearConfig, Sequential};
+use tessera_nn::optim::{AdamW, AdamWConfig, Optimizer};
+use tessera_nn::run::{resume, save_checkpoint, RunDir};
+use tessera_nn::{Forward, Module};
+
+type Model<B> = Sequential<(Linear<B>, Dropout, Linear<B>)>;
+
+fn model<B: FuzzBackend>(width: usize, seed: u64, b: &B) -> tessera_core::Result<Model<B>> {
+    let mut g = Generator::new(seed);
+    Ok(Sequential::new((
+        LinearConfig::new(3, width).init(b, &mut g)?,
+        DropoutConfig::new().p(0.25).init(&mut g)?,
+        LinearConfig::new(width, 2).init(b, &mut g)?,
+    )))
+}
+
+/// Every bit of the model's tensors, its random streams and the optimizer's state.
+fn fingerprint<B: FuzzBackend>(m: &Model<B>, o: &AdamW<B>) -> Vec<(String, Vec<u64>)> {
+    let bits = |t: &Tensor<B>| {
+        t.to_vec_f64()
+            .map(|v| v.iter().map(|x| x.to_bits()).collect())
+            .unwrap_or_default()
+    };
+    let mut out: Vec<(String, Vec<u64>)> = m
+        .state_dict()
+        .iter()
+        .map(|(n, t)| (n.clone(), bits(t)))
+        .collect();
+    out.extend(
+        o.state()
+            .iter()
+            .map(|(n, t)| (format!("optim.{n}"), bits(t))),
+    );
+    m.visit_random_streams("", &mut |name, s| {
+        let (seed, offset) = s.get().advance(0);
+        out.push((format!("rng.{name}"), vec![seed, offset]));
+    });
+    out
+}
+
+/// One training step on a fixed batch (moves parameters, moments and the dropout stream).
+fn step<B: FuzzBackend>(m: &Model<B>, o: &mut AdamW<B>, b: &B) -> tessera_core::Result<()> {
+    let x = Tensor::randn([4, 3], DType::F32, 11, b)?;
+    let loss = m.forward(&Var::constant(x))?.square()?.mean_all()?;
+    o.zero_grad();
+    loss.backward()?;
+    o.step()
+}
+
+/// Saves checkpoints after steps 1..=`count` into a fresh folder, damages it as `damage`
+/// says, resumes, and checks the outcome.
+fn damaged_resume<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
+    let b = c.backend();
+    let (count, damage) = (1 + c.size(0) % 3, c.size(1) % 10);
+    let mut rng = Rng::new(c.seed(3));
+    let dir = c.dir().join(format!("run-{}", rng.next_u64() % 1_000_000));
+    let config = json!({"model": "fuzz", "lr": 0.01});
+    let setup = || -> tessera_core::Result<(RunDir, Vec<Vec<(String, Vec<u64>)>>)> {
+        let run = RunDir::open(&dir)?.keep_last(2);
+        let m = model(4, 1, b)?;
+        let mut o = AdamW::new(m.parameters(), AdamWConfig::new(0.01))?;
+        let mut saved = Vec::new();
+        for s in 1..=count as u64 {
+            step(&m, &mut o, b)?;
+            save_checkpoint(&run, s, &m, &[("adamw", &o)], &config, &json!({"s": s}))?;
+            saved.push(fingerprint(&m, &o));
+        }
+        Ok((run, saved))
+    };
+    let (run, saved) = match setup() {
+        Ok(v) => v,
+        Err(e) => return Outcome::Err(e.to_string()),
+    };
+    let newest = count as u64;
+    let file = run.checkpoint_path(newest);
+    let (mut width, mut group, mut resume_config) = (4, "adamw", config.clone());
+    let damaged = (|| -> std::io::Result<()> {
+        match damage {
+            0 => {}
+            1 => {
+                let bytes = std::fs::read(&file)?;
+                std::fs::write(&file, &bytes[..rng.below(bytes.len() + 1)])?;
+            }
+            2 => std::fs::write(&file, make_bytes(c.bytes(2)))?,
+            3 => std::fs::write(run.manifest_path(newest), make_bytes(c.bytes(2)))?,
+            4 => std::fs::remove_file(&file)?,
+            5 => std::fs::remove_file(run.manifest_path(newest))?,
+            6 => std::fs::write(run.checkpoints_dir().join("latest"), b"step-999999999999")?,
+            7 => resume_config = json!({"model": "fuzz", "lr": 0.02}),
+            8 => width = 5,
+            _ => group = "decay",
+        }
+        Ok(())
+    })();
+    if let Err(e) = damaged {
+        return Outcome::Err(e.to_string());
+    }
+    let (fresh, mut fresh_opt) = match model(width, 99, b)
+        .and_then(|m| AdamW::new(m.parameters(), AdamWConfig::new(0.01)).map(|o| (m, o)))
+    {
+        Ok(v) => v,
+        Err(e) => return Outcome::Err(e.to_string()),
+    };
+    let before = fingerprint(&fresh, &fresh_opt);
+    let outcome = resume(
+        &run,
+        &fresh,
+        &mut [(group, &mut fresh_opt)],
+        &resume_config,
+        b,
+    );
+    let after = fingerprint(&fresh, &fresh_opt);
+    match outcome {
+        Err(e) if after != before => Outcome::Break(format!(
+            "resume failed ({e}) but changed the model or optimizer (damage {damage})"
+        )),
+        Err(e) => Outcome::Err(e.to_string()),
+        // Only when no manifest is left (a checkpoint without one is not a checkpoint).
+        Ok(None) if run.steps().is_ok_and(|s| s.is_empty()) => Outcome::Ok(Vec::new()),
+        Ok(None) => Outcome::Break(format!("no checkpoint found after {count} saves")),
+        Ok(Some(found)) if damage >= 7 => Outcome::Break(format!(
+            "resumed step {} despite a mismatch (damage {damage})",
+            found.step
+        )),
+        Ok(Some(found)) => {
+            let index = (found.step as usize).wrapping_sub(1);
+            match saved.get(index) {
+                Some(want) if *want == after => Outcome::Ok(Vec::new()),
+                Some(_) => Outcome::Break(format!(
+                    "resumed step {} (damage {damage}) but the model is not that checkpoint's",
+                    found.step
+                )),
+                None => Outcome::Break(format!("resumed a step never saved: {}", found.step)),
+            }
+        }
+    }
+}
+
+/// The entries of this family.
+pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
+    vec![op(
+        "run checkpoints: damage, then resume",
+        3,
+        &[SIZE, SIZE, BYTES, SEED],
+        NONE,
+        |c| Ok(damaged_resume(c)),
+    )
+    .work(|_| Ok(1 << 14))]
+}
