@@ -180,11 +180,11 @@ fn main() -> ExitCode {
     // Keep freed tensor memory for reuse: a training program's choice (see tessera_cpu::tune_allocator).
     tessera_cpu::tune_allocator();
     let args = Args::parse();
-    if (args.resume || args.checkpoint_every.is_some()) && args.save.is_none() {
-        if !matches!(args.model, ModelArg::Gpt) {
-            eprintln!("error: --resume and --checkpoint-every need a run folder: --save DIR");
-            return ExitCode::FAILURE;
-        }
+    // The GPT always has a run folder (checkpoints/gpt by default).
+    let needs_folder = args.resume || args.checkpoint_every.is_some();
+    if needs_folder && args.save.is_none() && !matches!(args.model, ModelArg::Gpt) {
+        eprintln!("error: --resume and --checkpoint-every need a run folder: --save DIR");
+        return ExitCode::FAILURE;
     }
     let model = match args.model {
         ModelArg::Mlp => ModelKind::Mlp,

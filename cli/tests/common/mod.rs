@@ -67,8 +67,8 @@ pub fn summary(out: &std::process::Output) -> Value {
     assert!(out.status.success(), "{stdout}\n{stderr}");
     stdout
         .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .last()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
         .unwrap_or_else(|| panic!("no JSON line:\n{stdout}\n{stderr}"))
 }
 

@@ -161,8 +161,8 @@ fn conv_gradients_near_valid<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
     let p = c.conv(6);
     let b = c.backend();
     let setup = || -> tessera_core::Result<(Tensor<B>, Tensor<B>, Tensor<B>)> {
-        let x = Tensor::randn(x_dims.clone(), DType::F32, 1, b)?;
-        let wt = Tensor::randn(w_dims.clone(), DType::F32, 2, b)?;
+        let x = Tensor::randn(x_dims, DType::F32, 1, b)?;
+        let wt = Tensor::randn(w_dims, DType::F32, 2, b)?;
         let y = x.conv2d(&wt, None, p)?;
         Ok((x, wt, y))
     };

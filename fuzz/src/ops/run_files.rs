@@ -30,14 +30,17 @@ fn model<B: FuzzBackend>(width: usize, seed: u64, b: &B) -> tessera_core::Result
     )))
 }
 
+/// Every bit of a model and its optimizer, by name.
+type Fingerprint = Vec<(String, Vec<u64>)>;
+
 /// Every bit of the model's tensors, its random streams and the optimizer's state.
-fn fingerprint<B: FuzzBackend>(m: &Model<B>, o: &AdamW<B>) -> Vec<(String, Vec<u64>)> {
+fn fingerprint<B: FuzzBackend>(m: &Model<B>, o: &AdamW<B>) -> Fingerprint {
     let bits = |t: &Tensor<B>| {
         t.to_vec_f64()
             .map(|v| v.iter().map(|x| x.to_bits()).collect())
             .unwrap_or_default()
     };
-    let mut out: Vec<(String, Vec<u64>)> = m
+    let mut out: Fingerprint = m
         .state_dict()
         .iter()
         .map(|(n, t)| (n.clone(), bits(t)))
@@ -71,7 +74,7 @@ fn damaged_resume<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
     let mut rng = Rng::new(c.seed(3));
     let dir = c.dir().join(format!("run-{}", rng.next_u64() % 1_000_000));
     let config = json!({"model": "fuzz", "lr": 0.01});
-    let setup = || -> tessera_core::Result<(RunDir, Vec<Vec<(String, Vec<u64>)>>)> {
+    let setup = || -> tessera_core::Result<(RunDir, Vec<Fingerprint>)> {
         let run = RunDir::open(&dir)?.keep_last(2);
         let m = model(4, 1, b)?;
         let mut o = AdamW::new(m.parameters(), AdamWConfig::new(0.01))?;
