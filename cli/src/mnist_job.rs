@@ -8,20 +8,20 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 use tessera_core::{Backend, DType, Error, Result};
-use tessera_nn::clip::grad_norm;
 use tessera_nn::data::{
     DataLoader, Dataset, LoaderConfig, MnistDataset, MnistLike, Normalization, Split, Subset,
 };
 use tessera_nn::distributed::{
-    save_on_rank0, Communicator, DistributedDataParallel, DistributedSampler, LocalCommunicator,
-    Reduction,
+    Communicator, DistributedDataParallel, DistributedSampler, LocalCommunicator,
 };
 use tessera_nn::models::ModelKind;
 use tessera_nn::optim::{Adam, AdamConfig, AdamW, AdamWConfig, Optimizer, Sgd, SgdConfig};
 use tessera_nn::precision::{DynamicLossScaler, Precision};
-use tessera_nn::run::{self, f64_from_json, f64_to_json, u64_from_json, MetricsLog, RunDir};
-use tessera_nn::schedule::{CosineAnnealing, LrSchedule};
-use tessera_nn::training::{evaluate, train_step, train_step_scaled, train_step_scaled_across};
+use tessera_nn::run::RunDir;
+use tessera_nn::schedule::CosineAnnealing;
+/// The figures of one epoch (the [`Learner`]'s).
+pub use tessera_nn::training::EpochReport;
+use tessera_nn::training::{Callback, Control, EpochStart, Learner, StepEnd};
 use tessera_nn::{Forward, Module};
 
 /// Which optimizer the job uses.
@@ -119,19 +119,6 @@ impl TrainConfig {
     }
 }
 
-/// Per-epoch figures.
-#[derive(Clone, Debug, PartialEq)]
-pub struct EpochReport {
-    /// 1-based epoch number.
-    pub epoch: usize,
-    /// Mean training loss over the epoch.
-    pub train_loss: f64,
-    /// Training throughput (samples per second, training steps only; over all ranks).
-    pub samples_per_s: f64,
-    /// Test-set accuracy after the epoch.
-    pub test_accuracy: f64,
-}
-
 /// The outcome of [`run_training`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct TrainReport {
@@ -145,111 +132,6 @@ pub struct TrainReport {
     pub resumed_from_step: Option<u64>,
     /// The run folder, when the run saved one.
     pub checkpoint: Option<PathBuf>,
-}
-
-impl EpochReport {
-    fn to_json(&self) -> Value {
-        json!({
-            "epoch": self.epoch,
-            "train_loss": f64_to_json(self.train_loss),
-            "samples_per_s": f64_to_json(self.samples_per_s),
-            "test_accuracy": f64_to_json(self.test_accuracy),
-        })
-    }
-
-    fn from_json(v: &Value) -> Result<Self> {
-        Ok(EpochReport {
-            epoch: u64_from_json(&v["epoch"], "epochs[].epoch")? as usize,
-            train_loss: f64_from_json(&v["train_loss"], "epochs[].train_loss")?,
-            samples_per_s: f64_from_json(&v["samples_per_s"], "epochs[].samples_per_s")?,
-            test_accuracy: f64_from_json(&v["test_accuracy"], "epochs[].test_accuracy")?,
-        })
-    }
-}
-
-/// Where a run stands: what a checkpoint saves besides the model and optimizer state.
-#[derive(Clone, Debug, Default, PartialEq)]
-struct Progress {
-    /// Optimisation steps done.
-    global_step: usize,
-    /// The epoch under way (0-based; `epochs` when done).
-    epoch: usize,
-    /// Batches of that epoch done.
-    batch_in_epoch: usize,
-    /// Sum of `loss * batch size` over this rank's batches of that epoch, and their samples.
-    loss_sum: f64,
-    samples: usize,
-    /// Every rank's `(loss_sum, samples)` when the checkpoint was taken (the ranks' sums
-    /// differ: each restores its own); empty on one rank.
-    ranks: Vec<(f64, usize)>,
-    /// Seconds spent in that epoch's training steps so far.
-    train_seconds: f64,
-    /// The loss scaler's position (f16).
-    scaler: Option<(f64, usize)>,
-    /// Sum of `loss * batch size` and samples since the last logged `train/loss`.
-    log_loss: f64,
-    log_samples: usize,
-    /// The finished epochs.
-    epochs: Vec<EpochReport>,
-}
-
-impl Progress {
-    fn to_json(&self) -> Value {
-        json!({
-            "global_step": self.global_step,
-            "epoch": self.epoch,
-            "batch_in_epoch": self.batch_in_epoch,
-            "loss_sum": f64_to_json(self.loss_sum),
-            "samples": self.samples,
-            "ranks": self.ranks.iter().map(|(l, n)| json!([f64_to_json(*l), n])).collect::<Vec<_>>(),
-            "train_seconds": f64_to_json(self.train_seconds),
-            "scaler": self.scaler.map(|(scale, n)| json!([f64_to_json(scale), n])),
-            "log_loss": f64_to_json(self.log_loss),
-            "log_samples": self.log_samples,
-            "epochs": self.epochs.iter().map(EpochReport::to_json).collect::<Vec<_>>(),
-        })
-    }
-
-    fn from_json(v: &Value) -> Result<Self> {
-        let count = |key: &str| u64_from_json(&v[key], key).map(|n| n as usize);
-        let scaler = match &v["scaler"] {
-            Value::Null => None,
-            s => Some((
-                f64_from_json(&s[0], "scaler.scale")?,
-                u64_from_json(&s[1], "scaler.finite_steps")? as usize,
-            )),
-        };
-        let epochs = v["epochs"]
-            .as_array()
-            .ok_or_else(|| Error::checkpoint("checkpoint state `epochs` is not a list"))?
-            .iter()
-            .map(EpochReport::from_json)
-            .collect::<Result<_>>()?;
-        let ranks = v["ranks"]
-            .as_array()
-            .ok_or_else(|| Error::checkpoint("checkpoint state `ranks` is not a list"))?
-            .iter()
-            .map(|r| {
-                Ok((
-                    f64_from_json(&r[0], "ranks[].loss_sum")?,
-                    u64_from_json(&r[1], "ranks[].samples")? as usize,
-                ))
-            })
-            .collect::<Result<_>>()?;
-        Ok(Progress {
-            ranks,
-            global_step: count("global_step")?,
-            epoch: count("epoch")?,
-            batch_in_epoch: count("batch_in_epoch")?,
-            loss_sum: f64_from_json(&v["loss_sum"], "loss_sum")?,
-            samples: count("samples")?,
-            log_loss: f64_from_json(&v["log_loss"], "log_loss")?,
-            log_samples: count("log_samples")?,
-            train_seconds: f64_from_json(&v["train_seconds"], "train_seconds")?,
-            scaler,
-            epochs,
-        })
-    }
 }
 
 impl TrainReport {
@@ -319,14 +201,6 @@ pub fn run_training_with<B: Backend>(
     train_model(config, model, backend, comm)
 }
 
-/// Sums `values` over the ranks (nothing to do on one rank).
-fn sum_over_ranks<B: Backend>(comm: &dyn Communicator<B>, values: &mut [f64]) -> Result<()> {
-    if comm.world_size() > 1 {
-        comm.all_reduce_host(values, Reduction::Sum)?;
-    }
-    Ok(())
-}
-
 /// [`run_training_with`] of a built model.
 fn train_model<B: Backend, M: Forward<B>>(
     config: &TrainConfig,
@@ -361,257 +235,123 @@ fn train_model<B: Backend, M: Forward<B>>(
 
     // Rank 0's initial model on every rank; gradients averaged inside the optimizer's step.
     let model = DistributedDataParallel::new(model, comm.clone())?;
-    let mut optimizer = model.wrap_optimizer(make_optimizer(config, &model)?);
-    let params: Vec<_> = model.parameters().into_iter().map(|(_, p)| p).collect();
-    let mut scaler = config
-        .precision
-        .needs_loss_scaling()
-        .then(DynamicLossScaler::new);
+    let optimizer = model.wrap_optimizer(make_optimizer(config, &model)?);
     let steps_per_epoch = train_loader.batches_for(sampler.num_samples());
     let total_steps = config.epochs * steps_per_epoch;
-    let schedule = CosineAnnealing::new(config.lr, total_steps.max(1), 0.0)?;
-
-    // The run folder: a fresh run, or (with `resume`) the newest whole checkpoint's state.
-    let run_config = config.run_config(world_size);
-    let run_dir = match &config.save {
-        Some(dir) => Some(RunDir::open(dir)?.keep_last(config.keep_last)),
-        None => None,
-    };
-    let mut progress = Progress::default();
-    let mut resumed_from_step = None;
-    if let Some(dir) = &run_dir {
-        if config.resume {
-            let groups: &mut [(&str, &mut dyn Optimizer<B>)] = &mut [("optimizer", &mut optimizer)];
-            if let Some(found) = run::resume(dir, &model, groups, &run_config, backend)? {
-                progress = Progress::from_json(&found.state)?;
-                if let Some(&(loss_sum, samples)) = progress.ranks.get(rank) {
-                    (progress.loss_sum, progress.samples) = (loss_sum, samples);
-                }
-                if let (Some(scaler), Some((scale, n))) = (scaler.as_mut(), progress.scaler) {
-                    scaler.set_position(scale, n)?;
-                }
-                if rank == 0 {
-                    for skipped in &found.skipped {
-                        eprintln!("warning: skipped a damaged checkpoint ({skipped})");
-                    }
-                    eprintln!(
-                        "resuming from step {} ({})",
-                        found.step,
-                        found.path.display()
-                    );
-                }
-                resumed_from_step = Some(found.step);
-            }
-        } else if !dir.steps()?.is_empty() {
-            return Err(Error::checkpoint(format!(
-                "{} already holds the checkpoints of a run: pass --resume to continue it, or \
-                 save into another folder",
-                dir.root().display()
-            )));
-        }
+    let mut learner = Learner::new(model, optimizer)
+        .epochs(config.epochs)
+        .communicator(comm)
+        .sampler(sampler)
+        .log_every(LOSS_READ_INTERVAL)
+        .callback(Box::new(EpochLines {
+            epochs: config.epochs,
+            shown: rank == 0,
+        }))
+        .callback(Box::new(ProgressBars {
+            bar: None,
+            epochs: config.epochs,
+            shown: config.progress && rank == 0,
+        }));
+    if config.schedule == ScheduleKind::Cosine {
+        let schedule = CosineAnnealing::new(config.lr, total_steps.max(1), 0.0)?;
+        learner = learner.schedule(Box::new(schedule));
     }
-    // Rank 0 logs the scalars (after a resume, without what the killed process logged later).
-    let mut metrics = match &config.log_dir {
-        Some(dir) if rank == 0 => Some(MetricsLog::open_resumed(dir, resumed_from_step)?),
-        _ => None,
-    };
-    // Saves the run's state (rank 0 writes; every rank holds the same).
-    let save = |progress: &Progress, optimizer: &dyn Optimizer<B>| -> Result<()> {
-        let Some(dir) = &run_dir else {
-            return Ok(());
-        };
-        save_on_rank0(&*comm, || {
-            let groups: &[(&str, &dyn Optimizer<B>)] = &[("optimizer", optimizer)];
-            let state = progress.to_json();
-            let step = progress.global_step as u64;
-            run::save_checkpoint(dir, step, &model, groups, &run_config, &state)?;
-            dir.save_model(&model)
-        })
-    };
-    let halt_if_asked = |global_step: usize| {
-        if config.halt_after_step == Some(global_step) {
-            std::process::exit(HALT_EXIT_CODE);
-        }
-    };
-
-    for epoch in progress.epoch..config.epochs {
-        model.train();
-        let bar = progress_bar(config, steps_per_epoch, epoch, rank == 0);
-        // A resumed epoch skips the batches it had done (the order is fixed by seed and epoch).
-        let done = progress.batch_in_epoch;
-        bar.set_position(done as u64);
-        let order = sampler.indices(epoch as u64);
-        let rest = order[(done * config.batch_size).min(order.len())..].to_vec();
-        let epoch_start = Instant::now();
-        let mut pending = Vec::new();
-        for (i, batch) in train_loader.batches_of(rest)?.enumerate() {
-            let step = done + i;
-            let batch = batch?;
-            let n = batch.len();
-            let (x, y) = batch.into_tensors(backend)?;
-            if config.schedule == ScheduleKind::Cosine {
-                optimizer.set_learning_rate(schedule.lr_at(progress.global_step));
-            }
-            progress.global_step += 1;
-            let loss = match scaler.as_mut() {
-                // The ranks agree on skipping a step (one flag all-reduced per step).
-                Some(scaler) if world_size > 1 => {
-                    let comm = &*comm;
-                    train_step_scaled_across(&model, &mut optimizer, x, &y, scaler, &params, comm)?
-                        .0
-                }
-                Some(scaler) => {
-                    train_step_scaled(&model, &mut optimizer, x, &y, scaler, &params)?.0
-                }
-                None => train_step(&model, &mut optimizer, x, &y)?,
-            };
-            pending.push((loss, n));
-            progress.samples += n;
-            progress.batch_in_epoch = step + 1;
-            let checkpoint_now = config
-                .checkpoint_every
-                .is_some_and(|every| every > 0 && progress.global_step % every == 0)
-                && run_dir.is_some()
-                // The epoch's last step is saved after its evaluation.
-                && step + 1 < steps_per_epoch;
-            let log_now = (step + 1) % LOSS_READ_INTERVAL == 0;
-            if log_now || checkpoint_now {
-                // The sum is the same whenever it is read: losses are added in step order.
-                for (l, k) in pending.drain(..) {
-                    let weighted = l.to_scalar_f64()? * k as f64;
-                    progress.loss_sum += weighted;
-                    progress.log_loss += weighted;
-                    progress.log_samples += k;
-                }
-                let seconds = progress.train_seconds + epoch_start.elapsed().as_secs_f64();
-                if let Some(log) = metrics.as_mut().filter(|_| log_now) {
-                    let mut values = vec![
-                        (
-                            "train/loss",
-                            progress.log_loss / progress.log_samples.max(1) as f64,
-                        ),
-                        ("train/lr", optimizer.learning_rate()),
-                        ("train/grad_norm", grad_norm(&params)?),
-                        (
-                            "train/samples_per_s",
-                            (progress.samples * world_size) as f64 / seconds.max(1e-9),
-                        ),
-                    ];
-                    if let Some(scaler) = &scaler {
-                        values.push(("train/loss_scale", scaler.scale()));
-                    }
-                    log.log(progress.global_step as u64, &values)?;
-                    (progress.log_loss, progress.log_samples) = (0.0, 0);
-                }
-                bar.set_message(format!(
-                    "loss {:.4} | {:.0} samples/s",
-                    progress.loss_sum / progress.samples.max(1) as f64,
-                    progress.samples as f64 / seconds.max(1e-9)
-                ));
-            }
-            if checkpoint_now {
-                backend.synchronize()?;
-                let mut snapshot = progress.clone();
-                if world_size > 1 {
-                    // Each rank's partial sums, exactly (a rank adds its values to zeros).
-                    let mut parts = vec![0.0; 2 * world_size];
-                    parts[2 * rank] = progress.loss_sum;
-                    parts[2 * rank + 1] = progress.samples as f64;
-                    sum_over_ranks(&*comm, &mut parts)?;
-                    snapshot.ranks = parts.chunks(2).map(|p| (p[0], p[1] as usize)).collect();
-                }
-                snapshot.train_seconds += epoch_start.elapsed().as_secs_f64();
-                snapshot.scaler = scaler.as_ref().map(DynamicLossScaler::position);
-                bar.suspend(|| save(&snapshot, &optimizer))?;
-            }
-            bar.inc(1);
-            halt_if_asked(progress.global_step);
-        }
-        for (l, k) in pending.drain(..) {
-            progress.loss_sum += l.to_scalar_f64()? * k as f64;
-        }
-        backend.synchronize()?;
-        let train_seconds = progress.train_seconds + epoch_start.elapsed().as_secs_f64();
-        bar.finish_and_clear();
-        let eval = evaluate(&model, &test_loader, backend)?;
-        let (mut accuracy, mut test_loss, mut train_loss, mut samples) = (
-            eval.accuracy,
-            eval.mean_loss,
-            progress.loss_sum / progress.samples.max(1) as f64,
-            progress.samples as f64,
-        );
-        if world_size > 1 {
-            // Totals over the ranks; the ranks ran in lockstep, rank 0's clock times them all.
-            let tested = eval.samples as f64;
-            let mut totals = [
-                eval.accuracy * tested,
-                progress.loss_sum,
-                samples,
-                tested,
-                eval.mean_loss * tested,
-            ];
-            sum_over_ranks(&*comm, &mut totals)?;
-            accuracy = totals[0].round() / totals[3].max(1.0);
-            train_loss = totals[1] / totals[2].max(1.0);
-            samples = totals[2];
-            test_loss = totals[4] / totals[3].max(1.0);
-        }
-        let report = EpochReport {
-            epoch: epoch + 1,
-            train_loss,
-            samples_per_s: samples / train_seconds,
-            test_accuracy: accuracy,
-        };
-        if rank == 0 {
-            eprintln!(
-                "epoch {}/{}: train loss {:.4}, {:.0} samples/s, test accuracy {:.2}%",
-                report.epoch,
-                config.epochs,
-                report.train_loss,
-                report.samples_per_s,
-                100.0 * report.test_accuracy
-            );
-        }
-        if let Some(log) = metrics.as_mut() {
-            let values = [
-                ("test/accuracy", report.test_accuracy),
-                ("test/loss", test_loss),
-                ("train/epoch_loss", report.train_loss),
-                ("train/epoch_samples_per_s", report.samples_per_s),
-            ];
-            log.log(progress.global_step as u64, &values)?;
-        }
-        progress.epochs.push(report);
-        progress = Progress {
-            global_step: progress.global_step,
-            epoch: epoch + 1,
-            scaler: scaler.as_ref().map(DynamicLossScaler::position),
-            log_loss: progress.log_loss,
-            log_samples: progress.log_samples,
-            epochs: std::mem::take(&mut progress.epochs),
-            ..Progress::default()
-        };
-        save(&progress, &optimizer)?;
+    if config.precision.needs_loss_scaling() {
+        learner = learner.loss_scaler(DynamicLossScaler::new());
     }
+    if let Some(dir) = &config.save {
+        let run_dir = RunDir::open(dir)?.keep_last(config.keep_last);
+        let run_config = config.run_config(world_size);
+        learner = learner.run_dir(run_dir, run_config, config.checkpoint_every, config.resume);
+    }
+    if let Some(dir) = &config.log_dir {
+        learner = learner.log_dir(dir);
+    }
+    if let Some(step) = config.halt_after_step {
+        learner = learner.callback(Box::new(HaltAfter(step)));
+    }
+    let fit = learner.fit(&train_loader, &test_loader, backend)?;
     Ok(TrainReport {
-        epochs: progress.epochs,
+        epochs: fit.epochs,
         seconds: start.elapsed().as_secs_f64(),
         world_size,
-        resumed_from_step,
-        checkpoint: run_dir.map(|d| d.root().to_path_buf()),
+        resumed_from_step: fit.resumed_from_step,
+        checkpoint: config.save.clone(),
     })
 }
 
-fn progress_bar(config: &TrainConfig, len: usize, epoch: usize, shown: bool) -> ProgressBar {
-    let bar = ProgressBar::new(len as u64);
-    if !(config.progress && shown) {
-        bar.set_draw_target(ProgressDrawTarget::hidden());
+/// The line per epoch on stderr (rank 0).
+struct EpochLines {
+    epochs: usize,
+    shown: bool,
+}
+
+impl Callback for EpochLines {
+    fn on_epoch_end(&mut self, r: &EpochReport) -> Result<Control> {
+        if self.shown {
+            eprintln!(
+                "epoch {}/{}: train loss {:.4}, {:.0} samples/s, test accuracy {:.2}%",
+                r.epoch,
+                self.epochs,
+                r.train_loss,
+                r.samples_per_s,
+                100.0 * r.test_accuracy
+            );
+        }
+        Ok(Control::Continue)
     }
-    bar.set_style(
-        ProgressStyle::with_template("epoch {prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})")
-            .expect("static template is valid")
-            .progress_chars("=> "),
-    );
-    bar.set_prefix(format!("{}/{}", epoch + 1, config.epochs));
-    bar
+}
+
+/// A progress bar per epoch (loss, samples/s), on a terminal.
+struct ProgressBars {
+    bar: Option<ProgressBar>,
+    epochs: usize,
+    shown: bool,
+}
+
+impl Callback for ProgressBars {
+    fn on_epoch_start(&mut self, e: &EpochStart) -> Result<()> {
+        let bar = ProgressBar::new(e.steps as u64);
+        if !self.shown {
+            bar.set_draw_target(ProgressDrawTarget::hidden());
+        }
+        bar.set_style(
+            ProgressStyle::with_template("epoch {prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})")
+                .expect("static template is valid")
+                .progress_chars("=> "),
+        );
+        bar.set_prefix(format!("{}/{}", e.epoch + 1, self.epochs));
+        bar.set_position(e.done as u64);
+        self.bar = Some(bar);
+        Ok(())
+    }
+
+    fn on_step_end(&mut self, s: &StepEnd) -> Result<Control> {
+        if let Some(bar) = &self.bar {
+            if let Some(loss) = s.epoch_loss {
+                bar.set_message(format!("loss {loss:.4} | {:.0} samples/s", s.samples_per_s));
+            }
+            bar.inc(1);
+        }
+        Ok(Control::Continue)
+    }
+
+    fn on_epoch_end(&mut self, _: &EpochReport) -> Result<Control> {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+        Ok(Control::Continue)
+    }
+}
+
+/// [`TrainConfig::halt_after_step`]: exits after that step and its checkpoint.
+struct HaltAfter(usize);
+
+impl Callback for HaltAfter {
+    fn on_step_end(&mut self, s: &StepEnd) -> Result<Control> {
+        if s.global_step == self.0 {
+            std::process::exit(HALT_EXIT_CODE);
+        }
+        Ok(Control::Continue)
+    }
 }
