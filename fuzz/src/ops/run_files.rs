@@ -4,7 +4,8 @@
 //! stale temporaries) or mismatch (another configuration, model width or optimizer group),
 //! then `resume` into a fresh model. A typed error must leave the fresh model and optimizer
 //! untouched; a success must restore exactly one saved checkpoint, the one it names; nothing
-//! may panic.
+//! may panic. And `Learner::fit` with odd sizes into a run folder: typed errors or a report of
+//! exactly the epochs and steps asked for.
 
 use super::files::make_bytes;
 use super::kinds::*;
@@ -157,12 +158,90 @@ fn damaged_resume<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
 
 /// The entries of this family.
 pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
-    vec![op(
-        "run checkpoints: damage, then resume",
-        3,
-        &[SIZE, SIZE, BYTES, SEED],
-        NONE,
-        |c| Ok(damaged_resume(c)),
-    )
-    .work(|_| Ok(1 << 14))]
+    vec![
+        op(
+            "run checkpoints: damage, then resume",
+            3,
+            &[SIZE, SIZE, BYTES, SEED],
+            NONE,
+            |c| Ok(damaged_resume(c)),
+        )
+        .work(|_| Ok(1 << 14)),
+        op(
+            "Learner::fit (odd sizes, a run folder, maybe resuming)",
+            2,
+            &[SIZE, SIZE, SIZE, SIZE, B, SEED],
+            NONE,
+            |c| Ok(learner_fit(c)),
+        )
+        .work(|_| Ok(1 << 15)),
+    ]
+}
+
+/// `n` items of 3 features, 2 classes.
+#[derive(Clone)]
+struct Items(usize);
+
+impl tessera_nn::data::Dataset for Items {
+    fn len(&self) -> usize {
+        self.0
+    }
+    fn item_dims(&self) -> &[usize] {
+        &[3]
+    }
+    fn fill_batch(
+        &self,
+        at: &[usize],
+        x: &mut Vec<f32>,
+        y: &mut Vec<i64>,
+    ) -> tessera_core::Result<()> {
+        if let Some(&bad) = at.iter().find(|&&i| i >= self.0) {
+            return Err(tessera_core::Error::InvalidArgument {
+                op: "Items",
+                msg: format!("no item {bad}"),
+            });
+        }
+        for &i in at {
+            x.extend([i as f32 / 7.0, 1.0 - i as f32 / 5.0, 0.5]);
+            y.push((i % 2) as i64);
+        }
+        Ok(())
+    }
+}
+
+/// `Learner::fit` with odd sizes (no items, a batch of 0, 0 epochs, logging every 0 steps),
+/// into a run folder, possibly resuming what an earlier step of the program left there.
+fn learner_fit<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
+    use tessera_nn::data::{DataLoader, LoaderConfig};
+    use tessera_nn::training::Learner;
+    let b = c.backend();
+    let (items, batch, epochs, log_every) =
+        (c.size(0) % 40, c.size(1) % 9, c.size(2) % 3, c.size(3) % 4);
+    let result = (|| -> tessera_core::Result<(usize, tessera_nn::training::FitReport)> {
+        let train = DataLoader::new(Items(items), LoaderConfig::new(batch).shuffled(1))?;
+        let test = DataLoader::new(Items(items), LoaderConfig::new(batch).sequential())?;
+        let m = model(4, c.seed(5), b)?;
+        let o = AdamW::new(m.parameters(), AdamWConfig::new(0.01))?;
+        let dir = RunDir::open(c.dir().join("learner-run"))?;
+        let config = json!({"items": items, "batch": batch, "epochs": epochs});
+        let mut learner = Learner::new(m, o)
+            .epochs(epochs)
+            .log_every(log_every)
+            .log_dir(c.dir().join("learner-logs"))
+            .run_dir(dir, config, Some(2), c.flag(4));
+        let steps = train.batches_for(items);
+        learner.fit(&train, &test, b).map(|r| (steps, r))
+    })();
+    match result {
+        Err(e) => Outcome::Err(e.to_string()),
+        Ok((_, report)) if report.epochs.len() != epochs => Outcome::Break(format!(
+            "fit of {epochs} epochs reported {}",
+            report.epochs.len()
+        )),
+        Ok((steps, report)) if report.global_step != epochs * steps => Outcome::Break(format!(
+            "{epochs} epochs of {steps} steps reported {} steps",
+            report.global_step
+        )),
+        Ok(_) => Outcome::Ok(Vec::new()),
+    }
 }
