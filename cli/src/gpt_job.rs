@@ -8,11 +8,15 @@
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{json, Value};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 use tessera_autograd::{no_grad, Var};
 use tessera_core::{Backend, DType, Error, Generator, Result, Tensor};
 use tessera_nn::clip::{clip_grad_norm, grad_norm};
 use tessera_nn::data::{CharTokenizer, SplitMix64, TextCorpus, TokenWindows, FORTUNES_DIR};
+use tessera_nn::distributed::{
+    save_on_rank0, Communicator, DistributedDataParallel, LocalCommunicator, Reduction,
+};
 use tessera_nn::gpt::{generate, save_checkpoint, Gpt, GptConfig, SamplingConfig};
 use tessera_nn::optim::{AdamW, AdamWConfig, Optimizer};
 use tessera_nn::precision::{DynamicLossScaler, Precision, ScalerStep};
@@ -216,6 +220,8 @@ pub struct GptTrainReport {
     pub skipped_steps: usize,
     /// The step of the checkpoint the run continued from (None: it started fresh).
     pub resumed_from_step: Option<u64>,
+    /// The number of ranks that trained together (1 without `--distributed`).
+    pub world_size: usize,
 }
 
 impl EvalPoint {
@@ -241,9 +247,8 @@ impl EvalPoint {
 struct GptProgress {
     /// Optimisation steps done.
     step: usize,
-    /// The states of the batch and evaluation samplers.
-    batch_rng: u64,
-    eval_rng: u64,
+    /// The states of every rank's batch and evaluation samplers (rank order).
+    rngs: Vec<(u64, u64)>,
     /// Steps skipped by the loss scaler, and its position (f16).
     skipped_steps: usize,
     scaler: Option<(f64, usize)>,
@@ -261,8 +266,7 @@ impl GptProgress {
     fn to_json(&self) -> Value {
         json!({
             "step": self.step,
-            "batch_rng": self.batch_rng,
-            "eval_rng": self.eval_rng,
+            "rngs": self.rngs.iter().map(|(b, e)| json!([b, e])).collect::<Vec<_>>(),
             "skipped_steps": self.skipped_steps,
             "scaler": self.scaler.map(|(scale, n)| json!([f64_to_json(scale), n])),
             "evals": self.evals.iter().map(EvalPoint::to_json).collect::<Vec<_>>(),
@@ -288,10 +292,20 @@ impl GptProgress {
             .iter()
             .map(EvalPoint::from_json)
             .collect::<Result<_>>()?;
+        let rngs = v["rngs"]
+            .as_array()
+            .ok_or_else(|| Error::checkpoint("checkpoint state `rngs` is not a list"))?
+            .iter()
+            .map(|r| {
+                Ok((
+                    u64_from_json(&r[0], "rngs[].batch")?,
+                    u64_from_json(&r[1], "rngs[].eval")?,
+                ))
+            })
+            .collect::<Result<_>>()?;
         Ok(GptProgress {
             step: count("step")? as usize,
-            batch_rng: count("batch_rng")?,
-            eval_rng: count("eval_rng")?,
+            rngs,
             skipped_steps: count("skipped_steps")? as usize,
             scaler,
             evals,
@@ -377,7 +391,27 @@ pub fn run_gpt_training<B: Backend>(
     config: &GptTrainConfig,
     backend: &B,
 ) -> Result<GptTrainReport> {
+    run_gpt_training_with(config, backend, Arc::new(LocalCommunicator::new()))
+}
+
+/// The seed of rank `rank`'s stream derived from `seed` (rank 0's is `seed` itself, so that a
+/// one-rank run draws what it always drew).
+fn rank_stream(seed: u64, rank: usize) -> u64 {
+    seed ^ (rank as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+/// [`run_gpt_training`] as one rank of a data-parallel run over `comm`: every rank starts from
+/// rank 0's model, draws its own training windows (the global batch is `world_size *
+/// batch_size` windows), averages its gradients with the others' before clipping, and
+/// estimates the losses on its own windows (the estimates are averaged over the ranks); rank 0
+/// alone prints, logs and saves.
+pub fn run_gpt_training_with<B: Backend>(
+    config: &GptTrainConfig,
+    backend: &B,
+    comm: Arc<dyn Communicator<B>>,
+) -> Result<GptTrainReport> {
     let start = Instant::now();
+    let (rank, world_size) = (comm.rank(), comm.world_size());
     let a = &config.args;
     if a.steps == 0 || config.batch_size == 0 || a.eval_interval == 0 {
         return Err(Error::InvalidArgument {
@@ -399,9 +433,19 @@ pub fn run_gpt_training<B: Backend>(
     .dropout(a.dropout)
     .dtype(config.dtype)
     .precision(config.precision);
-    let model = model_config.init(backend, &mut Generator::new(config.seed))?;
+    // Rank 0's initial model on every rank.
+    let ddp = DistributedDataParallel::new(
+        model_config.init(backend, &mut Generator::new(config.seed))?,
+        comm.clone(),
+    )?;
+    let model = ddp.module();
     model.train();
-    eprintln!(
+    let say = |line: String| {
+        if rank == 0 {
+            eprintln!("{line}");
+        }
+    };
+    say(format!(
         "gpt: {} parameters ({} layers, {} heads, width {}, context {}, {} compute), vocabulary \
          of {} characters, {} characters of text from {} file(s) of {} ({} train / {} \
          validation tokens)",
@@ -417,8 +461,8 @@ pub fn run_gpt_training<B: Backend>(
         config.data.display(),
         train.tokens(),
         val.tokens(),
-    );
-    let (mut decay, mut no_decay) = optimizers(&model, config)?;
+    ));
+    let (mut decay, mut no_decay) = optimizers(model, config)?;
     let params: Vec<Var<B>> = model.parameters().into_iter().map(|(_, v)| v).collect();
     let mut scaler = config
         .precision
@@ -431,19 +475,44 @@ pub fn run_gpt_training<B: Backend>(
     )?;
     // Like nanoGPT, the first step already moves: (step + 1) / (warmup + 1) of the peak.
     let schedule = LinearWarmup::new(cosine, a.warmup_steps, 1.0 / (a.warmup_steps as f64 + 1.0))?;
-    let mut batch_rng = SplitMix64::new(config.seed ^ 0x5eed_ba7c);
-    let mut eval_rng = SplitMix64::new(config.seed ^ 0xe7a1);
+    let mut batch_rng = SplitMix64::new(rank_stream(config.seed ^ 0x5eed_ba7c, rank));
+    let mut eval_rng = SplitMix64::new(rank_stream(config.seed ^ 0xe7a1, rank));
     let estimate = |model: &Gpt<B>, step: usize, rng: &mut SplitMix64| -> Result<EvalPoint> {
         let batch = config.batch_size;
+        let mut losses = [
+            estimate_loss(model, &train, batch, a.eval_iters, rng, backend)?,
+            estimate_loss(model, &val, batch, a.eval_iters, rng, backend)?,
+        ];
+        if world_size > 1 {
+            comm.all_reduce_host(&mut losses, Reduction::Sum)?;
+            losses = losses.map(|l| l / world_size as f64);
+        }
         Ok(EvalPoint {
             step,
-            train_loss: estimate_loss(model, &train, batch, a.eval_iters, rng, backend)?,
-            val_loss: estimate_loss(model, &val, batch, a.eval_iters, rng, backend)?,
+            train_loss: losses[0],
+            val_loss: losses[1],
         })
+    };
+    // Every rank's sampler states, gathered exactly (32-bit halves in f64s, summed with zeros).
+    let gather_rngs = |batch: &SplitMix64, eval: &SplitMix64| -> Result<Vec<(u64, u64)>> {
+        let mut parts = vec![0.0; 4 * world_size];
+        for (i, v) in [batch.state(), eval.state()].into_iter().enumerate() {
+            parts[4 * rank + 2 * i] = (v >> 32) as f64;
+            parts[4 * rank + 2 * i + 1] = (v & 0xffff_ffff) as f64;
+        }
+        if world_size > 1 {
+            comm.all_reduce_host(&mut parts, Reduction::Sum)?;
+        }
+        let word = |hi: f64, lo: f64| ((hi as u64) << 32) | lo as u64;
+        Ok(parts
+            .chunks(4)
+            .map(|p| (word(p[0], p[1]), word(p[2], p[3])))
+            .collect())
     };
 
     // The run folder: a fresh run, or (with `resume`) the newest whole checkpoint's state.
-    let run_config = config.run_config();
+    let mut run_config = config.run_config();
+    run_config["world_size"] = world_size.into();
     let run_dir = match &config.save {
         Some(dir) => Some(RunDir::open(dir)?.keep_last(config.keep_last)),
         None => None,
@@ -453,15 +522,15 @@ pub fn run_gpt_training<B: Backend>(
         if config.resume {
             let groups: &mut [(&str, &mut dyn Optimizer<B>)] =
                 &mut [("decay", &mut decay), ("no_decay", &mut no_decay)];
-            if let Some(found) = run::resume(dir, &model, groups, &run_config, backend)? {
+            if let Some(found) = run::resume(dir, model, groups, &run_config, backend)? {
                 for skipped in &found.skipped {
-                    eprintln!("warning: skipped a damaged checkpoint ({skipped})");
+                    say(format!("warning: skipped a damaged checkpoint ({skipped})"));
                 }
-                eprintln!(
+                say(format!(
                     "resuming from step {} ({})",
                     found.step,
                     found.path.display()
-                );
+                ));
                 progress = Some((found.step, GptProgress::from_json(&found.state)?));
             }
         } else if !dir.steps()?.is_empty() {
@@ -475,23 +544,27 @@ pub fn run_gpt_training<B: Backend>(
     let resumed_from_step = progress.as_ref().map(|(step, _)| *step);
     let mut progress = match progress {
         Some((_, p)) => {
-            batch_rng = SplitMix64::new(p.batch_rng);
-            eval_rng = SplitMix64::new(p.eval_rng);
+            let (b, e) = p.rngs.get(rank).copied().ok_or_else(|| {
+                Error::checkpoint(format!(
+                    "the checkpoint has no sampler state of rank {rank}"
+                ))
+            })?;
+            batch_rng = SplitMix64::new(b);
+            eval_rng = SplitMix64::new(e);
             if let (Some(scaler), Some((scale, n))) = (scaler.as_mut(), p.scaler) {
                 scaler.set_position(scale, n)?;
             }
             p
         }
         None => {
-            let first = estimate(&model, 0, &mut eval_rng)?;
-            eprintln!(
+            let first = estimate(model, 0, &mut eval_rng)?;
+            say(format!(
                 "step {:>5}: train loss {:.4}, val loss {:.4}",
                 0, first.train_loss, first.val_loss
-            );
+            ));
             GptProgress {
                 step: 0,
-                batch_rng: 0,
-                eval_rng: 0,
+                rngs: Vec::new(),
                 skipped_steps: 0,
                 scaler: None,
                 evals: vec![first],
@@ -505,8 +578,8 @@ pub fn run_gpt_training<B: Backend>(
 
     // The scalars (after a resume, without what the killed process logged later).
     let mut metrics = match &config.log_dir {
-        Some(dir) => Some(MetricsLog::open_resumed(dir, resumed_from_step)?),
-        None => None,
+        Some(dir) if rank == 0 => Some(MetricsLog::open_resumed(dir, resumed_from_step)?),
+        _ => None,
     };
     if let (Some(log), None) = (metrics.as_mut(), resumed_from_step) {
         let first = &progress.evals[0];
@@ -519,6 +592,9 @@ pub fn run_gpt_training<B: Backend>(
         )?;
     }
     let bar = progress_bar(config);
+    if rank != 0 {
+        bar.set_draw_target(ProgressDrawTarget::hidden());
+    }
     bar.set_position(progress.step as u64);
     let tokens_per_step = config.batch_size * a.block_size;
     let mut pending: Vec<Tensor<B>> = Vec::new();
@@ -533,14 +609,21 @@ pub fn run_gpt_training<B: Backend>(
         no_decay.zero_grad();
         let loss = model.loss(&x, &y)?;
         // With f16, the scaled loss is differentiated and the gradients unscaled before they
-        // are clipped (PyTorch's order); a step whose gradients overflowed is skipped.
+        // are clipped (PyTorch's order); a step whose gradients overflowed is skipped. Several
+        // ranks average their gradients first, so they clip, skip and step alike.
         let apply = match scaler.as_mut() {
             Some(scaler) => {
                 scaler.scale_loss(&loss)?.backward()?;
+                if world_size > 1 {
+                    ddp.sync_gradients()?;
+                }
                 scaler.unscale_and_update(&params)? == ScalerStep::Apply
             }
             None => {
                 loss.backward()?;
+                if world_size > 1 {
+                    ddp.sync_gradients()?;
+                }
                 true
             }
         };
@@ -580,7 +663,8 @@ pub fn run_gpt_training<B: Backend>(
         progress.train_seconds += step_start.elapsed().as_secs_f64();
         progress.trained_tokens += tokens_per_step;
         progress.step = step + 1;
-        let rate = progress.trained_tokens as f64 / progress.train_seconds;
+        // Over all ranks (they step in lockstep).
+        let rate = (progress.trained_tokens * world_size) as f64 / progress.train_seconds;
         if let Some(log) = metrics.as_mut().filter(|_| log_now) {
             let mut values = vec![
                 (
@@ -609,12 +693,12 @@ pub fn run_gpt_training<B: Backend>(
         bar.inc(1);
         if estimate_now {
             (running, running_n) = (0.0, 0);
-            let point = estimate(&model, done, &mut eval_rng)?;
+            let point = estimate(model, done, &mut eval_rng)?;
             bar.suspend(|| {
-                eprintln!(
+                say(format!(
                     "step {done:>5}: train loss {:.4}, val loss {:.4}, {rate:.0} tokens/s",
                     point.train_loss, point.val_loss
-                )
+                ))
             });
             if let Some(dir) = &config.save {
                 let info = serde_json::json!({
@@ -628,7 +712,7 @@ pub fn run_gpt_training<B: Backend>(
                     "data": config.data.display().to_string(),
                     "backend": backend.name(),
                 });
-                save_checkpoint(dir, &model, &tokenizer, info)?;
+                save_on_rank0(&*comm, || save_checkpoint(dir, model, &tokenizer, info))?;
             }
             if let Some(log) = metrics.as_mut() {
                 let values = [
@@ -640,14 +724,16 @@ pub fn run_gpt_training<B: Backend>(
             progress.evals.push(point);
         }
         if let Some(dir) = run_dir.as_ref().filter(|_| checkpoint_now) {
-            progress.batch_rng = batch_rng.state();
-            progress.eval_rng = eval_rng.state();
+            progress.rngs = gather_rngs(&batch_rng, &eval_rng)?;
             progress.scaler = scaler.as_ref().map(DynamicLossScaler::position);
             let groups: &[(&str, &dyn Optimizer<B>)] =
                 &[("decay", &decay), ("no_decay", &no_decay)];
             let state = progress.to_json();
             bar.suspend(|| {
-                run::save_checkpoint(dir, done as u64, &model, groups, &run_config, &state)
+                save_on_rank0(&*comm, || {
+                    run::save_checkpoint(dir, done as u64, model, groups, &run_config, &state)
+                        .map(|_| ())
+                })
             })?;
         }
         if config.halt_after_step == Some(done) {
@@ -657,7 +743,7 @@ pub fn run_gpt_training<B: Backend>(
     bar.finish_and_clear();
 
     let mut sample = String::new();
-    if a.sample_chars > 0 {
+    if a.sample_chars > 0 && rank == 0 {
         let first: String = corpus.text.chars().take(1).collect();
         let prompt = tokenizer
             .encode("\n")
@@ -667,12 +753,13 @@ pub fn run_gpt_training<B: Backend>(
             .top_k(Some(20))
             .seed(config.seed)
             .sampler()?;
-        let report = generate(&model, &prompt, a.sample_chars, &mut sampler, &mut |_| {})?;
+        let report = generate(model, &prompt, a.sample_chars, &mut sampler, &mut |_| {})?;
         sample = tokenizer.decode(&report.tokens)?;
     }
     Ok(GptTrainReport {
         evals: progress.evals,
-        tokens_per_s: progress.trained_tokens as f64 / progress.train_seconds.max(1e-9),
+        tokens_per_s: (progress.trained_tokens * world_size) as f64
+            / progress.train_seconds.max(1e-9),
         seconds: start.elapsed().as_secs_f64(),
         parameters: model.num_parameters(),
         vocab_size: tokenizer.vocab_size(),
@@ -680,5 +767,6 @@ pub fn run_gpt_training<B: Backend>(
         sample,
         skipped_steps: progress.skipped_steps,
         resumed_from_step,
+        world_size,
     })
 }

@@ -130,3 +130,86 @@ fn an_interrupted_two_rank_run_resumes_bit_for_bit() {
     assert_eq!(resumed["test_accuracy"], reference["test_accuracy"]);
     assert_same_state(&final_state(&whole), &final_state(&pieces), "2 ranks");
 }
+
+/// A small GPT on a text of its own, as the 2-rank tests train it.
+fn gpt_args(corpus: &str) -> Vec<&str> {
+    vec![
+        "--model",
+        "gpt",
+        "--data",
+        corpus,
+        "--steps",
+        "12",
+        "--block-size",
+        "8",
+        "--n-layer",
+        "1",
+        "--n-head",
+        "2",
+        "--n-embd",
+        "16",
+        "--eval-interval",
+        "4",
+        "--eval-iters",
+        "1",
+        "--sample-chars",
+        "0",
+        "--dropout",
+        "0.1",
+        "--batch-size",
+        "8",
+    ]
+}
+
+#[test]
+fn two_ranks_train_a_gpt_and_an_interrupted_job_resumes_bit_for_bit() {
+    if let Some(reason) = skip_reason() {
+        println!("skipped: {reason}");
+        return;
+    }
+    let train = train_with_mpi();
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = tmp.path().join("corpus.txt");
+    std::fs::write(
+        &corpus,
+        "To be or not to be, that is the question.\n%\n".repeat(60),
+    )
+    .unwrap();
+    let corpus = corpus.display().to_string();
+    let args = gpt_args(&corpus);
+    let (whole, pieces) = (tmp.path().join("whole"), tmp.path().join("pieces"));
+    let out = mpi_train(&train, &whole, &args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let reference = summary(&out);
+    assert_eq!(reference["world_size"], 2, "{reference}");
+    assert_eq!(reference["global_batch_size"], 16, "{reference}");
+    // Rank 0 alone prints; the model learns (step 0's validation loss is printed first).
+    assert_eq!(stderr.matches("step     0:").count(), 1, "{stderr}");
+    let first: f64 = stderr
+        .split("step     0: train loss ")
+        .nth(1)
+        .and_then(|rest| rest.split(", val loss ").nth(1))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("step 0's validation loss");
+    assert!(
+        reference["val_loss"].as_f64().unwrap() < first - 0.1,
+        "{reference} vs {first}"
+    );
+
+    let mut halted = args.clone();
+    halted.extend(["--halt-after-step", "5"]);
+    assert!(!mpi_train(&train, &pieces, &halted)
+        .output()
+        .unwrap()
+        .status
+        .success());
+    let mut resumed = args.clone();
+    resumed.push("--resume");
+    let again = summary(&mpi_train(&train, &pieces, &resumed).output().unwrap());
+    assert_eq!(again["resumed_from_step"], 4);
+    for key in ["val_loss", "train_loss", "skipped_steps"] {
+        assert_eq!(again[key], reference[key], "{key}");
+    }
+    assert_same_state(&final_state(&whole), &final_state(&pieces), "2-rank GPT");
+}

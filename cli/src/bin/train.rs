@@ -141,7 +141,7 @@ struct Args {
     #[arg(long, value_enum, default_value = "auto", requires = "distributed")]
     comm: CommArg,
     /// The dtype the linear, convolution and attention layers compute in (parameters and
-    /// optimizer state stay f32; f16 adds dynamic loss scaling, not yet with --distributed).
+    /// optimizer state stay f32; f16 adds dynamic loss scaling).
     #[arg(long, default_value = "f32")]
     precision: Precision,
     #[command(flatten)]
@@ -166,13 +166,18 @@ impl BackendJob for MnistJob<'_> {
 }
 
 /// `train --model gpt` on the device the registry opens.
-struct GptJob<'a>(&'a GptTrainConfig);
+struct GptJob<'a> {
+    config: &'a GptTrainConfig,
+    launch: &'a Launch,
+    comm: CommChoice,
+}
 
 impl BackendJob for GptJob<'_> {
     type Output = Result<gpt_job::GptTrainReport>;
 
     fn run<B: Backend>(self, dev: B) -> Self::Output {
-        gpt_job::run_gpt_training(self.0, &dev)
+        let comm = self.launch.communicator_for(&dev, self.comm)?;
+        gpt_job::run_gpt_training_with(self.config, &dev, comm)
     }
 }
 
@@ -235,11 +240,7 @@ fn main() -> ExitCode {
             }
         },
     };
-    let comm = match args.comm {
-        CommArg::Auto => CommChoice::Auto,
-        CommArg::Mpi => CommChoice::Mpi,
-        CommArg::Nccl => CommChoice::Nccl,
-    };
+    let comm = comm_choice(args.comm);
     // With --device-per-rank, the device numbered by the rank on its host (CUDA device i,
     // OpenCL device i); else the backend's default device.
     let options = DeviceOptions {
@@ -287,13 +288,16 @@ fn main() -> ExitCode {
 
 /// `train --model gpt`: the GPT job on the chosen backend, then its JSON summary.
 fn gpt_main(args: &Args) -> ExitCode {
-    if args.distributed {
-        eprintln!(
-            "error: --distributed is not supported for --model gpt yet (it trains on one \
-             process); run it without mpirun"
-        );
-        return ExitCode::FAILURE;
-    }
+    let launch = match args.distributed {
+        false => Launch::single(),
+        true => match Launch::init() {
+            Ok(launch) => launch,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
     let config = GptTrainConfig {
         args: args.gpt.clone(),
         batch_size: args.batch_size.unwrap_or(gpt_job::DEFAULT_BATCH),
@@ -318,10 +322,21 @@ fn gpt_main(args: &Args) -> ExitCode {
         precision: args.precision,
     };
     let backend_name = args.backend.name();
+    let options = DeviceOptions {
+        ordinal: args.device_per_rank.then_some(launch.local_rank),
+        ..DeviceOptions::default()
+    };
+    let job = GptJob {
+        config: &config,
+        launch: &launch,
+        comm: comm_choice(args.comm),
+    };
     let result = (args.backend)
-        .open(&DeviceOptions::default(), GptJob(&config))
+        .open(&options, job)
         .and_then(|trained| trained);
     match result {
+        // Only rank 0 reports: every rank holds the same model and the figures are averages.
+        Ok(_) if launch.rank != 0 => ExitCode::SUCCESS,
         Ok(report) => {
             if !report.sample.is_empty() {
                 eprintln!("sample:\n{}\n", report.sample);
@@ -332,6 +347,8 @@ fn gpt_main(args: &Args) -> ExitCode {
                 "backend": backend_name,
                 "steps": config.args.steps,
                 "batch_size": config.batch_size,
+                "world_size": report.world_size,
+                "global_batch_size": config.batch_size * report.world_size,
                 "block_size": config.args.block_size,
                 "seed": config.seed,
                 "precision": config.precision.name(),
@@ -349,8 +366,20 @@ fn gpt_main(args: &Args) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            match launch.distributed {
+                true => eprintln!("error (rank {} of {}): {e}", launch.rank, launch.world_size),
+                false => eprintln!("error: {e}"),
+            }
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The communicator library `--comm` names.
+fn comm_choice(arg: CommArg) -> CommChoice {
+    match arg {
+        CommArg::Auto => CommChoice::Auto,
+        CommArg::Mpi => CommChoice::Mpi,
+        CommArg::Nccl => CommChoice::Nccl,
     }
 }
