@@ -20,7 +20,10 @@ use tessera_nn::distributed::{
 use tessera_nn::gpt::{generate, save_checkpoint, Gpt, GptConfig, SamplingConfig};
 use tessera_nn::optim::{AdamW, AdamWConfig, Optimizer};
 use tessera_nn::precision::{DynamicLossScaler, Precision, ScalerStep};
-use tessera_nn::run::{self, f64_from_json, f64_to_json, u64_from_json, MetricsLog, RunDir};
+use tessera_nn::run::{
+    self, f64_from_json, f64_to_json, scaler_from_json, scaler_to_json, u64_from_json, MetricsLog,
+    RunDir,
+};
 use tessera_nn::schedule::{CosineAnnealing, LinearWarmup, LrSchedule};
 use tessera_nn::Module;
 
@@ -268,7 +271,7 @@ impl GptProgress {
             "step": self.step,
             "rngs": self.rngs.iter().map(|(b, e)| json!([b, e])).collect::<Vec<_>>(),
             "skipped_steps": self.skipped_steps,
-            "scaler": self.scaler.map(|(scale, n)| json!([f64_to_json(scale), n])),
+            "scaler": scaler_to_json(self.scaler),
             "evals": self.evals.iter().map(EvalPoint::to_json).collect::<Vec<_>>(),
             "train_seconds": f64_to_json(self.train_seconds),
             "trained_tokens": self.trained_tokens,
@@ -279,13 +282,7 @@ impl GptProgress {
 
     fn from_json(v: &Value) -> Result<Self> {
         let count = |key: &str| u64_from_json(&v[key], key);
-        let scaler = match &v["scaler"] {
-            Value::Null => None,
-            s => Some((
-                f64_from_json(&s[0], "scaler.scale")?,
-                u64_from_json(&s[1], "scaler.finite_steps")? as usize,
-            )),
-        };
+        let scaler = scaler_from_json(&v["scaler"])?;
         let evals = v["evals"]
             .as_array()
             .ok_or_else(|| Error::checkpoint("checkpoint state `evals` is not a list"))?
@@ -533,12 +530,8 @@ pub fn run_gpt_training_with<B: Backend>(
                 ));
                 progress = Some((found.step, GptProgress::from_json(&found.state)?));
             }
-        } else if !dir.steps()?.is_empty() {
-            return Err(Error::checkpoint(format!(
-                "{} already holds the checkpoints of a run: pass --resume to continue it, or \
-                 save into another folder",
-                dir.root().display()
-            )));
+        } else {
+            dir.ensure_no_checkpoints()?;
         }
     }
     let resumed_from_step = progress.as_ref().map(|(step, _)| *step);

@@ -229,24 +229,11 @@ fn main() -> ExitCode {
         progress: std::io::stderr().is_terminal(),
         precision: args.precision,
     };
-    // Alone, or one rank of `mpirun`'s processes (see tessera_cli::distributed).
-    let launch = match args.distributed {
-        false => Launch::single(),
-        true => match Launch::init() {
-            Ok(launch) => launch,
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::FAILURE;
-            }
-        },
+    let Some(launch) = join(args.distributed) else {
+        return ExitCode::FAILURE;
     };
     let comm = comm_choice(args.comm);
-    // With --device-per-rank, the device numbered by the rank on its host (CUDA device i,
-    // OpenCL device i); else the backend's default device.
-    let options = DeviceOptions {
-        ordinal: args.device_per_rank.then_some(launch.local_rank),
-        ..DeviceOptions::default()
-    };
+    let options = device_options(&args, &launch);
     let job = MnistJob {
         config: &config,
         launch: &launch,
@@ -276,27 +263,14 @@ fn main() -> ExitCode {
             println!("{summary}");
             ExitCode::SUCCESS
         }
-        Err(e) => {
-            match launch.distributed {
-                true => eprintln!("error (rank {} of {}): {e}", launch.rank, launch.world_size),
-                false => eprintln!("error: {e}"),
-            }
-            ExitCode::FAILURE
-        }
+        Err(e) => failure(&launch, &e),
     }
 }
 
 /// `train --model gpt`: the GPT job on the chosen backend, then its JSON summary.
 fn gpt_main(args: &Args) -> ExitCode {
-    let launch = match args.distributed {
-        false => Launch::single(),
-        true => match Launch::init() {
-            Ok(launch) => launch,
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::FAILURE;
-            }
-        },
+    let Some(launch) = join(args.distributed) else {
+        return ExitCode::FAILURE;
     };
     let config = GptTrainConfig {
         args: args.gpt.clone(),
@@ -322,10 +296,7 @@ fn gpt_main(args: &Args) -> ExitCode {
         precision: args.precision,
     };
     let backend_name = args.backend.name();
-    let options = DeviceOptions {
-        ordinal: args.device_per_rank.then_some(launch.local_rank),
-        ..DeviceOptions::default()
-    };
+    let options = device_options(args, &launch);
     let job = GptJob {
         config: &config,
         launch: &launch,
@@ -365,14 +336,35 @@ fn gpt_main(args: &Args) -> ExitCode {
             println!("{summary}");
             ExitCode::SUCCESS
         }
-        Err(e) => {
-            match launch.distributed {
-                true => eprintln!("error (rank {} of {}): {e}", launch.rank, launch.world_size),
-                false => eprintln!("error: {e}"),
-            }
-            ExitCode::FAILURE
-        }
+        Err(e) => failure(&launch, &e),
     }
+}
+
+/// Alone, or one rank of `mpirun`'s processes (see tessera_cli::distributed); None (the
+/// error printed) when joining failed.
+fn join(distributed: bool) -> Option<Launch> {
+    match distributed {
+        false => Some(Launch::single()),
+        true => Launch::init().map_err(|e| eprintln!("error: {e}")).ok(),
+    }
+}
+
+/// With --device-per-rank, the device numbered by the rank on its host (CUDA device i, OpenCL
+/// device i); else the backend's default device.
+fn device_options(args: &Args, launch: &Launch) -> DeviceOptions {
+    DeviceOptions {
+        ordinal: args.device_per_rank.then_some(launch.local_rank),
+        ..DeviceOptions::default()
+    }
+}
+
+/// Prints a run's error, naming the rank in a distributed run, and fails.
+fn failure(launch: &Launch, e: &tessera_core::Error) -> ExitCode {
+    match launch.distributed {
+        true => eprintln!("error (rank {} of {}): {e}", launch.rank, launch.world_size),
+        false => eprintln!("error: {e}"),
+    }
+    ExitCode::FAILURE
 }
 
 /// The communicator library `--comm` names.

@@ -23,6 +23,25 @@ pub fn f64_from_json(value: &Value, what: &str) -> Result<f64> {
         })
 }
 
+/// A loss scaler's position (`DynamicLossScaler::position`, None without a scaler) as JSON
+/// `[scale bits, finite steps]` or `null` (read back with [`scaler_from_json`]).
+pub fn scaler_to_json(position: Option<(f64, usize)>) -> Value {
+    position.map_or(Value::Null, |(scale, n)| {
+        Value::Array(vec![f64_to_json(scale), n.into()])
+    })
+}
+
+/// The loss-scaler position [`scaler_to_json`] wrote into `value`.
+pub fn scaler_from_json(value: &Value) -> Result<Option<(f64, usize)>> {
+    match value {
+        Value::Null => Ok(None),
+        v => Ok(Some((
+            f64_from_json(&v[0], "scaler.scale")?,
+            u64_from_json(&v[1], "scaler.finite_steps")? as usize,
+        ))),
+    }
+}
+
 /// The `u64` in `value` (named `what` in the error otherwise).
 pub fn u64_from_json(value: &Value, what: &str) -> Result<u64> {
     value.as_u64().ok_or_else(|| {

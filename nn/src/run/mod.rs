@@ -37,7 +37,7 @@ mod run_dir;
 mod snapshot;
 pub mod tfevents;
 
-pub use host_value::{f64_from_json, f64_to_json, u64_from_json};
+pub use host_value::{f64_from_json, f64_to_json, scaler_from_json, scaler_to_json, u64_from_json};
 pub use manifest::Manifest;
 pub use metrics_log::MetricsLog;
 pub use run_dir::RunDir;

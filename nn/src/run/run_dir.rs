@@ -108,6 +108,19 @@ impl RunDir {
         Ok(steps)
     }
 
+    /// Errors when the folder already holds checkpoints: what a fresh run checks before it
+    /// writes its own, so that forgetting `--resume` never mixes two runs in one folder.
+    pub fn ensure_no_checkpoints(&self) -> Result<()> {
+        if self.steps()?.is_empty() {
+            return Ok(());
+        }
+        Err(Error::checkpoint(format!(
+            "{} already holds the checkpoints of a run: resume it (`--resume`), or save into \
+             another folder",
+            self.root.display()
+        )))
+    }
+
     /// What `checkpoints/latest` names, if it exists.
     pub fn latest(&self) -> Result<Option<String>> {
         let path = self.checkpoints_dir().join(LATEST);

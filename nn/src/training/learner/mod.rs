@@ -243,13 +243,7 @@ impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
             return Ok((Progress::default(), None));
         };
         if !run.resume {
-            if !run.dir.steps()?.is_empty() {
-                return Err(Error::checkpoint(format!(
-                    "{} already holds the checkpoints of a run: resume it (`--resume`), or \
-                     save into another folder",
-                    run.dir.root().display()
-                )));
-            }
+            run.dir.ensure_no_checkpoints()?;
             return Ok((Progress::default(), None));
         }
         let groups: &mut [(&str, &mut dyn Optimizer<B>)] =

@@ -1,7 +1,7 @@
 //! Where a [`super::Learner`]'s run stands: what its checkpoints save besides the model and
 //! optimizer state, as exact JSON.
 
-use crate::run::{f64_from_json, f64_to_json, u64_from_json};
+use crate::run::{f64_from_json, f64_to_json, scaler_from_json, scaler_to_json, u64_from_json};
 use crate::{Error, Result};
 use serde_json::{json, Value};
 
@@ -80,7 +80,7 @@ impl Progress {
             "samples": self.samples,
             "ranks": self.ranks.iter().map(|(l, n)| json!([f64_to_json(*l), n])).collect::<Vec<_>>(),
             "train_seconds": f64_to_json(self.train_seconds),
-            "scaler": self.scaler.map(|(scale, n)| json!([f64_to_json(scale), n])),
+            "scaler": scaler_to_json(self.scaler),
             "log_loss": f64_to_json(self.log_loss),
             "log_samples": self.log_samples,
             "epochs": self.epochs.iter().map(EpochReport::to_json).collect::<Vec<_>>(),
@@ -95,13 +95,7 @@ impl Progress {
                 .as_array()
                 .ok_or_else(|| Error::checkpoint(format!("checkpoint state `{key}` is not a list")))
         };
-        let scaler = match &v["scaler"] {
-            Value::Null => None,
-            s => Some((
-                f64_from_json(&s[0], "scaler.scale")?,
-                u64_from_json(&s[1], "scaler.finite_steps")? as usize,
-            )),
-        };
+        let scaler = scaler_from_json(&v["scaler"])?;
         let ranks = list("ranks")?
             .iter()
             .map(|r| {
