@@ -4,6 +4,9 @@
 //! * `train OUT_DIR BUCKET_BYTES`: data-parallel training of the shared problem
 //!   (`tests/common/problem.rs`) at batch `GLOBAL_BATCH / world_size` per rank; every rank
 //!   appends its parameters after each step to `OUT_DIR/rank<r>.f64` (little-endian f64).
+//! * `sharded OUT_DIR LEVEL BUCKET_BYTES`: the same with AdamW, at sharding level `LEVEL`
+//!   (`ShardedOptimizer`; 0 is plain data parallelism); rank 0 also writes the consolidated
+//!   optimizer state to `OUT_DIR/state.f64` (names in `state.txt`).
 //! * `collectives`: every collective on every dtype against values computed here, and the
 //!   typed errors of mismatched calls; prints `collectives ok` on each rank.
 //! * `die VICTIM`: a few all-reduces, then rank `VICTIM` kills itself with SIGKILL while the
@@ -26,17 +29,24 @@ use tessera_core::{CommFailure, DType, Error, HostData, Result, Tensor};
 use tessera_cpu::Cpu;
 use tessera_distributed::{Bootstrap, MpiCommunicator};
 use tessera_nn::distributed::{
-    Communicator, DdpConfig, DistributedDataParallel, DistributedSampler, Reduction,
+    Communicator, DdpConfig, DistributedDataParallel, DistributedSampler, Reduction, ShardLevel,
+    ShardedOptimizer,
 };
+use tessera_nn::optim::Optimizer;
+use tessera_nn::{Forward, Module};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let outcome = match args.first().map(String::as_str) {
         Some("train") => train(&args[1..]),
         Some("collectives") => collectives(),
+        Some("sharded") => sharded(&args[1..]),
         Some("die") => die(&args[1..]),
         _ => {
-            eprintln!("usage: mpi_check train OUT_DIR BUCKET_BYTES | collectives | die VICTIM");
+            eprintln!(
+                "usage: mpi_check train OUT_DIR BUCKET_BYTES | sharded OUT_DIR LEVEL \
+                 BUCKET_BYTES | collectives | die VICTIM"
+            );
             std::process::exit(2);
         }
     };
@@ -80,6 +90,98 @@ fn train(args: &[String]) -> Result<()> {
         stats.collectives,
         ddp.reducer().buckets().len()
     );
+    Ok(())
+}
+
+/// Data-parallel training of the shared problem with AdamW at sharding `LEVEL` (0: plain
+/// `DistributedDataParallel`): every rank appends its parameters after each step to
+/// `OUT_DIR/rank<r>.f64`, and rank 0 writes the optimizer's consolidated state (sorted by
+/// name) to `OUT_DIR/state.f64` and the names to `OUT_DIR/state.txt`.
+fn sharded(args: &[String]) -> Result<()> {
+    let out = PathBuf::from(&args[0]);
+    let level = ShardLevel::from_number(args[1].parse().expect("LEVEL is a number"))?;
+    let bucket_bytes: usize = args[2].parse().expect("BUCKET_BYTES is a number");
+    let mpi = Arc::new(MpiCommunicator::init()?);
+    let (rank, world) = (Bootstrap::rank(&*mpi), Bootstrap::world_size(&*mpi));
+    let comm: Arc<dyn Communicator<Cpu>> = mpi;
+    let dev = Cpu::new();
+    let model = problem::model(problem::SEED + rank as u64, &dev);
+    let config = DdpConfig::new().bucket_bytes(bucket_bytes);
+    let ddp = DistributedDataParallel::with_config(model, comm.clone(), config)?;
+    let mut optimizer: Box<dyn Optimizer<Cpu>> = match level {
+        ShardLevel::Replicated => Box::new(ddp.wrap_optimizer(problem::adamw(ddp.parameters()))),
+        level => Box::new(ShardedOptimizer::new(
+            ddp.parameters(),
+            comm.clone(),
+            level,
+            bucket_bytes,
+            |shares| Ok(problem::adamw(shares)),
+        )?),
+    };
+    let shard = DistributedSampler::new(problem::ITEMS, rank, world)?
+        .shuffled(problem::SEED)
+        .indices(0);
+    let b = problem::GLOBAL_BATCH / world;
+    let path = out.join(format!("rank{rank}.f64"));
+    let mut file = std::fs::File::create(&path).map_err(|e| Error::io(&path, e))?;
+    let write = |file: &mut std::fs::File, values: &[f64]| -> Result<()> {
+        for v in values {
+            file.write_all(&v.to_le_bytes())
+                .map_err(|e| Error::io(&path, e))?;
+        }
+        Ok(())
+    };
+    for k in 0..problem::STEPS {
+        let (x, y) = problem::batch(&shard[k * b..(k + 1) * b], &dev);
+        let logits = ddp.forward(&tessera_autograd::Var::constant(x))?;
+        let loss = tessera_nn::loss::cross_entropy(&logits, &y)?;
+        optimizer.zero_grad();
+        loss.backward()?;
+        optimizer.step()?;
+        write(&mut file, &problem::flat_parameters(&ddp))?;
+    }
+    optimizer.prepare_checkpoint()?;
+    let mut state = optimizer.state();
+    optimizer.finish_checkpoint();
+    state.sort_by(|a, b| a.0.cmp(&b.0));
+    if rank == 0 {
+        let path = out.join("state.f64");
+        let mut file = std::fs::File::create(&path).map_err(|e| Error::io(&path, e))?;
+        let mut names = String::new();
+        for (name, tensor) in &state {
+            names.push_str(&format!("{name} {:?}\n", tensor.dims()));
+            for v in tensor.to_vec_f64()? {
+                file.write_all(&v.to_le_bytes())
+                    .map_err(|e| Error::io(&path, e))?;
+            }
+        }
+        let names_path = out.join("state.txt");
+        std::fs::write(&names_path, names).map_err(|e| Error::io(&names_path, e))?;
+    }
+    // The consolidated state loads back into a fresh optimizer of the same level and gives
+    // the same state again.
+    if level != ShardLevel::Replicated {
+        let mut again = ShardedOptimizer::new(
+            ddp.parameters(),
+            comm.clone(),
+            level,
+            bucket_bytes,
+            |shares| Ok(problem::adamw(shares)),
+        )?;
+        again.load_state(&state)?;
+        again.prepare_checkpoint()?;
+        let mut reloaded = again.state();
+        reloaded.sort_by(|a, b| a.0.cmp(&b.0));
+        expect_eq(
+            "reloaded state names",
+            reloaded.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>(),
+            state.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>(),
+        )?;
+        for ((name, a), (_, b)) in reloaded.iter().zip(&state) {
+            expect_eq(name, a.to_host()?, b.to_host()?)?;
+        }
+    }
+    println!("rank {rank}: level {} trained", level.number());
     Ok(())
 }
 
@@ -176,6 +278,51 @@ fn collectives() -> Result<()> {
                 expected.to_host()?,
             )?;
         }
+    }
+    // Reduce-scatter and all-gather: rank r contributes x_r[i] = (i + 1)·(r + 1) + i/8 over
+    // 2·world elements and gets elements [2r, 2r + 2) of the sum; then gathers (rank r: [r, -r]).
+    for dtype in [DType::F32, DType::F64, DType::I64] {
+        let len = 2 * world;
+        let value = |i: usize, k: f64| (i as f64 + 1.0) * (k + 1.0) + (i / 8) as f64;
+        let mine: Vec<f64> = (0..len).map(|i| value(i, r)).collect();
+        let t = Tensor::from_f64_values(&mine, [len], dtype, &dev)?;
+        let scattered = comm.reduce_scatter(&t, Reduction::Sum)?;
+        let expected: Vec<f64> = (2 * rank..2 * rank + 2)
+            .map(|i| (0..world).map(|k| value(i, k as f64)).sum())
+            .collect();
+        expect_eq(
+            &format!("reduce_scatter {dtype}"),
+            scattered.to_vec_f64()?,
+            expected,
+        )?;
+        // The same bits as the all-reduce's share of the same values (here a mean of floats).
+        if dtype != DType::I64 {
+            let noisy: Vec<f64> = (0..len).map(|i| (i as f64 + 0.1) / (r + 3.0)).collect();
+            let t = Tensor::from_f64_values(&noisy, [len], dtype, &dev)?;
+            let mut all = t.clone();
+            comm.all_reduce(&mut all, Reduction::Mean)?;
+            let share = comm.reduce_scatter(&t, Reduction::Mean)?;
+            expect_eq(
+                &format!("reduce_scatter {dtype} = its all_reduce share"),
+                share.to_host()?,
+                all.narrow(0, 2 * rank, 2)?.contiguous()?.to_host()?,
+            )?;
+        }
+        let shard = Tensor::from_f64_values(&[r, -r], [2], dtype, &dev)?;
+        let gathered = comm.all_gather(&shard)?;
+        let expected: Vec<f64> = (0..world).flat_map(|k| [k as f64, -(k as f64)]).collect();
+        expect_eq(
+            &format!("all_gather {dtype}"),
+            gathered.to_vec_f64()?,
+            expected,
+        )?;
+    }
+    let uneven = Tensor::zeros([2 * world + 1], DType::F32, &dev)?;
+    if comm.reduce_scatter(&uneven, Reduction::Sum).is_ok() {
+        return Err(Error::InvalidArgument {
+            op: "mpi_check",
+            msg: "a reduce-scatter of a length the ranks do not divide was not refused".into(),
+        });
     }
     let mut bytes = [rank as u8; 5];
     mpi.broadcast_bytes(&mut bytes, world - 1)?;

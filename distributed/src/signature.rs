@@ -33,6 +33,11 @@ pub const HOST_ALL_REDUCE_CODE: u64 = 4;
 /// ... of a broadcast of bytes (bootstrap data such as NCCL's unique id).
 pub const BYTES_BROADCAST_CODE: u64 = 5;
 
+/// ... of a reduce-scatter of a tensor.
+pub const REDUCE_SCATTER_CODE: u64 = 6;
+/// ... of an all-gather of a tensor.
+pub const ALL_GATHER_CODE: u64 = 7;
+
 /// Number of `f64`s [`Signature::encode`] produces.
 pub const ENCODED_LEN: usize = 12;
 
@@ -119,6 +124,8 @@ impl Signature {
             BARRIER_CODE => return "barrier".into(),
             HOST_ALL_REDUCE_CODE => "all_reduce_host",
             BYTES_BROADCAST_CODE => "broadcast_bytes",
+            REDUCE_SCATTER_CODE => "reduce_scatter",
+            ALL_GATHER_CODE => "all_gather",
             _ => "an unknown collective",
         };
         let dtype = match self.dtype {

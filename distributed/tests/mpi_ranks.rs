@@ -175,6 +175,83 @@ fn two_ranks_at_half_the_batch_train_like_one_process_and_stay_identical() {
     }
 }
 
+/// Reads `state.f64` and the names of `state.txt` of a sharded run.
+fn read_state(dir: &Path) -> (String, Vec<u64>) {
+    let names = std::fs::read_to_string(dir.join("state.txt")).expect("state names");
+    let bytes = std::fs::read(dir.join("state.f64")).expect("state values");
+    let bits = bytes
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    (names, bits)
+}
+
+#[test]
+fn sharded_levels_train_bit_for_bit_like_plain_data_parallelism() {
+    if let Some(reason) = missing_mpirun() {
+        println!("skipped: {reason}");
+        return;
+    }
+    let reference = problem::single_process_adamw_reference();
+    let per_step = reference[0].len();
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for ranks in [2, 4] {
+        // 256-byte buckets: several buckets, each padded to a multiple of the world size.
+        for bucket_bytes in ["256", "26214400"] {
+            let mut runs = Vec::new();
+            for level in ["0", "1", "2"] {
+                let dir = tempfile::tempdir().unwrap();
+                let out_dir = dir.path().to_str().unwrap();
+                let out = mpirun(ranks, &[], &[], &["sharded", out_dir, level, bucket_bytes]);
+                assert!(out.status.success(), "{}", text(&out));
+                let trajectories: Vec<_> = (0..ranks)
+                    .map(|r| read_trajectory(&dir.path().join(format!("rank{r}.f64")), per_step))
+                    .collect();
+                for (r, t) in trajectories.iter().enumerate() {
+                    for step in 0..problem::STEPS {
+                        assert_eq!(
+                            bits(&t[step]),
+                            bits(&trajectories[0][step]),
+                            "level {level}, {ranks} ranks: rank {r} differs after step {step}"
+                        );
+                    }
+                }
+                runs.push((level, trajectories.swap_remove(0), read_state(dir.path())));
+            }
+            let (_, plain, plain_state) = &runs[0];
+            for (level, trajectory, state) in &runs[1..] {
+                for step in 0..problem::STEPS {
+                    assert_eq!(
+                        bits(&trajectory[step]),
+                        bits(&plain[step]),
+                        "level {level}, {ranks} ranks, buckets of {bucket_bytes} B: parameters \
+                         differ from plain data parallelism after step {step}"
+                    );
+                }
+                assert_eq!(
+                    state, plain_state,
+                    "level {level}, {ranks} ranks: the consolidated optimizer state differs \
+                     from plain data parallelism's"
+                );
+            }
+            // And like one process at the whole batch, to rounding.
+            for step in 0..problem::STEPS {
+                let diff = plain[step]
+                    .iter()
+                    .zip(&reference[step])
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0.0, f64::max);
+                assert!(diff < 1e-10, "{ranks} ranks, step {step}: {diff:e} from one process");
+            }
+            let moved = plain[problem::STEPS - 1]
+                .iter()
+                .zip(&problem::model_start())
+                .any(|(a, b)| (a - b).abs() > 1e-3);
+            assert!(moved, "training did not change the parameters");
+        }
+    }
+}
+
 #[test]
 fn every_collective_agrees_with_independent_values_and_mismatches_are_typed() {
     if let Some(reason) = missing_mpirun() {

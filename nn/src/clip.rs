@@ -1,5 +1,6 @@
 //! Gradient clipping by global norm.
 
+use crate::distributed::{Communicator, Reduction};
 use tessera_autograd::Var;
 use tessera_core::{Backend, DType, Error, Result, Tensor};
 
@@ -46,6 +47,49 @@ pub fn grad_norm<'a, B: Backend>(params: impl IntoIterator<Item = &'a Var<B>>) -
         return Ok(0.0);
     }
     global_norm(grads.iter())
+}
+
+/// The global L2 norm of gradients split over the ranks of `comm` (each rank passes its own
+/// parameters, e.g. a [`crate::distributed::ShardedOptimizer`]'s shares): `√(Σ ‖g‖²)` with the
+/// sum taken over every rank's gradients. A collective.
+pub fn grad_norm_across<'a, B: Backend>(
+    params: impl IntoIterator<Item = &'a Var<B>>,
+    comm: &dyn Communicator<B>,
+) -> Result<f64> {
+    let local = grad_norm(params)?;
+    let mut squares = [local * local];
+    if comm.world_size() > 1 {
+        comm.all_reduce_host(&mut squares, Reduction::Sum)?;
+    }
+    Ok(squares[0].sqrt())
+}
+
+/// [`clip_grad_norm`] of gradients split over the ranks of `comm`: the norm is
+/// [`grad_norm_across`], and every rank scales its own gradients by the same factor. A
+/// collective; returns the norm before clipping.
+pub fn clip_grad_norm_across<'a, B: Backend>(
+    params: impl IntoIterator<Item = &'a Var<B>>,
+    max_norm: f64,
+    comm: &dyn Communicator<B>,
+) -> Result<f64> {
+    if !(max_norm.is_finite() && max_norm >= 0.0) {
+        return Err(Error::InvalidArgument {
+            op: "clip_grad_norm_across",
+            msg: format!("max_norm must be finite and non-negative, got {max_norm}"),
+        });
+    }
+    let with_grads: Vec<(&Var<B>, Tensor<B>)> = params
+        .into_iter()
+        .filter_map(|var| var.grad().map(|grad| (var, grad)))
+        .collect();
+    let norm = grad_norm_across(with_grads.iter().map(|(v, _)| *v), comm)?;
+    let coefficient = max_norm / (norm + 1e-6);
+    if coefficient < 1.0 || coefficient.is_nan() {
+        for (var, grad) in with_grads {
+            var.set_grad(Some(grad.mul_scalar(coefficient)?));
+        }
+    }
+    Ok(norm)
 }
 
 /// `√(Σ ‖g‖²)` over `grads` (at least one): the squares summed on the device in f64.

@@ -26,12 +26,13 @@
 //! default `mpirun` kills the whole job within about a second of one process dying, before any
 //! time limit; `mpirun --enable-recovery` lets the survivors run on and report the typed error.
 
+mod ordered;
 mod raw;
 
 use crate::bootstrap::Bootstrap;
 use crate::signature::{
-    dtype_code, shape_hash, Signature, ALL_REDUCE_CODE, BARRIER_CODE, BROADCAST_CODE,
-    BYTES_BROADCAST_CODE, ENCODED_LEN, HOST_ALL_REDUCE_CODE,
+    dtype_code, shape_hash, Signature, BARRIER_CODE, BROADCAST_CODE, BYTES_BROADCAST_CODE,
+    ENCODED_LEN, HOST_ALL_REDUCE_CODE,
 };
 use crate::timeout::timeout_from_env;
 use mpi::environment::Universe;
@@ -44,7 +45,7 @@ use std::mem::ManuallyDrop;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 use tessera_core::{Backend, CommFailure, Error, HostData, Result, Tensor};
-use tessera_nn::distributed::{check_reducible, check_root, Communicator, Reduction};
+use tessera_nn::distributed::{check_root, Communicator, Reduction};
 
 const LIBRARY: &str = "mpi";
 
@@ -532,12 +533,15 @@ impl<B: Backend> Communicator<B> for MpiCommunicator {
     }
 
     fn all_reduce(&self, tensor: &mut Tensor<B>, op: Reduction) -> Result<()> {
-        check_reducible(tensor.dtype(), op)?;
-        let shape = shape_hash(tensor.shape());
-        let reduced =
-            self.reduce_host("all_reduce", tensor.to_host()?, shape, op, ALL_REDUCE_CODE)?;
-        *tensor = Tensor::from_host(reduced, tensor.shape().clone(), tensor.backend())?;
-        Ok(())
+        self.all_reduce_ordered(tensor, op)
+    }
+
+    fn reduce_scatter(&self, tensor: &Tensor<B>, op: Reduction) -> Result<Tensor<B>> {
+        self.reduce_scatter_ordered(tensor, op)
+    }
+
+    fn all_gather(&self, shard: &Tensor<B>) -> Result<Tensor<B>> {
+        self.all_gather_ordered(shard)
     }
 
     fn broadcast(&self, tensor: &mut Tensor<B>, root: usize) -> Result<()> {

@@ -10,14 +10,14 @@ use tessera_cpu::Cpu;
 use tessera_nn::data::shuffle::epoch_permutation;
 use tessera_nn::layers::{Linear, LinearConfig, ReLU, Sequential};
 use tessera_nn::loss::cross_entropy;
-use tessera_nn::optim::{Optimizer, Sgd, SgdConfig};
+use tessera_nn::optim::{AdamW, AdamWConfig, Optimizer, Sgd, SgdConfig};
 use tessera_nn::{Forward, Module};
 
 pub const FEATURES: usize = 6;
 pub const CLASSES: usize = 3;
-pub const ITEMS: usize = 96;
+pub const ITEMS: usize = 240;
 pub const SEED: u64 = 5;
-pub const STEPS: usize = 6;
+pub const STEPS: usize = 20;
 pub const GLOBAL_BATCH: usize = 12;
 
 pub type Model = Sequential<(Linear<Cpu>, ReLU, Linear<Cpu>)>;
@@ -41,6 +41,15 @@ pub fn model(seed: u64, dev: &Cpu) -> Model {
 /// SGD with momentum over the model's parameters.
 pub fn optimizer(model: &impl Module<Cpu>) -> Sgd<Cpu> {
     Sgd::new(model.parameters(), SgdConfig::new(0.1).momentum(0.9)).expect("valid optimizer")
+}
+
+/// AdamW with weight decay over `params` (the sharded runs' optimizer).
+pub fn adamw(params: Vec<(String, Var<Cpu>)>) -> AdamW<Cpu> {
+    let config = AdamWConfig {
+        weight_decay: 0.05,
+        ..AdamWConfig::new(0.02)
+    };
+    AdamW::new(params, config).expect("valid optimizer")
 }
 
 /// Items `indices` of the data set: f64 features `[n, FEATURES]` and labels `[n]`.
@@ -81,17 +90,28 @@ pub fn model_start() -> Vec<f64> {
 pub fn single_process_reference() -> Vec<Vec<f64>> {
     let dev = Cpu::new();
     let model = model(SEED, &dev);
-    let mut opt = optimizer(&model);
+    reference_with(&model, optimizer(&model), &dev)
+}
+
+/// [`single_process_reference`] with [`adamw`].
+pub fn single_process_adamw_reference() -> Vec<Vec<f64>> {
+    let dev = Cpu::new();
+    let model = model(SEED, &dev);
+    let opt = adamw(model.parameters());
+    reference_with(&model, opt, &dev)
+}
+
+fn reference_with(model: &Model, mut opt: impl Optimizer<Cpu>, dev: &Cpu) -> Vec<Vec<f64>> {
     let order = epoch_permutation(ITEMS, SEED, 0);
     let mut out = Vec::new();
     for k in 0..STEPS {
-        let (x, y) = batch(&order[k * GLOBAL_BATCH..(k + 1) * GLOBAL_BATCH], &dev);
+        let (x, y) = batch(&order[k * GLOBAL_BATCH..(k + 1) * GLOBAL_BATCH], dev);
         let logits = model.forward(&Var::constant(x)).expect("forward");
         let loss = cross_entropy(&logits, &y).expect("loss");
         opt.zero_grad();
         loss.backward().expect("backward");
         opt.step().expect("step");
-        out.push(flat_parameters(&model));
+        out.push(flat_parameters(model));
     }
     out
 }

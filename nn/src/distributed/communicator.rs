@@ -73,6 +73,50 @@ pub trait Communicator<B: Backend>: Send + Sync {
     /// going through a device: every rank passes the same number of values.
     fn all_reduce_host(&self, values: &mut [f64], op: Reduction) -> Result<()>;
 
+    /// Reduces every rank's rank-1 `tensor` (same length on every rank, a multiple of the
+    /// world size `N`; the dtypes of [`Communicator::all_reduce`]) element by element with `op`
+    /// and returns this rank's share: elements `[rank * len / N, (rank + 1) * len / N)` of the
+    /// result. Every implementation returns exactly the bits its
+    /// [`Communicator::all_reduce`] gives for those elements, so that sharded and plain data
+    /// parallel training agree bit for bit.
+    ///
+    /// The provided implementation is that all-reduce followed by a slice (correct for any
+    /// library, but it moves `N` times the data a native reduce-scatter does).
+    fn reduce_scatter(&self, tensor: &Tensor<B>, op: Reduction) -> Result<Tensor<B>> {
+        let shard = check_shardable("reduce_scatter", tensor, self.world_size())?;
+        let mut full = tensor.clone();
+        self.all_reduce(&mut full, op)?;
+        full.narrow(0, self.rank() * shard, shard)?.contiguous()
+    }
+
+    /// Concatenates every rank's rank-1 `shard` (same length and dtype on every rank; f32, f64
+    /// or i64) in rank order: every rank receives the same `N * len` elements.
+    ///
+    /// The provided implementation places the shard in zeros and all-reduces a sum (exact:
+    /// adding zeros changes no value but the sign of a zero).
+    fn all_gather(&self, shard: &Tensor<B>) -> Result<Tensor<B>> {
+        check_gatherable(shard)?;
+        let n = shard.numel();
+        let world = self.world_size();
+        let mut pieces: Vec<Tensor<B>> = Vec::with_capacity(world);
+        for rank in 0..world {
+            pieces.push(if rank == self.rank() {
+                shard.clone()
+            } else {
+                shard.zeros_like()?
+            });
+        }
+        let refs: Vec<&Tensor<B>> = pieces.iter().collect();
+        let mut full = if world == 1 {
+            shard.clone()
+        } else {
+            Tensor::cat(&refs, 0)?
+        };
+        debug_assert_eq!(full.numel(), n * world);
+        self.all_reduce(&mut full, Reduction::Sum)?;
+        Ok(full)
+    }
+
     /// Waits until every collective this rank queued has completed, or fails within the time
     /// limit. Libraries whose calls return only once the exchange is done (MPI here) have
     /// nothing to wait for; a library that queues work on a device stream (NCCL) reports a dead
@@ -99,6 +143,48 @@ pub fn check_reducible(dtype: DType, op: Reduction) -> Result<()> {
             op: "all_reduce",
             dtype,
         })
+    }
+}
+
+/// Checks that `tensor` may be reduce-scattered over `world_size` ranks (rank 1, a length that
+/// divides by `world_size`) and returns the length of one rank's share. For implementations of
+/// [`Communicator::reduce_scatter`].
+pub fn check_shardable<B: Backend>(
+    op: &'static str,
+    tensor: &Tensor<B>,
+    world_size: usize,
+) -> Result<usize> {
+    if tensor.rank() != 1 {
+        return Err(Error::InvalidArgument {
+            op,
+            msg: format!("takes a rank-1 tensor, got shape {:?}", tensor.dims()),
+        });
+    }
+    let len = tensor.numel();
+    if world_size == 0 || len % world_size != 0 {
+        return Err(Error::InvalidArgument {
+            op,
+            msg: format!("{len} elements do not split evenly over {world_size} ranks"),
+        });
+    }
+    Ok(len / world_size)
+}
+
+/// Checks that `shard` may be all-gathered: rank 1, f32, f64 or i64. For implementations of
+/// [`Communicator::all_gather`].
+pub fn check_gatherable<B: Backend>(shard: &Tensor<B>) -> Result<()> {
+    if shard.rank() != 1 {
+        return Err(Error::InvalidArgument {
+            op: "all_gather",
+            msg: format!("takes a rank-1 tensor, got shape {:?}", shard.dims()),
+        });
+    }
+    match shard.dtype() {
+        DType::F32 | DType::F64 | DType::I64 => Ok(()),
+        dtype => Err(Error::UnsupportedDType {
+            op: "all_gather",
+            dtype,
+        }),
     }
 }
 

@@ -48,12 +48,16 @@ mod local;
 mod optimizer;
 mod reducer;
 mod sampler;
+mod sharded;
 
 pub use buckets::{plan_buckets, Bucket, DEFAULT_BUCKET_BYTES};
 pub use checkpoint::save_on_rank0;
-pub use communicator::{check_reducible, check_root, Communicator, Reduction};
+pub use communicator::{
+    check_gatherable, check_reducible, check_root, check_shardable, Communicator, Reduction,
+};
 pub use ddp::{DdpConfig, DistributedDataParallel};
 pub use local::LocalCommunicator;
 pub use optimizer::DistributedOptimizer;
 pub use reducer::{CommStats, GradientReducer};
 pub use sampler::DistributedSampler;
+pub use sharded::{ShardLevel, ShardedOptimizer};

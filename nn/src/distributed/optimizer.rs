@@ -4,6 +4,7 @@
 use crate::distributed::reducer::GradientReducer;
 use crate::optim::Optimizer;
 use std::sync::Arc;
+use tessera_autograd::Var;
 use tessera_core::{Backend, Result, Tensor};
 
 /// Wraps an optimizer so that [`Optimizer::step`] first replaces every gradient by its mean
@@ -56,5 +57,17 @@ impl<B: Backend, O: Optimizer<B>> Optimizer<B> for DistributedOptimizer<B, O> {
 
     fn load_state(&mut self, state: &[(String, Tensor<B>)]) -> Result<()> {
         self.inner.load_state(state)
+    }
+
+    fn prepare_checkpoint(&self) -> Result<()> {
+        self.inner.prepare_checkpoint()
+    }
+
+    fn finish_checkpoint(&self) {
+        self.inner.finish_checkpoint()
+    }
+
+    fn gradient_norm(&self, params: &[Var<B>]) -> Result<f64> {
+        self.inner.gradient_norm(params)
     }
 }

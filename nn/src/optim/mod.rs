@@ -21,6 +21,7 @@ pub use adam::{Adam, AdamConfig};
 pub use adamw::{AdamW, AdamWConfig};
 pub use sgd::{Sgd, SgdConfig};
 
+use tessera_autograd::Var;
 use tessera_core::{Backend, Result, Tensor};
 
 /// A first-order optimizer over a fixed set of named parameters.
@@ -46,6 +47,24 @@ pub trait Optimizer<B: Backend> {
     /// key of a parameter that has some, or a tensor of the wrong shape or dtype is an error
     /// and leaves the optimizer unchanged.
     fn load_state(&mut self, state: &[(String, Tensor<B>)]) -> Result<()>;
+
+    /// Makes [`Optimizer::state`] return the whole state on every rank until
+    /// [`Optimizer::finish_checkpoint`]: a collective for an optimizer whose state is spread
+    /// over ranks ([`crate::distributed::ShardedOptimizer`] gathers its shares), which every
+    /// rank calls before one of them writes a checkpoint. Nothing to do for the others.
+    fn prepare_checkpoint(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Frees what [`Optimizer::prepare_checkpoint`] gathered.
+    fn finish_checkpoint(&self) {}
+
+    /// The global L2 norm of the gradients this optimizer applies, for logs (a collective for
+    /// optimizers whose gradients are spread over ranks, so every rank calls it); by default
+    /// the norm of `params`' own gradients ([`crate::clip::grad_norm`]).
+    fn gradient_norm(&self, params: &[Var<B>]) -> Result<f64> {
+        crate::clip::grad_norm(params)
+    }
 }
 
 /// A boxed optimizer (`Box<dyn Optimizer<B>>`, chosen at run time) is an optimizer, so that
@@ -73,5 +92,17 @@ impl<B: Backend, O: Optimizer<B> + ?Sized> Optimizer<B> for Box<O> {
 
     fn load_state(&mut self, state: &[(String, Tensor<B>)]) -> Result<()> {
         (**self).load_state(state)
+    }
+
+    fn prepare_checkpoint(&self) -> Result<()> {
+        (**self).prepare_checkpoint()
+    }
+
+    fn finish_checkpoint(&self) {
+        (**self).finish_checkpoint()
+    }
+
+    fn gradient_norm(&self, params: &[Var<B>]) -> Result<f64> {
+        (**self).gradient_norm(params)
     }
 }

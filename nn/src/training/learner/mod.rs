@@ -63,7 +63,6 @@ pub use progress::EpochReport;
 
 use self::progress::Progress;
 use super::{evaluate, train_step, train_step_scaled, train_step_scaled_across};
-use crate::clip::grad_norm;
 use crate::data::{DataLoader, Dataset};
 use crate::distributed::{
     save_on_rank0, Communicator, DistributedSampler, LocalCommunicator, Reduction,
@@ -277,13 +276,17 @@ impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
         let Some(run) = &self.run else {
             return Ok(());
         };
-        save_on_rank0(&*self.comm, || {
+        // A sharded optimizer gathers its state on every rank first (a collective).
+        self.optimizer.prepare_checkpoint()?;
+        let saved = save_on_rank0(&*self.comm, || {
             let groups: &[(&str, &dyn Optimizer<B>)] = &[("optimizer", &self.optimizer)];
             let state = progress.to_json();
             let step = progress.global_step as u64;
             run::save_checkpoint(&run.dir, step, &self.model, groups, &run.config, &state)?;
             run.dir.save_model(&self.model)
-        })
+        });
+        self.optimizer.finish_checkpoint();
+        saved
     }
 
     /// Trains on `train` for the configured epochs (continuing a resumed run), evaluating on
@@ -385,14 +388,20 @@ impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
                     }
                     epoch_loss = Some(progress.loss_sum / progress.samples.max(1) as f64);
                 }
-                if let Some(log) = metrics.as_mut().filter(|_| read_now) {
+                // Every rank takes part (a sharded optimizer's norm is a collective).
+                let norm = if read_now && self.log_dir.is_some() {
+                    Some(self.optimizer.gradient_norm(&params)?)
+                } else {
+                    None
+                };
+                if let (Some(log), Some(norm)) = (metrics.as_mut(), norm) {
                     let mut values = vec![
                         (
                             "train/loss",
                             progress.log_loss / progress.log_samples.max(1) as f64,
                         ),
                         ("train/lr", self.optimizer.learning_rate()),
-                        ("train/grad_norm", grad_norm(&params)?),
+                        ("train/grad_norm", norm),
                         (
                             "train/samples_per_s",
                             (progress.samples * world_size) as f64 / seconds.max(1e-9),

@@ -1,0 +1,289 @@
+//! The tensor collectives of [`MpiCommunicator`], combined in a fixed order of ranks.
+//!
+//! `MPI_Iallreduce` and `MPI_Ireduce_scatter_block` may add the ranks' values in different
+//! orders (the library picks an algorithm per size and world), and floating-point sums in
+//! different orders differ in their last bits. Sharded training must agree bit for bit with
+//! plain data parallelism, so every reduction of a tensor here is the same two steps:
+//!
+//! 1. **reduce-scatter**: `MPI_Ialltoall` gives each rank every rank's copy of its block, which
+//!    it combines in rank order (`((x₀ + x₁) + x₂) + …`), then divides once for a mean;
+//! 2. **all-gather** (`MPI_Iallgather`) of the blocks, for an all-reduce.
+//!
+//! That is the bandwidth-optimal shape of an all-reduce (each rank sends and receives about
+//! twice its data), and a reduce-scatter is its first half, so both give the same bits.
+
+use super::{MpiCommunicator, State};
+use crate::signature::{
+    dtype_code, shape_hash, Signature, ALL_GATHER_CODE, ALL_REDUCE_CODE, REDUCE_SCATTER_CODE,
+};
+use mpi::ffi;
+use tessera_core::{Backend, Error, HostData, Result, Tensor};
+use tessera_nn::distributed::{check_gatherable, check_reducible, check_shardable, Reduction};
+
+/// A host element type the ordered collectives carry.
+trait Element: Copy + Default + Send + 'static {
+    /// MPI's datatype of it.
+    fn datatype() -> ffi::MPI_Datatype;
+    /// `a op b` (a mean adds; [`Element::mean`] divides afterwards).
+    fn combine(a: Self, b: Self, op: Reduction) -> Self;
+    /// `self / n` for a mean (integers have none: [`check_reducible`] refuses them).
+    fn mean(self, n: usize) -> Self;
+}
+
+macro_rules! float_element {
+    ($t:ty, $datatype:ident) => {
+        impl Element for $t {
+            fn datatype() -> ffi::MPI_Datatype {
+                // SAFETY: MPI's predefined datatype, read after initialisation.
+                unsafe { ffi::$datatype }
+            }
+            fn combine(a: Self, b: Self, op: Reduction) -> Self {
+                match op {
+                    Reduction::Sum | Reduction::Mean => a + b,
+                    // As MPI_MAX / MPI_MIN: `(a > b) ? a : b`.
+                    Reduction::Max => {
+                        if b > a {
+                            b
+                        } else {
+                            a
+                        }
+                    }
+                    Reduction::Min => {
+                        if b < a {
+                            b
+                        } else {
+                            a
+                        }
+                    }
+                }
+            }
+            fn mean(self, n: usize) -> Self {
+                self / n as $t
+            }
+        }
+    };
+}
+
+float_element!(f32, RSMPI_FLOAT);
+float_element!(f64, RSMPI_DOUBLE);
+
+impl Element for i64 {
+    fn datatype() -> ffi::MPI_Datatype {
+        // SAFETY: MPI's predefined datatype, read after initialisation.
+        unsafe { ffi::RSMPI_INT64_T }
+    }
+    fn combine(a: Self, b: Self, op: Reduction) -> Self {
+        match op {
+            Reduction::Sum | Reduction::Mean => a.wrapping_add(b),
+            Reduction::Max => a.max(b),
+            Reduction::Min => a.min(b),
+        }
+    }
+    fn mean(self, _n: usize) -> Self {
+        self
+    }
+}
+
+/// Runs `$body` with `$v` bound to the values of a numeric [`HostData`], rewrapping its result
+/// in the same variant; other dtypes return [`Error::UnsupportedDType`] from the function.
+macro_rules! each_numeric {
+    ($data:expr, $op:expr, |$v:ident| $body:expr) => {
+        match $data {
+            HostData::F32($v) => HostData::F32($body),
+            HostData::F64($v) => HostData::F64($body),
+            HostData::I64($v) => HostData::I64($body),
+            other => {
+                return Err(Error::UnsupportedDType {
+                    op: $op,
+                    dtype: other.dtype(),
+                })
+            }
+        }
+    };
+}
+
+impl MpiCommunicator {
+    /// This rank's block of the rank-ordered combination of every rank's `values` (whose
+    /// length is a multiple of the world size).
+    fn reduce_scatter_vec<T: Element>(
+        &self,
+        state: &mut State,
+        op: &'static str,
+        values: Vec<T>,
+        reduction: Reduction,
+    ) -> Result<Vec<T>> {
+        let n = self.world_size;
+        let block = values.len() / n;
+        let count = self.count(op, block)?;
+        let datatype = T::datatype();
+        let recv = vec![T::default(); values.len()];
+        let what = format!("the exchange of {n} blocks of {count} elements");
+        let (_, recv) = self.run(
+            state,
+            op,
+            &what,
+            (values, recv),
+            |(send, recv), comm, request| {
+                // SAFETY: both buffers hold `n * count` elements of `datatype`.
+                unsafe {
+                    ffi::MPI_Ialltoall(
+                        send.as_ptr().cast(),
+                        count,
+                        datatype,
+                        recv.as_mut_ptr().cast(),
+                        count,
+                        datatype,
+                        comm,
+                        request,
+                    )
+                }
+            },
+        )?;
+        let mut out = recv[..block].to_vec();
+        for from in recv.chunks_exact(block.max(1)).skip(1) {
+            for (o, &x) in out.iter_mut().zip(from) {
+                *o = T::combine(*o, x, reduction);
+            }
+        }
+        if reduction == Reduction::Mean {
+            out.iter_mut().for_each(|o| *o = o.mean(n));
+        }
+        Ok(out)
+    }
+
+    /// Every rank's `block` (same length on every rank), concatenated in rank order.
+    fn all_gather_vec<T: Element>(
+        &self,
+        state: &mut State,
+        op: &'static str,
+        block: Vec<T>,
+    ) -> Result<Vec<T>> {
+        let count = self.count(op, block.len())?;
+        let datatype = T::datatype();
+        let recv = vec![T::default(); block.len() * self.world_size];
+        let what = format!("the all-gather of {count} elements per rank");
+        let (_, recv) = self.run(
+            state,
+            op,
+            &what,
+            (block, recv),
+            |(send, recv), comm, request| {
+                // SAFETY: `send` holds `count` elements, `recv` `world_size * count`.
+                unsafe {
+                    ffi::MPI_Iallgather(
+                        send.as_ptr().cast(),
+                        count,
+                        datatype,
+                        recv.as_mut_ptr().cast(),
+                        count,
+                        datatype,
+                        comm,
+                        request,
+                    )
+                }
+            },
+        )?;
+        Ok(recv)
+    }
+
+    /// [`tessera_nn::distributed::Communicator::all_reduce`]: padded to a multiple of the
+    /// world size, reduce-scattered and all-gathered.
+    pub(super) fn all_reduce_ordered<B: Backend>(
+        &self,
+        tensor: &mut Tensor<B>,
+        reduction: Reduction,
+    ) -> Result<()> {
+        const OP: &str = "all_reduce";
+        check_reducible(tensor.dtype(), reduction)?;
+        let mut state = self.healthy(OP)?;
+        let len = tensor.numel();
+        self.agree(
+            &mut state,
+            OP,
+            Signature {
+                collective: ALL_REDUCE_CODE,
+                reduction: reduction as u64 + 1,
+                dtype: dtype_code(tensor.dtype()),
+                count: len as u64,
+                root: 0,
+                shape: shape_hash(tensor.shape()),
+            },
+        )?;
+        if self.world_size == 1 || len == 0 {
+            return Ok(());
+        }
+        let padded = len.div_ceil(self.world_size) * self.world_size;
+        let data = each_numeric!(tensor.to_host()?, OP, |v| {
+            let mut v = v;
+            v.resize(padded, Default::default());
+            let mine = self.reduce_scatter_vec(&mut state, OP, v, reduction)?;
+            let mut all = self.all_gather_vec(&mut state, OP, mine)?;
+            all.truncate(len);
+            all
+        });
+        drop(state);
+        *tensor = Tensor::from_host(data, tensor.shape().clone(), tensor.backend())?;
+        Ok(())
+    }
+
+    /// [`tessera_nn::distributed::Communicator::reduce_scatter`].
+    pub(super) fn reduce_scatter_ordered<B: Backend>(
+        &self,
+        tensor: &Tensor<B>,
+        reduction: Reduction,
+    ) -> Result<Tensor<B>> {
+        const OP: &str = "reduce_scatter";
+        check_reducible(tensor.dtype(), reduction)?;
+        let block = check_shardable(OP, tensor, self.world_size)?;
+        let mut state = self.healthy(OP)?;
+        self.agree(
+            &mut state,
+            OP,
+            Signature {
+                collective: REDUCE_SCATTER_CODE,
+                reduction: reduction as u64 + 1,
+                dtype: dtype_code(tensor.dtype()),
+                count: tensor.numel() as u64,
+                root: 0,
+                shape: 0,
+            },
+        )?;
+        if self.world_size == 1 || block == 0 {
+            return tensor.contiguous();
+        }
+        let data = each_numeric!(tensor.to_host()?, OP, |v| self
+            .reduce_scatter_vec(&mut state, OP, v, reduction)?);
+        drop(state);
+        Tensor::from_host(data, [block], tensor.backend())
+    }
+
+    /// [`tessera_nn::distributed::Communicator::all_gather`].
+    pub(super) fn all_gather_ordered<B: Backend>(&self, shard: &Tensor<B>) -> Result<Tensor<B>> {
+        const OP: &str = "all_gather";
+        check_gatherable(shard)?;
+        let mut state = self.healthy(OP)?;
+        self.agree(
+            &mut state,
+            OP,
+            Signature {
+                collective: ALL_GATHER_CODE,
+                reduction: 0,
+                dtype: dtype_code(shard.dtype()),
+                count: shard.numel() as u64,
+                root: 0,
+                shape: 0,
+            },
+        )?;
+        if self.world_size == 1 {
+            return shard.contiguous();
+        }
+        let total = shard.numel() * self.world_size;
+        if total == 0 {
+            return Tensor::zeros([0], shard.dtype(), shard.backend());
+        }
+        let data = each_numeric!(shard.to_host()?, OP, |v| self
+            .all_gather_vec(&mut state, OP, v)?);
+        drop(state);
+        Tensor::from_host(data, [total], shard.backend())
+    }
+}

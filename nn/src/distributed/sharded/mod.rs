@@ -1,0 +1,451 @@
+//! [`ShardedOptimizer`]: data parallelism whose optimizer state (level 1) and gradients
+//! (level 2) are split over the ranks, ZeRO's first two stages. See [`ShardLevel`].
+
+mod flat;
+mod level;
+
+pub use level::ShardLevel;
+
+use crate::clip::{clip_grad_norm_across, grad_norm_across};
+use crate::distributed::buckets::plan_buckets;
+use crate::distributed::communicator::{Communicator, Reduction};
+use crate::optim::Optimizer;
+use flat::FlatBucket;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use tessera_autograd::{no_grad, Var};
+use tessera_core::{Backend, Error, Result, Tensor};
+
+/// An optimizer of which each rank holds and updates one share: every bucket of parameters
+/// (about `bucket_bytes` each, as [`crate::distributed::plan_buckets`] groups them) is laid
+/// out flat, padded to a multiple of the world size `N`, and rank `r` owns elements
+/// `[r·len/N, (r+1)·len/N)` of it. The wrapped optimizer (made by the `make` function of
+/// [`ShardedOptimizer::new`]) runs over those shares, one rank-1 parameter per bucket, so its
+/// state is 1/N of a plain optimizer's.
+///
+/// A step ([`Optimizer::step`], or [`ShardedOptimizer::sync_gradients`] first to clip or
+/// unscale the reduced gradients):
+/// 1. the gradients' mean over the ranks: all-reduced at [`ShardLevel::OptimizerState`]
+///    (the parameters keep the whole mean, as with plain data parallelism), reduce-scattered at
+///    [`ShardLevel::Gradients`] (only this rank's share is kept; the parameters' gradients are
+///    dropped);
+/// 2. the wrapped optimizer updates this rank's share of the parameters;
+/// 3. the shares are all-gathered into every parameter.
+///
+/// Every rank must call the collectives in the same order (each step, each checkpoint). The
+/// element-wise update rules (SGD, Adam, AdamW) then give the same parameters as plain data
+/// parallelism bit for bit: the reductions are the communicator's all-reduce restricted to a
+/// share, and the update of an element does not depend on its neighbours.
+///
+/// **Checkpoints** are consolidated: [`Optimizer::prepare_checkpoint`] (a collective, which the
+/// [`crate::training::Learner`] calls on every rank) gathers the shares of the state, after
+/// which [`Optimizer::state`] returns it under the wrapped optimizer's own names for each
+/// parameter (`"<param>.exp_avg"`...), exactly what a plain optimizer saves. So a checkpoint
+/// written at any level and world size resumes at any other, and
+/// [`Optimizer::load_state`] takes such a state and keeps this rank's share.
+pub struct ShardedOptimizer<B: Backend, O> {
+    level: ShardLevel,
+    comm: Arc<dyn Communicator<B>>,
+    params: Vec<(String, Var<B>)>,
+    buckets: Vec<FlatBucket>,
+    /// One rank-1 leaf per bucket: this rank's share of the parameters, with its gradient.
+    shards: Vec<Var<B>>,
+    inner: O,
+    /// Whether the shares' gradients hold this step's reduced gradients.
+    synced: bool,
+    /// The consolidated state, between `prepare_checkpoint` and `finish_checkpoint`.
+    gathered: Mutex<Option<Vec<(String, Tensor<B>)>>>,
+}
+
+/// The name of bucket `i`'s share in the wrapped optimizer.
+fn shard_name(bucket: usize) -> String {
+    format!("bucket{bucket}")
+}
+
+impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
+    /// Shards the optimizer of `params` (every rank passes the same parameters, with the same
+    /// values: e.g. those of a [`crate::distributed::DistributedDataParallel`], which broadcast
+    /// rank 0's) over `comm` at `level` (1 or 2; level 0 is
+    /// [`crate::distributed::DistributedOptimizer`], level 3 is not implemented yet), in
+    /// buckets of about `bucket_bytes`. `make` builds the wrapped optimizer over the shares
+    /// (named `"bucket0"`, `"bucket1"`...), e.g. `|shares| AdamW::new(shares, config)`.
+    pub fn new(
+        params: Vec<(String, Var<B>)>,
+        comm: Arc<dyn Communicator<B>>,
+        level: ShardLevel,
+        bucket_bytes: usize,
+        make: impl FnOnce(Vec<(String, Var<B>)>) -> Result<O>,
+    ) -> Result<Self> {
+        const OP: &str = "ShardedOptimizer::new";
+        match level {
+            ShardLevel::OptimizerState | ShardLevel::Gradients => {}
+            ShardLevel::Replicated => {
+                return Err(Error::InvalidArgument {
+                    op: OP,
+                    msg: "level 0 shards nothing: use DistributedDataParallel::wrap_optimizer"
+                        .into(),
+                })
+            }
+            ShardLevel::Parameters => {
+                return Err(Error::InvalidArgument {
+                    op: OP,
+                    msg: "sharding level 3 (parameters sharded between uses) is not \
+                          implemented yet; levels 1 and 2 are"
+                        .into(),
+                })
+            }
+        }
+        if bucket_bytes == 0 {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                msg: "bucket_bytes must be at least 1".into(),
+            });
+        }
+        let (rank, world) = (comm.rank(), comm.world_size());
+        let sizes: Vec<_> = params.iter().map(|(_, v)| (v.dtype(), v.numel())).collect();
+        let buckets: Vec<FlatBucket> = plan_buckets(&sizes, bucket_bytes)
+            .iter()
+            .map(|b| FlatBucket::new(b, rank, world))
+            .collect();
+        let mut shards = Vec::with_capacity(buckets.len());
+        for bucket in &buckets {
+            if !bucket.dtype.is_float() {
+                return Err(Error::UnsupportedDType {
+                    op: OP,
+                    dtype: bucket.dtype,
+                });
+            }
+            let flat = no_grad(|| bucket.flatten(&params, world, |v| Ok(v.value())))?;
+            shards.push(Var::param(bucket.shard_of(&flat)?));
+        }
+        let named = shards
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (shard_name(i), v.clone()))
+            .collect();
+        let inner = make(named)?;
+        Ok(ShardedOptimizer {
+            level,
+            comm,
+            params,
+            buckets,
+            shards,
+            inner,
+            synced: false,
+            gathered: Mutex::new(None),
+        })
+    }
+
+    /// The level.
+    pub fn level(&self) -> ShardLevel {
+        self.level
+    }
+
+    /// The wrapped optimizer (over this rank's shares).
+    pub fn inner(&self) -> &O {
+        &self.inner
+    }
+
+    /// This rank's shares of the parameters, one rank-1 leaf per bucket; after
+    /// [`ShardedOptimizer::sync_gradients`] their gradients are the reduced gradients (what a
+    /// loss scaler unscales, e.g. `DynamicLossScaler::unscale_and_update_across`).
+    pub fn shards(&self) -> &[Var<B>] {
+        &self.shards
+    }
+
+    /// Replaces each share's gradient by this rank's share of the gradients' mean over the
+    /// ranks (a collective); a parameter without a gradient takes part with zeros. Called by
+    /// [`Optimizer::step`] unless called since the last step.
+    pub fn sync_gradients(&mut self) -> Result<()> {
+        let world = self.comm.world_size();
+        for (bucket, shard) in self.buckets.iter().zip(&self.shards) {
+            let flat = bucket.flatten(&self.params, world, |v| match v.grad() {
+                Some(g) => Ok(g),
+                None => v.value().zeros_like(),
+            })?;
+            let mine = match self.level {
+                ShardLevel::Gradients => {
+                    let mine = self.comm.reduce_scatter(&flat, Reduction::Mean)?;
+                    for &index in &bucket.params {
+                        self.params[index].1.set_grad(None);
+                    }
+                    mine
+                }
+                _ => {
+                    let mut mean = flat;
+                    self.comm.all_reduce(&mut mean, Reduction::Mean)?;
+                    for (index, piece) in bucket.pieces(&self.params, &mean)? {
+                        self.params[index].1.set_grad(Some(piece.contiguous()?));
+                    }
+                    bucket.shard_of(&mean)?
+                }
+            };
+            shard.set_grad(Some(mine));
+        }
+        self.synced = true;
+        Ok(())
+    }
+
+    /// The global L2 norm of the reduced gradients (a collective, after
+    /// [`ShardedOptimizer::sync_gradients`]): what `clip::grad_norm` gives on the whole mean.
+    pub fn grad_norm(&self) -> Result<f64> {
+        grad_norm_across(&self.shards, &*self.comm)
+    }
+
+    /// Clips the reduced gradients to a global L2 norm of `max_norm` (a collective, after
+    /// [`ShardedOptimizer::sync_gradients`]); returns the norm before clipping. For several
+    /// sharded optimizers clipped together, use `clip::clip_grad_norm_across` on all their
+    /// [`ShardedOptimizer::shards`].
+    pub fn clip_grad_norm(&self, max_norm: f64) -> Result<f64> {
+        clip_grad_norm_across(&self.shards, max_norm, &*self.comm)
+    }
+
+    /// Bytes of parameters, gradients and optimizer state this rank holds at most during a
+    /// step: the whole parameters and gradients (both levels keep them until the gradients
+    /// are reduced), this rank's shares of both, and the wrapped optimizer's state.
+    pub fn peak_state_bytes(&self) -> usize {
+        let whole: usize = self
+            .params
+            .iter()
+            .map(|(_, v)| v.numel() * v.dtype().size_in_bytes())
+            .sum();
+        let shares: usize = self
+            .shards
+            .iter()
+            .map(|v| v.numel() * v.dtype().size_in_bytes())
+            .sum();
+        let state: usize = self
+            .inner
+            .state()
+            .iter()
+            .map(|(_, t)| t.numel() * t.dtype().size_in_bytes())
+            .sum();
+        2 * whole + 2 * shares + state
+    }
+
+    /// Every parameter takes its value from the ranks' updated shares (a collective).
+    fn gather_parameters(&self) -> Result<()> {
+        no_grad(|| {
+            for (bucket, shard) in self.buckets.iter().zip(&self.shards) {
+                let flat = self.comm.all_gather(&shard.value())?;
+                for (index, piece) in bucket.pieces(&self.params, &flat)? {
+                    self.params[index].1.set_value(piece.contiguous()?)?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// The wrapped optimizer's state, consolidated: each bucket's shares of a rank-1 entry
+    /// all-gathered and cut into its parameters, a scalar entry (a step count) given to each.
+    fn consolidated_state(&self) -> Result<Vec<(String, Tensor<B>)>> {
+        let mut by_bucket: BTreeMap<usize, Vec<(String, Tensor<B>)>> = BTreeMap::new();
+        for (key, tensor) in self.inner.state() {
+            let (bucket, entry) = key
+                .strip_prefix("bucket")
+                .and_then(|rest| rest.split_once('.'))
+                .and_then(|(i, entry)| Some((i.parse::<usize>().ok()?, entry.to_string())))
+                .ok_or_else(|| {
+                    Error::checkpoint(format!(
+                        "the sharded optimizer's state has an unexpected key {key:?}"
+                    ))
+                })?;
+            by_bucket.entry(bucket).or_default().push((entry, tensor));
+        }
+        let mut out = Vec::new();
+        for (i, entries) in by_bucket {
+            let bucket = self.buckets.get(i).ok_or_else(|| {
+                Error::checkpoint(format!("the sharded optimizer has no bucket {i}"))
+            })?;
+            for (entry, tensor) in entries {
+                if tensor.rank() == 0 {
+                    for &index in &bucket.params {
+                        out.push((format!("{}.{entry}", self.params[index].0), tensor.clone()));
+                    }
+                    continue;
+                }
+                let flat = self.comm.all_gather(&tensor)?;
+                for (index, piece) in bucket.pieces(&self.params, &flat)? {
+                    let name = format!("{}.{entry}", self.params[index].0);
+                    out.push((name, piece.contiguous()?));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// This rank's shares of a consolidated state (per-parameter names), under the wrapped
+    /// optimizer's names.
+    fn shard_state(&self, state: &[(String, Tensor<B>)]) -> Result<Vec<(String, Tensor<B>)>> {
+        const OP: &str = "ShardedOptimizer::load_state";
+        let mut entries: BTreeMap<&str, &Tensor<B>> = BTreeMap::new();
+        for (key, tensor) in state {
+            if entries.insert(key.as_str(), tensor).is_some() {
+                return Err(Error::InvalidArgument {
+                    op: OP,
+                    msg: format!("state key {key:?} appears twice"),
+                });
+            }
+        }
+        let world = self.comm.world_size();
+        let mut used = 0;
+        let mut out = Vec::new();
+        for (i, bucket) in self.buckets.iter().enumerate() {
+            // The entries each parameter of the bucket has, by entry name.
+            let mut keys: Vec<Vec<String>> = Vec::new();
+            for &index in &bucket.params {
+                let prefix = format!("{}.", self.params[index].0);
+                let mut own: Vec<String> = entries
+                    .keys()
+                    .filter_map(|k| k.strip_prefix(prefix.as_str()))
+                    .filter(|rest| !rest.contains('.'))
+                    .map(str::to_string)
+                    .collect();
+                own.sort();
+                keys.push(own);
+            }
+            let first = keys[0].clone();
+            if let Some(pos) = keys.iter().position(|k| *k != first) {
+                return Err(Error::InvalidArgument {
+                    op: OP,
+                    msg: format!(
+                        "parameters {:?} and {:?} share a bucket but have different state \
+                         entries ({first:?} and {:?}): a sharded optimizer steps a bucket's \
+                         parameters together",
+                        self.params[bucket.params[0]].0,
+                        self.params[bucket.params[pos]].0,
+                        keys[pos]
+                    ),
+                });
+            }
+            for entry in &first {
+                let take = |index: usize| -> Result<Tensor<B>> {
+                    let key = format!("{}.{entry}", self.params[index].0);
+                    Ok(entries[key.as_str()].clone())
+                };
+                used += bucket.params.len();
+                let sample = take(bucket.params[0])?;
+                if sample.rank() == 0 {
+                    let value = sample.to_scalar_f64()?;
+                    for &index in &bucket.params[1..] {
+                        if take(index)?.to_scalar_f64()? != value {
+                            return Err(Error::InvalidArgument {
+                                op: OP,
+                                msg: format!(
+                                    "{entry} differs between parameters {:?} and {:?} of one \
+                                     bucket",
+                                    self.params[bucket.params[0]].0, self.params[index].0
+                                ),
+                            });
+                        }
+                    }
+                    out.push((format!("{}.{entry}", shard_name(i)), sample));
+                    continue;
+                }
+                let flat = bucket.flatten(&self.params, world, |v| {
+                    let index = self
+                        .params
+                        .iter()
+                        .position(|(_, p)| p.id() == v.id())
+                        .expect("a parameter of this optimizer");
+                    let tensor = take(index)?;
+                    if tensor.shape() != v.shape() || tensor.dtype() != v.dtype() {
+                        return Err(Error::InvalidArgument {
+                            op: OP,
+                            msg: format!(
+                                "{}.{entry}: expected a {} tensor of shape {}, got a {} tensor \
+                                 of shape {}",
+                                self.params[index].0,
+                                v.dtype(),
+                                v.shape(),
+                                tensor.dtype(),
+                                tensor.shape()
+                            ),
+                        });
+                    }
+                    Ok(tensor)
+                })?;
+                out.push((
+                    format!("{}.{entry}", shard_name(i)),
+                    bucket.shard_of(&flat)?,
+                ));
+            }
+        }
+        if used != entries.len() {
+            let known: Vec<String> = out.iter().map(|(k, _)| k.clone()).collect();
+            let unexpected = entries
+                .keys()
+                .find(|k| {
+                    !self.params.iter().any(|(name, _)| {
+                        k.strip_prefix(name.as_str())
+                            .and_then(|rest| rest.strip_prefix('.'))
+                            .is_some_and(|rest| !rest.contains('.'))
+                    })
+                })
+                .map_or_else(|| format!("{known:?}"), |k| format!("{k:?}"));
+            return Err(Error::InvalidArgument {
+                op: OP,
+                msg: format!("unexpected state key {unexpected}"),
+            });
+        }
+        Ok(out)
+    }
+}
+
+impl<B: Backend, O: Optimizer<B>> Optimizer<B> for ShardedOptimizer<B, O> {
+    fn step(&mut self) -> Result<()> {
+        if !self.synced {
+            self.sync_gradients()?;
+        }
+        self.inner.step()?;
+        self.synced = false;
+        self.gather_parameters()
+    }
+
+    fn zero_grad(&mut self) {
+        for (_, var) in &self.params {
+            var.zero_grad();
+        }
+        self.inner.zero_grad();
+        self.synced = false;
+    }
+
+    fn learning_rate(&self) -> f64 {
+        self.inner.learning_rate()
+    }
+
+    fn set_learning_rate(&mut self, lr: f64) {
+        self.inner.set_learning_rate(lr);
+    }
+
+    /// The consolidated state after [`Optimizer::prepare_checkpoint`]; otherwise this rank's
+    /// shares under the wrapped optimizer's names (`"bucket0.exp_avg"`...).
+    fn state(&self) -> Vec<(String, Tensor<B>)> {
+        let gathered = self.gathered.lock().unwrap_or_else(|p| p.into_inner());
+        match &*gathered {
+            Some(state) => state.clone(),
+            None => self.inner.state(),
+        }
+    }
+
+    /// Takes a consolidated state (per-parameter names, as a plain optimizer of the same kind
+    /// saves it) and keeps this rank's shares. Not a collective.
+    fn load_state(&mut self, state: &[(String, Tensor<B>)]) -> Result<()> {
+        let shares = self.shard_state(state)?;
+        self.inner.load_state(&shares)
+    }
+
+    fn prepare_checkpoint(&self) -> Result<()> {
+        let state = self.consolidated_state()?;
+        *self.gathered.lock().unwrap_or_else(|p| p.into_inner()) = Some(state);
+        Ok(())
+    }
+
+    fn finish_checkpoint(&self) {
+        *self.gathered.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    fn gradient_norm(&self, _params: &[Var<B>]) -> Result<f64> {
+        self.grad_norm()
+    }
+}
