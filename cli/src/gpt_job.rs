@@ -5,6 +5,8 @@
 //! attention and linear layers compute in 16 bits with f32 master weights and optimizer state
 //! (see [`tessera_nn::precision`]); f16 adds a [`DynamicLossScaler`].
 
+use crate::gpt_optimizers::GptOptimizers;
+use crate::memory::{max_over_ranks, peak_rss_bytes};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -12,13 +14,11 @@ use std::sync::Arc;
 use std::time::Instant;
 use tessera_autograd::{no_grad, Var};
 use tessera_core::{Backend, DType, Error, Generator, Result, Tensor};
-use tessera_nn::clip::{clip_grad_norm, grad_norm};
 use tessera_nn::data::{CharTokenizer, SplitMix64, TextCorpus, TokenWindows, FORTUNES_DIR};
 use tessera_nn::distributed::{
-    save_on_rank0, Communicator, DistributedDataParallel, LocalCommunicator, Reduction,
+    save_on_rank0, Communicator, DistributedDataParallel, LocalCommunicator, Reduction, ShardLevel,
 };
 use tessera_nn::gpt::{generate, save_checkpoint, Gpt, GptConfig, SamplingConfig};
-use tessera_nn::optim::{AdamW, AdamWConfig, Optimizer};
 use tessera_nn::precision::{DynamicLossScaler, Precision, ScalerStep};
 use tessera_nn::run::{
     self, f64_from_json, f64_to_json, scaler_from_json, scaler_to_json, u64_from_json, MetricsLog,
@@ -135,6 +135,9 @@ pub struct GptTrainConfig {
     /// The dtype the attention and linear layers compute in (parameters and optimizer state
     /// stay `dtype`); f16 trains with a [`DynamicLossScaler`].
     pub precision: Precision,
+    /// How much of the training state each rank keeps ([`ShardLevel`]; levels 1 and 2 split
+    /// the AdamW state, and the gradients, over the ranks).
+    pub shard: ShardLevel,
 }
 
 impl GptTrainConfig {
@@ -155,6 +158,7 @@ impl GptTrainConfig {
             progress: false,
             dtype: DType::F32,
             precision: Precision::F32,
+            shard: ShardLevel::Replicated,
         }
     }
 
@@ -223,6 +227,12 @@ pub struct GptTrainReport {
     pub skipped_steps: usize,
     /// The step of the checkpoint the run continued from (None: it started fresh).
     pub resumed_from_step: Option<u64>,
+    /// The sharding level the run used.
+    pub shard: ShardLevel,
+    /// The most bytes of parameters, gradients and optimizer state any rank held at once.
+    pub state_bytes_per_rank: usize,
+    /// The largest rank's peak resident set size (0 where the system does not report it).
+    pub peak_rss_bytes: u64,
     /// The number of ranks that trained together (1 without `--distributed`).
     pub world_size: usize,
 }
@@ -342,29 +352,6 @@ fn estimate_loss<B: Backend>(
 
 /// Two AdamW groups, nanoGPT's: decay on every parameter of rank >= 2 (matrices and
 /// embeddings), none on biases and LayerNorm scales.
-fn optimizers<B: Backend>(model: &Gpt<B>, config: &GptTrainConfig) -> Result<(AdamW<B>, AdamW<B>)> {
-    let (decay, no_decay): (Vec<_>, Vec<_>) = model
-        .parameters()
-        .into_iter()
-        .partition(|(_, v): &(String, Var<B>)| v.rank() >= 2);
-    let base = AdamWConfig {
-        lr: config.lr,
-        betas: (0.9, 0.99),
-        eps: 1e-8,
-        weight_decay: config.args.weight_decay,
-        amsgrad: false,
-    };
-    Ok((
-        AdamW::new(decay, base)?,
-        AdamW::new(
-            no_decay,
-            AdamWConfig {
-                weight_decay: 0.0,
-                ..base
-            },
-        )?,
-    ))
-}
 
 fn progress_bar(config: &GptTrainConfig) -> ProgressBar {
     let bar = ProgressBar::new(config.args.steps as u64);
@@ -459,7 +446,7 @@ pub fn run_gpt_training_with<B: Backend>(
         train.tokens(),
         val.tokens(),
     ));
-    let (mut decay, mut no_decay) = optimizers(model, config)?;
+    let mut optimizers = GptOptimizers::new(model, config, &comm)?;
     let params: Vec<Var<B>> = model.parameters().into_iter().map(|(_, v)| v).collect();
     let mut scaler = config
         .precision
@@ -517,8 +504,7 @@ pub fn run_gpt_training_with<B: Backend>(
     let mut progress = None;
     if let Some(dir) = &run_dir {
         if config.resume {
-            let groups: &mut [(&str, &mut dyn Optimizer<B>)] =
-                &mut [("decay", &mut decay), ("no_decay", &mut no_decay)];
+            let groups = &mut optimizers.groups_mut();
             if let Some(found) = run::resume(dir, model, groups, &run_config, backend)? {
                 for skipped in &found.skipped {
                     say(format!("warning: skipped a damaged checkpoint ({skipped})"));
@@ -595,11 +581,9 @@ pub fn run_gpt_training_with<B: Backend>(
     for step in progress.step..a.steps {
         let step_start = Instant::now();
         let lr = schedule.lr_at(step);
-        decay.set_learning_rate(lr);
-        no_decay.set_learning_rate(lr);
+        optimizers.set_learning_rate(lr);
         let (x, y) = train.random_batch(config.batch_size, &mut batch_rng, backend)?;
-        decay.zero_grad();
-        no_decay.zero_grad();
+        optimizers.zero_grad();
         let loss = model.loss(&x, &y)?;
         // With f16, the scaled loss is differentiated and the gradients unscaled before they
         // are clipped (PyTorch's order); a step whose gradients overflowed is skipped. Several
@@ -607,30 +591,26 @@ pub fn run_gpt_training_with<B: Backend>(
         let apply = match scaler.as_mut() {
             Some(scaler) => {
                 scaler.scale_loss(&loss)?.backward()?;
-                if world_size > 1 {
-                    ddp.sync_gradients()?;
-                }
-                scaler.unscale_and_update(&params)? == ScalerStep::Apply
+                optimizers.sync_gradients(&ddp)?;
+                optimizers.unscale(scaler, &params, &*comm)? == ScalerStep::Apply
             }
             None => {
                 loss.backward()?;
-                if world_size > 1 {
-                    ddp.sync_gradients()?;
-                }
+                optimizers.sync_gradients(&ddp)?;
                 true
             }
         };
-        let log_now =
-            metrics.is_some() && ((step + 1) % LOSS_READ_INTERVAL == 0 || step + 1 == a.steps);
+        let log_due = (step + 1) % LOSS_READ_INTERVAL == 0 || step + 1 == a.steps;
+        let log_now = metrics.is_some() && log_due;
         let mut norm = None;
         if apply {
             if a.grad_clip > 0.0 {
-                norm = Some(clip_grad_norm(&params, a.grad_clip)?);
-            } else if log_now {
-                norm = Some(grad_norm(&params)?);
+                norm = Some(optimizers.clip(a.grad_clip, &params, &*comm)?);
+            } else if log_now || (config.log_dir.is_some() && log_due) {
+                // Every rank takes part (the norm of a sharded state is a collective).
+                norm = Some(optimizers.norm(&params, &*comm)?);
             }
-            decay.step()?;
-            no_decay.step()?;
+            optimizers.step()?;
         } else {
             progress.skipped_steps += 1;
         }
@@ -719,15 +699,18 @@ pub fn run_gpt_training_with<B: Backend>(
         if let Some(dir) = run_dir.as_ref().filter(|_| checkpoint_now) {
             progress.rngs = gather_rngs(&batch_rng, &eval_rng)?;
             progress.scaler = scaler.as_ref().map(DynamicLossScaler::position);
-            let groups: &[(&str, &dyn Optimizer<B>)] =
-                &[("decay", &decay), ("no_decay", &no_decay)];
+            // A sharded state is gathered on every rank first (a collective).
+            optimizers.prepare_checkpoint()?;
+            let groups = &optimizers.groups();
             let state = progress.to_json();
-            bar.suspend(|| {
+            let saved = bar.suspend(|| {
                 save_on_rank0(&*comm, || {
                     run::save_checkpoint(dir, done as u64, model, groups, &run_config, &state)
                         .map(|_| ())
                 })
-            })?;
+            });
+            optimizers.finish_checkpoint();
+            saved?;
         }
         if config.halt_after_step == Some(done) {
             std::process::exit(crate::mnist_job::HALT_EXIT_CODE);
@@ -749,6 +732,11 @@ pub fn run_gpt_training_with<B: Backend>(
         let report = generate(model, &prompt, a.sample_chars, &mut sampler, &mut |_| {})?;
         sample = tokenizer.decode(&report.tokens)?;
     }
+    let mut memory = [
+        optimizers.state_bytes(&params) as f64,
+        peak_rss_bytes() as f64,
+    ];
+    max_over_ranks(&*comm, &mut memory)?;
     Ok(GptTrainReport {
         evals: progress.evals,
         tokens_per_s: (progress.trained_tokens * world_size) as f64
@@ -761,5 +749,8 @@ pub fn run_gpt_training_with<B: Backend>(
         skipped_steps: progress.skipped_steps,
         resumed_from_step,
         world_size,
+        shard: config.shard,
+        state_bytes_per_rank: memory[0] as usize,
+        peak_rss_bytes: memory[1] as u64,
     })
 }

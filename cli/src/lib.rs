@@ -8,4 +8,6 @@
 
 pub mod distributed;
 pub mod gpt_job;
+mod gpt_optimizers;
+pub mod memory;
 pub mod mnist_job;

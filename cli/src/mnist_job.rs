@@ -2,17 +2,20 @@
 //! evaluation, whole-run checkpoints (resumable bit for bit, see [`tessera_nn::run`]) and a
 //! summary.
 
+use crate::memory::{max_over_ranks, peak_rss_bytes, tensor_bytes};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
+use tessera_autograd::Var;
 use tessera_core::{Backend, DType, Error, Result};
 use tessera_nn::data::{
     DataLoader, Dataset, LoaderConfig, MnistDataset, MnistLike, Normalization, Split, Subset,
 };
 use tessera_nn::distributed::{
-    Communicator, DistributedDataParallel, DistributedSampler, LocalCommunicator,
+    Communicator, DistributedDataParallel, DistributedOptimizer, DistributedSampler,
+    LocalCommunicator, ShardLevel, ShardedOptimizer, DEFAULT_BUCKET_BYTES,
 };
 use tessera_nn::models::ModelKind;
 use tessera_nn::optim::{Adam, AdamConfig, AdamW, AdamWConfig, Optimizer, Sgd, SgdConfig};
@@ -89,6 +92,9 @@ pub struct TrainConfig {
     /// The dtype the linear layers compute in (parameters and optimizer state stay f32);
     /// f16 trains with a [`DynamicLossScaler`].
     pub precision: Precision,
+    /// How much of the training state each rank keeps (levels 1 and 2 shard the optimizer
+    /// state and the gradients; see [`ShardLevel`]).
+    pub shard: ShardLevel,
 }
 
 /// The exit status of a run stopped by [`TrainConfig::halt_after_step`].
@@ -132,6 +138,12 @@ pub struct TrainReport {
     pub resumed_from_step: Option<u64>,
     /// The run folder, when the run saved one.
     pub checkpoint: Option<PathBuf>,
+    /// The sharding level the run used.
+    pub shard: ShardLevel,
+    /// The most bytes of parameters, gradients and optimizer state any rank held at once.
+    pub state_bytes_per_rank: usize,
+    /// The largest rank's peak resident set size (0 where the system does not report it).
+    pub peak_rss_bytes: u64,
 }
 
 impl TrainReport {
@@ -164,11 +176,10 @@ fn load_split(config: &TrainConfig, split: Split, limit: Option<usize>) -> Resul
     })
 }
 
-fn make_optimizer<B: Backend, M: Module<B>>(
+fn make_optimizer<B: Backend>(
     config: &TrainConfig,
-    model: &M,
+    params: Vec<(String, Var<B>)>,
 ) -> Result<Box<dyn Optimizer<B>>> {
-    let params = model.parameters();
     Ok(match config.optimizer {
         OptimizerKind::Sgd => Box::new(Sgd::new(params, SgdConfig::new(config.lr).momentum(0.9))?),
         OptimizerKind::Adam => Box::new(Adam::new(params, AdamConfig::new(config.lr))?),
@@ -235,12 +246,95 @@ fn train_model<B: Backend, M: Forward<B>>(
 
     // Rank 0's initial model on every rank; gradients averaged inside the optimizer's step.
     let model = DistributedDataParallel::new(model, comm.clone())?;
-    let optimizer = model.wrap_optimizer(make_optimizer(config, &model)?);
+    let params = model.parameters();
+    let param_bytes: usize = params
+        .iter()
+        .map(|(_, v)| v.numel() * v.dtype().size_in_bytes())
+        .sum();
+    let data = PreparedData {
+        train_loader,
+        test_loader,
+        sampler,
+    };
+    match config.shard {
+        ShardLevel::Replicated => {
+            let optimizer = model.wrap_optimizer(make_optimizer(config, params)?);
+            // Parameters and gradients whole, and the whole optimizer state.
+            let state_bytes = move |o: &DistributedOptimizer<B, Box<dyn Optimizer<B>>>| {
+                2 * param_bytes + tensor_bytes(o.state().iter().map(|(_, t)| t))
+            };
+            fit(
+                config,
+                model,
+                optimizer,
+                state_bytes,
+                data,
+                backend,
+                comm,
+                start,
+            )
+        }
+        level => {
+            let optimizer = ShardedOptimizer::new(
+                params,
+                comm.clone(),
+                level,
+                DEFAULT_BUCKET_BYTES,
+                |shares| make_optimizer(config, shares),
+            )?;
+            let state_bytes = |o: &ShardedOptimizer<B, Box<dyn Optimizer<B>>>| o.peak_state_bytes();
+            fit(
+                config,
+                model,
+                optimizer,
+                state_bytes,
+                data,
+                backend,
+                comm,
+                start,
+            )
+        }
+    }
+}
+
+/// The data of a run: the loaders and this rank's sampler.
+struct PreparedData<D: Dataset + 'static, E: Dataset + 'static> {
+    train_loader: DataLoader<D>,
+    test_loader: DataLoader<E>,
+    sampler: DistributedSampler,
+}
+
+/// The [`Learner`] of `model` and `optimizer` over `data`, with the run's options; the report
+/// measures the training state with `state_bytes` (on every rank, the largest reported).
+#[allow(clippy::too_many_arguments)]
+fn fit<B, M, O, D, E>(
+    config: &TrainConfig,
+    model: DistributedDataParallel<B, M>,
+    optimizer: O,
+    state_bytes: impl Fn(&O) -> usize,
+    data: PreparedData<D, E>,
+    backend: &B,
+    comm: Arc<dyn Communicator<B>>,
+    start: Instant,
+) -> Result<TrainReport>
+where
+    B: Backend,
+    M: Forward<B>,
+    O: Optimizer<B>,
+    D: Dataset + 'static,
+    E: Dataset + 'static,
+{
+    let (rank, world_size) = (comm.rank(), comm.world_size());
+    let PreparedData {
+        train_loader,
+        test_loader,
+        sampler,
+    } = data;
     let steps_per_epoch = train_loader.batches_for(sampler.num_samples());
     let total_steps = config.epochs * steps_per_epoch;
     let mut learner = Learner::new(model, optimizer)
         .epochs(config.epochs)
-        .communicator(comm)
+        .communicator(comm.clone())
         .sampler(sampler)
         .log_every(LOSS_READ_INTERVAL)
         .callback(Box::new(EpochLines {
@@ -271,12 +365,20 @@ fn train_model<B: Backend, M: Forward<B>>(
         learner = learner.callback(Box::new(HaltAfter(step)));
     }
     let fit = learner.fit(&train_loader, &test_loader, backend)?;
+    let mut memory = [
+        state_bytes(learner.optimizer()) as f64,
+        peak_rss_bytes() as f64,
+    ];
+    max_over_ranks(&*comm, &mut memory)?;
     Ok(TrainReport {
         epochs: fit.epochs,
         seconds: start.elapsed().as_secs_f64(),
         world_size,
         resumed_from_step: fit.resumed_from_step,
         checkpoint: config.save.clone(),
+        shard: config.shard,
+        state_bytes_per_rank: memory[0] as usize,
+        peak_rss_bytes: memory[1] as u64,
     })
 }
 

@@ -213,3 +213,85 @@ fn two_ranks_train_a_gpt_and_an_interrupted_job_resumes_bit_for_bit() {
     }
     assert_same_state(&final_state(&whole), &final_state(&pieces), "2-rank GPT");
 }
+
+#[test]
+fn sharded_levels_train_the_same_model_and_resume_across_levels() {
+    if let Some(reason) = skip_reason() {
+        println!("skipped: {reason}");
+        return;
+    }
+    let train = train_with_mpi();
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |name: &str, extra: &[&str]| {
+        let dir = tmp.path().join(name);
+        let out = mpi_train(&train, &dir, extra).output().unwrap();
+        (dir, out)
+    };
+    let (plain_dir, out) = run("plain", &[]);
+    let plain = summary(&out);
+    assert_eq!(plain["shard"], 0, "{plain}");
+    let plain_state = final_state(&plain_dir);
+    for level in ["1", "2"] {
+        let (dir, out) = run(&format!("level{level}"), &["--shard", level]);
+        let sharded = summary(&out);
+        assert_eq!(sharded["shard"].to_string(), level, "{sharded}");
+        assert_eq!(
+            sharded["test_accuracy"], plain["test_accuracy"],
+            "{sharded}"
+        );
+        // The same model and the same (consolidated) optimizer state, bit for bit.
+        assert_same_state(&plain_state, &final_state(&dir), &format!("level {level}"));
+        for key in ["state_bytes_per_rank", "peak_rss_bytes"] {
+            assert!(sharded[key].as_u64().unwrap() > 0, "{key}: {sharded}");
+        }
+        assert!(
+            sharded["state_bytes_per_rank"].as_u64() < plain["state_bytes_per_rank"].as_u64(),
+            "level {level} holds less than plain data parallelism: {sharded} vs {plain}"
+        );
+    }
+    // Interrupted at level 2, resumed at level 1: still the plain run's end.
+    let pieces = tmp.path().join("pieces");
+    let halted = mpi_train(&train, &pieces, &["--shard", "2", "--halt-after-step", "5"])
+        .output()
+        .unwrap();
+    assert!(!halted.status.success());
+    let resumed = summary(
+        &mpi_train(&train, &pieces, &["--shard", "1", "--resume"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(resumed["resumed_from_step"], 3);
+    assert_same_state(&plain_state, &final_state(&pieces), "level 2, resumed at 1");
+}
+
+#[test]
+fn a_sharded_gpt_trains_like_the_plain_one() {
+    if let Some(reason) = skip_reason() {
+        println!("skipped: {reason}");
+        return;
+    }
+    let train = train_with_mpi();
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = tmp.path().join("corpus.txt");
+    std::fs::write(&corpus, "All that glitters is not gold.\n%\n".repeat(60)).unwrap();
+    let corpus = corpus.display().to_string();
+    let mut reference = None;
+    for level in ["0", "2"] {
+        let mut args = gpt_args(&corpus);
+        args.extend(["--shard", level]);
+        let out = mpi_train(&train, &tmp.path().join(level), &args)
+            .output()
+            .unwrap();
+        let report = summary(&out);
+        assert_eq!(report["shard"].to_string(), level, "{report}");
+        let loss = report["val_loss"].as_f64().unwrap();
+        match reference {
+            None => reference = Some(loss),
+            // Gradient clipping sums the norm in another order when sharded: equal to rounding.
+            Some(want) => assert!(
+                ((loss - want) / want).abs() < 1e-5,
+                "level {level}: validation loss {loss} vs {want}"
+            ),
+        }
+    }
+}

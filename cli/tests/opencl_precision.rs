@@ -30,6 +30,7 @@ fn config(precision: Precision) -> TrainConfig {
         test_limit: Some(500),
         progress: false,
         precision,
+        shard: tessera_nn::distributed::ShardLevel::Replicated,
     }
 }
 

@@ -27,6 +27,7 @@ fn quick_config(model: ModelKind, data_dir: PathBuf) -> TrainConfig {
         test_limit: Some(500),
         progress: false,
         precision: Precision::F32,
+        shard: tessera_nn::distributed::ShardLevel::Replicated,
     }
 }
 

@@ -241,7 +241,10 @@ fn sharded_levels_train_bit_for_bit_like_plain_data_parallelism() {
                     .zip(&reference[step])
                     .map(|(a, b)| (a - b).abs())
                     .fold(0.0, f64::max);
-                assert!(diff < 1e-10, "{ranks} ranks, step {step}: {diff:e} from one process");
+                assert!(
+                    diff < 1e-10,
+                    "{ranks} ranks, step {step}: {diff:e} from one process"
+                );
             }
             let moved = plain[problem::STEPS - 1]
                 .iter()

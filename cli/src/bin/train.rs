@@ -21,6 +21,7 @@ use tessera_cli::mnist_job::{
 };
 use tessera_core::{Backend, Result};
 use tessera_nn::data::FASHION_MNIST_DIR;
+use tessera_nn::distributed::ShardLevel;
 use tessera_nn::models::ModelKind;
 use tessera_nn::precision::Precision;
 
@@ -137,6 +138,12 @@ struct Args {
     /// device i, OpenCL device i) instead of the default device.
     #[arg(long, requires = "distributed")]
     device_per_rank: bool,
+    /// With --distributed: how much of the training state each rank keeps. 0: everything
+    /// (plain data parallelism); 1: the optimizer state is split over the ranks; 2: the
+    /// gradients too (reduce-scattered); 3 (parameters too) is not implemented yet. Every level
+    /// trains the same model (see docs/DISTRIBUTED.md).
+    #[arg(long, default_value = "0", value_parser = parse_shard)]
+    shard: ShardLevel,
     /// With --distributed: the library that carries the gradients.
     #[arg(long, value_enum, default_value = "auto", requires = "distributed")]
     comm: CommArg,
@@ -228,6 +235,7 @@ fn main() -> ExitCode {
         test_limit: args.test_limit,
         progress: std::io::stderr().is_terminal(),
         precision: args.precision,
+        shard: args.shard,
     };
     let Some(launch) = join(args.distributed) else {
         return ExitCode::FAILURE;
@@ -259,6 +267,9 @@ fn main() -> ExitCode {
                 "seconds": report.seconds,
                 "resumed_from_step": report.resumed_from_step,
                 "checkpoint": report.checkpoint.as_ref().map(|p| p.display().to_string()),
+                "shard": report.shard.number(),
+                "state_bytes_per_rank": report.state_bytes_per_rank,
+                "peak_rss_bytes": report.peak_rss_bytes,
             });
             println!("{summary}");
             ExitCode::SUCCESS
@@ -294,6 +305,7 @@ fn gpt_main(args: &Args) -> ExitCode {
         progress: std::io::stderr().is_terminal(),
         dtype: tessera_core::DType::F32,
         precision: args.precision,
+        shard: args.shard,
     };
     let backend_name = args.backend.name();
     let options = device_options(args, &launch);
@@ -332,12 +344,23 @@ fn gpt_main(args: &Args) -> ExitCode {
                 "seconds": report.seconds,
                 "checkpoint": config.save.as_ref().map(|p| p.display().to_string()),
                 "resumed_from_step": report.resumed_from_step,
+                "shard": report.shard.number(),
+                "state_bytes_per_rank": report.state_bytes_per_rank,
+                "peak_rss_bytes": report.peak_rss_bytes,
             });
             println!("{summary}");
             ExitCode::SUCCESS
         }
         Err(e) => failure(&launch, &e),
     }
+}
+
+/// `--shard N`: a sharding level, 0 to 3.
+fn parse_shard(text: &str) -> std::result::Result<ShardLevel, String> {
+    let level: usize = text
+        .parse()
+        .map_err(|_| format!("`{text}` is not a sharding level (0, 1, 2 or 3)"))?;
+    ShardLevel::from_number(level).map_err(|e| e.to_string())
 }
 
 /// Alone, or one rank of `mpirun`'s processes (see tessera_cli::distributed); None (the

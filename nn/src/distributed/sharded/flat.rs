@@ -67,6 +67,47 @@ impl FlatBucket {
         Tensor::cat(&refs, 0)
     }
 
+    /// This rank's share of the flat vector of `pick(param)`, read from the parameters'
+    /// tensors directly (only the elements of the share are copied).
+    pub fn share<B: Backend>(
+        &self,
+        params: &[(String, Var<B>)],
+        mut pick: impl FnMut(&Var<B>) -> Result<Tensor<B>>,
+    ) -> Result<Tensor<B>> {
+        let (lo, hi) = (self.shard_start, self.shard_start + self.shard_len);
+        let mut pieces = Vec::new();
+        let mut covered = 0;
+        let mut offset = 0;
+        let mut backend = None;
+        for &index in &self.params {
+            let var = &params[index].1;
+            let n = var.numel();
+            let (a, b) = (offset.max(lo), (offset + n).min(hi));
+            if a < b {
+                let t = pick(var)?;
+                pieces.push(t.reshape([n])?.narrow(0, a - offset, b - a)?);
+                covered += b - a;
+            }
+            if backend.is_none() {
+                backend = Some(var.value().backend().clone());
+            }
+            offset += n;
+        }
+        if covered < self.shard_len {
+            let backend = backend.expect("a bucket holds at least one parameter");
+            pieces.push(Tensor::zeros(
+                [self.shard_len - covered],
+                self.dtype,
+                &backend,
+            )?);
+        }
+        if pieces.len() == 1 {
+            return pieces.pop().expect("one piece").contiguous();
+        }
+        let refs: Vec<&Tensor<B>> = pieces.iter().collect();
+        Tensor::cat(&refs, 0)
+    }
+
     /// This rank's share of a padded flat vector.
     pub fn shard_of<B: Backend>(&self, flat: &Tensor<B>) -> Result<Tensor<B>> {
         flat.narrow(0, self.shard_start, self.shard_len)?
@@ -130,6 +171,10 @@ mod tests {
                         params[index].1.value().to_vec::<f32>()?
                     );
                 }
+                assert_eq!(
+                    flat.share(&params, |v| Ok(v.value()))?.to_vec::<f32>()?,
+                    flat.shard_of(&vector)?.to_vec::<f32>()?
+                );
                 let tail = vector.narrow(0, 12, flat.padded_len(world) - 12)?;
                 assert!(tail.to_vec::<f32>()?.iter().all(|&x| x == 0.0));
             }

@@ -9,9 +9,13 @@ use tessera_core::{Error, Result};
 /// | level | kept whole | sharded (1/N each) | per rank | communication per step |
 /// | --- | --- | --- | --- | --- |
 /// | 0, [`Replicated`](ShardLevel::Replicated) | parameters, gradients, optimizer state | — | `4P` | all-reduce of the gradients |
-/// | 1, [`OptimizerState`](ShardLevel::OptimizerState) | parameters, gradients | optimizer state | `2P + 2P/N` | all-reduce of the gradients, all-gather of the parameters |
-/// | 2, [`Gradients`](ShardLevel::Gradients) | parameters (and the gradients until they are reduced) | optimizer state, reduced gradients | `2P + 2P/N` at the end of backward, `P + 3P/N` after it | reduce-scatter of the gradients, all-gather of the parameters |
+/// | 1, [`OptimizerState`](ShardLevel::OptimizerState) | parameters, gradients | optimizer state (and the parameters it updates) | `2P + 3P/N` | all-reduce of the gradients, all-gather of the parameters |
+/// | 2, [`Gradients`](ShardLevel::Gradients) | parameters, and the gradients until they are reduced after backward | optimizer state, reduced gradients | `2P + 3P/N` at the end of backward, `P + 4P/N` between steps | reduce-scatter of the gradients, all-gather of the parameters |
 /// | 3, [`Parameters`](ShardLevel::Parameters) | one unit's parameters at a time | everything | `4P/N` + one unit | not implemented yet |
+///
+/// Level 2's peak equals level 1's here because backward accumulates the whole gradients
+/// before they are reduced (ZeRO-2 proper reduces buckets during backward, through hooks this
+/// framework's autograd does not have yet).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ShardLevel {
     /// Level 0: plain data parallelism, every rank keeps everything.

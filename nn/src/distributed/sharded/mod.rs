@@ -115,8 +115,7 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
                     dtype: bucket.dtype,
                 });
             }
-            let flat = no_grad(|| bucket.flatten(&params, world, |v| Ok(v.value())))?;
-            shards.push(Var::param(bucket.shard_of(&flat)?));
+            shards.push(Var::param(bucket.share(&params, |v| Ok(v.value()))?));
         }
         let named = shards
             .iter()
@@ -201,26 +200,27 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
     }
 
     /// Bytes of parameters, gradients and optimizer state this rank holds at most during a
-    /// step: the whole parameters and gradients (both levels keep them until the gradients
-    /// are reduced), this rank's shares of both, and the wrapped optimizer's state.
+    /// step. Backward leaves the whole gradients on the parameters at both levels (they are
+    /// reduced after it), so the peak is at its end: the whole parameters and gradients, this
+    /// rank's shares of the parameters and the wrapped optimizer's state, and at level 2 one
+    /// bucket's reduced share while its whole gradients are being dropped. (At level 1 the
+    /// shares' gradients are views of the reduced whole gradients.) Between steps, level 2
+    /// holds the whole parameters and only the shares of the rest.
     pub fn peak_state_bytes(&self) -> usize {
-        let whole: usize = self
-            .params
-            .iter()
-            .map(|(_, v)| v.numel() * v.dtype().size_in_bytes())
-            .sum();
-        let shares: usize = self
-            .shards
-            .iter()
-            .map(|v| v.numel() * v.dtype().size_in_bytes())
-            .sum();
+        let bytes = |v: &Var<B>| v.numel() * v.dtype().size_in_bytes();
+        let whole: usize = self.params.iter().map(|(_, v)| bytes(v)).sum();
+        let shares: usize = self.shards.iter().map(bytes).sum();
         let state: usize = self
             .inner
             .state()
             .iter()
             .map(|(_, t)| t.numel() * t.dtype().size_in_bytes())
             .sum();
-        2 * whole + 2 * shares + state
+        let transient = match self.level {
+            ShardLevel::Gradients => self.shards.iter().map(bytes).max().unwrap_or(0),
+            _ => 0,
+        };
+        2 * whole + shares + state + transient
     }
 
     /// Every parameter takes its value from the ranks' updated shares (a collective).
@@ -233,6 +233,17 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
                 }
             }
             Ok(())
+        })
+    }
+
+    /// Whether `key` names an entry of a share (`"bucket<i>.<entry>"`, no parameter of that
+    /// name).
+    fn is_share_key(&self, key: &str) -> bool {
+        key.split_once('.').is_some_and(|(head, _)| {
+            head.strip_prefix("bucket")
+                .and_then(|i| i.parse::<usize>().ok())
+                .is_some_and(|i| i < self.buckets.len())
+                && !self.params.iter().any(|(name, _)| name == head)
         })
     }
 
@@ -397,6 +408,11 @@ impl<B: Backend, O: Optimizer<B>> Optimizer<B> for ShardedOptimizer<B, O> {
         if !self.synced {
             self.sync_gradients()?;
         }
+        // The shares start from the parameters' current values: whatever set them since the
+        // last step (a restored checkpoint, a loaded model) is what gets updated.
+        for (bucket, shard) in self.buckets.iter().zip(&self.shards) {
+            shard.set_value(bucket.share(&self.params, |v| Ok(v.value()))?)?;
+        }
         self.inner.step()?;
         self.synced = false;
         self.gather_parameters()
@@ -429,8 +445,13 @@ impl<B: Backend, O: Optimizer<B>> Optimizer<B> for ShardedOptimizer<B, O> {
     }
 
     /// Takes a consolidated state (per-parameter names, as a plain optimizer of the same kind
-    /// saves it) and keeps this rank's shares. Not a collective.
+    /// saves it) and keeps this rank's shares; or this rank's own shares (the unprepared
+    /// [`Optimizer::state`], e.g. to roll back). Not a collective.
     fn load_state(&mut self, state: &[(String, Tensor<B>)]) -> Result<()> {
+        if !state.is_empty() && state.iter().all(|(k, _)| self.is_share_key(k)) {
+            // This rank's own shares, as [`Optimizer::state`] returns them unprepared.
+            return self.inner.load_state(state);
+        }
         let shares = self.shard_state(state)?;
         self.inner.load_state(&shares)
     }

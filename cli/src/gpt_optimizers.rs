@@ -1,0 +1,217 @@
+//! The GPT job's two AdamW groups (weight decay on matrices, none on vectors), kept whole on
+//! every rank or sharded over the ranks ([`ShardedOptimizer`], `train --shard 1|2`).
+
+use crate::gpt_job::GptTrainConfig;
+use crate::memory::tensor_bytes;
+use std::sync::Arc;
+use tessera_autograd::Var;
+use tessera_core::{Backend, Result};
+use tessera_nn::clip::{clip_grad_norm, clip_grad_norm_across, grad_norm, grad_norm_across};
+use tessera_nn::distributed::{
+    Communicator, DistributedDataParallel, ShardLevel, ShardedOptimizer, DEFAULT_BUCKET_BYTES,
+};
+use tessera_nn::gpt::Gpt;
+use tessera_nn::optim::{AdamW, AdamWConfig, Optimizer};
+use tessera_nn::precision::{DynamicLossScaler, ScalerStep};
+use tessera_nn::Module;
+
+/// The two optimizer groups of the GPT job, as the run checkpoint names them.
+pub(crate) enum GptOptimizers<B: Backend> {
+    /// Every rank keeps all of the state; gradients are all-reduced by the
+    /// [`DistributedDataParallel`] wrapper.
+    Whole { decay: AdamW<B>, no_decay: AdamW<B> },
+    /// Each rank keeps its share of the state (and at level 2 of the gradients).
+    Sharded {
+        decay: ShardedOptimizer<B, AdamW<B>>,
+        no_decay: ShardedOptimizer<B, AdamW<B>>,
+    },
+}
+
+impl<B: Backend> GptOptimizers<B> {
+    /// AdamW with the job's betas and decay over `model`'s matrices, without decay over the
+    /// rest, at `config.shard` over `comm`.
+    pub fn new(
+        model: &Gpt<B>,
+        config: &GptTrainConfig,
+        comm: &Arc<dyn Communicator<B>>,
+    ) -> Result<Self> {
+        let (decay, no_decay): (Vec<_>, Vec<_>) = model
+            .parameters()
+            .into_iter()
+            .partition(|(_, v): &(String, Var<B>)| v.rank() >= 2);
+        let base = AdamWConfig {
+            lr: config.lr,
+            betas: (0.9, 0.99),
+            eps: 1e-8,
+            weight_decay: config.args.weight_decay,
+            amsgrad: false,
+        };
+        let plain = AdamWConfig {
+            weight_decay: 0.0,
+            ..base
+        };
+        Ok(match config.shard {
+            ShardLevel::Replicated => GptOptimizers::Whole {
+                decay: AdamW::new(decay, base)?,
+                no_decay: AdamW::new(no_decay, plain)?,
+            },
+            level => {
+                let shard = |params, c: AdamWConfig| {
+                    ShardedOptimizer::new(
+                        params,
+                        comm.clone(),
+                        level,
+                        DEFAULT_BUCKET_BYTES,
+                        |shares| AdamW::new(shares, c),
+                    )
+                };
+                GptOptimizers::Sharded {
+                    decay: shard(decay, base)?,
+                    no_decay: shard(no_decay, plain)?,
+                }
+            }
+        })
+    }
+
+    /// The groups by name, for run checkpoints.
+    pub fn groups(&self) -> [(&'static str, &dyn Optimizer<B>); 2] {
+        match self {
+            GptOptimizers::Whole { decay, no_decay } => [("decay", decay), ("no_decay", no_decay)],
+            GptOptimizers::Sharded { decay, no_decay } => {
+                [("decay", decay), ("no_decay", no_decay)]
+            }
+        }
+    }
+
+    /// The groups by name, to restore them.
+    pub fn groups_mut(&mut self) -> [(&'static str, &mut dyn Optimizer<B>); 2] {
+        match self {
+            GptOptimizers::Whole { decay, no_decay } => [("decay", decay), ("no_decay", no_decay)],
+            GptOptimizers::Sharded { decay, no_decay } => {
+                [("decay", decay), ("no_decay", no_decay)]
+            }
+        }
+    }
+
+    /// Sets both groups' learning rate.
+    pub fn set_learning_rate(&mut self, lr: f64) {
+        for (_, o) in self.groups_mut() {
+            o.set_learning_rate(lr);
+        }
+    }
+
+    /// Clears every gradient.
+    pub fn zero_grad(&mut self) {
+        for (_, o) in self.groups_mut() {
+            o.zero_grad();
+        }
+    }
+
+    /// After backward: the gradients' mean over the ranks (a collective).
+    pub fn sync_gradients(&mut self, ddp: &DistributedDataParallel<B, Gpt<B>>) -> Result<()> {
+        match self {
+            GptOptimizers::Whole { .. } => {
+                if ddp.reducer().communicator().world_size() > 1 {
+                    ddp.sync_gradients()?;
+                }
+                Ok(())
+            }
+            GptOptimizers::Sharded { decay, no_decay } => {
+                decay.sync_gradients()?;
+                no_decay.sync_gradients()
+            }
+        }
+    }
+
+    /// The leaves whose gradients are this rank's reduced gradients: the parameters, or the
+    /// shares of a sharded state.
+    fn gradient_leaves(&self, params: &[Var<B>]) -> Vec<Var<B>> {
+        match self {
+            GptOptimizers::Whole { .. } => params.to_vec(),
+            GptOptimizers::Sharded { decay, no_decay } => decay
+                .shards()
+                .iter()
+                .chain(no_decay.shards())
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// Unscales the reduced gradients and updates the f16 loss scale (the ranks agree).
+    pub fn unscale(
+        &self,
+        scaler: &mut DynamicLossScaler,
+        params: &[Var<B>],
+        comm: &dyn Communicator<B>,
+    ) -> Result<ScalerStep> {
+        let leaves = self.gradient_leaves(params);
+        match self {
+            // Every rank holds the same averaged gradients.
+            GptOptimizers::Whole { .. } => scaler.unscale_and_update(&leaves),
+            GptOptimizers::Sharded { .. } => scaler.unscale_and_update_across(&leaves, comm),
+        }
+    }
+
+    /// Clips the reduced gradients to a global norm of `max_norm`; returns the norm.
+    pub fn clip(
+        &self,
+        max_norm: f64,
+        params: &[Var<B>],
+        comm: &dyn Communicator<B>,
+    ) -> Result<f64> {
+        let leaves = self.gradient_leaves(params);
+        match self {
+            GptOptimizers::Whole { .. } => clip_grad_norm(&leaves, max_norm),
+            GptOptimizers::Sharded { .. } => clip_grad_norm_across(&leaves, max_norm, comm),
+        }
+    }
+
+    /// The global norm of the reduced gradients (a collective when sharded).
+    pub fn norm(&self, params: &[Var<B>], comm: &dyn Communicator<B>) -> Result<f64> {
+        let leaves = self.gradient_leaves(params);
+        match self {
+            GptOptimizers::Whole { .. } => grad_norm(&leaves),
+            GptOptimizers::Sharded { .. } => grad_norm_across(&leaves, comm),
+        }
+    }
+
+    /// Updates the parameters.
+    pub fn step(&mut self) -> Result<()> {
+        for (_, o) in self.groups_mut() {
+            o.step()?;
+        }
+        Ok(())
+    }
+
+    /// Gathers a sharded state on every rank before a checkpoint (a collective).
+    pub fn prepare_checkpoint(&self) -> Result<()> {
+        for (_, o) in self.groups() {
+            o.prepare_checkpoint()?;
+        }
+        Ok(())
+    }
+
+    /// Frees what [`GptOptimizers::prepare_checkpoint`] gathered.
+    pub fn finish_checkpoint(&self) {
+        for (_, o) in self.groups() {
+            o.finish_checkpoint();
+        }
+    }
+
+    /// The most bytes of parameters, gradients and optimizer state this rank holds at once.
+    pub fn state_bytes(&self, params: &[Var<B>]) -> usize {
+        match self {
+            GptOptimizers::Whole { decay, no_decay } => {
+                let whole: usize = params
+                    .iter()
+                    .map(|v| v.numel() * v.dtype().size_in_bytes())
+                    .sum();
+                let state = |o: &AdamW<B>| tensor_bytes(o.state().iter().map(|(_, t)| t));
+                2 * whole + state(decay) + state(no_decay)
+            }
+            GptOptimizers::Sharded { decay, no_decay } => {
+                decay.peak_state_bytes() + no_decay.peak_state_bytes()
+            }
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! `ShardedOptimizer` on one rank (`LocalCommunicator`) against the plain optimizer it wraps:
+//! the same parameters bit for bit, the same consolidated state, states that load both ways,
+//! and typed refusals. The multi-rank equality runs under `mpirun` in
+//! `distributed/tests/mpi_ranks.rs`.
+
+use std::sync::Arc;
+use tessera_autograd::Var;
+use tessera_core::{DType, Error, Generator, Result, Tensor};
+use tessera_cpu::Cpu;
+use tessera_nn::distributed::{Communicator, LocalCommunicator, ShardLevel, ShardedOptimizer};
+use tessera_nn::layers::{Linear, LinearConfig, ReLU, Sequential};
+use tessera_nn::loss::cross_entropy;
+use tessera_nn::optim::{AdamW, AdamWConfig, Optimizer};
+use tessera_nn::{Forward, Module};
+
+type Model = Sequential<(Linear<Cpu>, ReLU, Linear<Cpu>)>;
+
+fn model(dev: &Cpu) -> Model {
+    let mut g = Generator::new(3);
+    Sequential::new((
+        LinearConfig::new(5, 7).init(dev, &mut g).unwrap(),
+        ReLU::new(),
+        LinearConfig::new(7, 3).init(dev, &mut g).unwrap(),
+    ))
+}
+
+fn adamw(params: Vec<(String, Var<Cpu>)>) -> Result<AdamW<Cpu>> {
+    AdamW::new(
+        params,
+        AdamWConfig {
+            weight_decay: 0.1,
+            ..AdamWConfig::new(0.01)
+        },
+    )
+}
+
+fn comm() -> Arc<dyn Communicator<Cpu>> {
+    Arc::new(LocalCommunicator::new())
+}
+
+fn train(model: &Model, optimizer: &mut dyn Optimizer<Cpu>, steps: std::ops::Range<u64>) {
+    let dev = Cpu::new();
+    for step in steps {
+        let x = Tensor::randn([6, 5], DType::F32, 100 + step, &dev).unwrap();
+        let y = Tensor::from_vec(vec![0i64, 1, 2, 1, 0, 2], [6], &dev).unwrap();
+        let loss = cross_entropy(&model.forward(&Var::constant(x)).unwrap(), &y).unwrap();
+        optimizer.zero_grad();
+        loss.backward().unwrap();
+        optimizer.step().unwrap();
+    }
+}
+
+fn bits(model: &Model) -> Vec<u32> {
+    model
+        .parameters()
+        .iter()
+        .flat_map(|(_, v)| v.value().to_vec::<f32>().unwrap())
+        .map(f32::to_bits)
+        .collect()
+}
+
+fn sorted_state(state: Vec<(String, Tensor<Cpu>)>) -> Vec<(String, Vec<u64>)> {
+    let mut out: Vec<_> = state
+        .into_iter()
+        .map(|(k, t)| {
+            let values = t
+                .to_vec_f64()
+                .unwrap()
+                .into_iter()
+                .map(f64::to_bits)
+                .collect();
+            (k, values)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn levels_one_and_two_train_like_the_plain_optimizer_and_save_its_state() {
+    let dev = Cpu::new();
+    let plain_model = model(&dev);
+    let mut plain = adamw(plain_model.parameters()).unwrap();
+    train(&plain_model, &mut plain, 0..5);
+    for level in [ShardLevel::OptimizerState, ShardLevel::Gradients] {
+        // 40-byte buckets: every parameter in buckets of its own or shared.
+        for bucket_bytes in [40, 1 << 20] {
+            let m = model(&dev);
+            let mut sharded =
+                ShardedOptimizer::new(m.parameters(), comm(), level, bucket_bytes, adamw).unwrap();
+            train(&m, &mut sharded, 0..5);
+            assert_eq!(bits(&m), bits(&plain_model), "{level:?}, {bucket_bytes} B");
+            sharded.prepare_checkpoint().unwrap();
+            assert_eq!(
+                sorted_state(sharded.state()),
+                sorted_state(plain.state()),
+                "{level:?}: the consolidated state is the plain optimizer's"
+            );
+            sharded.finish_checkpoint();
+            // Without preparing, the state is this rank's shares under the bucket names.
+            assert!(sharded.state().iter().all(|(k, _)| k.starts_with("bucket")));
+        }
+    }
+}
+
+#[test]
+fn a_plain_state_resumes_sharded_and_a_sharded_state_resumes_plain() {
+    let dev = Cpu::new();
+    let reference = model(&dev);
+    let mut plain = adamw(reference.parameters()).unwrap();
+    train(&reference, &mut plain, 0..6);
+
+    // Plain for 3 steps, then sharded from its state.
+    let a = model(&dev);
+    let mut first = adamw(a.parameters()).unwrap();
+    train(&a, &mut first, 0..3);
+    let mut second =
+        ShardedOptimizer::new(a.parameters(), comm(), ShardLevel::Gradients, 64, adamw).unwrap();
+    second.load_state(&first.state()).unwrap();
+    train(&a, &mut second, 3..6);
+    assert_eq!(bits(&a), bits(&reference));
+
+    // Sharded for 3 steps, then plain from its consolidated state.
+    let b = model(&dev);
+    let mut first = ShardedOptimizer::new(
+        b.parameters(),
+        comm(),
+        ShardLevel::OptimizerState,
+        64,
+        adamw,
+    )
+    .unwrap();
+    train(&b, &mut first, 0..3);
+    first.prepare_checkpoint().unwrap();
+    let mut second = adamw(b.parameters()).unwrap();
+    second.load_state(&first.state()).unwrap();
+    train(&b, &mut second, 3..6);
+    assert_eq!(bits(&b), bits(&reference));
+}
+
+#[test]
+fn bad_levels_and_states_are_typed_errors() {
+    let dev = Cpu::new();
+    let m = model(&dev);
+    for level in [ShardLevel::Replicated, ShardLevel::Parameters] {
+        let made = ShardedOptimizer::new(m.parameters(), comm(), level, 64, adamw);
+        assert!(
+            matches!(made, Err(Error::InvalidArgument { .. })),
+            "{level:?}"
+        );
+    }
+    let mut plain = adamw(m.parameters()).unwrap();
+    train(&m, &mut plain, 0..1);
+    let good = plain.state();
+    let mut sharded =
+        ShardedOptimizer::new(m.parameters(), comm(), ShardLevel::Gradients, 64, adamw).unwrap();
+
+    let mut extra = good.clone();
+    extra.push(("nonsense.exp_avg".into(), good[1].1.clone()));
+    let mut reshaped = good.clone();
+    let at = reshaped
+        .iter()
+        .position(|(k, _)| k.ends_with("exp_avg"))
+        .unwrap();
+    reshaped[at].1 = Tensor::zeros([1], DType::F32, &dev).unwrap();
+    let missing: Vec<_> = good.iter().skip(1).cloned().collect();
+    for (what, state) in [
+        ("extra", extra),
+        ("reshaped", reshaped),
+        ("missing", missing),
+    ] {
+        match sharded.load_state(&state) {
+            Err(Error::InvalidArgument { msg, .. }) => assert!(!msg.is_empty(), "{what}"),
+            other => panic!("{what}: expected a typed error, got {other:?}"),
+        }
+    }
+    // A refused state leaves the optimizer usable.
+    sharded.load_state(&good).unwrap();
+}
