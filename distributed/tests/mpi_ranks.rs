@@ -204,7 +204,7 @@ fn sharded_levels_train_bit_for_bit_like_plain_data_parallelism() {
                 let out_dir = dir.path().to_str().unwrap();
                 let out = mpirun(ranks, &[], &[], &["sharded", out_dir, level, bucket_bytes]);
                 assert!(out.status.success(), "{}", text(&out));
-                let trajectories: Vec<_> = (0..ranks)
+                let mut trajectories: Vec<_> = (0..ranks)
                     .map(|r| read_trajectory(&dir.path().join(format!("rank{r}.f64")), per_step))
                     .collect();
                 for (r, t) in trajectories.iter().enumerate() {

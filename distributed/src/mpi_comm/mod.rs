@@ -5,7 +5,11 @@
 //! * The communicator is a duplicate of `MPI_COMM_WORLD` with the error handler
 //!   `MPI_ERRORS_RETURN` (MPI's default, `MPI_ERRORS_ARE_FATAL`, aborts the whole job on the
 //!   first error); `MPI_COMM_WORLD` gets it too. Every MPI return code is checked.
-//! * Every collective is **non-blocking** (`MPI_Iallreduce`, `MPI_Ibcast`) and waited for by
+//! * Tensors are reduced in a fixed order of ranks (see `ordered.rs`: an all-to-all and a local
+//!   sum in rank order, then an all-gather), so that `all_reduce` and `reduce_scatter` give the
+//!   same bits whatever algorithm the MPI library would pick.
+//! * Every collective is **non-blocking** (`MPI_Ialltoall`, `MPI_Iallgather`, `MPI_Ibcast`,
+//!   `MPI_Iallreduce` for host values) and waited for by
 //!   polling `MPI_Test` against a deadline ([`crate::timeout_from_env`], 5 minutes by
 //!   default): a blocking MPI call on a dead peer waits forever, this returns
 //!   [`CommFailure::Timeout`] once the time limit has passed. MPI errors reported meanwhile

@@ -200,12 +200,12 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
     }
 
     /// Bytes of parameters, gradients and optimizer state this rank holds at most during a
-    /// step. Backward leaves the whole gradients on the parameters at both levels (they are
-    /// reduced after it), so the peak is at its end: the whole parameters and gradients, this
-    /// rank's shares of the parameters and the wrapped optimizer's state, and at level 2 one
-    /// bucket's reduced share while its whole gradients are being dropped. (At level 1 the
-    /// shares' gradients are views of the reduced whole gradients.) Between steps, level 2
-    /// holds the whole parameters and only the shares of the rest.
+    /// step, not counting communication buffers (about one bucket, at every level). Backward
+    /// leaves the whole gradients on the parameters at both levels (they are reduced after
+    /// it), so the peak is at its end: the whole parameters and gradients, this rank's shares
+    /// of the parameters and the wrapped optimizer's state. (The shares' gradients are views
+    /// of the reduced whole gradients at level 1, and replace the whole gradients at level 2.)
+    /// Between steps level 2 holds the whole parameters and only shares of the rest.
     pub fn peak_state_bytes(&self) -> usize {
         let bytes = |v: &Var<B>| v.numel() * v.dtype().size_in_bytes();
         let whole: usize = self.params.iter().map(|(_, v)| bytes(v)).sum();
@@ -216,11 +216,7 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
             .iter()
             .map(|(_, t)| t.numel() * t.dtype().size_in_bytes())
             .sum();
-        let transient = match self.level {
-            ShardLevel::Gradients => self.shards.iter().map(bytes).max().unwrap_or(0),
-            _ => 0,
-        };
-        2 * whole + shares + state + transient
+        2 * whole + shares + state
     }
 
     /// Every parameter takes its value from the ranks' updated shares (a collective).
