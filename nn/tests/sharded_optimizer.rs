@@ -177,3 +177,86 @@ fn bad_levels_and_states_are_typed_errors() {
     // A refused state leaves the optimizer usable.
     sharded.load_state(&good).unwrap();
 }
+
+mod level_three {
+    use super::*;
+    use tessera_nn::distributed::ShardedUnits;
+    use tessera_nn::gpt::{Gpt, GptConfig};
+
+    fn gpt(dev: &Cpu) -> Gpt<Cpu> {
+        GptConfig::new(2, 2, 16, 8, 11)
+            .dropout(0.2)
+            .init(dev, &mut Generator::new(9))
+            .unwrap()
+    }
+
+    fn step(model: &Gpt<Cpu>, optimizer: &mut dyn Optimizer<Cpu>, seed: u64) -> f64 {
+        let dev = Cpu::new();
+        let tokens: Vec<i64> = (0..2 * 9)
+            .map(|i| ((i as u64 * 7 + seed) % 11) as i64)
+            .collect();
+        let all = Tensor::from_vec(tokens, [2, 9], &dev).unwrap();
+        let x = all.narrow(1, 0, 8).unwrap().contiguous().unwrap();
+        let y = all.narrow(1, 1, 8).unwrap().contiguous().unwrap();
+        optimizer.zero_grad();
+        let loss = model.loss(&x, &y).unwrap();
+        loss.backward().unwrap();
+        optimizer.step().unwrap();
+        loss.value().to_scalar_f64().unwrap()
+    }
+
+    fn gpt_bits(model: &Gpt<Cpu>) -> Vec<u32> {
+        model
+            .parameters()
+            .iter()
+            .flat_map(|(_, v)| v.value().to_vec::<f32>().unwrap())
+            .map(f32::to_bits)
+            .collect()
+    }
+
+    #[test]
+    fn sharded_blocks_with_dropout_train_like_the_plain_model() {
+        let dev = Cpu::new();
+        let plain_model = gpt(&dev);
+        plain_model.train();
+        let mut plain = adamw(plain_model.parameters()).unwrap();
+        let plain_losses: Vec<f64> = (0..4).map(|s| step(&plain_model, &mut plain, s)).collect();
+
+        let model = gpt(&dev);
+        model.train();
+        let units = ShardedUnits::new(comm(), model.block_prefixes()).unwrap();
+        let mut sharded =
+            ShardedOptimizer::with_units(model.parameters(), &units, 64, adamw).unwrap();
+        model.shard_blocks(units.clone()).unwrap();
+        units.release_all().unwrap();
+        // Between uses a block's parameters are one-element placeholders.
+        let (_, block_weight) = model
+            .parameters()
+            .into_iter()
+            .find(|(n, _)| n.starts_with("transformer.h.0."))
+            .unwrap();
+        assert_eq!(
+            block_weight
+                .value()
+                .to_vec::<f32>()
+                .unwrap()
+                .iter()
+                .filter(|&&v| v != 0.0)
+                .count(),
+            0
+        );
+        let losses: Vec<f64> = (0..4).map(|s| step(&model, &mut sharded, s)).collect();
+        assert_eq!(losses, plain_losses);
+        units.gather_all().unwrap();
+        assert_eq!(gpt_bits(&model), gpt_bits(&plain_model));
+        sharded.prepare_checkpoint().unwrap();
+        assert_eq!(sorted_state(sharded.state()), sorted_state(plain.state()));
+        sharded.finish_checkpoint();
+        // Held whole, then released again: training continues where it was.
+        units.release_all().unwrap();
+        assert_eq!(
+            step(&model, &mut sharded, 4),
+            step(&plain_model, &mut plain, 4)
+        );
+    }
+}

@@ -60,4 +60,4 @@ pub use local::LocalCommunicator;
 pub use optimizer::DistributedOptimizer;
 pub use reducer::{CommStats, GradientReducer};
 pub use sampler::DistributedSampler;
-pub use sharded::{ShardLevel, ShardedOptimizer};
+pub use sharded::{ShardLevel, ShardedOptimizer, ShardedUnits};

@@ -2,6 +2,7 @@
 
 use super::cache::GptCache;
 use super::GptConfig;
+use crate::distributed::ShardedUnits;
 use crate::init;
 use crate::layers::{
     Dropout, DropoutConfig, Embedding, LayerNorm, LayerNormConfig, Linear, TransformerBlock,
@@ -10,6 +11,7 @@ use crate::layers::{
 use crate::loss::cross_entropy;
 use crate::module::{child_name, Forward, ModuleVisitor, ToBackend};
 use crate::Module;
+use std::sync::{Arc, OnceLock};
 use tessera_autograd::{no_grad, Var};
 use tessera_core::{Backend, DType, Error, Generator, Result, Tensor};
 
@@ -50,6 +52,8 @@ pub struct Gpt<B: Backend> {
     transformer: GptTransformer<B>,
     lm_head: Linear<B>,
     config: GptConfig,
+    /// Set by [`Gpt::shard_blocks`]: the blocks run as sharded units.
+    units: OnceLock<Arc<ShardedUnits<B>>>,
 }
 
 /// nanoGPT's weight standard deviation.
@@ -117,6 +121,35 @@ impl<B: Backend> Gpt<B> {
             },
             lm_head,
             config,
+            units: OnceLock::new(),
+        })
+    }
+
+    /// The parameter-name prefix of each block (`transformer.h.{i}`): the units of
+    /// [`Gpt::shard_blocks`].
+    pub fn block_prefixes(&self) -> Vec<String> {
+        (0..self.transformer.h.len())
+            .map(|i| format!("transformer.h.{i}"))
+            .collect()
+    }
+
+    /// Runs every block through `units` from now on (sharding level 3: each block's parameters
+    /// gathered for its forward and backward passes only; see [`ShardedUnits`]), whose units
+    /// must be [`Gpt::block_prefixes`]. Once per model.
+    pub fn shard_blocks(&self, units: Arc<ShardedUnits<B>>) -> Result<()> {
+        if units.len() != self.transformer.h.len() {
+            return Err(Error::InvalidArgument {
+                op: "Gpt::shard_blocks",
+                msg: format!(
+                    "{} units for {} blocks",
+                    units.len(),
+                    self.transformer.h.len()
+                ),
+            });
+        }
+        self.units.set(units).map_err(|_| Error::InvalidArgument {
+            op: "Gpt::shard_blocks",
+            msg: "the blocks already run as sharded units".into(),
         })
     }
 
@@ -179,8 +212,11 @@ impl<B: Backend> Gpt<B> {
     /// The logits `[batch, t, vocab_size]` of every position of `idx: [batch, t]`.
     pub fn forward(&self, idx: &Tensor<B>) -> Result<Var<B>> {
         let mut x = self.embed(idx, 0)?;
-        for block in &self.transformer.h {
-            x = block.forward(&x)?;
+        for (i, block) in self.transformer.h.iter().enumerate() {
+            x = match self.units.get() {
+                Some(units) => units.run(i, &x, block)?,
+                None => block.forward(&x)?,
+            };
         }
         self.lm_head.forward(&self.transformer.ln_f.forward(&x)?)
     }
@@ -257,6 +293,7 @@ impl<B: Backend> ToBackend<B> for Gpt<B> {
             transformer,
             lm_head,
             config: self.config,
+            units: OnceLock::new(),
         })
     }
 }

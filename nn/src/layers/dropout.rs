@@ -13,7 +13,10 @@ use tessera_core::{Backend, Distribution, Error, Generator, Result, Tensor};
 /// when uniform sample `offset + i` of the seed's stream is `>= p`, and every forward pass moves
 /// the offset past the samples it used. The same seed thus gives the same masks, on every
 /// backend.
-#[derive(Module, Debug)]
+///
+/// A clone shares the parameters (the same `Var`s); its random streams and training mode
+/// are copies that continue from the same point.
+#[derive(Module, Clone, Debug)]
 pub struct Dropout {
     #[module(skip)]
     p: f64,

@@ -11,7 +11,10 @@ use tessera_core::{Backend, DType, Error, Result, Shape, Tensor};
 ///
 /// Defaults: `eps = 1e-5`, affine with `weight = 1`, `bias = 0` of shape `normalized_shape`.
 /// Parameters: `weight`, `bias`.
-#[derive(Module)]
+///
+/// A clone shares the parameters (the same `Var`s); its random streams and training mode
+/// are copies that continue from the same point.
+#[derive(Module, Clone)]
 pub struct LayerNorm<B: Backend> {
     #[module(skip)]
     normalized_shape: Shape,

@@ -56,7 +56,10 @@ impl LinearConfig {
 ///
 /// Default initialisation (PyTorch's): `W, b ~ U(-1/√in_features, 1/√in_features)`.
 /// Parameters: `weight`, `bias`.
-#[derive(Module)]
+///
+/// A clone shares the parameters (the same `Var`s); its random streams and training mode
+/// are copies that continue from the same point.
+#[derive(Module, Clone)]
 pub struct Linear<B: Backend> {
     weight: Var<B>,
     bias: Option<Var<B>>,

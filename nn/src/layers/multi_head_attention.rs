@@ -115,7 +115,10 @@ impl MultiHeadAttentionConfig {
 /// Under a 16-bit [`Precision`] ([`MultiHeadAttentionConfig::precision`]) the projections and
 /// the attention compute in the 16-bit dtype and the output is cast back to the input's dtype;
 /// the parameters keep theirs (see [`crate::precision`]).
-#[derive(Module)]
+///
+/// A clone shares the parameters (the same `Var`s); its random streams and training mode
+/// are copies that continue from the same point.
+#[derive(Module, Clone)]
 pub struct MultiHeadAttention<B: Backend> {
     in_proj_weight: Var<B>,
     in_proj_bias: Option<Var<B>>,

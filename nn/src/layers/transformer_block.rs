@@ -87,7 +87,10 @@ impl TransformerBlockConfig {
 
 /// The feed-forward half of a block: `c_fc` (`E → ratio·E`), exact GELU, `c_proj` back to `E`,
 /// dropout (nanoGPT's names).
-#[derive(Module)]
+///
+/// A clone shares the parameters (the same `Var`s); its random streams and training mode
+/// are copies that continue from the same point.
+#[derive(Module, Clone)]
 pub struct Mlp<B: Backend> {
     /// The expanding projection.
     pub c_fc: Linear<B>,
@@ -115,7 +118,10 @@ impl<B: Backend> Forward<B> for Mlp<B> {
 ///
 /// Parameters: `ln_1.*`, `attn.in_proj_weight`, `attn.in_proj_bias`, `attn.out_proj.*`,
 /// `ln_2.*`, `mlp.c_fc.*`, `mlp.c_proj.*`.
-#[derive(Module)]
+///
+/// A clone shares the parameters (the same `Var`s); its random streams and training mode
+/// are copies that continue from the same point.
+#[derive(Module, Clone)]
 pub struct TransformerBlock<B: Backend> {
     /// The norm before attention.
     pub ln_1: LayerNorm<B>,

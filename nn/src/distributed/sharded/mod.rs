@@ -3,8 +3,10 @@
 
 mod flat;
 mod level;
+mod units;
 
 pub use level::ShardLevel;
+pub use units::ShardedUnits;
 
 use crate::clip::{clip_grad_norm_across, grad_norm_across};
 use crate::distributed::buckets::plan_buckets;
@@ -15,6 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use tessera_autograd::{no_grad, Var};
 use tessera_core::{Backend, Error, Result, Tensor};
+use units::UnitPart;
 
 /// An optimizer of which each rank holds and updates one share: every bucket of parameters
 /// (about `bucket_bytes` each, as [`crate::distributed::plan_buckets`] groups them) is laid
@@ -50,6 +53,10 @@ pub struct ShardedOptimizer<B: Backend, O> {
     buckets: Vec<FlatBucket>,
     /// One rank-1 leaf per bucket: this rank's share of the parameters, with its gradient.
     shards: Vec<Var<B>>,
+    /// Level 3: the units, and which buckets are parts of one (their parameters are sharded
+    /// between uses and their gradients reduced during backward).
+    units: Option<Arc<ShardedUnits<B>>>,
+    unit_bucket: Vec<bool>,
     inner: O,
     /// Whether the shares' gradients hold this step's reduced gradients.
     synced: bool,
@@ -89,8 +96,8 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
             ShardLevel::Parameters => {
                 return Err(Error::InvalidArgument {
                     op: OP,
-                    msg: "sharding level 3 (parameters sharded between uses) is not \
-                          implemented yet; levels 1 and 2 are"
+                    msg: "level 3 shards the parameters of units: use \
+                          ShardedOptimizer::with_units"
                         .into(),
                 })
             }
@@ -128,7 +135,104 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
             comm,
             params,
             buckets,
+            unit_bucket: vec![false; shards.len()],
             shards,
+            units: None,
+            inner,
+            synced: false,
+            gathered: Mutex::new(None),
+        })
+    }
+
+    /// Level 3 over `units`: the parameters of `params` that belong to a unit (by name,
+    /// [`ShardedUnits::unit_of`]) are sharded between uses (one flat share per unit and dtype,
+    /// registered with `units`, whose [`ShardedUnits::run`] the model's forward pass must go
+    /// through); the others are treated as at level 2. Give each optimizer group its own
+    /// `ShardedOptimizer` over the same `units`, then call [`ShardedUnits::release_all`] once
+    /// every group is made (and any checkpoint restored).
+    pub fn with_units(
+        params: Vec<(String, Var<B>)>,
+        units: &Arc<ShardedUnits<B>>,
+        bucket_bytes: usize,
+        make: impl FnOnce(Vec<(String, Var<B>)>) -> Result<O>,
+    ) -> Result<Self> {
+        const OP: &str = "ShardedOptimizer::with_units";
+        let comm = units.communicator().clone();
+        let (rank, world) = (comm.rank(), comm.world_size());
+        let mut per_unit: Vec<Vec<(String, Var<B>)>> = vec![Vec::new(); units.len()];
+        let mut root = Vec::new();
+        for (name, var) in params {
+            match units.unit_of(&name) {
+                Some(u) => per_unit[u].push((name, var)),
+                None => root.push((name, var)),
+            }
+        }
+        // The root's parameters first, in level-2 buckets of `bucket_bytes`...
+        let sizes = |ps: &[(String, Var<B>)]| -> Vec<_> {
+            ps.iter().map(|(_, v)| (v.dtype(), v.numel())).collect()
+        };
+        let mut buckets: Vec<FlatBucket> = plan_buckets(&sizes(&root), bucket_bytes.max(1))
+            .iter()
+            .map(|b| FlatBucket::new(b, rank, world))
+            .collect();
+        let mut unit_bucket = vec![false; buckets.len()];
+        let mut all = root;
+        let mut parts = Vec::new();
+        // ...then each unit's, one flat bucket per dtype.
+        for (u, unit_params) in per_unit.into_iter().enumerate() {
+            if unit_params.is_empty() {
+                continue;
+            }
+            let offset = all.len();
+            for bucket in plan_buckets(&sizes(&unit_params), usize::MAX) {
+                let local = FlatBucket::new(&bucket, rank, world);
+                let mut global = local.clone();
+                global.params.iter_mut().for_each(|i| *i += offset);
+                let part_params: Vec<_> = local
+                    .params
+                    .iter()
+                    .map(|&i| unit_params[i].clone())
+                    .collect();
+                let mut relayout = local.clone();
+                relayout.params = (0..part_params.len()).collect();
+                parts.push((u, part_params, relayout, buckets.len()));
+                buckets.push(global);
+                unit_bucket.push(true);
+            }
+            all.extend(unit_params);
+        }
+        let mut shards = Vec::with_capacity(buckets.len());
+        for bucket in &buckets {
+            if !bucket.dtype.is_float() {
+                return Err(Error::UnsupportedDType {
+                    op: OP,
+                    dtype: bucket.dtype,
+                });
+            }
+            shards.push(Var::param(bucket.share(&all, |v| Ok(v.value()))?));
+        }
+        for (u, part_params, layout, index) in parts {
+            let part = UnitPart {
+                params: part_params,
+                layout,
+                shard: shards[index].clone(),
+            };
+            units.register(u, Arc::new(part));
+        }
+        let named = shards
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (shard_name(i), v.clone()))
+            .collect();
+        let inner = make(named)?;
+        Ok(ShardedOptimizer {
+            level: ShardLevel::Parameters,
+            comm,
+            params: all,
+            buckets,
+            shards,
+            units: Some(units.clone()),
+            unit_bucket,
             inner,
             synced: false,
             gathered: Mutex::new(None),
@@ -157,13 +261,20 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
     /// [`Optimizer::step`] unless called since the last step.
     pub fn sync_gradients(&mut self) -> Result<()> {
         let world = self.comm.world_size();
-        for (bucket, shard) in self.buckets.iter().zip(&self.shards) {
+        for (i, (bucket, shard)) in self.buckets.iter().zip(&self.shards).enumerate() {
+            if self.unit_bucket[i] {
+                // Reduced during backward ([`ShardedUnits::run`]); an unused unit has none.
+                if shard.grad().is_none() {
+                    shard.set_grad(Some(shard.value().zeros_like()?));
+                }
+                continue;
+            }
             let flat = bucket.flatten(&self.params, world, |v| match v.grad() {
                 Some(g) => Ok(g),
                 None => v.value().zeros_like(),
             })?;
             let mine = match self.level {
-                ShardLevel::Gradients => {
+                ShardLevel::Gradients | ShardLevel::Parameters => {
                     let mine = self.comm.reduce_scatter(&flat, Reduction::Mean)?;
                     for &index in &bucket.params {
                         self.params[index].1.set_grad(None);
@@ -216,13 +327,36 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
             .iter()
             .map(|(_, t)| t.numel() * t.dtype().size_in_bytes())
             .sum();
-        2 * whole + shares + state
+        match &self.units {
+            None => 2 * whole + shares + state,
+            Some(units) => {
+                // The root's parameters and gradients whole, the units' as shares (gradients
+                // too); add `ShardedUnits::peak_unit_bytes` once for all groups.
+                let unit_whole: usize = self
+                    .buckets
+                    .iter()
+                    .zip(&self.unit_bucket)
+                    .filter(|(_, &unit)| unit)
+                    .map(|(b, _)| b.numel * b.dtype.size_in_bytes())
+                    .sum();
+                let unit_shares: usize = self
+                    .shards
+                    .iter()
+                    .zip(&self.unit_bucket)
+                    .filter(|(_, &unit)| unit)
+                    .map(|(v, _)| bytes(v))
+                    .sum();
+                let _ = units;
+                2 * (whole - unit_whole) + shares + unit_shares + state
+            }
+        }
     }
 
     /// Every parameter takes its value from the ranks' updated shares (a collective).
     fn gather_parameters(&self) -> Result<()> {
         no_grad(|| {
-            for (bucket, shard) in self.buckets.iter().zip(&self.shards) {
+            let buckets = self.buckets.iter().zip(&self.shards).zip(&self.unit_bucket);
+            for ((bucket, shard), _) in buckets.filter(|(_, &unit)| !unit) {
                 let flat = self.comm.all_gather(&shard.value())?;
                 for (index, piece) in bucket.pieces(&self.params, &flat)? {
                     self.params[index].1.set_value(piece.contiguous()?)?;
@@ -406,8 +540,11 @@ impl<B: Backend, O: Optimizer<B>> Optimizer<B> for ShardedOptimizer<B, O> {
         }
         // The shares start from the parameters' current values: whatever set them since the
         // last step (a restored checkpoint, a loaded model) is what gets updated.
-        for (bucket, shard) in self.buckets.iter().zip(&self.shards) {
-            shard.set_value(bucket.share(&self.params, |v| Ok(v.value()))?)?;
+        for (i, (bucket, shard)) in self.buckets.iter().zip(&self.shards).enumerate() {
+            // A unit's share is where its parameters live between uses.
+            if !self.unit_bucket[i] {
+                shard.set_value(bucket.share(&self.params, |v| Ok(v.value()))?)?;
+            }
         }
         self.inner.step()?;
         self.synced = false;

@@ -1,0 +1,247 @@
+//! [`ShardedUnits`]: the parameters of marked sub-modules ("units", e.g. each transformer
+//! block) kept as 1/N shares between uses, gathered whole for the unit's forward pass and again
+//! for its backward pass (sharding level 3, PyTorch FSDP's `FULL_SHARD`).
+
+use super::flat::FlatBucket;
+use crate::distributed::communicator::{Communicator, Reduction};
+use crate::module::{Forward, Module};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use tessera_autograd::{enable_grad, is_grad_enabled, no_grad, Var};
+use tessera_core::{Backend, Error, Generator, Result, Tensor};
+
+/// One optimizer group's parameters of a unit, laid out flat, and this rank's share of them.
+pub(crate) struct UnitPart<B: Backend> {
+    /// The parameters (the model's own `Var`s).
+    pub params: Vec<(String, Var<B>)>,
+    /// Their flat layout and this rank's share of it.
+    pub layout: FlatBucket,
+    /// This rank's share: the value the optimizer updates, the gradient backward leaves.
+    pub shard: Var<B>,
+}
+
+/// The units of a model whose parameters are sharded between uses (level 3): made from the
+/// units' parameter-name prefixes, filled by the
+/// [`ShardedOptimizer`](crate::distributed::ShardedOptimizer)s of level 3
+/// ([`ShardedOptimizer::with_units`](crate::distributed::ShardedOptimizer::with_units)) and run by
+/// the model's forward pass ([`ShardedUnits::run`], e.g. through
+/// [`crate::gpt::Gpt::shard_blocks`]).
+///
+/// **How a unit runs** during training: its parameters are all-gathered from the ranks' shares,
+/// its forward pass runs *without* recording a graph, and the parameters are released (each
+/// becomes a one-element placeholder broadcast to its shape). Its backward pass gathers them
+/// again, runs the forward pass again (with the dropout streams it started from, so the masks
+/// are the same) and back-propagates through it, reduce-scatters the parameters' gradients
+/// into this rank's share, and releases them. So a rank holds at most one unit's whole
+/// parameters and gradients at a time, for one extra forward pass per unit and step
+/// (activation checkpointing at unit boundaries, as FSDP is usually run). Gathers are not
+/// prefetched: every collective here blocks until its data has arrived.
+///
+/// Outside training steps, [`ShardedUnits::gather_all`] holds every parameter whole (to save a
+/// checkpoint, sample, or restore one) until [`ShardedUnits::release_all`], which takes each
+/// rank's shares from the values the parameters then hold.
+pub struct ShardedUnits<B: Backend> {
+    comm: Arc<dyn Communicator<B>>,
+    prefixes: Vec<String>,
+    parts: Mutex<Vec<Vec<Arc<UnitPart<B>>>>>,
+    held: AtomicBool,
+}
+
+impl<B: Backend> ShardedUnits<B> {
+    /// Units named by parameter-name prefixes (unit `i` holds the parameters named
+    /// `"{prefixes[i]}.…"`), over `comm`. The parameters start whole ("held").
+    pub fn new(comm: Arc<dyn Communicator<B>>, prefixes: Vec<String>) -> Result<Arc<Self>> {
+        for (i, a) in prefixes.iter().enumerate() {
+            if a.is_empty() || prefixes[..i].contains(a) {
+                return Err(Error::InvalidArgument {
+                    op: "ShardedUnits::new",
+                    msg: format!("unit prefixes must be non-empty and distinct, got {prefixes:?}"),
+                });
+            }
+        }
+        let parts = Mutex::new(prefixes.iter().map(|_| Vec::new()).collect());
+        Ok(Arc::new(ShardedUnits {
+            comm,
+            prefixes,
+            parts,
+            held: AtomicBool::new(true),
+        }))
+    }
+
+    /// The number of units.
+    pub fn len(&self) -> usize {
+        self.prefixes.len()
+    }
+
+    /// Whether there is no unit.
+    pub fn is_empty(&self) -> bool {
+        self.prefixes.is_empty()
+    }
+
+    /// The communicator.
+    pub fn communicator(&self) -> &Arc<dyn Communicator<B>> {
+        &self.comm
+    }
+
+    /// The unit a parameter belongs to (the longest prefix that names it), if any.
+    pub fn unit_of(&self, name: &str) -> Option<usize> {
+        self.prefixes
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| {
+                name.strip_prefix(p.as_str())
+                    .is_some_and(|rest| rest.starts_with('.'))
+            })
+            .max_by_key(|(_, p)| p.len())
+            .map(|(i, _)| i)
+    }
+
+    /// Adds an optimizer group's part of unit `unit`.
+    pub(crate) fn register(&self, unit: usize, part: Arc<UnitPart<B>>) {
+        self.lock()[unit].push(part);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Vec<Arc<UnitPart<B>>>>> {
+        self.parts.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn parts_of(&self, unit: usize) -> Result<Vec<Arc<UnitPart<B>>>> {
+        self.lock()
+            .get(unit)
+            .cloned()
+            .ok_or_else(|| Error::InvalidArgument {
+                op: "ShardedUnits::run",
+                msg: format!("unit {unit} of {} does not exist", self.prefixes.len()),
+            })
+    }
+
+    /// Whether every parameter is held whole ([`ShardedUnits::gather_all`]).
+    pub fn is_held(&self) -> bool {
+        self.held.load(Ordering::SeqCst)
+    }
+
+    /// Gives every parameter of `parts` its whole value, all-gathered (a collective).
+    fn gather(&self, parts: &[Arc<UnitPart<B>>]) -> Result<()> {
+        for part in parts {
+            let flat = self.comm.all_gather(&part.shard.value())?;
+            for (index, piece) in part.layout.pieces(&part.params, &flat)? {
+                part.params[index].1.set_value(piece.contiguous()?)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Replaces every parameter of `parts` by a one-element placeholder of its shape (its
+    /// memory is released once nothing else holds it).
+    fn release(parts: &[Arc<UnitPart<B>>]) -> Result<()> {
+        for part in parts {
+            for (_, var) in &part.params {
+                let value = var.value();
+                let one = Tensor::zeros([1], var.dtype(), value.backend())?;
+                drop(value);
+                var.set_value(one.broadcast_to(var.dims().to_vec())?)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Holds every unit's parameters whole until [`ShardedUnits::release_all`] (a collective:
+    /// to save or restore a checkpoint, evaluate or sample on one rank). Nothing to do when
+    /// they are already held.
+    pub fn gather_all(&self) -> Result<()> {
+        if self.held.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let parts: Vec<_> = self.lock().iter().flatten().cloned().collect();
+        self.gather(&parts)
+    }
+
+    /// Takes each rank's shares from the whole values the parameters hold (those gathered, or
+    /// written since, e.g. by a restored checkpoint) and releases them. Not a collective.
+    pub fn release_all(&self) -> Result<()> {
+        if !self.held.swap(false, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let parts: Vec<_> = self.lock().iter().flatten().cloned().collect();
+        for part in &parts {
+            let share = part.layout.share(&part.params, |v| Ok(v.value()))?;
+            part.shard.set_value(share)?;
+        }
+        Self::release(&parts)
+    }
+
+    /// Runs `module`, unit `unit` of the model, on `x` (see the [type docs](ShardedUnits)):
+    /// gathered, run, released, and the same again in backward. When the parameters are held
+    /// whole ([`ShardedUnits::gather_all`]) it is `module.forward(x)`. A collective when they
+    /// are not: every rank runs the same units in the same order.
+    pub fn run<M>(self: &Arc<Self>, unit: usize, x: &Var<B>, module: &M) -> Result<Var<B>>
+    where
+        M: Forward<B> + Module<B> + Clone + Send + Sync + 'static,
+    {
+        if self.is_held() {
+            return module.forward(x);
+        }
+        let parts = self.parts_of(unit)?;
+        // The dropout streams as they are before the pass: backward replays from them.
+        let mut streams: Vec<(String, Generator)> = Vec::new();
+        module.visit_random_streams("", &mut |name, s| streams.push((name.to_string(), s.get())));
+        self.gather(&parts)?;
+        let forward = no_grad(|| module.forward(&x.detach()));
+        Self::release(&parts)?;
+        let y = forward?.value();
+        if !is_grad_enabled() {
+            return Ok(Var::constant(y));
+        }
+        let mut parents = vec![x.clone()];
+        parents.extend(parts.iter().map(|p| p.shard.clone()));
+        let (units, replay, x_value) = (self.clone(), module.clone(), x.value());
+        Ok(Var::from_op(y, parents, move |grad| {
+            units.gather(&parts)?;
+            replay.visit_random_streams("", &mut |name, s| {
+                if let Some((_, g)) = streams.iter().find(|(n, _)| n == name) {
+                    s.set(g.clone());
+                }
+            });
+            let input = Var::leaf(x_value.clone(), true);
+            let out = enable_grad(|| replay.forward(&input))?;
+            out.backward_with(grad)?;
+            let mut grads = vec![input.grad()];
+            let world = units.comm.world_size();
+            for part in &parts {
+                let flat = part
+                    .layout
+                    .flatten(&part.params, world, |v| match v.grad() {
+                        Some(g) => Ok(g),
+                        None => v.value().zeros_like(),
+                    })?;
+                for (_, v) in &part.params {
+                    v.set_grad(None);
+                }
+                grads.push(Some(units.comm.reduce_scatter(&flat, Reduction::Mean)?));
+            }
+            Self::release(&parts)?;
+            Ok(grads)
+        }))
+    }
+
+    /// Bytes a unit's pass adds at most: the largest unit's whole parameters and gradients
+    /// (every optimizer group's part of it).
+    pub fn peak_unit_bytes(&self) -> usize {
+        2 * self.largest_unit_bytes()
+    }
+
+    /// Bytes of the largest unit's whole parameters.
+    fn largest_unit_bytes(&self) -> usize {
+        self.lock()
+            .iter()
+            .map(|parts| {
+                parts
+                    .iter()
+                    .flat_map(|p| &p.params)
+                    .map(|(_, v)| v.numel() * v.dtype().size_in_bytes())
+                    .sum::<usize>()
+            })
+            .max()
+            .unwrap_or(0)
+    }
+}
