@@ -520,6 +520,8 @@ pub fn run_gpt_training_with<B: Backend>(
             dir.ensure_no_checkpoints()?;
         }
     }
+    // Level 3: the blocks' parameters become shares (of the restored values, if any).
+    optimizers.release()?;
     let resumed_from_step = progress.as_ref().map(|(step, _)| *step);
     let mut progress = match progress {
         Some((_, p)) => {
@@ -685,7 +687,11 @@ pub fn run_gpt_training_with<B: Backend>(
                     "data": config.data.display().to_string(),
                     "backend": backend.name(),
                 });
-                save_on_rank0(&*comm, || save_checkpoint(dir, model, &tokenizer, info))?;
+                // Level 3 holds the parameters whole while rank 0 writes them.
+                optimizers.hold()?;
+                let saved = save_on_rank0(&*comm, || save_checkpoint(dir, model, &tokenizer, info));
+                optimizers.release()?;
+                saved?;
             }
             if let Some(log) = metrics.as_mut() {
                 let values = [
@@ -709,7 +715,7 @@ pub fn run_gpt_training_with<B: Backend>(
                         .map(|_| ())
                 })
             });
-            optimizers.finish_checkpoint();
+            optimizers.finish_checkpoint()?;
             saved?;
         }
         if config.halt_after_step == Some(done) {
@@ -719,6 +725,8 @@ pub fn run_gpt_training_with<B: Backend>(
     bar.finish_and_clear();
 
     let mut sample = String::new();
+    // Level 3: every rank gathers the whole model (rank 0 samples from it).
+    optimizers.hold()?;
     if a.sample_chars > 0 && rank == 0 {
         let first: String = corpus.text.chars().take(1).collect();
         let prompt = tokenizer

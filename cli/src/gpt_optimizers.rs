@@ -8,7 +8,8 @@ use tessera_autograd::Var;
 use tessera_core::{Backend, Result};
 use tessera_nn::clip::{clip_grad_norm, clip_grad_norm_across, grad_norm, grad_norm_across};
 use tessera_nn::distributed::{
-    Communicator, DistributedDataParallel, ShardLevel, ShardedOptimizer, DEFAULT_BUCKET_BYTES,
+    Communicator, DistributedDataParallel, ShardLevel, ShardedOptimizer, ShardedUnits,
+    DEFAULT_BUCKET_BYTES,
 };
 use tessera_nn::gpt::Gpt;
 use tessera_nn::optim::{AdamW, AdamWConfig, Optimizer};
@@ -20,16 +21,19 @@ pub(crate) enum GptOptimizers<B: Backend> {
     /// Every rank keeps all of the state; gradients are all-reduced by the
     /// [`DistributedDataParallel`] wrapper.
     Whole { decay: AdamW<B>, no_decay: AdamW<B> },
-    /// Each rank keeps its share of the state (and at level 2 of the gradients).
+    /// Each rank keeps its share of the state (and at level 2 of the gradients; at level 3 the
+    /// blocks' parameters too, between uses: `units`).
     Sharded {
         decay: ShardedOptimizer<B, AdamW<B>>,
         no_decay: ShardedOptimizer<B, AdamW<B>>,
+        units: Option<Arc<ShardedUnits<B>>>,
     },
 }
 
 impl<B: Backend> GptOptimizers<B> {
     /// AdamW with the job's betas and decay over `model`'s matrices, without decay over the
-    /// rest, at `config.shard` over `comm`.
+    /// rest, at `config.shard` over `comm`. At level 3 the model's blocks then run as sharded
+    /// units, whole until [`GptOptimizers::release`].
     pub fn new(
         model: &Gpt<B>,
         config: &GptTrainConfig,
@@ -55,6 +59,21 @@ impl<B: Backend> GptOptimizers<B> {
                 decay: AdamW::new(decay, base)?,
                 no_decay: AdamW::new(no_decay, plain)?,
             },
+            ShardLevel::Parameters => {
+                let units = ShardedUnits::new(comm.clone(), model.block_prefixes())?;
+                let shard = |params, c: AdamWConfig| {
+                    ShardedOptimizer::with_units(params, &units, DEFAULT_BUCKET_BYTES, |shares| {
+                        AdamW::new(shares, c)
+                    })
+                };
+                let (decay, no_decay) = (shard(decay, base)?, shard(no_decay, plain)?);
+                model.shard_blocks(units.clone())?;
+                GptOptimizers::Sharded {
+                    decay,
+                    no_decay,
+                    units: Some(units),
+                }
+            }
             level => {
                 let shard = |params, c: AdamWConfig| {
                     ShardedOptimizer::new(
@@ -68,6 +87,7 @@ impl<B: Backend> GptOptimizers<B> {
                 GptOptimizers::Sharded {
                     decay: shard(decay, base)?,
                     no_decay: shard(no_decay, plain)?,
+                    units: None,
                 }
             }
         })
@@ -77,9 +97,9 @@ impl<B: Backend> GptOptimizers<B> {
     pub fn groups(&self) -> [(&'static str, &dyn Optimizer<B>); 2] {
         match self {
             GptOptimizers::Whole { decay, no_decay } => [("decay", decay), ("no_decay", no_decay)],
-            GptOptimizers::Sharded { decay, no_decay } => {
-                [("decay", decay), ("no_decay", no_decay)]
-            }
+            GptOptimizers::Sharded {
+                decay, no_decay, ..
+            } => [("decay", decay), ("no_decay", no_decay)],
         }
     }
 
@@ -87,9 +107,9 @@ impl<B: Backend> GptOptimizers<B> {
     pub fn groups_mut(&mut self) -> [(&'static str, &mut dyn Optimizer<B>); 2] {
         match self {
             GptOptimizers::Whole { decay, no_decay } => [("decay", decay), ("no_decay", no_decay)],
-            GptOptimizers::Sharded { decay, no_decay } => {
-                [("decay", decay), ("no_decay", no_decay)]
-            }
+            GptOptimizers::Sharded {
+                decay, no_decay, ..
+            } => [("decay", decay), ("no_decay", no_decay)],
         }
     }
 
@@ -116,7 +136,9 @@ impl<B: Backend> GptOptimizers<B> {
                 }
                 Ok(())
             }
-            GptOptimizers::Sharded { decay, no_decay } => {
+            GptOptimizers::Sharded {
+                decay, no_decay, ..
+            } => {
                 decay.sync_gradients()?;
                 no_decay.sync_gradients()
             }
@@ -128,7 +150,9 @@ impl<B: Backend> GptOptimizers<B> {
     fn gradient_leaves(&self, params: &[Var<B>]) -> Vec<Var<B>> {
         match self {
             GptOptimizers::Whole { .. } => params.to_vec(),
-            GptOptimizers::Sharded { decay, no_decay } => decay
+            GptOptimizers::Sharded {
+                decay, no_decay, ..
+            } => decay
                 .shards()
                 .iter()
                 .chain(no_decay.shards())
@@ -183,8 +207,10 @@ impl<B: Backend> GptOptimizers<B> {
         Ok(())
     }
 
-    /// Gathers a sharded state on every rank before a checkpoint (a collective).
+    /// Gathers a sharded state (and level 3's parameters) on every rank before a checkpoint
+    /// (a collective).
     pub fn prepare_checkpoint(&self) -> Result<()> {
+        self.hold()?;
         for (_, o) in self.groups() {
             o.prepare_checkpoint()?;
         }
@@ -192,9 +218,30 @@ impl<B: Backend> GptOptimizers<B> {
     }
 
     /// Frees what [`GptOptimizers::prepare_checkpoint`] gathered.
-    pub fn finish_checkpoint(&self) {
+    pub fn finish_checkpoint(&self) -> Result<()> {
         for (_, o) in self.groups() {
             o.finish_checkpoint();
+        }
+        self.release()
+    }
+
+    /// Level 3: holds every parameter whole (a collective), to save, restore or sample.
+    pub fn hold(&self) -> Result<()> {
+        match self {
+            GptOptimizers::Sharded {
+                units: Some(units), ..
+            } => units.gather_all(),
+            _ => Ok(()),
+        }
+    }
+
+    /// Level 3: back to shares, taken from what the parameters hold now.
+    pub fn release(&self) -> Result<()> {
+        match self {
+            GptOptimizers::Sharded {
+                units: Some(units), ..
+            } => units.release_all(),
+            _ => Ok(()),
         }
     }
 
@@ -209,8 +256,14 @@ impl<B: Backend> GptOptimizers<B> {
                 let state = |o: &AdamW<B>| tensor_bytes(o.state().iter().map(|(_, t)| t));
                 2 * whole + state(decay) + state(no_decay)
             }
-            GptOptimizers::Sharded { decay, no_decay } => {
-                decay.peak_state_bytes() + no_decay.peak_state_bytes()
+            GptOptimizers::Sharded {
+                decay,
+                no_decay,
+                units,
+            } => {
+                decay.peak_state_bytes()
+                    + no_decay.peak_state_bytes()
+                    + units.as_ref().map_or(0, |u| u.peak_unit_bytes())
             }
         }
     }

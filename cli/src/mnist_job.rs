@@ -274,6 +274,14 @@ fn train_model<B: Backend, M: Forward<B>>(
                 start,
             )
         }
+        ShardLevel::Parameters => Err(Error::InvalidArgument {
+            op: "train",
+            msg: format!(
+                "--shard 3 shards the parameters of units, and the {} has none marked (the \
+                 GPT's blocks are); use --shard 2",
+                format!("{:?}", config.model).to_lowercase()
+            ),
+        }),
         level => {
             let optimizer = ShardedOptimizer::new(
                 params,
