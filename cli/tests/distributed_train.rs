@@ -265,7 +265,7 @@ fn sharded_levels_train_the_same_model_and_resume_across_levels() {
 }
 
 #[test]
-fn a_sharded_gpt_trains_like_the_plain_one() {
+fn sharded_gpts_train_like_the_plain_one_and_level_three_resumes_bit_for_bit() {
     if let Some(reason) = skip_reason() {
         println!("skipped: {reason}");
         return;
@@ -276,7 +276,7 @@ fn a_sharded_gpt_trains_like_the_plain_one() {
     std::fs::write(&corpus, "All that glitters is not gold.\n%\n".repeat(60)).unwrap();
     let corpus = corpus.display().to_string();
     let mut reference = None;
-    for level in ["0", "2"] {
+    for level in ["0", "2", "3"] {
         let mut args = gpt_args(&corpus);
         args.extend(["--shard", level]);
         let out = mpi_train(&train, &tmp.path().join(level), &args)
@@ -294,4 +294,23 @@ fn a_sharded_gpt_trains_like_the_plain_one() {
             ),
         }
     }
+    // Level 3 interrupted after step 5 and resumed (from step 4): bit for bit its whole run.
+    let mut args = gpt_args(&corpus);
+    args.extend(["--shard", "3"]);
+    let pieces = tmp.path().join("pieces");
+    let mut halted = args.clone();
+    halted.extend(["--halt-after-step", "5"]);
+    assert!(!mpi_train(&train, &pieces, &halted)
+        .output()
+        .unwrap()
+        .status
+        .success());
+    args.push("--resume");
+    let again = summary(&mpi_train(&train, &pieces, &args).output().unwrap());
+    assert_eq!(again["resumed_from_step"], 4);
+    assert_same_state(
+        &final_state(&tmp.path().join("3")),
+        &final_state(&pieces),
+        "level-3 GPT",
+    );
 }

@@ -7,6 +7,9 @@
 //! * `sharded OUT_DIR LEVEL BUCKET_BYTES`: the same with AdamW, at sharding level `LEVEL`
 //!   (`ShardedOptimizer`; 0 is plain data parallelism); rank 0 also writes the consolidated
 //!   optimizer state to `OUT_DIR/state.f64` (names in `state.txt`).
+//! * `gpt OUT_DIR LEVEL`: a small f64 GPT with dropout, trained 10 steps with AdamW at sharding
+//!   level `LEVEL` (3: its blocks as `ShardedUnits`), each rank on its own windows; every rank
+//!   appends its parameters after each step to `OUT_DIR/rank<r>.f64`.
 //! * `collectives`: every collective on every dtype against values computed here, and the
 //!   typed errors of mismatched calls; prints `collectives ok` on each rank.
 //! * `die VICTIM`: a few all-reduces, then rank `VICTIM` kills itself with SIGKILL while the
@@ -25,13 +28,14 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
-use tessera_core::{CommFailure, DType, Error, HostData, Result, Tensor};
+use tessera_core::{CommFailure, DType, Error, Generator, HostData, Result, Tensor};
 use tessera_cpu::Cpu;
 use tessera_distributed::{Bootstrap, MpiCommunicator};
 use tessera_nn::distributed::{
     Communicator, DdpConfig, DistributedDataParallel, DistributedSampler, Reduction, ShardLevel,
-    ShardedOptimizer,
+    ShardedOptimizer, ShardedUnits,
 };
+use tessera_nn::gpt::GptConfig;
 use tessera_nn::optim::Optimizer;
 use tessera_nn::{Forward, Module};
 
@@ -41,11 +45,12 @@ fn main() {
         Some("train") => train(&args[1..]),
         Some("collectives") => collectives(),
         Some("sharded") => sharded(&args[1..]),
+        Some("gpt") => sharded_gpt(&args[1..]),
         Some("die") => die(&args[1..]),
         _ => {
             eprintln!(
                 "usage: mpi_check train OUT_DIR BUCKET_BYTES | sharded OUT_DIR LEVEL \
-                 BUCKET_BYTES | collectives | die VICTIM"
+                 BUCKET_BYTES | gpt OUT_DIR LEVEL | collectives | die VICTIM"
             );
             std::process::exit(2);
         }
@@ -182,6 +187,69 @@ fn sharded(args: &[String]) -> Result<()> {
         }
     }
     println!("rank {rank}: level {} trained", level.number());
+    Ok(())
+}
+
+/// See the module docs (`gpt OUT_DIR LEVEL`).
+fn sharded_gpt(args: &[String]) -> Result<()> {
+    let out = PathBuf::from(&args[0]);
+    let level = ShardLevel::from_number(args[1].parse().expect("LEVEL is a number"))?;
+    let mpi = Arc::new(MpiCommunicator::init()?);
+    let rank = Bootstrap::rank(&*mpi);
+    let comm: Arc<dyn Communicator<Cpu>> = mpi;
+    let dev = Cpu::new();
+    let model = GptConfig::new(2, 2, 16, 8, 13)
+        .dropout(0.1)
+        .dtype(DType::F64)
+        .init(&dev, &mut Generator::new(problem::SEED + rank as u64))?;
+    let ddp = DistributedDataParallel::new(model, comm.clone())?;
+    let gpt = ddp.module();
+    gpt.train();
+    let mut units = None;
+    let mut optimizer: Box<dyn Optimizer<Cpu>> = match level {
+        ShardLevel::Replicated => Box::new(ddp.wrap_optimizer(problem::adamw(ddp.parameters()))),
+        ShardLevel::Parameters => {
+            let u = ShardedUnits::new(comm.clone(), gpt.block_prefixes())?;
+            let o = ShardedOptimizer::with_units(ddp.parameters(), &u, 512, |shares| {
+                Ok(problem::adamw(shares))
+            })?;
+            gpt.shard_blocks(u.clone())?;
+            u.release_all()?;
+            units = Some(u);
+            Box::new(o)
+        }
+        level => Box::new(ShardedOptimizer::new(
+            ddp.parameters(),
+            comm.clone(),
+            level,
+            512,
+            |shares| Ok(problem::adamw(shares)),
+        )?),
+    };
+    let path = out.join(format!("rank{rank}.f64"));
+    let mut file = std::fs::File::create(&path).map_err(|e| Error::io(&path, e))?;
+    for step in 0..10u64 {
+        let tokens: Vec<i64> = (0..2 * 9)
+            .map(|i| ((i as u64 * 5 + step * 3 + rank as u64 * 7) % 13) as i64)
+            .collect();
+        let all = Tensor::from_vec(tokens, [2, 9], &dev)?;
+        let x = all.narrow(1, 0, 8)?.contiguous()?;
+        let y = all.narrow(1, 1, 8)?.contiguous()?;
+        optimizer.zero_grad();
+        gpt.loss(&x, &y)?.backward()?;
+        optimizer.step()?;
+        if let Some(u) = &units {
+            u.gather_all()?;
+        }
+        for v in problem::flat_parameters(gpt) {
+            file.write_all(&v.to_le_bytes())
+                .map_err(|e| Error::io(&path, e))?;
+        }
+        if let Some(u) = &units {
+            u.release_all()?;
+        }
+    }
+    println!("rank {rank}: gpt level {} trained", level.number());
     Ok(())
 }
 

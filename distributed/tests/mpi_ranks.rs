@@ -256,6 +256,46 @@ fn sharded_levels_train_bit_for_bit_like_plain_data_parallelism() {
 }
 
 #[test]
+fn every_sharding_level_trains_a_gpt_with_dropout_bit_for_bit_like_plain_data_parallelism() {
+    if let Some(reason) = missing_mpirun() {
+        println!("skipped: {reason}");
+        return;
+    }
+    let read = |path: &Path| -> Vec<u64> {
+        std::fs::read(path)
+            .expect("trajectory")
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    };
+    for ranks in [2, 4] {
+        let mut plain: Option<Vec<u64>> = None;
+        for level in ["0", "1", "2", "3"] {
+            let dir = tempfile::tempdir().unwrap();
+            let out = mpirun(
+                ranks,
+                &[],
+                &[],
+                &["gpt", dir.path().to_str().unwrap(), level],
+            );
+            assert!(out.status.success(), "{}", text(&out));
+            let rank0 = read(&dir.path().join("rank0.f64"));
+            for r in 1..ranks {
+                assert_eq!(read(&dir.path().join(format!("rank{r}.f64"))), rank0);
+            }
+            match &plain {
+                None => plain = Some(rank0),
+                Some(want) => assert!(
+                    *want == rank0,
+                    "level {level}, {ranks} ranks: the GPT's parameters differ from plain data \
+                     parallelism's"
+                ),
+            }
+        }
+    }
+}
+
+#[test]
 fn every_collective_agrees_with_independent_values_and_mismatches_are_typed() {
     if let Some(reason) = missing_mpirun() {
         println!("skipped: {reason}");

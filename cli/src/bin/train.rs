@@ -140,8 +140,9 @@ struct Args {
     device_per_rank: bool,
     /// With --distributed: how much of the training state each rank keeps. 0: everything
     /// (plain data parallelism); 1: the optimizer state is split over the ranks; 2: the
-    /// gradients too (reduce-scattered); 3 (parameters too) is not implemented yet. Every level
-    /// trains the same model (see docs/DISTRIBUTED.md).
+    /// gradients too (reduce-scattered); 3: the parameters too, each GPT block gathered for its
+    /// forward and backward passes only (GPT only). Every level trains the same model (see
+    /// docs/DISTRIBUTED.md).
     #[arg(long, default_value = "0", value_parser = parse_shard)]
     shard: ShardLevel,
     /// With --distributed: the library that carries the gradients.
