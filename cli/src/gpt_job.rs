@@ -350,9 +350,6 @@ fn estimate_loss<B: Backend>(
     Ok(total / iters.max(1) as f64)
 }
 
-/// Two AdamW groups, nanoGPT's: decay on every parameter of rank >= 2 (matrices and
-/// embeddings), none on biases and LayerNorm scales.
-
 fn progress_bar(config: &GptTrainConfig) -> ProgressBar {
     let bar = ProgressBar::new(config.args.steps as u64);
     if !config.progress {

@@ -16,7 +16,11 @@ use tessera_nn::optim::{AdamW, AdamWConfig, Optimizer};
 use tessera_nn::precision::{DynamicLossScaler, ScalerStep};
 use tessera_nn::Module;
 
-/// The two optimizer groups of the GPT job, as the run checkpoint names them.
+/// The two optimizer groups of the GPT job, as the run checkpoint names them: nanoGPT's, decay
+/// on every parameter of rank >= 2 (matrices and embeddings), none on biases and LayerNorm
+/// scales.
+// One value per job: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum GptOptimizers<B: Backend> {
     /// Every rank keeps all of the state; gradients are all-reduced by the
     /// [`DistributedDataParallel`] wrapper.

@@ -7,7 +7,10 @@
 
 mod common;
 
-use common::{assert_same_state, final_state, mpi_train, skip_reason, summary, train_with_mpi};
+use common::{
+    assert_same_state, data_available, final_state, mpi_train, skip_reason, summary, train,
+    train_with_mpi,
+};
 use std::process::Command;
 use tessera_nn::run::RunDir;
 
@@ -313,4 +316,23 @@ fn sharded_gpts_train_like_the_plain_one_and_level_three_resumes_bit_for_bit() {
         &final_state(&pieces),
         "level-3 GPT",
     );
+}
+
+#[test]
+fn level_three_without_units_and_unknown_levels_are_refused_by_name() {
+    if !data_available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = train(&tmp.path().join("mlp"), &["--shard", "3"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("--shard 3") && stderr.contains("mlp"),
+        "{stderr}"
+    );
+    let out = train(&tmp.path().join("four"), &["--shard", "4"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("sharding level"), "{stderr}");
 }

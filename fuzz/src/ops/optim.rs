@@ -4,8 +4,10 @@
 use super::kinds::*;
 use super::{op, FuzzBackend, Op};
 use crate::machine::Ctx;
+use std::sync::Arc;
 use tessera_autograd::Var;
 use tessera_core::{Backend, Tensor};
+use tessera_nn::distributed::{Communicator, LocalCommunicator, ShardLevel, ShardedOptimizer};
 use tessera_nn::optim::{Adam, AdamConfig, AdamW, AdamWConfig, Optimizer, Sgd, SgdConfig};
 use tessera_nn::precision::DynamicLossScaler;
 
@@ -56,6 +58,27 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
                 .map(boxed)
                 .into())
         }),
+        op(
+            "ShardedOptimizer::new(layer)",
+            2,
+            &[L, F, F, F],
+            OUT_O,
+            |c| {
+                // Any level number (0 and 3 are refused here, 4 and up are no level), any bucket
+                // size (0 is refused), AdamW inside, one rank: every optimizer op then runs on it.
+                let level = c.float(1).abs().min(8.0) as usize;
+                let bucket_bytes = c.float(2).abs().min(1e9) as usize;
+                let config = AdamWConfig::new(c.float(3));
+                let comm: Arc<dyn Communicator<B>> = Arc::new(LocalCommunicator::new());
+                let params = params_of(c)?;
+                let made = ShardLevel::from_number(level).and_then(|level| {
+                    ShardedOptimizer::new(params, comm, level, bucket_bytes, |shares| {
+                        AdamW::new(shares, config)
+                    })
+                });
+                Ok(made.map(boxed).into())
+            },
+        ),
         op("Adam::new(var, var)", 1, &[V, V], OUT_O, |c| {
             // The same name twice, or the same variable twice: an error, not a double update.
             let (a, b) = (c.v(0)?, c.v(1)?);

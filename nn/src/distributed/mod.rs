@@ -10,6 +10,8 @@
 //! * [`DistributedDataParallel`]: broadcasts the model from rank 0, averages the gradients in
 //!   [`buckets`](plan_buckets) of about 25 MiB after backward ([`GradientReducer`]), every rank
 //!   then takes the same optimizer step ([`DistributedOptimizer`] does it inside `step`).
+//! * [`ShardedOptimizer`] (with [`ShardedUnits`] at level 3): the optimizer state, gradients
+//!   and parameters split over the ranks instead (ZeRO's stages, see [`ShardLevel`]).
 //! * [`DistributedSampler`]: each rank's seeded, equal-sized shard of every epoch.
 //! * [`save_on_rank0`]: checkpoints written by rank 0 only.
 //!

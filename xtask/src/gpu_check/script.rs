@@ -48,11 +48,12 @@ pub fn steps(has_data: bool, train_samples: usize, test_samples: usize) -> Vec<S
         },
     ];
     // Limits of the training runs: a few seconds of work on an H200 each, plus start-up
-    // (context, kernels, cuBLAS); they were 60 s before the 16-bit and lifecycle steps.
+    // (context, kernels, cuBLAS); they were 60 s before the 16-bit and lifecycle steps, 40 s
+    // before the sharded GPT step.
     if has_data {
         steps.push(Step {
             name: "train-mlp",
-            limit_s: 40,
+            limit_s: 35,
             command: format!(
                 "\"$here/bin/train\" --backend cuda --model mlp --epochs 2 --data \"$here/data\" \
                  --train-limit {train_samples} --test-limit {test_samples}"
@@ -69,7 +70,7 @@ pub fn steps(has_data: bool, train_samples: usize, test_samples: usize) -> Vec<S
         });
         steps.push(Step {
             name: "train-cnn",
-            limit_s: 40,
+            limit_s: 35,
             command: format!(
                 "\"$here/bin/train\" --backend cuda --model cnn --epochs 1 --data \"$here/data\" \
                  --train-limit {train_samples} --test-limit {test_samples}"
@@ -259,6 +260,16 @@ pub fn gpt_steps() -> Vec<Step> {
             command: "\"$here/bin/train\" --backend cuda --model gpt --data \"$here/text\" \
                       --steps 60 --eval-interval 30 --eval-iters 2 --sample-chars 100 \
                       --save \"$results/gpt-checkpoint\""
+                .into(),
+        },
+        // Sharding level 3 on one rank (NCCL when libnccl.so.2 loads, else the host): the
+        // blocks gathered for their passes and released, their gradients reduce-scattered.
+        Step {
+            name: "train-gpt-shard3-1rank",
+            limit_s: 10,
+            command: "\"$here/bin/train\" --backend cuda --distributed --comm auto --shard 3 \
+                      --model gpt --data \"$here/text\" --steps 30 --eval-interval 15 \
+                      --eval-iters 2 --sample-chars 0 --save \"$results/gpt-shard3\""
                 .into(),
         },
         Step {

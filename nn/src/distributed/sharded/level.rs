@@ -11,11 +11,12 @@ use tessera_core::{Error, Result};
 /// | 0, [`Replicated`](ShardLevel::Replicated) | parameters, gradients, optimizer state | — | `4P` | all-reduce of the gradients |
 /// | 1, [`OptimizerState`](ShardLevel::OptimizerState) | parameters, gradients | optimizer state (and the parameters it updates) | `2P + 3P/N` | all-reduce of the gradients, all-gather of the parameters |
 /// | 2, [`Gradients`](ShardLevel::Gradients) | parameters, and the gradients until they are reduced after backward | optimizer state, reduced gradients | `2P + 3P/N` at the end of backward, `P + 4P/N` between steps | reduce-scatter of the gradients, all-gather of the parameters |
-/// | 3, [`Parameters`](ShardLevel::Parameters) | one unit's parameters at a time | everything | `4P/N` + one unit | not implemented yet |
+/// | 3, [`Parameters`](ShardLevel::Parameters) | the parameters outside units, one unit's at a time | everything of level 2, and each unit's parameters between uses | `4P/N` + the rest's `2P` + one unit's parameters and gradients | all-gather per unit in forward and backward, reduce-scatter per unit, one extra forward pass |
 ///
 /// Level 2's peak equals level 1's here because backward accumulates the whole gradients
 /// before they are reduced (ZeRO-2 proper reduces buckets during backward, through hooks this
-/// framework's autograd does not have yet).
+/// framework's autograd does not have yet); level 3 reduces each unit's gradients during
+/// backward ([`crate::distributed::ShardedUnits`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ShardLevel {
     /// Level 0: plain data parallelism, every rank keeps everything.
@@ -26,10 +27,10 @@ pub enum ShardLevel {
     /// Level 2: level 1, with the gradients reduce-scattered instead of all-reduced (each rank
     /// receives the mean of its share only, and drops the whole gradients).
     Gradients,
-    /// Level 3: level 2, with the parameters sharded between uses as well. **Not implemented
-    /// yet**: [`ShardLevel::from_number`] accepts it so that commands can name it, and
-    /// [`crate::distributed::ShardedOptimizer::new`] refuses it with
-    /// [`Error::InvalidArgument`].
+    /// Level 3: level 2, with the parameters of units (e.g. transformer blocks) sharded between
+    /// uses as well: [`crate::distributed::ShardedOptimizer::with_units`] and
+    /// [`crate::distributed::ShardedUnits`] ([`crate::distributed::ShardedOptimizer::new`]
+    /// refuses it with [`Error::InvalidArgument`]).
     Parameters,
 }
 

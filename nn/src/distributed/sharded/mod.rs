@@ -1,5 +1,6 @@
-//! [`ShardedOptimizer`]: data parallelism whose optimizer state (level 1) and gradients
-//! (level 2) are split over the ranks, ZeRO's first two stages. See [`ShardLevel`].
+//! [`ShardedOptimizer`]: data parallelism whose optimizer state (level 1), gradients (level 2)
+//! and parameters between uses (level 3, with [`ShardedUnits`]) are split over the ranks,
+//! ZeRO's stages. See [`ShardLevel`].
 
 mod flat;
 mod level;
@@ -61,8 +62,11 @@ pub struct ShardedOptimizer<B: Backend, O> {
     /// Whether the shares' gradients hold this step's reduced gradients.
     synced: bool,
     /// The consolidated state, between `prepare_checkpoint` and `finish_checkpoint`.
-    gathered: Mutex<Option<Vec<(String, Tensor<B>)>>>,
+    gathered: Mutex<Option<NamedTensors<B>>>,
 }
+
+/// An optimizer state: named tensors.
+type NamedTensors<B> = Vec<(String, Tensor<B>)>;
 
 /// The name of bucket `i`'s share in the wrapped optimizer.
 fn shard_name(bucket: usize) -> String {
@@ -73,7 +77,7 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
     /// Shards the optimizer of `params` (every rank passes the same parameters, with the same
     /// values: e.g. those of a [`crate::distributed::DistributedDataParallel`], which broadcast
     /// rank 0's) over `comm` at `level` (1 or 2; level 0 is
-    /// [`crate::distributed::DistributedOptimizer`], level 3 is not implemented yet), in
+    /// [`crate::distributed::DistributedOptimizer`], level 3 is [`ShardedOptimizer::with_units`]), in
     /// buckets of about `bucket_bytes`. `make` builds the wrapped optimizer over the shares
     /// (named `"bucket0"`, `"bucket1"`...), e.g. `|shares| AdamW::new(shares, config)`.
     pub fn new(
