@@ -37,6 +37,11 @@ pub struct DdpArgs {
     /// Pairs of runs (one on 1 rank, one on 2 ranks, in alternating order).
     #[arg(long, default_value_t = 3)]
     pub pairs: usize,
+    /// Instead: the GPT's sharding levels (`train --shard 0-3`) on 2 and 4 ranks, their
+    /// training state and peak RSS per rank and their tokens/s (`--steps` steps of `--batch`
+    /// windows per rank; `--pairs` runs of every level). See `ddp_shard`.
+    #[arg(long)]
+    pub shards: bool,
 }
 
 impl DdpArgs {
@@ -52,6 +57,9 @@ impl DdpArgs {
             "--pairs".into(),
             self.pairs.to_string(),
         ]
+        .into_iter()
+        .chain(self.shards.then(|| "--shards".to_string()))
+        .collect()
     }
 }
 
@@ -218,6 +226,9 @@ pub fn run(args: &DdpArgs) -> TaskResult<()> {
     }
     if args.pairs == 0 || args.steps == 0 || args.batch == 0 {
         return Err("--pairs, --steps and --batch must be at least 1".into());
+    }
+    if args.shards {
+        return crate::bench::ddp_shard::run(args);
     }
     println!("==> bench {NAME}: building the ddp_bench example (release, --features mpi)");
     run_checked(&mut cargo([

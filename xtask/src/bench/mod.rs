@@ -14,6 +14,7 @@ pub mod backend;
 pub mod baseline;
 pub mod collect;
 pub mod ddp;
+pub mod ddp_shard;
 pub mod lifecycle;
 pub mod lifecycle_files;
 pub mod numpy;
