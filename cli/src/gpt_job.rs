@@ -6,7 +6,7 @@
 //! (see [`tessera_nn::precision`]); f16 adds a [`DynamicLossScaler`].
 
 use crate::gpt_optimizers::GptOptimizers;
-use crate::memory::{max_over_ranks, peak_rss_bytes};
+use crate::memory::{max_over_ranks, peak_rss_bytes, peak_virtual_bytes};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -233,6 +233,8 @@ pub struct GptTrainReport {
     pub state_bytes_per_rank: usize,
     /// The largest rank's peak resident set size (0 where the system does not report it).
     pub peak_rss_bytes: u64,
+    /// The largest rank's peak address space, what `ulimit -v` limits (0 where not reported).
+    pub peak_virtual_bytes: u64,
     /// The number of ranks that trained together (1 without `--distributed`).
     pub world_size: usize,
 }
@@ -740,6 +742,7 @@ pub fn run_gpt_training_with<B: Backend>(
     let mut memory = [
         optimizers.state_bytes(&params) as f64,
         peak_rss_bytes() as f64,
+        peak_virtual_bytes() as f64,
     ];
     max_over_ranks(&*comm, &mut memory)?;
     Ok(GptTrainReport {
@@ -757,5 +760,6 @@ pub fn run_gpt_training_with<B: Backend>(
         shard: config.shard,
         state_bytes_per_rank: memory[0] as usize,
         peak_rss_bytes: memory[1] as u64,
+        peak_virtual_bytes: memory[2] as u64,
     })
 }

@@ -1,5 +1,5 @@
-//! What a run reports about its memory: the process's peak resident set, and the largest of
-//! the ranks' figures.
+//! What a run reports about its memory: the process's peak resident set and peak address space,
+//! and the largest of the ranks' figures.
 
 use tessera_core::{Backend, Result, Tensor};
 use tessera_nn::distributed::{Communicator, Reduction};
@@ -7,11 +7,22 @@ use tessera_nn::distributed::{Communicator, Reduction};
 /// The process's peak resident set size in bytes (`VmHWM` of `/proc/self/status`), or 0 where
 /// the system does not report it.
 pub fn peak_rss_bytes() -> u64 {
+    status_bytes("VmHWM:")
+}
+
+/// The process's peak address space in bytes (`VmPeak` of `/proc/self/status`: what `ulimit -v`
+/// limits), or 0 where the system does not report it.
+pub fn peak_virtual_bytes() -> u64 {
+    status_bytes("VmPeak:")
+}
+
+/// A `kB` figure of `/proc/self/status` in bytes, or 0.
+fn status_bytes(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|status| {
             status.lines().find_map(|line| {
-                let kib = line.strip_prefix("VmHWM:")?.trim().strip_suffix("kB")?;
+                let kib = line.strip_prefix(field)?.trim().strip_suffix("kB")?;
                 kib.trim().parse::<u64>().ok()
             })
         })
@@ -48,6 +59,17 @@ mod tests {
         assert!(touched.iter().map(|&b| b as u64).sum::<u64>() == 64 << 20);
         if before > 0 {
             assert!(after >= 64 << 20, "VmHWM {after} after touching 64 MiB");
+        }
+    }
+
+    #[test]
+    fn the_peak_address_space_covers_the_resident_set() {
+        let reserved = vec![0u8; 32 << 20];
+        let (virt, rss) = (peak_virtual_bytes(), peak_rss_bytes());
+        assert_eq!(reserved.len(), 32 << 20);
+        if rss > 0 {
+            assert!(virt >= rss, "VmPeak {virt} below VmHWM {rss}");
+            assert!(virt >= 32 << 20, "VmPeak {virt} with 32 MiB allocated");
         }
     }
 }

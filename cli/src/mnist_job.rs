@@ -2,7 +2,7 @@
 //! evaluation, whole-run checkpoints (resumable bit for bit, see [`tessera_nn::run`]) and a
 //! summary.
 
-use crate::memory::{max_over_ranks, peak_rss_bytes, tensor_bytes};
+use crate::memory::{max_over_ranks, peak_rss_bytes, peak_virtual_bytes, tensor_bytes};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -144,6 +144,8 @@ pub struct TrainReport {
     pub state_bytes_per_rank: usize,
     /// The largest rank's peak resident set size (0 where the system does not report it).
     pub peak_rss_bytes: u64,
+    /// The largest rank's peak address space, what `ulimit -v` limits (0 where not reported).
+    pub peak_virtual_bytes: u64,
 }
 
 impl TrainReport {
@@ -376,6 +378,7 @@ where
     let mut memory = [
         state_bytes(learner.optimizer()) as f64,
         peak_rss_bytes() as f64,
+        peak_virtual_bytes() as f64,
     ];
     max_over_ranks(&*comm, &mut memory)?;
     Ok(TrainReport {
@@ -387,6 +390,7 @@ where
         shard: config.shard,
         state_bytes_per_rank: memory[0] as usize,
         peak_rss_bytes: memory[1] as u64,
+        peak_virtual_bytes: memory[2] as u64,
     })
 }
 

@@ -1,9 +1,11 @@
 //! `mpirun -np 2 train --distributed`: the command trains data-parallel, rank 0 alone prints the
 //! summary (with `world_size` and the total throughput) and writes the checkpoint; a 2-rank
-//! run interrupted and relaunched with `--resume` ends bit for bit where it ends uninterrupted. The `train`
-//! of `cargo test` has no MPI, so this builds one with `--features mpi` (a nested cargo sharing
-//! this target folder). Skipped, printing why, without Open MPI's `mpirun` (unless
-//! `TESSERA_REQUIRE_MPI` is set, as in CI) or the data set.
+//! run interrupted and relaunched with `--resume` ends bit for bit where it ends uninterrupted;
+//! every sharding level trains the same model, and level 3 fits a GPT under a memory limit that
+//! stops plain data parallelism. Uses this package's `train` when the tests are built with the
+//! `mpi` feature (CI: `cargo test --workspace --features tessera-cli/mpi`), otherwise builds one
+//! with `--features mpi` (a nested cargo sharing this target folder). Skipped, printing why,
+//! without Open MPI's `mpirun` (unless `TESSERA_REQUIRE_MPI` is set, as in CI) or the data set.
 
 mod common;
 
@@ -101,6 +103,10 @@ fn two_ranks_train_in_f16_and_skip_overflowing_steps_together() {
 
 #[test]
 fn distributed_without_mpi_says_how_to_build_it() {
+    if cfg!(feature = "mpi") {
+        println!("skipped: this train is built with the mpi feature");
+        return;
+    }
     let out = Command::new(env!("CARGO_BIN_EXE_train"))
         .args(["--distributed", "--epochs", "1"])
         .output()
@@ -335,4 +341,124 @@ fn level_three_without_units_and_unknown_levels_are_refused_by_name() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(stderr.contains("sharding level"), "{stderr}");
+}
+
+/// `mpirun -np 4` of the MPI `train` with `args`, each rank's address space limited to
+/// `limit_bytes` (`ulimit -v`) when given, one thread per rank.
+fn four_ranks_under(train: &std::path::Path, limit_bytes: Option<u64>, args: &[&str]) -> Command {
+    let mut cmd = Command::new("mpirun");
+    cmd.args(["--oversubscribe", "--allow-run-as-root", "-np", "4"]);
+    if let Some(limit) = limit_bytes {
+        let kib = (limit / 1024).to_string();
+        cmd.args([
+            "sh",
+            "-c",
+            "ulimit -v \"$0\" && shift && exec \"$@\"",
+            &kib,
+            "_",
+        ]);
+    }
+    cmd.arg(train)
+        .arg("--distributed")
+        .args(args)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("RAYON_NUM_THREADS", "1")
+        .env("TESSERA_DIST_TIMEOUT_S", "60");
+    cmd
+}
+
+/// The memory test: a GPT (8 blocks of width 384, 14M parameters: 227 MB of f32
+/// parameters, gradients and AdamW moments per rank unsharded) on 4 ranks, under a per-process
+/// address-space limit set halfway between what level 3 and plain data parallelism were measured
+/// to need (`peak_virtual_bytes`, the largest rank's `VmPeak`): level 3 trains under it, and
+/// plain data parallelism stops with a typed out-of-memory error (not an abort) on its ranks.
+/// No checkpoints (`--no-save`): a consolidated checkpoint gathers the whole state on every rank.
+#[test]
+fn a_gpt_over_a_memory_limit_trains_at_level_three_and_fails_typed_without_sharding() {
+    if let Some(reason) = skip_reason() {
+        println!("skipped: {reason}");
+        return;
+    }
+    let train = train_with_mpi();
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = tmp.path().join("corpus.txt");
+    std::fs::write(&corpus, "Many hands make light work.\n%\n".repeat(200)).unwrap();
+    let corpus = corpus.display().to_string();
+    let args = |level: &'static str| {
+        let mut a = vec![
+            "--model",
+            "gpt",
+            "--data",
+            &corpus,
+            "--no-save",
+            "--steps",
+            "2",
+        ];
+        a.extend(["--block-size", "16", "--batch-size", "2", "--n-layer", "8"]);
+        a.extend(["--n-head", "6", "--n-embd", "384", "--dropout", "0"]);
+        a.extend([
+            "--eval-interval",
+            "2",
+            "--eval-iters",
+            "1",
+            "--sample-chars",
+            "0",
+        ]);
+        a.extend(["--shard", level]);
+        a
+    };
+    let measured = |level| {
+        summary(
+            &four_ranks_under(&train, None, &args(level))
+                .output()
+                .unwrap(),
+        )
+    };
+    let (sharded, plain) = (measured("3"), measured("0"));
+    let figure = |v: &serde_json::Value, key: &str| v[key].as_u64().unwrap();
+    let (state3, state0) = (
+        figure(&sharded, "state_bytes_per_rank"),
+        figure(&plain, "state_bytes_per_rank"),
+    );
+    // 1/4 of the plain state, plus one block's parameters and gradients (1/8 of the plain
+    // parameters and gradients: 1/16 of the plain state), plus the root's (embeddings, norm).
+    assert!(
+        state3 <= state0 / 4 + state0 / 16 + state0 / 50,
+        "level 3 holds {state3} bytes, plain {state0}"
+    );
+    let (virt3, virt0) = (
+        figure(&sharded, "peak_virtual_bytes"),
+        figure(&plain, "peak_virtual_bytes"),
+    );
+    assert!(
+        virt0 > virt3 + (64 << 20),
+        "plain data parallelism's peak address space {virt0} is not clearly above level 3's {virt3}"
+    );
+    let limit = virt3 + (virt0 - virt3) / 2;
+    println!(
+        "peak address space: level 3 {virt3}, plain {virt0}; limit {limit} (state bytes {state3} vs {state0})"
+    );
+
+    let out = four_ranks_under(&train, Some(limit), &args("3"))
+        .output()
+        .unwrap();
+    let report = summary(&out);
+    assert_eq!(report["shard"], 3, "{report}");
+
+    let out = four_ranks_under(&train, Some(limit), &args("0"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "plain data parallelism fitted under {limit} bytes"
+    );
+    assert!(
+        stderr.contains("out of memory"),
+        "no typed out-of-memory error:\n{stderr}"
+    );
+    for abort in ["memory allocation of", "signal", "panicked"] {
+        assert!(!stderr.contains(abort), "{abort}:\n{stderr}");
+    }
 }

@@ -103,6 +103,10 @@ struct Args {
     /// loss estimate [default: checkpoints/gpt].
     #[arg(long)]
     save: Option<PathBuf>,
+    /// The GPT only: write no checkpoints at all (no run folder; e.g. a benchmark, or a run
+    /// whose consolidated checkpoints would not fit in memory: see docs/DISTRIBUTED.md).
+    #[arg(long, conflicts_with_all = ["save", "resume", "checkpoint_every"])]
+    no_save: bool,
     /// Also checkpoint the whole run every N optimisation steps (besides each epoch's end;
     /// for the GPT, each loss estimate).
     #[arg(long)]
@@ -271,6 +275,7 @@ fn main() -> ExitCode {
                 "shard": report.shard.number(),
                 "state_bytes_per_rank": report.state_bytes_per_rank,
                 "peak_rss_bytes": report.peak_rss_bytes,
+                "peak_virtual_bytes": report.peak_virtual_bytes,
             });
             println!("{summary}");
             ExitCode::SUCCESS
@@ -293,11 +298,14 @@ fn gpt_main(args: &Args) -> ExitCode {
             .data
             .clone()
             .unwrap_or_else(GptTrainConfig::default_data),
-        save: Some(
-            args.save
-                .clone()
-                .unwrap_or_else(|| gpt_job::DEFAULT_CHECKPOINT_DIR.into()),
-        ),
+        save: match args.no_save {
+            true => None,
+            false => Some(
+                args.save
+                    .clone()
+                    .unwrap_or_else(|| gpt_job::DEFAULT_CHECKPOINT_DIR.into()),
+            ),
+        },
         checkpoint_every: args.checkpoint_every,
         keep_last: args.keep_last,
         resume: args.resume,
@@ -348,6 +356,7 @@ fn gpt_main(args: &Args) -> ExitCode {
                 "shard": report.shard.number(),
                 "state_bytes_per_rank": report.state_bytes_per_rank,
                 "peak_rss_bytes": report.peak_rss_bytes,
+                "peak_virtual_bytes": report.peak_virtual_bytes,
             });
             println!("{summary}");
             ExitCode::SUCCESS

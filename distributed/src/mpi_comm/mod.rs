@@ -30,6 +30,7 @@
 //! default `mpirun` kills the whole job within about a second of one process dying, before any
 //! time limit; `mpirun --enable-recovery` lets the survivors run on and report the typed error.
 
+mod host_buffer;
 mod ordered;
 mod raw;
 
@@ -370,7 +371,7 @@ impl MpiCommunicator {
     ) -> Result<Vec<T>> {
         let count = self.count(op, values.len())?;
         let mpi_op = mpi_op(reduction);
-        let recv = vec![T::default(); values.len()];
+        let recv = host_buffer::zeroed::<T>(values.len())?;
         let what = format!("the all-reduce of {count} elements");
         let (_, recv) = self.run(
             state,
@@ -651,7 +652,8 @@ impl Bootstrap for MpiCommunicator {
         }
         // SAFETY: MPI's predefined datatype, read after initialisation.
         let datatype = unsafe { ffi::RSMPI_UINT8_T };
-        let received = self.broadcast_vec(&mut state, OP, bytes.to_vec(), datatype, root)?;
+        let received =
+            self.broadcast_vec(&mut state, OP, host_buffer::copied(bytes)?, datatype, root)?;
         bytes.copy_from_slice(&received);
         Ok(())
     }

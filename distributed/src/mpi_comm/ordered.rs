@@ -12,7 +12,7 @@
 //! That is the bandwidth-optimal shape of an all-reduce (each rank sends and receives about
 //! twice its data), and a reduce-scatter is its first half, so both give the same bits.
 
-use super::{MpiCommunicator, State};
+use super::{host_buffer, MpiCommunicator, State};
 use crate::signature::{
     dtype_code, shape_hash, Signature, ALL_GATHER_CODE, ALL_REDUCE_CODE, REDUCE_SCATTER_CODE,
 };
@@ -116,7 +116,7 @@ impl MpiCommunicator {
         let block = values.len() / n;
         let count = self.count(op, block)?;
         let datatype = T::datatype();
-        let recv = vec![T::default(); values.len()];
+        let recv = host_buffer::zeroed::<T>(values.len())?;
         let what = format!("the exchange of {n} blocks of {count} elements");
         let (_, recv) = self.run(
             state,
@@ -139,7 +139,7 @@ impl MpiCommunicator {
                 }
             },
         )?;
-        let mut out = recv[..block].to_vec();
+        let mut out = host_buffer::copied(&recv[..block])?;
         for from in recv.chunks_exact(block.max(1)).skip(1) {
             for (o, &x) in out.iter_mut().zip(from) {
                 *o = T::combine(*o, x, reduction);
@@ -160,7 +160,7 @@ impl MpiCommunicator {
     ) -> Result<Vec<T>> {
         let count = self.count(op, block.len())?;
         let datatype = T::datatype();
-        let recv = vec![T::default(); block.len() * self.world_size];
+        let recv = host_buffer::zeroed::<T>(block.len() * self.world_size)?;
         let what = format!("the all-gather of {count} elements per rank");
         let (_, recv) = self.run(
             state,
@@ -214,8 +214,7 @@ impl MpiCommunicator {
         }
         let padded = len.div_ceil(self.world_size) * self.world_size;
         let data = each_numeric!(tensor.to_host()?, OP, |v| {
-            let mut v = v;
-            v.resize(padded, Default::default());
+            let v = host_buffer::grown(v, padded)?;
             let mine = self.reduce_scatter_vec(&mut state, OP, v, reduction)?;
             let mut all = self.all_gather_vec(&mut state, OP, mine)?;
             all.truncate(len);
