@@ -1,6 +1,7 @@
-//! `MpiCommunicator` and `DistributedDataParallel` across real processes: builds
-//! `examples/mpi_check.rs` with the `mpi` feature (a nested cargo sharing this target folder)
-//! and runs it under `mpirun --oversubscribe -np 2` (and 3).
+//! `MpiCommunicator` and `DistributedDataParallel` across real processes: runs
+//! `examples/mpi_check.rs` (built by `cargo test` itself when the tests have the `mpi` feature,
+//! as in CI; otherwise by a nested cargo sharing this target folder) under
+//! `mpirun --oversubscribe -np 2` (and 3).
 //!
 //! * 2 ranks at batch B/2 end every step with the parameters of 1 process at batch B (f64,
 //!   1e-12) and bit-identical to each other;
@@ -44,10 +45,23 @@ fn mpirun_problem() -> Option<String> {
     }
 }
 
-/// Builds the example once (per test binary) and returns its path.
+/// The example built with MPI: the one `cargo test` built beside this test when the tests are
+/// built with the `mpi` feature (as CI builds them), otherwise built here once per test binary
+/// (a nested cargo sharing this target folder).
 fn mpi_check() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
+        if cfg!(feature = "mpi") {
+            // target/<profile>/deps/mpi_ranks-<hash> -> target/<profile>/examples/mpi_check
+            let exe = std::env::current_exe().expect("test binary path");
+            let built = exe
+                .parent()
+                .and_then(Path::parent)
+                .map(|profile_dir| profile_dir.join("examples").join("mpi_check"))
+                .expect("the test binary lies in target/<profile>/deps");
+            assert!(built.exists(), "{} was not built", built.display());
+            return built;
+        }
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let mut cmd = Command::new(cargo);
         cmd.args(["build", "-p", "tessera-distributed", "--features", "mpi"])

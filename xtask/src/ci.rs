@@ -20,6 +20,9 @@ pub struct Step {
 /// tests run from the workspace's (`tests/tests/out_of_tree.rs`, `tessera/tests/out_of_tree.rs`).
 pub const EXAMPLE_CRATES: [&str; 2] = ["conformance-example", "facade-example"];
 
+/// The features of CI's test step: MPI for the data-parallel tests' `train` and `mpi_check`.
+pub const TEST_FEATURES: &str = "tessera-cli/mpi,tessera-distributed/mpi";
+
 /// The packages meant for crates.io: `cargo package --list` must succeed for each.
 pub const PUBLISHED: [&str; 12] = [
     "tessera-core",
@@ -64,11 +67,14 @@ pub fn steps() -> Vec<Step> {
         });
     }
     steps.push(Step {
+        // Every feature at once (the MPI, NCCL and CUDA code included): one pass over the
+        // workspace.
         name: "clippy",
         command: cargo([
             "clippy",
             "--workspace",
             "--all-targets",
+            "--all-features",
             "--",
             "-D",
             "warnings",
@@ -96,22 +102,6 @@ pub fn steps() -> Vec<Step> {
         });
     }
     steps.push(Step {
-        // The MPI and NCCL code is behind features that `--workspace` leaves off.
-        name: "clippy-distributed",
-        command: cargo([
-            "clippy",
-            "-p",
-            "tessera-distributed",
-            "-p",
-            "tessera-cli",
-            "--all-features",
-            "--all-targets",
-            "--",
-            "-D",
-            "warnings",
-        ]),
-    });
-    steps.push(Step {
         name: "package",
         command: {
             let mut package = cargo(["package", "--list", "--allow-dirty"]);
@@ -126,7 +116,9 @@ pub fn steps() -> Vec<Step> {
         name: "test",
         command: {
             // Every shared kernel must compile with NVRTC: a missing NVRTC fails, not skips.
-            let mut test = cargo(["test", "--workspace"]);
+            // With MPI (Open MPI installed by the script), so that the MPI tests run the
+            // `train` and `mpi_check` this build makes instead of building their own.
+            let mut test = cargo(["test", "--workspace", "--features", TEST_FEATURES]);
             test.env("TESSERA_REQUIRE_NVRTC", "1");
             // The MPI tests and the NCCL symbol lookup must run, not skip.
             test.env("TESSERA_REQUIRE_MPI", "1")
@@ -141,24 +133,16 @@ pub fn steps() -> Vec<Step> {
         },
     });
     steps.push(Step {
+        // The `train` the test step built (same features and profile: nothing is rebuilt).
         name: "opencl-train",
-        command: cargo([
-            "run",
-            "-q",
-            "-p",
-            "tessera-cli",
-            "--bin",
-            "train",
-            "--",
-            "--backend",
-            "opencl",
-            "--epochs",
-            "1",
-            "--train-limit",
-            "4096",
-            "--test-limit",
-            "2000",
-        ]),
+        command: {
+            let mut train = std::process::Command::new(
+                crate::process::target_dir().join("debug").join("train"),
+            );
+            train.args(["--backend", "opencl", "--epochs", "1"]);
+            train.args(["--train-limit", "4096", "--test-limit", "2000"]);
+            train
+        },
     });
     steps
 }
@@ -246,8 +230,12 @@ mod tests {
         assert!(line("conflict-markers").ends_with("xtask conflict-markers"));
         assert!(script.contains("git grep -nIE '^(<<<<<<<|[|]{7}|>>>>>>>)( |$)'"));
         assert!(line("fmt").ends_with("fmt --all --check"));
-        assert!(line("clippy").ends_with("clippy --workspace --all-targets -- -D warnings"));
-        assert!(line("test").ends_with("test --workspace"));
+        assert!(line("clippy")
+            .ends_with("clippy --workspace --all-targets --all-features -- -D warnings"));
+        assert!(line("test").ends_with(&format!("test --workspace --features {TEST_FEATURES}")));
+        assert!(script.contains(&format!(
+            "cargo test --workspace --features {TEST_FEATURES}"
+        )));
         // The test step requires the same optional libraries in both, and the script
         // installs CLBlast.
         let steps = steps();
