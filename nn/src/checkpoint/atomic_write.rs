@@ -3,7 +3,7 @@
 
 use crate::{Error, Result};
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -21,6 +21,17 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 /// removes the stale temporaries of the same target: those of processes that no longer run
 /// (and, where that cannot be told, those older than a day).
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomically_with(path, |file| {
+        file.write_all(bytes).map_err(|e| Error::io(path, e))
+    })
+}
+
+/// [`write_atomically`] of what `write` writes into the (buffered) temporary file: a file
+/// streamed piece by piece, with the same guarantees.
+pub fn write_atomically_with(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> Result<()>,
+) -> Result<()> {
     let file_name = path.file_name().ok_or_else(|| Error::InvalidArgument {
         op: "write_atomically",
         msg: format!("{} does not name a file", path.display()),
@@ -36,7 +47,7 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
         std::process::id(),
         TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
-    let result = write_and_sync(&temp, bytes)
+    let result = write_and_sync(&temp, write)
         .and_then(|()| fs::rename(&temp, path).map_err(|e| Error::io(path, e)));
     if result.is_err() {
         // Best effort: the temporary file may not even exist.
@@ -101,14 +112,19 @@ fn process_is_gone(pid: u32) -> bool {
     proc.join("self").exists() && !proc.join(pid.to_string()).exists()
 }
 
-/// Creates `temp` (which must not exist), writes `bytes` and flushes them to the device.
-fn write_and_sync(temp: &Path, bytes: &[u8]) -> Result<()> {
-    let mut file = OpenOptions::new()
+/// Creates `temp` (which must not exist), lets `write` fill it through a buffer and flushes it
+/// to the device.
+fn write_and_sync(temp: &Path, write: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
+    let file = OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(temp)
         .map_err(|e| Error::io(temp, e))?;
-    file.write_all(bytes).map_err(|e| Error::io(temp, e))?;
+    let mut buffered = BufWriter::new(file);
+    write(&mut buffered)?;
+    let file = buffered
+        .into_inner()
+        .map_err(|e| Error::io(temp, e.into_error()))?;
     file.sync_all().map_err(|e| Error::io(temp, e))
 }
 

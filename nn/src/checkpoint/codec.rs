@@ -1,8 +1,6 @@
 //! Conversions between Tessera host data and safetensors' little-endian byte buffers.
 
-use safetensors::tensor::View;
 use safetensors::Dtype;
-use std::borrow::Cow;
 use tessera_core::{bf16, f16, DType, HostData};
 
 /// The safetensors dtype that stores `dtype`, or `None` for a dtype safetensors has no code
@@ -101,32 +99,4 @@ pub fn host_from_le_bytes(dtype: DType, bytes: &[u8]) -> Result<HostData, String
 /// An 8-byte little-endian chunk as `u64`.
 fn le_u64(c: &[u8]) -> u64 {
     u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])
-}
-
-/// A tensor downloaded to the host, in the form `safetensors::serialize` consumes.
-pub struct EncodedTensor {
-    /// The stored dtype.
-    pub dtype: Dtype,
-    /// The dims.
-    pub shape: Vec<usize>,
-    /// The elements as little-endian bytes.
-    pub bytes: Vec<u8>,
-}
-
-impl View for &EncodedTensor {
-    fn dtype(&self) -> Dtype {
-        self.dtype
-    }
-
-    fn shape(&self) -> &[usize] {
-        &self.shape
-    }
-
-    fn data(&self) -> Cow<'_, [u8]> {
-        Cow::Borrowed(&self.bytes)
-    }
-
-    fn data_len(&self) -> usize {
-        self.bytes.len()
-    }
 }

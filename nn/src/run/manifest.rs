@@ -2,6 +2,7 @@
 
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
+use std::io::Write;
 use std::path::Path;
 
 /// The manifest of one run checkpoint (`step-N.json` beside `step-N.safetensors`).
@@ -21,13 +22,19 @@ pub struct Manifest {
 
 impl Manifest {
     /// The manifest of `bytes`, to be written as `file` at `step`.
+    #[cfg(test)]
     pub fn of(step: u64, file: String, bytes: &[u8]) -> Manifest {
+        Manifest::new(step, file, bytes.len() as u64, crc32fast::hash(bytes))
+    }
+
+    /// The manifest of a file of `bytes` bytes with CRC-32 `crc32`, written as `file` at `step`.
+    pub fn new(step: u64, file: String, bytes: u64, crc32: u32) -> Manifest {
         Manifest {
             format: super::CHECKPOINT_FORMAT.to_string(),
             step,
             file,
-            bytes: bytes.len() as u64,
-            crc32: format!("{:08x}", crc32fast::hash(bytes)),
+            bytes,
+            crc32: format!("{crc32:08x}"),
         }
     }
 
@@ -65,5 +72,65 @@ impl Manifest {
             )));
         }
         Ok(())
+    }
+}
+
+/// A writer that passes bytes on and counts them and their CRC-32 (what a [`Manifest`] records)
+/// on the way.
+pub struct ChecksummedWriter<'a> {
+    inner: &'a mut dyn Write,
+    hasher: crc32fast::Hasher,
+    bytes: u64,
+}
+
+impl<'a> ChecksummedWriter<'a> {
+    /// Counts what goes to `inner`.
+    pub fn new(inner: &'a mut dyn Write) -> Self {
+        ChecksummedWriter {
+            inner,
+            hasher: crc32fast::Hasher::new(),
+            bytes: 0,
+        }
+    }
+
+    /// The number of bytes written and their CRC-32.
+    pub fn finish(self) -> (u64, u32) {
+        (self.bytes, self.hasher.finalize())
+    }
+}
+
+impl Write for ChecksummedWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_checksummed_writer_counts_what_the_manifest_of_the_bytes_records() {
+        let text = b"a checkpoint, written in pieces";
+        let mut out = Vec::new();
+        let mut w = ChecksummedWriter::new(&mut out);
+        w.write_all(&text[..5]).unwrap();
+        w.write_all(&text[5..]).unwrap();
+        let (bytes, crc) = w.finish();
+        assert_eq!(out, text);
+        let whole = Manifest::of(3, "f".into(), text);
+        let streamed = Manifest::new(3, "f".into(), bytes, crc);
+        assert_eq!(
+            (whole.bytes, &whole.crc32),
+            (streamed.bytes, &streamed.crc32)
+        );
+        streamed.verify(text).unwrap();
     }
 }

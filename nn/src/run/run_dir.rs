@@ -1,7 +1,9 @@
 //! [`RunDir`]: the folder of a training run and the checkpoints inside it.
 
-use super::manifest::Manifest;
-use crate::checkpoint::{self, remove_stale_temporaries_in, write_atomically};
+use super::manifest::{ChecksummedWriter, Manifest};
+use crate::checkpoint::{
+    self, remove_stale_temporaries_in, write_atomically, write_atomically_with,
+};
 use crate::module::Module;
 use crate::{Error, Result};
 use std::fs;
@@ -134,14 +136,35 @@ impl RunDir {
     /// Writes the checkpoint `bytes` of `step`, its manifest, then the `latest` pointer (each
     /// atomically, in that order), and removes checkpoints beyond the newest
     /// [`RunDir::kept`]. Returns the checkpoint's path.
+    #[cfg(test)]
     pub(crate) fn commit(&self, step: u64, bytes: &[u8]) -> Result<PathBuf> {
+        self.commit_with(step, |out| {
+            out.write_all(bytes)
+                .map_err(|e| Error::io(self.checkpoint_path(step), e))
+        })
+    }
+
+    /// [`RunDir::commit`] of the bytes `write` writes (a checkpoint streamed tensor by tensor):
+    /// their size and checksum are taken on the way to the file.
+    pub(crate) fn commit_with(
+        &self,
+        step: u64,
+        write: impl FnOnce(&mut dyn std::io::Write) -> Result<()>,
+    ) -> Result<PathBuf> {
         let path = self.checkpoint_path(step);
-        write_atomically(&path, bytes)?;
+        let mut summary = None;
+        write_atomically_with(&path, |out| {
+            let mut counted = ChecksummedWriter::new(out);
+            write(&mut counted)?;
+            summary = Some(counted.finish());
+            Ok(())
+        })?;
+        let (bytes, crc32) = summary.unwrap_or((0, 0));
         let file = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let manifest = Manifest::of(step, file, bytes);
+        let manifest = Manifest::new(step, file, bytes, crc32);
         let text = serde_json::to_vec_pretty(&manifest)
             .map_err(|e| Error::checkpoint(format!("cannot write a manifest: {e}")))?;
         write_atomically(&self.manifest_path(step), &text)?;

@@ -146,11 +146,15 @@ where
     for (name, stream) in model_streams(model) {
         meta.insert(format!("{STREAM_PREFIX}{name}"), encode_stream(&stream));
     }
-    let bytes = checkpoint::serialize(tensors.iter().map(|(n, t)| (n.as_str(), t)), &meta)?;
+    let entries = checkpoint::plan(tensors.iter().map(|(n, t)| (n.as_str(), t)))?;
     let config_text = serde_json::to_vec_pretty(config)
         .map_err(|e| Error::checkpoint(format!("cannot write the configuration: {e}")))?;
     checkpoint::write_atomically(&dir.run_config_path(), &config_text)?;
-    dir.commit(step, &bytes)
+    // Streamed tensor by tensor: one tensor's host copy at a time, not the whole file.
+    let path = dir.checkpoint_path(step);
+    dir.commit_with(step, |out| {
+        checkpoint::write_safetensors(out, &entries, &meta, &path).map(|_| ())
+    })
 }
 
 /// Reads the checkpoint of `step` and checks it against its manifest.
