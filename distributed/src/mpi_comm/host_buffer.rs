@@ -33,12 +33,14 @@ pub fn copied<T: Copy>(values: &[T]) -> Result<Vec<T>> {
     Ok(v)
 }
 
-/// `v` grown to `len` elements with default values (zeros), or [`Error::OutOfMemory`].
+/// `v` grown to `len` elements with default values (zeros; never shortened), or
+/// [`Error::OutOfMemory`].
 pub fn grown<T: Copy + Default>(mut v: Vec<T>, len: usize) -> Result<Vec<T>> {
-    let more = len.saturating_sub(v.len());
-    v.try_reserve_exact(more)
-        .map_err(|_| out_of_memory::<T>(len))?;
-    v.resize(len, T::default());
+    if len > v.len() {
+        v.try_reserve_exact(len - v.len())
+            .map_err(|_| out_of_memory::<T>(len))?;
+        v.resize(len, T::default());
+    }
     Ok(v)
 }
 
