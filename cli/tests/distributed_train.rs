@@ -10,8 +10,8 @@
 mod common;
 
 use common::{
-    assert_same_state, data_available, final_state, mpi_train, skip_reason, summary, train,
-    train_with_mpi,
+    assert_same_state, data_available, final_state, mpi_train, mpirun, skip_reason, summary, train,
+    train_with_mpi, write_corpus,
 };
 use std::process::Command;
 use tessera_nn::run::RunDir;
@@ -25,16 +25,11 @@ fn two_ranks_train_and_rank_zero_alone_reports_and_saves() {
     let train = train_with_mpi();
     let dir = tempfile::tempdir().unwrap();
     let checkpoint = dir.path().join("run");
-    let out = Command::new("mpirun")
-        .args(["--oversubscribe", "--allow-run-as-root", "-np", "2"])
+    let out = mpirun(2)
         .arg(&train)
         .args(["--distributed", "--epochs", "1", "--batch-size", "32"])
         .args(["--train-limit", "1024", "--test-limit", "500", "--save"])
         .arg(&checkpoint)
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .env("RAYON_NUM_THREADS", "1")
-        .env("TESSERA_DIST_TIMEOUT_S", "60")
         .output()
         .expect("mpirun starts");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -71,8 +66,7 @@ fn two_ranks_train_in_f16_and_skip_overflowing_steps_together() {
     }
     // The scaler starts at 2^16: the first steps overflow in f16 and are skipped. A rank that
     // skipped alone would leave the other waiting in the gradient all-reduce (a timeout here).
-    let out = Command::new("mpirun")
-        .args(["--oversubscribe", "--allow-run-as-root", "-np", "2"])
+    let out = mpirun(2)
         .arg(train_with_mpi())
         .args(["--distributed", "--precision", "f16", "--epochs", "1"])
         .args([
@@ -83,10 +77,6 @@ fn two_ranks_train_in_f16_and_skip_overflowing_steps_together() {
             "--test-limit",
             "500",
         ])
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .env("RAYON_NUM_THREADS", "1")
-        .env("TESSERA_DIST_TIMEOUT_S", "60")
         .output()
         .expect("mpirun starts");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -178,13 +168,10 @@ fn two_ranks_train_a_gpt_and_an_interrupted_job_resumes_bit_for_bit() {
     }
     let train = train_with_mpi();
     let tmp = tempfile::tempdir().unwrap();
-    let corpus = tmp.path().join("corpus.txt");
-    std::fs::write(
-        &corpus,
-        "To be or not to be, that is the question.\n%\n".repeat(60),
-    )
-    .unwrap();
-    let corpus = corpus.display().to_string();
+    let corpus = write_corpus(
+        tmp.path(),
+        &"To be or not to be, that is the question.\n%\n".repeat(60),
+    );
     let args = gpt_args(&corpus);
     let (whole, pieces) = (tmp.path().join("whole"), tmp.path().join("pieces"));
     let out = mpi_train(&train, &whole, &args).output().unwrap();
@@ -281,9 +268,10 @@ fn sharded_gpts_train_like_the_plain_one_and_level_three_resumes_bit_for_bit() {
     }
     let train = train_with_mpi();
     let tmp = tempfile::tempdir().unwrap();
-    let corpus = tmp.path().join("corpus.txt");
-    std::fs::write(&corpus, "All that glitters is not gold.\n%\n".repeat(60)).unwrap();
-    let corpus = corpus.display().to_string();
+    let corpus = write_corpus(
+        tmp.path(),
+        &"All that glitters is not gold.\n%\n".repeat(60),
+    );
     let mut reference = None;
     for level in ["0", "2", "3"] {
         let mut args = gpt_args(&corpus);
@@ -346,8 +334,7 @@ fn level_three_without_units_and_unknown_levels_are_refused_by_name() {
 /// `mpirun -np 4` of the MPI `train` with `args`, each rank's address space limited to
 /// `limit_bytes` (`ulimit -v`) when given, one thread per rank.
 fn four_ranks_under(train: &std::path::Path, limit_bytes: Option<u64>, args: &[&str]) -> Command {
-    let mut cmd = Command::new("mpirun");
-    cmd.args(["--oversubscribe", "--allow-run-as-root", "-np", "4"]);
+    let mut cmd = mpirun(4);
     if let Some(limit) = limit_bytes {
         let kib = (limit / 1024).to_string();
         cmd.args([
@@ -358,13 +345,7 @@ fn four_ranks_under(train: &std::path::Path, limit_bytes: Option<u64>, args: &[&
             "_",
         ]);
     }
-    cmd.arg(train)
-        .arg("--distributed")
-        .args(args)
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .env("RAYON_NUM_THREADS", "1")
-        .env("TESSERA_DIST_TIMEOUT_S", "60");
+    cmd.arg(train).arg("--distributed").args(args);
     cmd
 }
 
@@ -382,9 +363,7 @@ fn a_gpt_over_a_memory_limit_trains_at_level_three_and_fails_typed_without_shard
     }
     let train = train_with_mpi();
     let tmp = tempfile::tempdir().unwrap();
-    let corpus = tmp.path().join("corpus.txt");
-    std::fs::write(&corpus, "Many hands make light work.\n%\n".repeat(200)).unwrap();
-    let corpus = corpus.display().to_string();
+    let corpus = write_corpus(tmp.path(), &"Many hands make light work.\n%\n".repeat(200));
     let args = |level: &'static str| {
         let mut a = vec![
             "--model",

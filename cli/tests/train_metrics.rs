@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{data_available, summary, train, HALTED};
+use common::{data_available, summary, train, write_corpus, HALTED};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -159,9 +159,7 @@ fn tensorboard_reads_every_logged_value_of_a_gpt_run() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let corpus = tmp.path().join("corpus.txt");
-    std::fs::write(&corpus, "It was the best of times.\n%\n".repeat(60)).unwrap();
-    let corpus = corpus.display().to_string();
+    let corpus = write_corpus(tmp.path(), &"It was the best of times.\n%\n".repeat(60));
     let extra = [
         "--model",
         "gpt",

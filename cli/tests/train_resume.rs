@@ -7,7 +7,9 @@
 
 mod common;
 
-use common::{assert_same_state, data_available, final_state, summary, train, HALTED};
+use common::{
+    assert_same_state, data_available, final_state, summary, train, write_corpus, HALTED,
+};
 use serde_json::Value;
 use tessera_nn::run::RunDir;
 
@@ -107,10 +109,9 @@ fn an_interrupted_cnn_run_resumes_bit_for_bit() {
 #[test]
 fn an_interrupted_gpt_run_resumes_bit_for_bit() {
     let tmp = tempfile::tempdir().unwrap();
-    let corpus = tmp.path().join("corpus.txt");
     let text = "To be or not to be, that is the question.\n%\nWhether 'tis nobler.\n%\n";
-    std::fs::write(&corpus, text.repeat(40)).unwrap();
-    let corpus = corpus.to_str().unwrap();
+    let corpus = write_corpus(tmp.path(), &text.repeat(40));
+    let corpus = corpus.as_str();
     // 12 steps, estimates every 4, checkpoints every 3 as well; dropout draws masks.
     for precision in ["f32", "f16"] {
         let args = [

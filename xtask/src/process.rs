@@ -57,3 +57,21 @@ pub fn run_checked(cmd: &mut Command) -> TaskResult<()> {
         Err(format!("`{}` failed ({status})", display_command(cmd)).into())
     }
 }
+
+/// Runs `cmd` with its output captured and returns its stdout; fails, quoting its stderr, unless
+/// it exits successfully.
+pub fn output_checked(cmd: &mut Command) -> TaskResult<String> {
+    let out = cmd
+        .output()
+        .map_err(|e| format!("could not start `{}`: {e}", display_command(cmd)))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`{}` failed ({}): {}",
+            display_command(cmd),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}

@@ -169,19 +169,34 @@ pub fn train_with_mpi() -> PathBuf {
         .expect("cargo reports train's executable")
 }
 
-/// `mpirun -np 2 train --distributed` (the MPI build `train`) with [`run_args`], one thread
-/// per rank, a 60 s collective timeout.
-pub fn mpi_train(train: &Path, dir: &Path, extra: &[&str]) -> Command {
+/// `mpirun -np RANKS` (oversubscribed, allowed as root), to be followed by the program and its
+/// arguments: one thread per rank, a 60 s collective timeout.
+pub fn mpirun(ranks: usize) -> Command {
     let mut cmd = Command::new("mpirun");
-    cmd.args(["--oversubscribe", "--allow-run-as-root", "-np", "2"])
-        .arg(train)
-        .arg("--distributed")
-        .args(run_args(dir, extra))
+    cmd.args(["--oversubscribe", "--allow-run-as-root", "-np"])
+        .arg(ranks.to_string())
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .env("RAYON_NUM_THREADS", "1")
         .env("TESSERA_DIST_TIMEOUT_S", "60");
     cmd
+}
+
+/// `mpirun -np 2 train --distributed` (the MPI build `train`) with [`run_args`] (see
+/// [`mpirun`]).
+pub fn mpi_train(train: &Path, dir: &Path, extra: &[&str]) -> Command {
+    let mut cmd = mpirun(2);
+    cmd.arg(train)
+        .arg("--distributed")
+        .args(run_args(dir, extra));
+    cmd
+}
+
+/// Writes `text` as `corpus.txt` in `dir` and returns its path as `--data` takes it.
+pub fn write_corpus(dir: &Path, text: &str) -> String {
+    let corpus = dir.join("corpus.txt");
+    std::fs::write(&corpus, text).unwrap();
+    corpus.display().to_string()
 }
 
 /// Panics naming every entry where two [`final_state`]s differ.

@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use std::process::Command;
 
 use crate::bench::report::write_results;
-use crate::process::{cargo, display_command, run_checked, target_dir};
+use crate::process::{cargo, output_checked, run_checked, target_dir};
 use crate::TaskResult;
 
 /// The suite's name.
@@ -123,28 +123,24 @@ fn load_average() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-fn run_once(exe: &std::path::Path, ranks: usize, args: &DdpArgs) -> TaskResult<RunResult> {
+/// `mpirun` allowed as root (CI machines run as root), one rayon thread per rank; the caller
+/// adds its options, the rank count and the program.
+pub(super) fn mpirun_one_thread_per_rank() -> Command {
     let mut cmd = Command::new("mpirun");
-    cmd.args(["--allow-run-as-root", "--bind-to", "core", "-np"])
-        .arg(ranks.to_string())
-        .arg(exe)
-        .args([args.batch, args.warmup, args.steps].map(|v| v.to_string()))
+    cmd.arg("--allow-run-as-root")
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .env("RAYON_NUM_THREADS", "1");
-    let out = cmd
-        .output()
-        .map_err(|e| format!("could not start `{}`: {e}", display_command(&cmd)))?;
-    if !out.status.success() {
-        return Err(format!(
-            "`{}` failed ({}): {}",
-            display_command(&cmd),
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        )
-        .into());
-    }
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    cmd
+}
+
+fn run_once(exe: &std::path::Path, ranks: usize, args: &DdpArgs) -> TaskResult<RunResult> {
+    let mut cmd = mpirun_one_thread_per_rank();
+    cmd.args(["--bind-to", "core", "-np"])
+        .arg(ranks.to_string())
+        .arg(exe)
+        .args([args.batch, args.warmup, args.steps].map(|v| v.to_string()));
+    let stdout = output_checked(&mut cmd)?;
     let raw: Value = stdout
         .lines()
         .find_map(|l| serde_json::from_str(l).ok())

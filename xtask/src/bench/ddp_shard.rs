@@ -6,12 +6,11 @@
 //! tokens/s (min/median/max over the runs), each against level 0 of the same world size.
 //! Writes `target/bench/ddp-shard.json`.
 
-use crate::bench::ddp::DdpArgs;
+use crate::bench::ddp::{mpirun_one_thread_per_rank, DdpArgs};
 use crate::bench::report::write_results;
-use crate::process::{cargo, display_command, run_checked, target_dir};
+use crate::process::{cargo, output_checked, run_checked, target_dir};
 use crate::TaskResult;
 use serde_json::{json, Value};
-use std::process::Command;
 
 /// The suite's name in its results file.
 pub const NAME: &str = "ddp-shard";
@@ -42,8 +41,8 @@ fn run_once(
         .join("ddp-shard-runs")
         .join(format!("{ranks}-ranks-shard-{level}"));
     let _ = std::fs::remove_dir_all(&dir);
-    let mut cmd = Command::new("mpirun");
-    cmd.args(["--allow-run-as-root", "--oversubscribe", "-np"])
+    let mut cmd = mpirun_one_thread_per_rank();
+    cmd.args(["--oversubscribe", "-np"])
         .arg(ranks.to_string())
         .arg(exe)
         .args(["--distributed", "--model", "gpt", "--shard"])
@@ -53,23 +52,8 @@ fn run_once(
         .args(["--eval-iters", "1", "--sample-chars", "0"])
         .args(["--batch-size", &args.batch.to_string()])
         .arg("--save")
-        .arg(&dir)
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .env("RAYON_NUM_THREADS", "1");
-    let out = cmd
-        .output()
-        .map_err(|e| format!("could not start `{}`: {e}", display_command(&cmd)))?;
-    if !out.status.success() {
-        return Err(format!(
-            "`{}` failed ({}): {}",
-            display_command(&cmd),
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        )
-        .into());
-    }
-    let stdout = String::from_utf8_lossy(&out.stdout);
+        .arg(&dir);
+    let stdout = output_checked(&mut cmd)?;
     let raw: Value = stdout
         .lines()
         .rev()
