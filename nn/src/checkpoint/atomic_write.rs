@@ -27,11 +27,11 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// [`write_atomically`] of what `write` writes into the (buffered) temporary file: a file
-/// streamed piece by piece, with the same guarantees.
-pub fn write_atomically_with(
+/// streamed piece by piece, with the same guarantees. Returns what `write` returns.
+pub fn write_atomically_with<T>(
     path: &Path,
-    write: impl FnOnce(&mut dyn Write) -> Result<()>,
-) -> Result<()> {
+    write: impl FnOnce(&mut dyn Write) -> Result<T>,
+) -> Result<T> {
     let file_name = path.file_name().ok_or_else(|| Error::InvalidArgument {
         op: "write_atomically",
         msg: format!("{} does not name a file", path.display()),
@@ -47,15 +47,18 @@ pub fn write_atomically_with(
         std::process::id(),
         TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
-    let result = write_and_sync(&temp, write)
-        .and_then(|()| fs::rename(&temp, path).map_err(|e| Error::io(path, e)));
+    let result = write_and_sync(&temp, write).and_then(|written| {
+        fs::rename(&temp, path)
+            .map(|()| written)
+            .map_err(|e| Error::io(path, e))
+    });
     if result.is_err() {
         // Best effort: the temporary file may not even exist.
         let _ = fs::remove_file(&temp);
         return result;
     }
     sync_dir(&dir);
-    Ok(())
+    result
 }
 
 /// Temporaries older than this are stale even when their writer's liveness cannot be checked.
@@ -113,19 +116,20 @@ fn process_is_gone(pid: u32) -> bool {
 }
 
 /// Creates `temp` (which must not exist), lets `write` fill it through a buffer and flushes it
-/// to the device.
-fn write_and_sync(temp: &Path, write: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
+/// to the device; returns what `write` returns.
+fn write_and_sync<T>(temp: &Path, write: impl FnOnce(&mut dyn Write) -> Result<T>) -> Result<T> {
     let file = OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(temp)
         .map_err(|e| Error::io(temp, e))?;
     let mut buffered = BufWriter::new(file);
-    write(&mut buffered)?;
+    let written = write(&mut buffered)?;
     let file = buffered
         .into_inner()
         .map_err(|e| Error::io(temp, e.into_error()))?;
-    file.sync_all().map_err(|e| Error::io(temp, e))
+    file.sync_all().map_err(|e| Error::io(temp, e))?;
+    Ok(written)
 }
 
 /// Flushes the folder entry of a rename to disk. Best effort: some platforms and file systems

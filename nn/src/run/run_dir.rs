@@ -152,14 +152,11 @@ impl RunDir {
         write: impl FnOnce(&mut dyn std::io::Write) -> Result<()>,
     ) -> Result<PathBuf> {
         let path = self.checkpoint_path(step);
-        let mut summary = None;
-        write_atomically_with(&path, |out| {
+        let (bytes, crc32) = write_atomically_with(&path, |out| {
             let mut counted = ChecksummedWriter::new(out);
             write(&mut counted)?;
-            summary = Some(counted.finish());
-            Ok(())
+            Ok(counted.finish())
         })?;
-        let (bytes, crc32) = summary.unwrap_or((0, 0));
         let file = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
