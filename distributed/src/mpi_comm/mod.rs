@@ -85,7 +85,8 @@ struct State {
 /// # fn main() -> tessera_core::Result<()> {
 /// let comm = Arc::new(MpiCommunicator::init()?); // under `mpirun -np N`
 /// let dev = tessera_cpu::Cpu::new();
-/// let mut t = tessera_core::Tensor::full([3], comm.rank() as f64, tessera_core::DType::F32, &dev)?;
+/// let rank = Communicator::<tessera_cpu::Cpu>::rank(&*comm);
+/// let mut t = tessera_core::Tensor::full([3], rank as f64, tessera_core::DType::F32, &dev)?;
 /// Communicator::<tessera_cpu::Cpu>::all_reduce(&*comm, &mut t, Reduction::Sum)?;
 /// # Ok(()) }
 /// ```
