@@ -1,4 +1,4 @@
-//! `cargo xtask chaos`: the long version of the chaos test (`cli/tests/train_chaos.rs`). It
+//! `cargo xtask chaos`: the long version of the chaos test (`cli/tests/integration/train_chaos.rs`). It
 //! runs that test in release with `--kills` SIGKILLs of a training run at random moments
 //! (`TESSERA_CHAOS_KILLS`) and `--mpi-kills` kills of one rank of a 2-rank `mpirun` job
 //! (`TESSERA_CHAOS_MPI_KILLS`; skipped, printing why, without Open MPI), resuming after each
@@ -32,8 +32,9 @@ pub fn command(args: &ChaosArgs) -> std::process::Command {
         "-p",
         "tessera-cli",
         "--test",
-        "train_chaos",
+        "integration",
         "--",
+        "train_chaos::",
         "--nocapture",
         "--test-threads",
         "1",
@@ -85,7 +86,7 @@ mod tests {
         assert!(env.contains(&("TESSERA_CHAOS_MPI_KILLS".into(), "2".into())));
         let line = display_command(&cmd);
         assert!(
-            line.contains("--test train_chaos") && line.contains("--release"),
+            line.contains("--test integration -- train_chaos::") && line.contains("--release"),
             "{line}"
         );
     }

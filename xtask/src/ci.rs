@@ -17,7 +17,7 @@ pub struct Step {
 }
 
 /// The crates outside the workspace that CI checks on their own (formatting, clippy); their
-/// tests run from the workspace's (`tests/tests/out_of_tree.rs`, `tessera/tests/out_of_tree.rs`).
+/// tests run from the workspace's (`tests/tests/integration/out_of_tree.rs`, `tessera/tests/out_of_tree.rs`).
 pub const EXAMPLE_CRATES: [&str; 2] = ["conformance-example", "facade-example"];
 
 /// The features of CI's test step: MPI for the data-parallel tests' `train` and `mpi_check`.

@@ -31,7 +31,7 @@ pub struct ConformanceLongArgs {
     /// The families (the generated tests' names) to run.
     #[arg(long, value_delimiter = ',', default_value = "fused")]
     pub families: Vec<String>,
-    /// The test targets of `tessera-conformance` that run the suite on a backend.
+    /// The modules of `tessera-conformance`'s integration tests that run the suite on a backend.
     #[arg(
         long,
         value_delimiter = ',',
@@ -73,13 +73,19 @@ pub fn command(args: &ConformanceLongArgs, seed: u64) -> std::process::Command {
     if args.release {
         words.push("--release".into());
     }
+    // The suites are modules of the crate's one integration-test binary: each generated test is
+    // `<module>::<family>`.
+    words.extend([
+        "--test".into(),
+        "integration".into(),
+        "--".into(),
+        "--exact".into(),
+    ]);
     for test in &args.tests {
-        words.push("--test".into());
-        words.push(test.clone());
+        for family in &args.families {
+            words.push(format!("{test}::{family}"));
+        }
     }
-    words.push("--".into());
-    words.push("--exact".into());
-    words.extend(args.families.iter().cloned());
     let mut cmd = cargo(words);
     cmd.env("PROPTEST_RNG_SEED", seed.to_string())
         .env("PROPTEST_CASES", args.cases.to_string());
@@ -174,7 +180,7 @@ mod tests {
         let line = display_command(&cmd);
         assert!(
             line.ends_with(
-                "test -p tessera-conformance --test conformance_cpu --test conformance_example -- --exact fused"
+                "test -p tessera-conformance --test integration -- --exact conformance_cpu::fused conformance_example::fused"
             ),
             "{line}"
         );

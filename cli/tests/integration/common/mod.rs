@@ -1,6 +1,6 @@
 //! Helpers shared by the tests that run `train` into run folders (`train_resume.rs`,
 //! `train_chaos.rs`).
-#![allow(dead_code)] // each test binary uses its own subset
+#![allow(dead_code)] // some helpers serve only the tests of other features
 
 use serde_json::Value;
 use std::collections::BTreeMap;

@@ -1,8 +1,8 @@
 //! `Checked<Planted, Cpu>` turns each planted bug into a typed divergence at the first op that
 //! computes wrongly, naming the op, the input shapes and the max error.
 
-use crate::planted;
-use crate::planted::Bug;
+use super::planted;
+use super::planted::Bug;
 use std::fmt::Debug;
 use tessera_checked::Checked;
 use tessera_core::{Error, Result, Shape, Tensor};

@@ -7,7 +7,7 @@
 //! with `--features mpi` (a nested cargo sharing this target folder). Skipped, printing why,
 //! without Open MPI's `mpirun` (unless `TESSERA_REQUIRE_MPI` is set, as in CI) or the data set.
 
-mod common;
+use crate::common;
 
 use common::{
     assert_same_state, data_available, final_state, mpi_train, mpirun, skip_reason, summary, train,

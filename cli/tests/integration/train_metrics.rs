@@ -6,7 +6,7 @@
 //! Skips, printing why, without Python's `tensorboard` (unless `TESSERA_REQUIRE_TENSORBOARD`
 //! is set, as in CI) or Fashion-MNIST.
 
-mod common;
+use crate::common;
 
 use common::{data_available, summary, train, write_corpus, HALTED};
 use serde_json::Value;

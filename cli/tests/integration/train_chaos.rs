@@ -7,7 +7,7 @@
 //! --kills N` runs the long version). Skips, printing why, without Fashion-MNIST (or, for the
 //! MPI case, Open MPI).
 
-mod common;
+use crate::common;
 
 use common::{
     assert_same_state, data_available, final_state, mpi_train, skip_reason, summary, train,

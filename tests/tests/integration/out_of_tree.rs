@@ -17,10 +17,10 @@ use std::process::Command;
 use tessera_conformance::suite::contract::BACKEND_METHODS;
 use tessera_conformance::suite::Family;
 
-const BACKENDS_MD: &str = include_str!("../../docs/BACKENDS.md");
-const README_MD: &str = include_str!("../../README.md");
-const EXAMPLE_MANIFEST: &str = include_str!("../../conformance-example/Cargo.toml");
-const EXAMPLE_TEST: &str = include_str!("../../conformance-example/tests/conformance.rs");
+const BACKENDS_MD: &str = include_str!("../../../docs/BACKENDS.md");
+const README_MD: &str = include_str!("../../../README.md");
+const EXAMPLE_MANIFEST: &str = include_str!("../../../conformance-example/Cargo.toml");
+const EXAMPLE_TEST: &str = include_str!("../../../conformance-example/tests/conformance.rs");
 
 /// The text between `<!-- name` (then `:`, a space or `-->`; the rest of that comment is free
 /// text) and `<!-- /name -->`,

@@ -10,7 +10,7 @@
 //! each of those cells too. Failures are not minimised there; one test per bug checks that the
 //! counterexample shrinks to the single offending element.
 
-use crate::planted::{Bug, Planted};
+use super::planted::{Bug, Planted};
 use tessera_conformance::checks::cast;
 use tessera_conformance::reference::elementwise::round_to;
 use tessera_conformance::runner::{falsify_systematic, RunConfig};

@@ -14,8 +14,8 @@
 //! seed runs the whole family (no other cell may fail), the other nine the affected cells;
 //! failures are not minimised (only the fact of the failure matters), which keeps this cheap.
 
-use crate::planted;
-use crate::planted::Bug;
+use super::planted;
+use super::planted::Bug;
 use tessera_conformance::checks::attention::AttentionOp;
 use tessera_conformance::checks::fused::FusedOp;
 use tessera_conformance::checks::kinks::Kink;

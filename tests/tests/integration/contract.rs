@@ -8,7 +8,7 @@ use tessera_conformance::suite::contract::{
 use tessera_conformance::suite::Family;
 
 /// The trait as it is now (a change to the file rebuilds this test).
-const BACKEND_RS: &str = include_str!("../../tensor-core/src/backend.rs");
+const BACKEND_RS: &str = include_str!("../../../tensor-core/src/backend.rs");
 
 #[test]
 fn the_method_list_is_the_trait() {

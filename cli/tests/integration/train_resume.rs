@@ -5,7 +5,7 @@
 //! and the CNN, and on OpenCL when a device is present. Mismatched resumes are refused.
 //! Skips, printing why, without Fashion-MNIST.
 
-mod common;
+use crate::common;
 
 use common::{
     assert_same_state, data_available, final_state, summary, train, write_corpus, HALTED,

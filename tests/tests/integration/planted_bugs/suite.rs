@@ -1,7 +1,7 @@
 //! Each planted bug fails its family in exactly the expected cells, with a small counterexample.
 
-use crate::planted;
-use crate::planted::Bug;
+use super::planted;
+use super::planted::Bug;
 use tessera_conformance::checks::{binary, matmul, reduce};
 use tessera_conformance::runner::{falsify, RunConfig};
 use tessera_conformance::seed::SEED_VARIABLE;
