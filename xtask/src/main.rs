@@ -38,7 +38,7 @@ enum Task {
     ConformanceLong(xtask::conformance_long::ConformanceLongArgs),
     /// Kills a training run with SIGKILL `--kills` times at random moments (and one rank of a
     /// 2-rank mpirun job `--mpi-kills` times), resuming after each, and checks that it ends
-    /// bit for bit like the uninterrupted run (the long version of cli/tests/train_chaos.rs).
+    /// bit for bit like the uninterrupted run (the long version of cli/tests/integration/train_chaos.rs).
     Chaos(xtask::chaos::ChaosArgs),
 }
 
