@@ -86,11 +86,24 @@ fn mpi_check() -> &'static Path {
     })
 }
 
+/// A session folder of its own for one `mpirun`: two `mpirun`s starting at once (the tests run
+/// in parallel) in the same temporary folder race on creating Open MPI 4's
+/// `ompi.<host>.<uid>` there, one failing with "File exists".
+fn session_dir() -> std::path::PathBuf {
+    static LAUNCHES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = LAUNCHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // Short: Open MPI puts Unix sockets below it (paths of at most 108 bytes).
+    let dir = std::env::temp_dir().join(format!("tsr-mpi-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a session folder for mpirun");
+    dir
+}
+
 /// Runs `mpi_check ARGS` on `ranks` processes with extra `mpirun` options and environment.
 fn mpirun(ranks: usize, options: &[&str], env: &[(&str, &str)], args: &[&str]) -> Output {
     let mut cmd = Command::new("mpirun");
     cmd.args(["--oversubscribe", "--allow-run-as-root", "-np"])
         .arg(ranks.to_string())
+        .env("OMPI_MCA_orte_tmpdir_base", session_dir())
         .args(options)
         .arg(mpi_check())
         .args(args)

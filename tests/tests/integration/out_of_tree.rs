@@ -21,6 +21,9 @@ const BACKENDS_MD: &str = include_str!("../../../docs/BACKENDS.md");
 const README_MD: &str = include_str!("../../../README.md");
 const EXAMPLE_MANIFEST: &str = include_str!("../../../conformance-example/Cargo.toml");
 const EXAMPLE_TEST: &str = include_str!("../../../conformance-example/tests/conformance.rs");
+/// The workspace's copy of the example crate's test: the workspace's clippy lints it in place of
+/// a clippy pass over the out-of-tree crate.
+const WORKSPACE_EXAMPLE_TEST: &str = include_str!("conformance_example.rs");
 
 /// The text between `<!-- name` (then `:`, a space or `-->`; the rest of that comment is free
 /// text) and `<!-- /name -->`,
@@ -105,6 +108,15 @@ fn the_documented_dependency_lines_are_the_example_crates() {
             "{name}: the dependency lines differ from conformance-example/Cargo.toml's"
         );
     }
+}
+
+#[test]
+fn the_workspace_runs_and_lints_the_example_crates_test() {
+    assert_eq!(
+        code_lines(WORKSPACE_EXAMPLE_TEST),
+        code_lines(EXAMPLE_TEST),
+        "tests/tests/integration/conformance_example.rs differs from conformance-example/tests/conformance.rs"
+    );
 }
 
 #[test]

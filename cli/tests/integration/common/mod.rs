@@ -169,12 +169,27 @@ pub fn train_with_mpi() -> PathBuf {
         .expect("cargo reports train's executable")
 }
 
-/// `mpirun -np RANKS` (oversubscribed, allowed as root), to be followed by the program and its
-/// arguments: one thread per rank, a 60 s collective timeout.
+/// A session folder of its own for one `mpirun`: Open MPI 4 creates
+/// `<tmpdir>/ompi.<host>.<uid>` on start, and two `mpirun`s starting at once in the same
+/// `<tmpdir>` (tests of this binary run in parallel) race on that `mkdir`, one failing with
+/// "File exists".
+pub fn mpi_session_dir() -> PathBuf {
+    static LAUNCHES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = LAUNCHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // Short: Open MPI puts Unix sockets below it (paths of at most 108 bytes).
+    let dir = std::env::temp_dir().join(format!("tsr-mpi-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a session folder for mpirun");
+    dir
+}
+
+/// `mpirun -np RANKS` (oversubscribed, allowed as root, in a session folder of its own: see
+/// [`mpi_session_dir`]), to be followed by the program and its arguments: one thread per rank, a
+/// 60 s collective timeout.
 pub fn mpirun(ranks: usize) -> Command {
     let mut cmd = Command::new("mpirun");
     cmd.args(["--oversubscribe", "--allow-run-as-root", "-np"])
         .arg(ranks.to_string())
+        .env("OMPI_MCA_orte_tmpdir_base", mpi_session_dir())
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .env("RAYON_NUM_THREADS", "1")
