@@ -1,6 +1,5 @@
-//! Helpers shared by the tests that run `train` into run folders (`train_resume.rs`,
-//! `train_chaos.rs`).
-#![allow(dead_code)] // some helpers serve only the tests of other features
+//! Helpers shared by the modules of this test binary: running `train` into run folders, reading
+//! their final state, and starting `mpirun` jobs.
 
 use serde_json::Value;
 use std::collections::BTreeMap;
