@@ -1,6 +1,7 @@
 //! [`GptConfig`]: the shape of a GPT, and its JSON form saved beside checkpoints.
 
 use super::Gpt;
+use crate::layers::GeluApproximation;
 use crate::precision::Precision;
 use crate::Config;
 use serde_json::{json, Value};
@@ -34,6 +35,13 @@ pub struct GptConfig {
     /// Whether linear layers and LayerNorms learn biases (the output head never does).
     #[config(default = true)]
     pub bias: bool,
+    /// How the MLPs' GELU is computed: exact (nanoGPT) or the tanh approximation (GPT-2's
+    /// `gelu_new`, what a Hugging Face GPT-2 checkpoint was trained with).
+    #[config(default = GeluApproximation::None)]
+    pub gelu: GeluApproximation,
+    /// The LayerNorms' `eps` (GPT-2's `layer_norm_epsilon`).
+    #[config(default = 1e-5)]
+    pub layer_norm_eps: f64,
     /// The dtype of the parameters.
     #[config(default = DType::F32)]
     pub dtype: DType,
@@ -74,6 +82,12 @@ impl GptConfig {
             return Err(invalid(format!(
                 "dropout must be in [0, 1), got {}",
                 self.dropout
+            )));
+        }
+        if !(self.layer_norm_eps.is_finite() && self.layer_norm_eps > 0.0) {
+            return Err(invalid(format!(
+                "layer_norm_eps must be positive, got {}",
+                self.layer_norm_eps
             )));
         }
         if !self.dtype.is_float() {
@@ -139,13 +153,18 @@ impl GptConfig {
             "vocab_size": self.vocab_size,
             "dropout": self.dropout,
             "bias": self.bias,
+            "gelu": match self.gelu {
+                GeluApproximation::None => "exact",
+                GeluApproximation::Tanh => "tanh",
+            },
+            "layer_norm_eps": self.layer_norm_eps,
             "dtype": self.dtype.to_string(),
             "precision": self.precision.name(),
         })
     }
 
     /// Reads [`GptConfig::to_json`]'s form (extra keys are ignored; a missing `precision` is
-    /// f32), validated.
+    /// f32, a missing `gelu` exact, a missing `layer_norm_eps` 1e-5), validated.
     pub fn from_json(value: &Value) -> Result<Self> {
         let size = |key: &str| -> Result<usize> {
             value
@@ -167,6 +186,21 @@ impl GptConfig {
                 .parse::<Precision>()
                 .map_err(invalid)?,
         };
+        let gelu = match value.get("gelu").map(|g| g.as_str()) {
+            None | Some(Some("exact")) => GeluApproximation::None,
+            Some(Some("tanh")) => GeluApproximation::Tanh,
+            Some(other) => {
+                return Err(invalid(format!(
+                    "`gelu` must be \"exact\" or \"tanh\", got {other:?}"
+                )))
+            }
+        };
+        let layer_norm_eps = match value.get("layer_norm_eps") {
+            None => 1e-5,
+            Some(v) => v
+                .as_f64()
+                .ok_or_else(|| invalid("`layer_norm_eps` must be a number".into()))?,
+        };
         let config = GptConfig {
             n_layer: size("n_layer")?,
             n_head: size("n_head")?,
@@ -175,6 +209,8 @@ impl GptConfig {
             vocab_size: size("vocab_size")?,
             dropout: value.get("dropout").and_then(Value::as_f64).unwrap_or(0.0),
             bias: value.get("bias").and_then(Value::as_bool).unwrap_or(true),
+            gelu,
+            layer_norm_eps,
             dtype,
             precision,
         };

@@ -70,6 +70,8 @@ impl<B: Backend> Gpt<B> {
         let block_config = TransformerBlockConfig::new(e, config.n_head)
             .dropout(config.dropout)
             .bias(config.bias)
+            .gelu(config.gelu)
+            .layer_norm_eps(config.layer_norm_eps)
             .dtype(dtype)
             .precision(config.precision);
         let residual_std = INIT_STD / (2.0 * config.n_layer as f64).sqrt();
@@ -106,6 +108,7 @@ impl<B: Backend> Gpt<B> {
             h.push(block);
         }
         let ln_f = LayerNormConfig::new(vec![e])
+            .eps(config.layer_norm_eps)
             .bias(config.bias)
             .dtype(dtype)
             .init(backend)?;

@@ -1,5 +1,5 @@
-//! Parameter-free element-wise activations as modules: [`ReLU`], [`LeakyReLU`], [`GELU`],
-//! [`Sigmoid`], [`Tanh`] and [`Softmax`].
+//! Parameter-free element-wise activations as modules: [`ReLU`], [`LeakyReLU`], [`GELU`] (exact
+//! or tanh-approximated), [`SiLU`], [`Sigmoid`], [`Tanh`] and [`Softmax`].
 
 use crate::module::{Forward, TrainingMode};
 use crate::Module;
@@ -76,20 +76,79 @@ impl Default for LeakyReLU {
 
 activation_module!(LeakyReLU, |this, x| x.leaky_relu(this.negative_slope));
 
-/// Exact GELU, `0.5 · x · (1 + erf(x / √2))` (PyTorch's `nn.GELU()`).
+/// How [`GELU`] computes `Φ(x)` (PyTorch's `approximate` argument).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GeluApproximation {
+    /// The exact `0.5 · (1 + erf(x / √2))` (`approximate='none'`).
+    #[default]
+    None,
+    /// `0.5 · (1 + tanh(√(2/π) · (x + 0.044715 · x³)))` (`approximate='tanh'`; GPT-2's
+    /// `gelu_new`).
+    Tanh,
+}
+
+/// GELU, `x · Φ(x)`: exact by default (PyTorch's `nn.GELU()`), or with the tanh approximation
+/// GPT-2 was trained with ([`GELU::tanh`], `nn.GELU(approximate='tanh')`).
 #[derive(Module, Clone, Debug, Default)]
 pub struct GELU {
+    #[module(skip)]
+    approximation: GeluApproximation,
     mode: TrainingMode,
 }
 
 impl GELU {
+    /// The exact activation.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The tanh approximation.
+    pub fn tanh() -> Self {
+        Self::with_approximation(GeluApproximation::Tanh)
+    }
+
+    /// The activation computed as `approximation` says.
+    pub fn with_approximation(approximation: GeluApproximation) -> Self {
+        GELU {
+            approximation,
+            mode: TrainingMode::new(),
+        }
+    }
+
+    /// How `Φ` is computed.
+    pub fn approximation(&self) -> GeluApproximation {
+        self.approximation
+    }
+}
+
+/// `0.5 · x · (1 + tanh(√(2/π) · (x + 0.044715 · x³)))`, composed of differentiable ops.
+fn gelu_tanh<B: Backend>(x: &Var<B>) -> Result<Var<B>> {
+    const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
+    let inner = x
+        .add(&x.square()?.mul(x)?.mul_scalar(0.044_715)?)?
+        .mul_scalar(SQRT_2_OVER_PI)?;
+    x.mul(&inner.tanh()?.add_scalar(1.0)?)?.mul_scalar(0.5)
+}
+
+activation_module!(GELU, |this, x| match this.approximation {
+    GeluApproximation::None => x.gelu(),
+    GeluApproximation::Tanh => gelu_tanh(x),
+});
+
+/// SiLU (swish), `x · sigmoid(x)` (PyTorch's `nn.SiLU`; the gate of Llama's SwiGLU MLP).
+#[derive(Module, Clone, Debug, Default)]
+pub struct SiLU {
+    mode: TrainingMode,
+}
+
+impl SiLU {
     /// The activation.
     pub fn new() -> Self {
         Self::default()
     }
 }
 
-activation_module!(GELU, |_this, x| x.gelu());
+activation_module!(SiLU, |_this, x| x.mul(&x.sigmoid()?));
 
 /// `1 / (1 + e^-x)` (PyTorch's `nn.Sigmoid`).
 #[derive(Module, Clone, Debug, Default)]

@@ -4,8 +4,8 @@
 
 use super::kv_cache::KvCache;
 use super::{
-    Dropout, DropoutConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig, MultiHeadAttention,
-    MultiHeadAttentionConfig, GELU,
+    Dropout, DropoutConfig, GeluApproximation, LayerNorm, LayerNormConfig, Linear, LinearConfig,
+    MultiHeadAttention, MultiHeadAttentionConfig, GELU,
 };
 use crate::module::Forward;
 use crate::precision::Precision;
@@ -29,6 +29,12 @@ pub struct TransformerBlockConfig {
     /// The MLP's hidden width is `mlp_ratio · n_embd`.
     #[config(default = 4)]
     pub mlp_ratio: usize,
+    /// How the MLP's GELU is computed (exact, or GPT-2's tanh approximation).
+    #[config(default = GeluApproximation::None)]
+    pub gelu: GeluApproximation,
+    /// The LayerNorms' `eps`.
+    #[config(default = 1e-5)]
+    pub layer_norm_eps: f64,
     /// The dtype of the parameters.
     #[config(default = DType::F32)]
     pub dtype: DType,
@@ -49,6 +55,7 @@ impl TransformerBlockConfig {
         let (e, dtype) = (self.n_embd, self.dtype);
         let norm = || {
             LayerNormConfig::new(vec![e])
+                .eps(self.layer_norm_eps)
                 .bias(self.bias)
                 .dtype(dtype)
                 .init(backend)
@@ -73,7 +80,7 @@ impl TransformerBlockConfig {
                     .dtype(dtype)
                     .precision(self.precision)
                     .init(backend, generator)?,
-                gelu: GELU::new(),
+                gelu: GELU::with_approximation(self.gelu),
                 c_proj: LinearConfig::new(hidden, e)
                     .bias(self.bias)
                     .dtype(dtype)
@@ -85,7 +92,7 @@ impl TransformerBlockConfig {
     }
 }
 
-/// The feed-forward half of a block: `c_fc` (`E → ratio·E`), exact GELU, `c_proj` back to `E`,
+/// The feed-forward half of a block: `c_fc` (`E → ratio·E`), GELU, `c_proj` back to `E`,
 /// dropout (nanoGPT's names).
 ///
 /// A clone shares the parameters (the same `Var`s); its random streams and training mode

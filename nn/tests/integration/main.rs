@@ -27,6 +27,7 @@ mod optim_schedule_clip;
 mod optim_trajectories;
 mod precision;
 mod precision_layers;
+mod pretrained;
 mod pytorch_state_dict;
 mod run_resume;
 mod sharded_optimizer;

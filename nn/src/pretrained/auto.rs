@@ -1,0 +1,240 @@
+//! [`PretrainedModel`]: a GPT-2 or Llama checkpoint, chosen by its `config.json`.
+
+use super::hf_files::{self, ConfigReader};
+use super::{gpt2, llama, PretrainedOptions};
+use crate::gpt::{Gpt, GptCache};
+use crate::llama::{Llama, LlamaCache};
+use crate::module::ModuleVisitor;
+use crate::Module;
+use serde_json::{Map, Value};
+use std::path::Path;
+use tessera_autograd::Var;
+use tessera_core::{Backend, Error, Result, Tensor};
+
+/// A causal language model loaded from a Hugging Face folder, whichever architecture its
+/// `model_type` names (`gpt2` or `llama`), with the folder's `config.json` kept so that
+/// [`PretrainedModel::save_pretrained`] writes back the fields Tessera does not use (token
+/// ids, names).
+pub enum PretrainedModel<B: Backend> {
+    /// GPT-2.
+    Gpt2 {
+        /// The model.
+        model: Gpt<B>,
+        /// The `config.json` it was loaded from.
+        hf_config: Map<String, Value>,
+    },
+    /// Llama.
+    Llama {
+        /// The model.
+        model: Llama<B>,
+        /// The `config.json` it was loaded from.
+        hf_config: Map<String, Value>,
+    },
+}
+
+/// The key/value caches of a [`PretrainedModel`].
+#[derive(Debug)]
+pub enum PretrainedCache<B: Backend> {
+    /// A GPT-2's.
+    Gpt2(GptCache<B>),
+    /// A Llama's.
+    Llama(LlamaCache<B>),
+}
+
+impl<B: Backend> PretrainedCache<B> {
+    /// Positions cached.
+    pub fn len(&self) -> usize {
+        match self {
+            PretrainedCache::Gpt2(c) => c.len(),
+            PretrainedCache::Llama(c) => c.len(),
+        }
+    }
+
+    /// True when nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Forgets every position.
+    pub fn clear(&mut self) {
+        match self {
+            PretrainedCache::Gpt2(c) => c.clear(),
+            PretrainedCache::Llama(c) => c.clear(),
+        }
+    }
+}
+
+impl<B: Backend> PretrainedModel<B> {
+    /// Loads the Hugging Face folder `dir` onto `backend` (see [`super`]).
+    pub fn from_pretrained(
+        dir: impl AsRef<Path>,
+        backend: &B,
+        options: &PretrainedOptions,
+    ) -> Result<Self> {
+        let dir = dir.as_ref();
+        let hf_config = hf_files::read_config(dir)?;
+        let model_type = ConfigReader::new(&hf_config, dir).string("model_type")?;
+        match model_type {
+            Some(gpt2::MODEL_TYPE) => Ok(PretrainedModel::Gpt2 {
+                model: Gpt::from_pretrained(dir, backend, options)?,
+                hf_config,
+            }),
+            Some(llama::MODEL_TYPE) => Ok(PretrainedModel::Llama {
+                model: Llama::from_pretrained(dir, backend, options)?,
+                hf_config,
+            }),
+            other => Err(Error::format(
+                dir.join(hf_files::CONFIG_FILE),
+                format!(
+                    "`model_type` {other:?} is not supported (only \"{}\" and \"{}\")",
+                    gpt2::MODEL_TYPE,
+                    llama::MODEL_TYPE
+                ),
+            )),
+        }
+    }
+
+    /// `"gpt2"` or `"llama"`.
+    pub fn model_type(&self) -> &'static str {
+        match self {
+            PretrainedModel::Gpt2 { .. } => gpt2::MODEL_TYPE,
+            PretrainedModel::Llama { .. } => llama::MODEL_TYPE,
+        }
+    }
+
+    /// Tokens in the vocabulary.
+    pub fn vocab_size(&self) -> usize {
+        match self {
+            PretrainedModel::Gpt2 { model, .. } => model.config().vocab_size,
+            PretrainedModel::Llama { model, .. } => model.config().vocab_size,
+        }
+    }
+
+    /// The longest context.
+    pub fn max_positions(&self) -> usize {
+        match self {
+            PretrainedModel::Gpt2 { model, .. } => model.config().block_size,
+            PretrainedModel::Llama { model, .. } => model.config().max_position_embeddings,
+        }
+    }
+
+    /// The `config.json` the model was loaded from.
+    pub fn hf_config(&self) -> &Map<String, Value> {
+        match self {
+            PretrainedModel::Gpt2 { hf_config, .. } | PretrainedModel::Llama { hf_config, .. } => {
+                hf_config
+            }
+        }
+    }
+
+    /// A token id of the configuration (`"bos_token_id"`, `"eos_token_id"`; the first of a
+    /// list), if set.
+    pub fn token_id(&self, key: &str) -> Option<usize> {
+        let v = self.hf_config().get(key)?;
+        let first = match v {
+            Value::Array(items) => items.first()?,
+            other => other,
+        };
+        first.as_u64().map(|n| n as usize)
+    }
+
+    /// The logits `[batch, t, vocab_size]` of every position of `idx: [batch, t]`.
+    pub fn forward(&self, idx: &Tensor<B>) -> Result<Var<B>> {
+        match self {
+            PretrainedModel::Gpt2 { model, .. } => model.forward(idx),
+            PretrainedModel::Llama { model, .. } => model.forward(idx),
+        }
+    }
+
+    /// The mean next-token cross-entropy of `idx` against `targets` (both `[batch, t]`).
+    pub fn loss(&self, idx: &Tensor<B>, targets: &Tensor<B>) -> Result<Var<B>> {
+        match self {
+            PretrainedModel::Gpt2 { model, .. } => model.loss(idx, targets),
+            PretrainedModel::Llama { model, .. } => model.loss(idx, targets),
+        }
+    }
+
+    /// Empty caches for `batch` sequences.
+    pub fn new_cache(&self, batch: usize) -> Result<PretrainedCache<B>> {
+        match self {
+            PretrainedModel::Gpt2 { model, .. } => {
+                let backend = model.transformer().wte.weight().value().backend().clone();
+                Ok(PretrainedCache::Gpt2(GptCache::new(
+                    model.config(),
+                    batch,
+                    &backend,
+                )?))
+            }
+            PretrainedModel::Llama { model, .. } => {
+                let backend = model
+                    .model()
+                    .embed_tokens
+                    .weight()
+                    .value()
+                    .backend()
+                    .clone();
+                Ok(PretrainedCache::Llama(LlamaCache::new(
+                    model.config(),
+                    batch,
+                    &backend,
+                )?))
+            }
+        }
+    }
+
+    /// The logits `[batch, n, vocab_size]` of new tokens `idx: [batch, n]` after the cached
+    /// positions (inference).
+    pub fn forward_cached(
+        &self,
+        idx: &Tensor<B>,
+        cache: &mut PretrainedCache<B>,
+    ) -> Result<Tensor<B>> {
+        match (self, cache) {
+            (PretrainedModel::Gpt2 { model, .. }, PretrainedCache::Gpt2(c)) => {
+                model.forward_cached(idx, c)
+            }
+            (PretrainedModel::Llama { model, .. }, PretrainedCache::Llama(c)) => {
+                model.forward_cached(idx, c)
+            }
+            _ => Err(Error::InvalidArgument {
+                op: "PretrainedModel::forward_cached",
+                msg: "the cache was made for another architecture".into(),
+            }),
+        }
+    }
+
+    /// Writes the model as a Hugging Face folder (its loaded `config.json` fields kept).
+    pub fn save_pretrained(&self, dir: impl AsRef<Path>) -> Result<()> {
+        match self {
+            PretrainedModel::Gpt2 { model, hf_config } => {
+                model.save_pretrained(dir, Some(hf_config))
+            }
+            PretrainedModel::Llama { model, hf_config } => {
+                model.save_pretrained(dir, Some(hf_config))
+            }
+        }
+    }
+}
+
+impl<B: Backend> Module<B> for PretrainedModel<B> {
+    fn visit(&self, prefix: &str, visitor: &mut dyn ModuleVisitor<B>) {
+        match self {
+            PretrainedModel::Gpt2 { model, .. } => model.visit(prefix, visitor),
+            PretrainedModel::Llama { model, .. } => model.visit(prefix, visitor),
+        }
+    }
+
+    fn set_training(&self, training: bool) {
+        match self {
+            PretrainedModel::Gpt2 { model, .. } => model.set_training(training),
+            PretrainedModel::Llama { model, .. } => model.set_training(training),
+        }
+    }
+
+    fn training_mode(&self) -> Option<bool> {
+        match self {
+            PretrainedModel::Gpt2 { model, .. } => model.training_mode(),
+            PretrainedModel::Llama { model, .. } => model.training_mode(),
+        }
+    }
+}

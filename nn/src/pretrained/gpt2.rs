@@ -1,0 +1,270 @@
+//! GPT-2 (`GPT2LMHeadModel`) checkpoints in the Hugging Face layout, to and from [`Gpt`].
+//!
+//! GPT-2 is nanoGPT's architecture with the tanh GELU: a [`Gpt`] with
+//! [`GeluApproximation::Tanh`]. The checkpoint's `Conv1D` layers store their weights
+//! `[in, out]`; [`Gpt`]'s projections are `nn.Linear`/`nn.MultiheadAttention` `[out, in]`, so
+//! they are transposed on the way in and out.
+
+use super::hf_files::{self, ConfigReader};
+use super::{convert_dtype, unexpected_tensors, PretrainedOptions};
+use crate::checkpoint::{LoadMode, NamedTensors};
+use crate::gpt::{Gpt, GptConfig};
+use crate::layers::GeluApproximation;
+use crate::Module;
+use serde_json::{json, Map, Value};
+use std::path::Path;
+use tessera_core::{Backend, Error, Generator, Result};
+
+/// The Hugging Face `model_type` of GPT-2.
+pub const MODEL_TYPE: &str = "gpt2";
+
+/// The per-block projections stored as `Conv1D` (`[in, out]`), by their name inside a block.
+const CONV1D: [&str; 4] = ["attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"];
+
+/// Buffers older `transformers` versions saved beside the parameters (the causal mask and its
+/// fill value); they are not weights and are skipped.
+fn is_known_buffer(name: &str) -> bool {
+    name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias")
+}
+
+/// The [`GptConfig`] of a GPT-2 `config.json`, with the dtypes of `options`.
+pub fn config_from_hf(reader: &ConfigReader<'_>, options: &PretrainedOptions) -> Result<GptConfig> {
+    let n_embd = reader.size("n_embd")?;
+    if let Some(inner) = reader.optional_size("n_inner")? {
+        if inner != 4 * n_embd {
+            return Err(reader.error(format!(
+                "`n_inner` = {inner} is not supported (only 4 * n_embd = {})",
+                4 * n_embd
+            )));
+        }
+    }
+    let gelu = match reader.string("activation_function")?.unwrap_or("gelu_new") {
+        "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => GeluApproximation::Tanh,
+        "gelu" => GeluApproximation::None,
+        other => {
+            return Err(reader.error(format!(
+                "`activation_function` = \"{other}\" is not supported (gelu_new, \
+                 gelu_pytorch_tanh, gelu_fast or gelu)"
+            )))
+        }
+    };
+    let resid = reader.number_or("resid_pdrop", 0.1)?;
+    let embd = reader.number_or("embd_pdrop", 0.1)?;
+    let attn = reader.number_or("attn_pdrop", 0.1)?;
+    if resid != embd || resid != attn {
+        return Err(reader.error(format!(
+            "resid_pdrop {resid}, embd_pdrop {embd} and attn_pdrop {attn} differ (Tessera's \
+             GPT has one dropout probability)"
+        )));
+    }
+    reader.require("scale_attn_weights", &json!(true))?;
+    reader.require("scale_attn_by_inverse_layer_idx", &json!(false))?;
+    reader.require("add_cross_attention", &json!(false))?;
+    reader.require("tie_word_embeddings", &json!(true))?;
+    let config = GptConfig::new(
+        reader.size("n_layer")?,
+        reader.size("n_head")?,
+        n_embd,
+        reader.size("n_positions")?,
+        reader.size("vocab_size")?,
+    )
+    .dropout(resid)
+    .gelu(gelu)
+    .layer_norm_eps(reader.number_or("layer_norm_epsilon", 1e-5)?)
+    .dtype(options.dtype)
+    .precision(options.precision);
+    config
+        .validate()
+        .map_err(|e| reader.error(format!("not a valid GPT-2 configuration: {e}")))?;
+    Ok(config)
+}
+
+/// `tensors` renamed from the Hugging Face layout to [`Gpt`]'s state-dict names, `Conv1D`
+/// weights transposed, in `dtype`.
+fn from_hf_names<B: Backend>(hf: NamedTensors<B>, config: &GptConfig) -> Result<NamedTensors<B>> {
+    // The hub's original checkpoints name the body's tensors without `transformer.`.
+    let prefixed = hf.keys().any(|k| k.starts_with("transformer."));
+    let mut out = NamedTensors::new();
+    let mut extra = Vec::new();
+    for (name, tensor) in hf {
+        if is_known_buffer(&name) {
+            continue;
+        }
+        let name = if prefixed || name == "lm_head.weight" {
+            name
+        } else {
+            format!("transformer.{name}")
+        };
+        let tensor = convert_dtype(tensor, config.dtype)?;
+        let ours = match name.strip_prefix("transformer.h.") {
+            Some(rest) => {
+                let (block, inner) = rest.split_once('.').unwrap_or((rest, ""));
+                let (layer, param) = inner.rsplit_once('.').unwrap_or((inner, ""));
+                let renamed = match layer {
+                    "attn.c_attn" => Some(if param == "weight" {
+                        "attn.in_proj_weight"
+                    } else {
+                        "attn.in_proj_bias"
+                    }),
+                    "attn.c_proj" => Some(if param == "weight" {
+                        "attn.out_proj.weight"
+                    } else {
+                        "attn.out_proj.bias"
+                    }),
+                    _ => None,
+                };
+                let transpose = CONV1D.contains(&layer) && param == "weight";
+                let tensor = if transpose {
+                    tensor.t()?.contiguous()?
+                } else {
+                    tensor
+                };
+                let name = match renamed {
+                    Some(r) => format!("transformer.h.{block}.{r}"),
+                    None => name.clone(),
+                };
+                (name, tensor)
+            }
+            None => (name, tensor),
+        };
+        if out.insert(ours.0.clone(), ours.1).is_some() {
+            extra.push(ours.0);
+        }
+    }
+    if !extra.is_empty() {
+        return Err(Error::checkpoint(format!(
+            "tensors given twice: {}",
+            extra.join(", ")
+        )));
+    }
+    // The head is the token embedding; a stored copy must be that.
+    if let (Some(head), Some(wte)) = (out.get("lm_head.weight"), out.get("transformer.wte.weight"))
+    {
+        let same = super::same_values(head, wte)?;
+        if !same {
+            return Err(Error::checkpoint(
+                "`lm_head.weight` differs from `transformer.wte.weight`; GPT-2's head is tied \
+                 (an untied head is not supported)",
+            ));
+        }
+    }
+    if let Some(wte) = out.get("transformer.wte.weight").cloned() {
+        out.insert("lm_head.weight".into(), wte);
+    }
+    Ok(out)
+}
+
+impl<B: Backend> Gpt<B> {
+    /// Loads a Hugging Face GPT-2 folder (`config.json` and `model.safetensors`, or sharded
+    /// weights with their index) onto `backend`, in the dtypes of `options`.
+    ///
+    /// Strict: an unknown `model_type`, a configuration Tessera's GPT cannot compute, and a
+    /// missing, extra or mis-shaped tensor are errors naming the field or tensor.
+    pub fn from_pretrained(
+        dir: impl AsRef<Path>,
+        backend: &B,
+        options: &PretrainedOptions,
+    ) -> Result<Self> {
+        let dir = dir.as_ref();
+        let map = hf_files::read_config(dir)?;
+        let reader = ConfigReader::new(&map, dir);
+        match reader.string("model_type")? {
+            Some(MODEL_TYPE) => {}
+            other => {
+                return Err(reader.error(format!("`model_type` is {other:?}, not \"{MODEL_TYPE}\"")))
+            }
+        }
+        let config = config_from_hf(&reader, options)?;
+        let tensors = from_hf_names(hf_files::load_weights(dir, backend)?, &config)?;
+        let model = config.init(backend, &mut Generator::new(0))?;
+        unexpected_tensors(&model.state_dict(), &tensors, dir)?;
+        model.load_state_dict(&tensors, LoadMode::Strict)?;
+        Ok(model)
+    }
+
+    /// Writes the model as a Hugging Face GPT-2 folder that
+    /// `transformers.AutoModelForCausalLM.from_pretrained` loads: `config.json` (`base`'s
+    /// fields, e.g. the token ids of the checkpoint it was loaded from, with the model's own
+    /// shape written over them) and `model.safetensors` (`Conv1D` layout, the tied head stored
+    /// once, in the parameters' dtype).
+    pub fn save_pretrained(
+        &self,
+        dir: impl AsRef<Path>,
+        base: Option<&Map<String, Value>>,
+    ) -> Result<()> {
+        let c = self.config();
+        if !c.bias {
+            return Err(Error::InvalidArgument {
+                op: "Gpt::save_pretrained",
+                msg: "GPT-2 has biases; a GPT without them has no Hugging Face GPT-2 form".into(),
+            });
+        }
+        let mut config = base.cloned().unwrap_or_default();
+        let fields = json!({
+            "architectures": ["GPT2LMHeadModel"],
+            "model_type": MODEL_TYPE,
+            "vocab_size": c.vocab_size,
+            "n_positions": c.block_size,
+            "n_embd": c.n_embd,
+            "n_layer": c.n_layer,
+            "n_head": c.n_head,
+            "n_inner": null,
+            "activation_function": match c.gelu {
+                GeluApproximation::Tanh => "gelu_new",
+                GeluApproximation::None => "gelu",
+            },
+            "layer_norm_epsilon": c.layer_norm_eps,
+            "resid_pdrop": c.dropout,
+            "embd_pdrop": c.dropout,
+            "attn_pdrop": c.dropout,
+            "scale_attn_weights": true,
+            "scale_attn_by_inverse_layer_idx": false,
+            "tie_word_embeddings": true,
+            "torch_dtype": super::torch_dtype_name(c.dtype),
+        });
+        if let Value::Object(f) = fields {
+            config.extend(f);
+        }
+        let mut tensors = NamedTensors::new();
+        for (name, tensor) in self.state_dict() {
+            if name == "lm_head.weight" {
+                continue;
+            }
+            let hf = match name.strip_prefix("transformer.h.") {
+                Some(rest) => {
+                    let (block, inner) = rest.split_once('.').unwrap_or((rest, ""));
+                    let (hf_inner, transpose) = match inner {
+                        "attn.in_proj_weight" => ("attn.c_attn.weight", true),
+                        "attn.in_proj_bias" => ("attn.c_attn.bias", false),
+                        "attn.out_proj.weight" => ("attn.c_proj.weight", true),
+                        "attn.out_proj.bias" => ("attn.c_proj.bias", false),
+                        "mlp.c_fc.weight" | "mlp.c_proj.weight" => (inner, true),
+                        other => (other, false),
+                    };
+                    let t = if transpose {
+                        tensor.t()?.contiguous()?
+                    } else {
+                        tensor
+                    };
+                    (format!("transformer.h.{block}.{hf_inner}"), t)
+                }
+                None => (name, tensor),
+            };
+            tensors.insert(hf.0, hf.1);
+        }
+        hf_files::write_folder(dir.as_ref(), &config, &tensors)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_buffers_are_only_the_attention_masks() {
+        assert!(is_known_buffer("transformer.h.0.attn.bias"));
+        assert!(is_known_buffer("h.3.attn.masked_bias"));
+        assert!(!is_known_buffer("transformer.h.0.attn.c_attn.bias"));
+        assert!(!is_known_buffer("transformer.h.0.mlp.c_fc.bias"));
+    }
+}

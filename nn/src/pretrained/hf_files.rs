@@ -1,0 +1,224 @@
+//! The files of a Hugging Face model folder: `config.json`, and the weights in one
+//! `model.safetensors` or in shards listed by `model.safetensors.index.json`.
+
+use crate::checkpoint::{self, NamedTensors};
+use serde_json::{Map, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use tessera_core::{Backend, Error, Result};
+
+/// The configuration file of a model folder.
+pub const CONFIG_FILE: &str = "config.json";
+/// The weights of an unsharded model.
+pub const WEIGHTS_FILE: &str = "model.safetensors";
+/// The index of a sharded model: which shard holds which tensor.
+pub const WEIGHTS_INDEX_FILE: &str = "model.safetensors.index.json";
+
+/// Reads and parses `dir/config.json` (a JSON object).
+pub fn read_config(dir: &Path) -> Result<Map<String, Value>> {
+    let path = dir.join(CONFIG_FILE);
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+    match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err(Error::format(
+            &path,
+            "the configuration is not a JSON object",
+        )),
+        Err(e) => Err(Error::format(&path, format!("not valid JSON: {e}"))),
+    }
+}
+
+/// Reads the JSON index of a sharded model: tensor name -> shard file name.
+fn read_index(path: &Path) -> Result<BTreeMap<String, String>> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let value: Value = serde_json::from_str(&text)
+        .map_err(|e| Error::format(path, format!("not valid JSON: {e}")))?;
+    let map = value
+        .get("weight_map")
+        .and_then(Value::as_object)
+        .ok_or_else(|| Error::format(path, "no `weight_map` object"))?;
+    let mut out = BTreeMap::new();
+    for (name, file) in map {
+        let file = file.as_str().ok_or_else(|| {
+            Error::format(path, format!("the shard of `{name}` is not a file name"))
+        })?;
+        // A shard is a file beside the index, nothing else.
+        let plain = Path::new(file).file_name().and_then(|f| f.to_str()) == Some(file);
+        if !plain || file == ".." || file == "." {
+            return Err(Error::format(
+                path,
+                format!("the shard `{file}` of `{name}` is not a file name in the folder"),
+            ));
+        }
+        out.insert(name.clone(), file.to_string());
+    }
+    if out.is_empty() {
+        return Err(Error::format(path, "the `weight_map` lists no tensor"));
+    }
+    Ok(out)
+}
+
+/// Every tensor of the model folder `dir` on `backend`, in the dtypes stored: from
+/// `model.safetensors`, or from the shards `model.safetensors.index.json` lists (each shard
+/// must hold exactly the tensors the index gives it).
+pub fn load_weights<B: Backend>(dir: &Path, backend: &B) -> Result<NamedTensors<B>> {
+    let single = dir.join(WEIGHTS_FILE);
+    let index = dir.join(WEIGHTS_INDEX_FILE);
+    if single.is_file() {
+        return Ok(checkpoint::load(&single, backend)?.tensors);
+    }
+    if !index.is_file() {
+        return Err(Error::MissingData {
+            path: dir.to_path_buf(),
+            hint: format!(
+                "no {WEIGHTS_FILE} or {WEIGHTS_INDEX_FILE} there (only safetensors weights \
+                 load; convert a pytorch_model.bin with `safetensors` first)"
+            ),
+        });
+    }
+    let weight_map = read_index(&index)?;
+    let mut by_file: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for (name, file) in &weight_map {
+        by_file.entry(file).or_default().insert(name);
+    }
+    // Every shard is checked to exist before any is read (a clear error, no wasted upload).
+    for file in by_file.keys() {
+        let path = dir.join(file);
+        if !path.is_file() {
+            return Err(Error::MissingData {
+                path,
+                hint: format!("{WEIGHTS_INDEX_FILE} lists this shard but it is not in the folder"),
+            });
+        }
+    }
+    let mut out = NamedTensors::new();
+    for (file, names) in by_file {
+        let path: PathBuf = dir.join(file);
+        let shard = checkpoint::load(&path, backend)?;
+        for name in shard.tensors.keys() {
+            if !names.contains(name.as_str()) {
+                return Err(Error::checkpoint(format!(
+                    "{}: tensor `{name}` is not listed for this shard in {WEIGHTS_INDEX_FILE}",
+                    path.display()
+                )));
+            }
+        }
+        for name in names {
+            if !shard.tensors.contains_key(name) {
+                return Err(Error::checkpoint(format!(
+                    "{}: tensor `{name}`, which {WEIGHTS_INDEX_FILE} places there, is missing",
+                    path.display()
+                )));
+            }
+        }
+        out.extend(shard.tensors);
+    }
+    Ok(out)
+}
+
+/// Writes `config` as `dir/config.json` and `tensors` as `dir/model.safetensors` (with the
+/// `format: pt` metadata `transformers` looks for), creating `dir`; a stale index of an older
+/// sharded save is removed so that the folder is read as the new single file.
+pub fn write_folder<B: Backend>(
+    dir: &Path,
+    config: &Map<String, Value>,
+    tensors: &NamedTensors<B>,
+) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let metadata = BTreeMap::from([("format".to_string(), "pt".to_string())]);
+    checkpoint::save(dir.join(WEIGHTS_FILE), tensors.iter(), &metadata)?;
+    let text = serde_json::to_string_pretty(&Value::Object(config.clone()))
+        .map_err(|e| Error::format(dir.join(CONFIG_FILE), e.to_string()))?;
+    checkpoint::write_atomically(&dir.join(CONFIG_FILE), format!("{text}\n").as_bytes())?;
+    let index = dir.join(WEIGHTS_INDEX_FILE);
+    if index.exists() {
+        std::fs::remove_file(&index).map_err(|e| Error::io(&index, e))?;
+    }
+    Ok(())
+}
+
+/// Reads typed fields of a `config.json`, each error naming the field and the file.
+pub struct ConfigReader<'a> {
+    map: &'a Map<String, Value>,
+    path: PathBuf,
+}
+
+impl<'a> ConfigReader<'a> {
+    /// A reader of `map`, read from `dir/config.json`.
+    pub fn new(map: &'a Map<String, Value>, dir: &Path) -> Self {
+        ConfigReader {
+            map,
+            path: dir.join(CONFIG_FILE),
+        }
+    }
+
+    /// A format error about this file.
+    pub fn error(&self, msg: impl Into<String>) -> Error {
+        Error::format(&self.path, msg)
+    }
+
+    /// The field `key`, `None` when absent or null.
+    pub fn get(&self, key: &str) -> Option<&'a Value> {
+        self.map.get(key).filter(|v| !v.is_null())
+    }
+
+    /// A required non-negative integer.
+    pub fn size(&self, key: &str) -> Result<usize> {
+        self.optional_size(key)?
+            .ok_or_else(|| self.error(format!("`{key}` is missing")))
+    }
+
+    /// An optional non-negative integer.
+    pub fn optional_size(&self, key: &str) -> Result<Option<usize>> {
+        self.get(key)
+            .map(|v| {
+                v.as_u64()
+                    .and_then(|n| usize::try_from(n).ok())
+                    .ok_or_else(|| {
+                        self.error(format!("`{key}` must be a non-negative integer, got {v}"))
+                    })
+            })
+            .transpose()
+    }
+
+    /// A number, `default` when absent.
+    pub fn number_or(&self, key: &str, default: f64) -> Result<f64> {
+        self.get(key)
+            .map(|v| {
+                v.as_f64()
+                    .ok_or_else(|| self.error(format!("`{key}` must be a number, got {v}")))
+            })
+            .unwrap_or(Ok(default))
+    }
+
+    /// A boolean, `default` when absent.
+    pub fn bool_or(&self, key: &str, default: bool) -> Result<bool> {
+        self.get(key)
+            .map(|v| {
+                v.as_bool()
+                    .ok_or_else(|| self.error(format!("`{key}` must be true or false, got {v}")))
+            })
+            .unwrap_or(Ok(default))
+    }
+
+    /// A string, `None` when absent.
+    pub fn string(&self, key: &str) -> Result<Option<&'a str>> {
+        self.get(key)
+            .map(|v| {
+                v.as_str()
+                    .ok_or_else(|| self.error(format!("`{key}` must be a string, got {v}")))
+            })
+            .transpose()
+    }
+
+    /// Errors unless `key` is absent or equal to `supported`: a setting that changes the math
+    /// which Tessera does not implement.
+    pub fn require(&self, key: &str, supported: &Value) -> Result<()> {
+        match self.get(key) {
+            Some(v) if v != supported => {
+                Err(self.error(format!("`{key}` = {v} is not supported (only {supported})")))
+            }
+            _ => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! Llama (`LlamaForCausalLM`) checkpoints in the Hugging Face layout, to and from [`Llama`].
+//! The tensor names are the same on both sides; the work is in the configuration.
+
+use super::hf_files::{self, ConfigReader};
+use super::{convert_dtype, unexpected_tensors, PretrainedOptions};
+use crate::checkpoint::{LoadMode, NamedTensors};
+use crate::layers::RopeScaling;
+use crate::llama::{Llama, LlamaConfig};
+use crate::Module;
+use serde_json::{json, Map, Value};
+use std::path::Path;
+use tessera_core::{Backend, Error, Generator, Result};
+
+/// The Hugging Face `model_type` of Llama.
+pub const MODEL_TYPE: &str = "llama";
+
+/// The rotary base and scaling: `rope_parameters` (newer `transformers`) or `rope_theta` and
+/// `rope_scaling` (older), a typed error naming any scaling kind other than `default` and
+/// `llama3`.
+fn rope_from_hf(reader: &ConfigReader<'_>) -> Result<(f64, RopeScaling)> {
+    let (theta, scaling) = match reader.get("rope_parameters") {
+        Some(Value::Object(p)) => (p.get("rope_theta").and_then(Value::as_f64), Some(p.clone())),
+        Some(other) => {
+            return Err(reader.error(format!("`rope_parameters` is not an object: {other}")))
+        }
+        None => (
+            None,
+            match reader.get("rope_scaling") {
+                Some(Value::Object(s)) => Some(s.clone()),
+                Some(other) => {
+                    return Err(reader.error(format!("`rope_scaling` is not an object: {other}")))
+                }
+                None => None,
+            },
+        ),
+    };
+    let theta = match theta {
+        Some(t) => t,
+        None => reader.number_or("rope_theta", 10_000.0)?,
+    };
+    let Some(s) = scaling else {
+        return Ok((theta, RopeScaling::None));
+    };
+    let kind = s
+        .get("rope_type")
+        .or_else(|| s.get("type"))
+        .and_then(Value::as_str)
+        .unwrap_or("default");
+    let number = |key: &str| -> Result<f64> {
+        s.get(key)
+            .and_then(Value::as_f64)
+            .ok_or_else(|| reader.error(format!("llama3 rope scaling needs a number `{key}`")))
+    };
+    match kind {
+        "default" => Ok((theta, RopeScaling::None)),
+        "llama3" => Ok((
+            theta,
+            RopeScaling::Llama3 {
+                factor: number("factor")?,
+                low_freq_factor: number("low_freq_factor")?,
+                high_freq_factor: number("high_freq_factor")?,
+                original_max_position_embeddings: number("original_max_position_embeddings")?
+                    as usize,
+            },
+        )),
+        other => Err(reader.error(format!(
+            "rope scaling \"{other}\" is not supported (only \"default\" and \"llama3\")"
+        ))),
+    }
+}
+
+/// The [`LlamaConfig`] of a Llama `config.json`, with the dtypes of `options`.
+pub fn config_from_hf(
+    reader: &ConfigReader<'_>,
+    options: &PretrainedOptions,
+) -> Result<LlamaConfig> {
+    let heads = reader.size("num_attention_heads")?;
+    let hidden = reader.size("hidden_size")?;
+    match reader.string("hidden_act")?.unwrap_or("silu") {
+        "silu" | "swish" => {}
+        other => {
+            return Err(reader.error(format!(
+                "`hidden_act` = \"{other}\" is not supported (only silu)"
+            )))
+        }
+    }
+    let dropout = reader.number_or("attention_dropout", 0.0)?;
+    if dropout != 0.0 {
+        return Err(reader.error(format!(
+            "`attention_dropout` = {dropout} is not supported (only 0)"
+        )));
+    }
+    let (theta, scaling) = rope_from_hf(reader)?;
+    let head_dim = reader.optional_size("head_dim")?;
+    let config = LlamaConfig::new(
+        reader.size("vocab_size")?,
+        hidden,
+        reader.size("intermediate_size")?,
+        reader.size("num_hidden_layers")?,
+        heads,
+        reader
+            .optional_size("num_key_value_heads")?
+            .unwrap_or(heads),
+        reader.size("max_position_embeddings")?,
+    )
+    .rope_theta(theta)
+    .rope_scaling(scaling)
+    .rms_norm_eps(reader.number_or("rms_norm_eps", 1e-6)?)
+    .tie_word_embeddings(reader.bool_or("tie_word_embeddings", false)?)
+    .head_dim_override(head_dim.filter(|&d| heads == 0 || d != hidden / heads))
+    .attention_bias(reader.bool_or("attention_bias", false)?)
+    .mlp_bias(reader.bool_or("mlp_bias", false)?)
+    .dtype(options.dtype)
+    .precision(options.precision);
+    config
+        .validate()
+        .map_err(|e| reader.error(format!("not a valid Llama configuration: {e}")))?;
+    Ok(config)
+}
+
+impl<B: Backend> Llama<B> {
+    /// Loads a Hugging Face Llama folder (`config.json` and `model.safetensors`, or sharded
+    /// weights with their index) onto `backend`, in the dtypes of `options`.
+    ///
+    /// Strict: an unknown `model_type`, a configuration this model cannot compute (an
+    /// unsupported `rope_scaling` kind, activation, attention dropout), and a missing, extra or
+    /// mis-shaped tensor are errors naming the field or tensor.
+    pub fn from_pretrained(
+        dir: impl AsRef<Path>,
+        backend: &B,
+        options: &PretrainedOptions,
+    ) -> Result<Self> {
+        let dir = dir.as_ref();
+        let map = hf_files::read_config(dir)?;
+        let reader = ConfigReader::new(&map, dir);
+        match reader.string("model_type")? {
+            Some(MODEL_TYPE) => {}
+            other => {
+                return Err(reader.error(format!("`model_type` is {other:?}, not \"{MODEL_TYPE}\"")))
+            }
+        }
+        let config = config_from_hf(&reader, options)?;
+        let mut tensors = NamedTensors::new();
+        for (name, tensor) in hf_files::load_weights(dir, backend)? {
+            // Rotary tables some exports keep as buffers are recomputed here.
+            if name.ends_with("rotary_emb.inv_freq") {
+                continue;
+            }
+            tensors.insert(name, convert_dtype(tensor, config.dtype)?);
+        }
+        if config.tie_word_embeddings {
+            if let (Some(head), Some(embed)) = (
+                tensors.get("lm_head.weight"),
+                tensors.get("model.embed_tokens.weight"),
+            ) {
+                let same = super::same_values(head, embed)?;
+                if !same {
+                    return Err(Error::checkpoint(
+                        "`lm_head.weight` differs from `model.embed_tokens.weight` although \
+                         `tie_word_embeddings` is true",
+                    ));
+                }
+            }
+            if let Some(embed) = tensors.get("model.embed_tokens.weight").cloned() {
+                tensors.insert("lm_head.weight".into(), embed);
+            }
+        }
+        let model = config.init(backend, &mut Generator::new(0))?;
+        unexpected_tensors(&model.state_dict(), &tensors, dir)?;
+        model.load_state_dict(&tensors, LoadMode::Strict)?;
+        Ok(model)
+    }
+
+    /// Writes the model as a Hugging Face Llama folder that `transformers` loads:
+    /// `config.json` (`base`'s fields with the model's shape written over them) and
+    /// `model.safetensors` (a tied head stored once).
+    pub fn save_pretrained(
+        &self,
+        dir: impl AsRef<Path>,
+        base: Option<&Map<String, Value>>,
+    ) -> Result<()> {
+        let c = self.config();
+        let mut config = base.cloned().unwrap_or_default();
+        // A base written by newer `transformers` carries the rotary settings here too.
+        config.remove("rope_parameters");
+        let rope_scaling = match c.rope_scaling {
+            RopeScaling::None => Value::Null,
+            RopeScaling::Llama3 {
+                factor,
+                low_freq_factor,
+                high_freq_factor,
+                original_max_position_embeddings,
+            } => json!({
+                "rope_type": "llama3",
+                "factor": factor,
+                "low_freq_factor": low_freq_factor,
+                "high_freq_factor": high_freq_factor,
+                "original_max_position_embeddings": original_max_position_embeddings,
+            }),
+        };
+        let fields = json!({
+            "architectures": ["LlamaForCausalLM"],
+            "model_type": MODEL_TYPE,
+            "vocab_size": c.vocab_size,
+            "hidden_size": c.hidden_size,
+            "intermediate_size": c.intermediate_size,
+            "num_hidden_layers": c.num_hidden_layers,
+            "num_attention_heads": c.num_attention_heads,
+            "num_key_value_heads": c.num_key_value_heads,
+            "head_dim": c.head_dim(),
+            "max_position_embeddings": c.max_position_embeddings,
+            "rope_theta": c.rope_theta,
+            "rope_scaling": rope_scaling,
+            "rms_norm_eps": c.rms_norm_eps,
+            "tie_word_embeddings": c.tie_word_embeddings,
+            "attention_bias": c.attention_bias,
+            "mlp_bias": c.mlp_bias,
+            "attention_dropout": 0.0,
+            "hidden_act": "silu",
+            "torch_dtype": super::torch_dtype_name(c.dtype),
+        });
+        if let Value::Object(f) = fields {
+            config.extend(f);
+        }
+        let tensors: NamedTensors<B> = self
+            .state_dict()
+            .into_iter()
+            .filter(|(name, _)| !(c.tie_word_embeddings && name == "lm_head.weight"))
+            .collect();
+        hf_files::write_folder(dir.as_ref(), &config, &tensors)
+    }
+}

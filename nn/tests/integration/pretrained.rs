@@ -1,0 +1,404 @@
+//! Hugging Face checkpoints (`fixtures/hf/`, made by `xtask/peers/make_hf_fixtures.py` with
+//! `transformers`): logits, cached decoding, greedy generation and fine-tuning against the
+//! references `transformers` computed, the save/load round trip, and typed errors on bad
+//! folders.
+
+use std::path::{Path, PathBuf};
+use tessera_core::{DType, Error, Tensor};
+use tessera_cpu::Cpu;
+use tessera_nn::checkpoint::{self, NamedTensors};
+use tessera_nn::optim::{AdamW, AdamWConfig, Optimizer};
+use tessera_nn::pretrained::{PretrainedModel, PretrainedOptions};
+use tessera_nn::Module;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/hf")
+        .join(name)
+}
+
+fn load(name: &str) -> PretrainedModel<Cpu> {
+    PretrainedModel::from_pretrained(fixture(name), &Cpu::new(), &PretrainedOptions::default())
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+fn reference(name: &str) -> NamedTensors<Cpu> {
+    checkpoint::load(fixture(name).join("reference.safetensors"), &Cpu::new())
+        .unwrap()
+        .tensors
+}
+
+/// Max |a - b| over max |b|: the relative error of a whole logits tensor (entries near zero
+/// make an element-wise relative error meaningless).
+fn relative_error(a: &Tensor<Cpu>, b: &Tensor<Cpu>) -> f64 {
+    assert_eq!(a.dims(), b.dims());
+    let (a, b) = (a.to_vec_f64().unwrap(), b.to_vec_f64().unwrap());
+    let diff = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max);
+    let scale = b.iter().map(|y| y.abs()).fold(0.0, f64::max);
+    diff / scale
+}
+
+const MODELS: [&str; 3] = ["gpt2-tiny", "llama-tiny", "llama3-tiny"];
+const LENGTHS: [usize; 4] = [1, 5, 37, 100];
+
+#[test]
+fn logits_of_every_position_match_transformers() {
+    for name in MODELS {
+        let model = load(name);
+        let r = reference(name);
+        for len in LENGTHS {
+            let ids = &r[&format!("input_ids_{len}")];
+            let logits = model.forward(ids).unwrap().value();
+            let err = relative_error(&logits, &r[&format!("logits_{len}")]);
+            assert!(err < 1e-4, "{name}, {len} tokens: relative error {err:.2e}");
+        }
+        let logits = model.forward(&r["batch_input_ids"]).unwrap().value();
+        let err = relative_error(&logits, &r["batch_logits"]);
+        assert!(err < 1e-4, "{name}, a batch of 2: relative error {err:.2e}");
+    }
+}
+
+#[test]
+fn a_sharded_checkpoint_loads_the_same_model() {
+    let (one, many) = (load("gpt2-tiny"), load("gpt2-tiny-sharded"));
+    let (a, b) = (one.state_dict(), many.state_dict());
+    assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
+    for (name, t) in &a {
+        assert_eq!(
+            t.to_vec_f64().unwrap(),
+            b[name].to_vec_f64().unwrap(),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn cached_decoding_matches_the_full_logits() {
+    for name in MODELS {
+        let model = load(name);
+        let r = reference(name);
+        let ids = &r["input_ids_37"];
+        let expected = &r["logits_37"];
+        // A prefill of 20 tokens, then one token at a time.
+        let mut cache = model.new_cache(1).unwrap();
+        let mut rows = vec![model
+            .forward_cached(&ids.narrow(1, 0, 20).unwrap(), &mut cache)
+            .unwrap()];
+        for t in 20..37 {
+            rows.push(
+                model
+                    .forward_cached(&ids.narrow(1, t, 1).unwrap(), &mut cache)
+                    .unwrap(),
+            );
+        }
+        let logits = Tensor::cat(&rows.iter().collect::<Vec<_>>(), 1).unwrap();
+        let err = relative_error(&logits, expected);
+        assert!(err < 1e-4, "{name}: relative error {err:.2e}");
+    }
+}
+
+/// Greedy decoding with the cache, `n` tokens after `prompt`.
+fn greedy(model: &PretrainedModel<Cpu>, prompt: &Tensor<Cpu>, n: usize) -> Vec<i64> {
+    let mut cache = model.new_cache(1).unwrap();
+    let mut logits = model.forward_cached(prompt, &mut cache).unwrap();
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let last = logits.narrow(1, logits.dims()[1] - 1, 1).unwrap();
+        let next = last.argmax(-1, false).unwrap().to_vec::<i64>().unwrap()[0];
+        out.push(next);
+        let idx = Tensor::from_vec(vec![next], [1, 1], &Cpu::new()).unwrap();
+        logits = model.forward_cached(&idx, &mut cache).unwrap();
+    }
+    out
+}
+
+#[test]
+fn greedy_generation_is_token_for_token_that_of_transformers() {
+    for name in MODELS {
+        let model = load(name);
+        let r = reference(name);
+        let expected = r["greedy_new_tokens"].to_vec::<i64>().unwrap();
+        let got = greedy(&model, &r["greedy_prompt"], expected.len());
+        assert_eq!(got, expected, "{name}");
+    }
+}
+
+#[test]
+fn a_saved_model_loads_back_with_the_same_logits() {
+    let dev = Cpu::new();
+    for name in MODELS {
+        let model = load(name);
+        let dir = tempfile::tempdir().unwrap();
+        model.save_pretrained(dir.path()).unwrap();
+        let again =
+            PretrainedModel::from_pretrained(dir.path(), &dev, &PretrainedOptions::default())
+                .unwrap();
+        let ids = &reference(name)["input_ids_37"];
+        let (a, b) = (
+            model.forward(ids).unwrap().value(),
+            again.forward(ids).unwrap().value(),
+        );
+        assert_eq!(a.to_vec_f64().unwrap(), b.to_vec_f64().unwrap(), "{name}");
+        // The fields Tessera does not use survive.
+        assert_eq!(
+            again.hf_config().get("eos_token_id"),
+            model.hf_config().get("eos_token_id")
+        );
+    }
+}
+
+#[test]
+fn bf16_weights_load_into_f32_or_stay_bf16() {
+    let dev = Cpu::new();
+    let f32_model = load("llama3-tiny");
+    let options = PretrainedOptions {
+        dtype: DType::BF16,
+        ..PretrainedOptions::default()
+    };
+    let bf16_model =
+        PretrainedModel::from_pretrained(fixture("llama3-tiny"), &dev, &options).unwrap();
+    for (name, t) in bf16_model.state_dict() {
+        assert_eq!(t.dtype(), DType::BF16, "{name}");
+        // bf16 -> f32 is exact, so the f32 model holds the stored values.
+        assert_eq!(
+            t.to_vec_f64().unwrap(),
+            f32_model.state_dict()[&name].to_vec_f64().unwrap(),
+            "{name}"
+        );
+    }
+}
+
+/// The fine-tuning reference: `finetune.json`'s batches of the fortunes corpus.
+#[test]
+fn twenty_fine_tuning_steps_end_at_the_loss_of_pytorch() {
+    let Some(corpus_ids) = corpus_ids() else {
+        return;
+    };
+    for name in ["gpt2-tiny", "llama-tiny"] {
+        let text = std::fs::read_to_string(fixture(name).join("finetune.json")).unwrap();
+        let reference: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let get = |k: &str| reference[k].as_f64().unwrap();
+        let (batch, context, stride) = (
+            get("batch") as usize,
+            get("context") as usize,
+            get("stride") as usize,
+        );
+        let model = load(name);
+        model.train();
+        let config = AdamWConfig {
+            lr: get("lr"),
+            betas: (
+                reference["betas"][0].as_f64().unwrap(),
+                reference["betas"][1].as_f64().unwrap(),
+            ),
+            eps: get("eps"),
+            weight_decay: get("weight_decay"),
+            amsgrad: false,
+        };
+        let mut opt = AdamW::new(model.parameters(), config).unwrap();
+        let windows = |step: usize| {
+            let (mut x, mut y) = (Vec::new(), Vec::new());
+            for i in 0..batch {
+                let off = ((step * batch + i) * stride) % (corpus_ids.len() - context - 1);
+                x.extend(corpus_ids[off..off + context].iter().map(|&t| t as i64));
+                y.extend(
+                    corpus_ids[off + 1..off + context + 1]
+                        .iter()
+                        .map(|&t| t as i64),
+                );
+            }
+            let dev = Cpu::new();
+            (
+                Tensor::from_vec(x, [batch, context], &dev).unwrap(),
+                Tensor::from_vec(y, [batch, context], &dev).unwrap(),
+            )
+        };
+        let losses = reference["losses"].as_array().unwrap();
+        for (step, expected) in losses.iter().enumerate() {
+            let (x, y) = windows(step);
+            opt.zero_grad();
+            let loss = model.loss(&x, &y).unwrap();
+            let value = loss.value().to_vec_f64().unwrap()[0];
+            let expected = expected.as_f64().unwrap();
+            assert!(
+                ((value - expected) / expected).abs() < 1e-4,
+                "{name} step {step}: loss {value} vs PyTorch's {expected}"
+            );
+            loss.backward().unwrap();
+            opt.step().unwrap();
+        }
+        let (x, y) = windows(0);
+        let last = model.loss(&x, &y).unwrap().value().to_vec_f64().unwrap()[0];
+        let expected = get("final_loss");
+        assert!(
+            ((last - expected) / expected).abs() < 1e-4,
+            "{name} after 20 steps: loss {last} vs PyTorch's {expected}"
+        );
+    }
+}
+
+/// The fortunes corpus as the fixture tokenizer encodes it, or `None` (printed) when the
+/// corpus is not installed.
+fn corpus_ids() -> Option<Vec<u32>> {
+    let corpus = match tessera_nn::data::TextCorpus::load(tessera_nn::data::FORTUNES_DIR) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("skipped: the fine-tuning reference needs Debian's fortunes: {e}");
+            return None;
+        }
+    };
+    let tokenizer =
+        tessera_tokenizer::Tokenizer::from_file(fixture("tokenizer/tokenizer.json")).unwrap();
+    Some(tokenizer.encode(&corpus.text, false).unwrap())
+}
+
+/// A copy of a fixture folder that a test may break.
+fn scratch_copy(name: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(fixture(name)).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    dir
+}
+
+fn load_err(dir: &Path) -> Error {
+    match PretrainedModel::from_pretrained(dir, &Cpu::new(), &PretrainedOptions::default()) {
+        Ok(_) => panic!("{} loaded", dir.display()),
+        Err(e) => e,
+    }
+}
+
+fn edit_config(dir: &Path, edit: impl FnOnce(&mut serde_json::Map<String, serde_json::Value>)) {
+    let path = dir.join("config.json");
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    edit(config.as_object_mut().unwrap());
+    std::fs::write(&path, config.to_string()).unwrap();
+}
+
+#[test]
+fn unsupported_configurations_are_errors_naming_the_field() {
+    let cases: [(&str, &str, serde_json::Value, &str); 6] = [
+        ("gpt2-tiny", "model_type", "bert".into(), "model_type"),
+        (
+            "gpt2-tiny",
+            "activation_function",
+            "relu".into(),
+            "activation_function",
+        ),
+        ("gpt2-tiny", "n_inner", 100.into(), "n_inner"),
+        (
+            "gpt2-tiny",
+            "scale_attn_by_inverse_layer_idx",
+            true.into(),
+            "scale_attn_by_inverse_layer_idx",
+        ),
+        ("llama-tiny", "hidden_act", "gelu".into(), "hidden_act"),
+        (
+            "llama-tiny",
+            "num_key_value_heads",
+            3.into(),
+            "num_key_value_heads",
+        ),
+    ];
+    for (name, key, value, expected) in cases {
+        let dir = scratch_copy(name);
+        edit_config(dir.path(), |c| {
+            c.insert(key.into(), value.clone());
+        });
+        let err = load_err(dir.path());
+        assert!(matches!(err, Error::Format { .. }), "{key}: {err:?}");
+        assert!(err.to_string().contains(expected), "{key}: {err}");
+    }
+    let dir = scratch_copy("llama3-tiny");
+    edit_config(dir.path(), |c| {
+        c["rope_parameters"]["rope_type"] = "yarn".into();
+    });
+    let err = load_err(dir.path()).to_string();
+    assert!(err.contains("yarn"), "{err}");
+}
+
+#[test]
+fn missing_extra_and_mis_shaped_tensors_are_errors_naming_them() {
+    let dev = Cpu::new();
+    let dir = scratch_copy("llama-tiny");
+    let weights = dir.path().join("model.safetensors");
+    let original = checkpoint::load(&weights, &dev).unwrap();
+    let save = |tensors: &NamedTensors<Cpu>| {
+        let meta = Default::default();
+        checkpoint::save(&weights, tensors.iter(), &meta).unwrap();
+    };
+    let mut missing = original.tensors.clone();
+    missing.remove("model.layers.1.mlp.up_proj.weight");
+    save(&missing);
+    let err = load_err(dir.path());
+    assert!(matches!(err, Error::Checkpoint { .. }), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains("model.layers.1.mlp.up_proj.weight"),
+        "{err}"
+    );
+
+    let mut extra = original.tensors.clone();
+    extra.insert(
+        "model.layers.9.surprise".into(),
+        Tensor::zeros([2], DType::F32, &dev).unwrap(),
+    );
+    save(&extra);
+    let err = load_err(dir.path()).to_string();
+    assert!(err.contains("model.layers.9.surprise"), "{err}");
+
+    let mut wrong = original.tensors.clone();
+    wrong.insert(
+        "model.norm.weight".into(),
+        Tensor::zeros([31], DType::F32, &dev).unwrap(),
+    );
+    save(&wrong);
+    let err = load_err(dir.path()).to_string();
+    assert!(err.contains("model.norm.weight"), "{err}");
+}
+
+#[test]
+fn broken_folders_are_typed_errors() {
+    // No weights at all.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        fixture("gpt2-tiny/config.json"),
+        dir.path().join("config.json"),
+    )
+    .unwrap();
+    assert!(matches!(load_err(dir.path()), Error::MissingData { .. }));
+    // No configuration.
+    let dir = tempfile::tempdir().unwrap();
+    assert!(matches!(load_err(dir.path()), Error::Io { .. }));
+    // A configuration that is not JSON.
+    let dir = scratch_copy("gpt2-tiny");
+    std::fs::write(dir.path().join("config.json"), "{ not json").unwrap();
+    assert!(matches!(load_err(dir.path()), Error::Format { .. }));
+    // An index naming a shard that is not there, or one outside the folder.
+    for shard in ["model-00009-of-00009.safetensors", "../model.safetensors"] {
+        let dir = scratch_copy("gpt2-tiny-sharded");
+        let path = dir.path().join("model.safetensors.index.json");
+        let mut index: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        index["weight_map"]["transformer.wpe.weight"] = shard.into();
+        std::fs::write(&path, index.to_string()).unwrap();
+        let err = load_err(dir.path());
+        assert!(
+            matches!(err, Error::MissingData { .. } | Error::Format { .. }),
+            "{shard}: {err:?}"
+        );
+        assert!(err.to_string().contains(shard), "{err}");
+    }
+    // A truncated weights file.
+    let dir = scratch_copy("gpt2-tiny");
+    let weights = dir.path().join("model.safetensors");
+    let bytes = std::fs::read(&weights).unwrap();
+    std::fs::write(&weights, &bytes[..bytes.len() / 2]).unwrap();
+    assert!(matches!(load_err(dir.path()), Error::Format { .. }));
+}

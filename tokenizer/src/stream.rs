@@ -1,0 +1,51 @@
+//! [`TextStream`]: generated ids to text, one id at a time.
+
+use crate::Tokenizer;
+use tessera_core::Result;
+
+/// Decodes a growing sequence of ids into text pieces as they arrive. A byte-level token can
+/// end in the middle of a UTF-8 character, so a piece is only released once the text decoded
+/// so far ends in a whole character; the pieces concatenated equal
+/// [`Tokenizer::decode`] of all the ids.
+#[derive(Debug)]
+pub struct TextStream<'a> {
+    tokenizer: &'a Tokenizer,
+    skip_special_tokens: bool,
+    ids: Vec<u32>,
+    /// Bytes of text already released.
+    released: usize,
+}
+
+impl<'a> TextStream<'a> {
+    pub(crate) fn new(tokenizer: &'a Tokenizer, skip_special_tokens: bool) -> Self {
+        TextStream {
+            tokenizer,
+            skip_special_tokens,
+            ids: Vec::new(),
+            released: 0,
+        }
+    }
+
+    /// Adds `id` and returns the text it completes, if any.
+    pub fn push(&mut self, id: u32) -> Result<Option<String>> {
+        self.ids.push(id);
+        let text = self.tokenizer.decode(&self.ids, self.skip_special_tokens)?;
+        // An incomplete character decodes to U+FFFD at the end; wait for the next id.
+        if text.ends_with('\u{FFFD}') || text.len() < self.released {
+            return Ok(None);
+        }
+        let piece = text.get(self.released..).map(str::to_string);
+        match piece {
+            Some(p) if !p.is_empty() => {
+                self.released = text.len();
+                Ok(Some(p))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Every id pushed so far.
+    pub fn ids(&self) -> &[u32] {
+        &self.ids
+    }
+}
