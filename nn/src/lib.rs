@@ -22,6 +22,7 @@ pub mod clip;
 pub mod data;
 pub mod distributed;
 pub mod error;
+pub mod generation;
 pub mod gpt;
 pub mod init;
 pub mod layers;

@@ -141,7 +141,10 @@ fn streamed_pieces_concatenate_to_the_decoded_text() {
     let mut pieces = Vec::new();
     for &id in &ids {
         if let Some(p) = stream.push(id).unwrap() {
-            assert!(!p.contains('\u{FFFD}'), "a partial character was released: {p:?}");
+            assert!(
+                !p.contains('\u{FFFD}'),
+                "a partial character was released: {p:?}"
+            );
             pieces.push(p);
         }
     }

@@ -4,6 +4,7 @@
 mod backend_arg;
 mod common;
 mod distributed_train;
+mod generate_pretrained;
 mod gpt_job;
 mod opencl_precision;
 mod train_chaos;

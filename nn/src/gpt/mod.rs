@@ -1,6 +1,7 @@
 //! A decoder-only transformer, end to end: [`GptConfig`] and the [`Gpt`] model (nanoGPT's
 //! architecture, names and initialisation, with PyTorch's `nn.MultiheadAttention` layout),
-//! incremental decoding with a [`GptCache`], [`Sampler`]s, [`generate`], and checkpoint folders
+//! incremental decoding with a [`GptCache`] ([`Sampler`]s and [`generate`] are
+//! [`crate::generation`]'s, re-exported), and checkpoint folders
 //! ([`save_checkpoint`] / [`load_checkpoint`]: weights, vocabulary and configuration).
 //!
 //! ```
@@ -22,15 +23,14 @@
 mod cache;
 mod checkpoint;
 mod config;
-mod generate;
 mod model;
-mod sampling;
 
+pub use crate::generation::{
+    generate, generate_without_cache, GenerationReport, Sampler, SamplingConfig,
+};
 pub use cache::GptCache;
 pub use checkpoint::{
     load_checkpoint, save_checkpoint, GptCheckpoint, CONFIG_FILE, MODEL_FILE, VOCAB_FILE,
 };
 pub use config::GptConfig;
-pub use generate::{generate, generate_without_cache, GenerationReport};
 pub use model::{Gpt, GptTransformer};
-pub use sampling::{Sampler, SamplingConfig};

@@ -1,4 +1,5 @@
-//! [`Sampler`]: picking the next token from logits with temperature and top-k, reproducibly.
+//! [`Sampler`]: picking the next token from logits with temperature, top-k and top-p
+//! (nucleus) filtering, reproducibly.
 
 use crate::data::SplitMix64;
 use crate::Config;
@@ -7,7 +8,7 @@ use tessera_core::{Error, Result};
 /// How the next token is drawn.
 ///
 /// ```
-/// use tessera_nn::gpt::SamplingConfig;
+/// use tessera_nn::generation::SamplingConfig;
 /// let greedy = SamplingConfig::new().temperature(0.0);
 /// let mut sampler = greedy.sampler().unwrap();
 /// assert_eq!(sampler.sample(&[0.1, 2.0, -1.0]), 1);
@@ -20,6 +21,10 @@ pub struct SamplingConfig {
     /// Keep only the `k` most likely tokens (those tied with the k-th included).
     #[config(default = None)]
     pub top_k: Option<usize>,
+    /// Keep only the most likely tokens whose probabilities (after temperature and top-k) sum
+    /// to at least `p` (nucleus sampling; the most likely token always stays).
+    #[config(default = None)]
+    pub top_p: Option<f64>,
     /// Seed of the draws.
     #[config(default = 0)]
     pub seed: u64,
@@ -27,7 +32,7 @@ pub struct SamplingConfig {
 
 impl SamplingConfig {
     /// A sampler following this configuration; errors on a negative or non-finite temperature
-    /// or `top_k = 0`.
+    /// `top_k = 0`, or a `top_p` outside `(0, 1]`.
     pub fn sampler(&self) -> Result<Sampler> {
         if !(self.temperature.is_finite() && self.temperature >= 0.0) {
             return Err(Error::InvalidArgument {
@@ -39,6 +44,12 @@ impl SamplingConfig {
             return Err(Error::InvalidArgument {
                 op: "sampling",
                 msg: "top_k must be at least 1".into(),
+            });
+        }
+        if let Some(p) = self.top_p.filter(|p| !(*p > 0.0 && *p <= 1.0)) {
+            return Err(Error::InvalidArgument {
+                op: "sampling",
+                msg: format!("top_p must be in (0, 1], got {p}"),
             });
         }
         Ok(Sampler {
@@ -92,7 +103,10 @@ impl Sampler {
         if !max.is_finite() {
             return argmax();
         }
-        let weights: Vec<f64> = scaled.iter().map(|&x| (x - max).exp()).collect();
+        let mut weights: Vec<f64> = scaled.iter().map(|&x| (x - max).exp()).collect();
+        if let Some(p) = self.config.top_p.filter(|&p| p < 1.0) {
+            keep_nucleus(&mut weights, p);
+        }
         let total: f64 = weights.iter().sum();
         let u = (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * total;
         let mut cumulative = 0.0;
@@ -107,5 +121,64 @@ impl Sampler {
             .iter()
             .rposition(|&w| w > 0.0)
             .unwrap_or_else(argmax)
+    }
+}
+
+/// Zeroes every weight outside the nucleus: the fewest most likely tokens whose probabilities
+/// sum to at least `p` (ties broken by index, the most likely token always kept).
+fn keep_nucleus(weights: &mut [f64], p: f64) {
+    let total: f64 = weights.iter().sum();
+    let mut order: Vec<usize> = (0..weights.len()).collect();
+    order.sort_by(|&a, &b| weights[b].total_cmp(&weights[a]).then(a.cmp(&b)));
+    let mut cumulative = 0.0;
+    let mut kept = 0;
+    for &i in &order {
+        if cumulative >= p * total {
+            break;
+        }
+        cumulative += weights[i];
+        kept += 1;
+    }
+    for &i in &order[kept.max(1)..] {
+        weights[i] = 0.0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_nucleus_is_the_fewest_tokens_reaching_p() {
+        // Probabilities 0.5, 0.3, 0.15, 0.05 (unnormalised weights, any scale).
+        let base = [3.0, 10.0, 1.0, 6.0];
+        for (p, kept) in [(0.4, 1), (0.5, 1), (0.6, 2), (0.8, 2), (0.81, 3), (0.96, 4)] {
+            let mut w = base.to_vec();
+            keep_nucleus(&mut w, p);
+            assert_eq!(
+                w.iter().filter(|&&x| x > 0.0).count(),
+                kept,
+                "p = {p}: {w:?}"
+            );
+            // The kept ones are the most likely.
+            let order = [1, 3, 0, 2];
+            assert!(
+                order[..kept].iter().all(|&i| w[i] == base[i]),
+                "p = {p}: {w:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_tiny_nucleus_samples_greedily() {
+        let logits = [0.1, 2.0, 1.9, -1.0];
+        let mut sampler = SamplingConfig::new()
+            .top_p(Some(1e-9))
+            .seed(3)
+            .sampler()
+            .unwrap();
+        assert!((0..50).all(|_| sampler.sample(&logits) == 1));
+        assert!(SamplingConfig::new().top_p(Some(0.0)).sampler().is_err());
+        assert!(SamplingConfig::new().top_p(Some(1.5)).sampler().is_err());
     }
 }

@@ -1,12 +1,12 @@
 //! Autoregressive generation with a [`GptCache`] (each new token attends over the cached keys:
 //! O(context) per token instead of a full re-run), and the full re-computation it must equal.
 //!
-//! **Context.** A GPT knows `block_size` positions. When the context would grow past them, it
+//! **Context.** A model knows `max_positions` positions (a GPT's `block_size`). When the context would grow past them, it
 //! is cut to its last `block_size / 2` tokens and re-encoded in one batched pass (the cache is
 //! refilled), so the cost of that pass is spread over the next `block_size / 2` tokens. Both
 //! functions here follow this rule, so they produce the same tokens.
 
-use super::{Gpt, GptCache, Sampler};
+use super::{CausalLm, Sampler};
 use std::time::Instant;
 use tessera_core::{Backend, Error, Result, Tensor};
 
@@ -40,6 +40,9 @@ pub struct GenerationReport {
     pub seconds: f64,
     /// Times the context was cut and re-encoded.
     pub context_refills: usize,
+    /// Whether generation ended at a stop token (the last of `tokens`) rather than at the
+    /// token budget.
+    pub stopped: bool,
 }
 
 impl GenerationReport {
@@ -82,21 +85,33 @@ fn check_prompt(prompt: &[usize], vocab: usize) -> Result<()> {
 
 /// Generates `max_new` tokens after `prompt` (batch 1) with a key/value cache, drawing each
 /// with `sampler` and passing it to `on_token` as soon as it is known.
-pub fn generate<B: Backend>(
-    model: &Gpt<B>,
+pub fn generate<B: Backend, M: CausalLm<B>>(
+    model: &M,
     prompt: &[usize],
     max_new: usize,
     sampler: &mut Sampler,
     on_token: &mut dyn FnMut(usize),
 ) -> Result<GenerationReport> {
-    let config = *model.config();
-    check_prompt(prompt, config.vocab_size)?;
-    let backend = model.transformer().wte.weight().value().backend().clone();
+    generate_until(model, prompt, max_new, &[], sampler, on_token)
+}
+
+/// [`generate`] that also stops after any token of `stop` (an end-of-text token), which is
+/// kept as the last generated token (as `transformers`' `generate` keeps it).
+pub fn generate_until<B: Backend, M: CausalLm<B>>(
+    model: &M,
+    prompt: &[usize],
+    max_new: usize,
+    stop: &[usize],
+    sampler: &mut Sampler,
+    on_token: &mut dyn FnMut(usize),
+) -> Result<GenerationReport> {
+    check_prompt(prompt, model.vocab_size())?;
+    let backend = model.backend();
     let start = Instant::now();
-    let mut cache = GptCache::new(&config, 1, &backend)?;
+    let mut cache = model.new_cache()?;
     let mut tokens = prompt.to_vec();
     let mut window = ContextWindow {
-        block_size: config.block_size,
+        block_size: model.max_positions(),
         start: 0,
     };
     window.update(tokens.len());
@@ -111,6 +126,7 @@ pub fn generate<B: Backend>(
         first_token_s: 0.0,
         seconds: 0.0,
         context_refills: 0,
+        stopped: false,
     };
     for i in 0..max_new {
         let next = sampler.sample(&last_logits(&logits)?);
@@ -120,12 +136,16 @@ pub fn generate<B: Backend>(
         on_token(next);
         tokens.push(next);
         report.tokens.push(next);
+        if stop.contains(&next) {
+            report.stopped = true;
+            break;
+        }
         if i + 1 == max_new {
             break;
         }
         logits = if window.update(tokens.len()) {
             report.context_refills += 1;
-            cache.clear();
+            model.clear_cache(&mut cache);
             model.forward_cached(
                 &tokens_tensor(&tokens[window.start..], &backend)?,
                 &mut cache,
@@ -140,31 +160,27 @@ pub fn generate<B: Backend>(
 
 /// [`generate`] without a cache: every token re-runs the model over the whole context (the
 /// same context rule). The reference the cached path is tested against.
-pub fn generate_without_cache<B: Backend>(
-    model: &Gpt<B>,
+pub fn generate_without_cache<B: Backend, M: CausalLm<B>>(
+    model: &M,
     prompt: &[usize],
     max_new: usize,
     sampler: &mut Sampler,
 ) -> Result<Vec<usize>> {
-    let config = *model.config();
-    check_prompt(prompt, config.vocab_size)?;
-    let backend = model.transformer().wte.weight().value().backend().clone();
+    check_prompt(prompt, model.vocab_size())?;
+    let backend = model.backend();
     let mut tokens = prompt.to_vec();
     let mut window = ContextWindow {
-        block_size: config.block_size,
+        block_size: model.max_positions(),
         start: 0,
     };
     let mut generated = Vec::new();
-    let training = crate::Module::is_training(model);
-    crate::Module::set_training(model, false);
     for _ in 0..max_new {
         window.update(tokens.len());
         let idx = tokens_tensor(&tokens[window.start..], &backend)?;
-        let logits = tessera_autograd::no_grad(|| model.forward(&idx))?.value();
+        let logits = model.forward_uncached(&idx)?;
         let next = sampler.sample(&last_logits(&logits)?);
         tokens.push(next);
         generated.push(next);
     }
-    crate::Module::set_training(model, training);
     Ok(generated)
 }

@@ -1,0 +1,127 @@
+//! `generate --model-dir` on the Hugging Face fixtures (`fixtures/hf/`): greedy decoding gives
+//! the 64 tokens `transformers` generated, the summary carries the ids and text, generation
+//! stops at the end-of-text token, and a bad folder is a clean error.
+
+use crate::common::summary;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use tessera_cpu::Cpu;
+use tessera_tokenizer::Tokenizer;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/hf")
+        .join(name)
+}
+
+fn generate(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_generate"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn ids(v: &serde_json::Value) -> Vec<i64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_i64().unwrap())
+        .collect()
+}
+
+#[test]
+fn greedy_generation_from_a_model_folder_is_that_of_transformers() {
+    for name in ["gpt2-tiny", "llama-tiny"] {
+        let dir = fixture(name);
+        let reference =
+            tessera_nn::checkpoint::load(dir.join("reference.safetensors"), &Cpu::new()).unwrap();
+        let prompt_ids = reference.tensors["greedy_prompt"].to_vec::<i64>().unwrap();
+        let expected = reference.tensors["greedy_new_tokens"]
+            .to_vec::<i64>()
+            .unwrap();
+        // The prompt as text: the reference ids decoded (the tokenizer adds Llama's BOS back).
+        let tokenizer = Tokenizer::from_folder(&dir).unwrap();
+        let as_u32: Vec<u32> = prompt_ids.iter().map(|&t| t as u32).collect();
+        let prompt = tokenizer.decode(&as_u32, true).unwrap();
+        let out = generate(&[
+            "--model-dir",
+            dir.to_str().unwrap(),
+            "--prompt",
+            &prompt,
+            "--tokens",
+            "64",
+            "--temperature",
+            "0",
+            "--ignore-eos",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let s = summary(&out);
+        assert_eq!(
+            ids(&s["prompt_token_ids"]),
+            prompt_ids,
+            "{name}: the prompt re-encodes"
+        );
+        assert_eq!(ids(&s["token_ids"]), expected, "{name}");
+        let text = tokenizer.decode(
+            &expected.iter().map(|&t| t as u32).collect::<Vec<_>>(),
+            true,
+        );
+        assert_eq!(s["text"].as_str().unwrap(), text.unwrap(), "{name}");
+        assert_eq!(
+            s["model_type"],
+            if name == "gpt2-tiny" { "gpt2" } else { "llama" }
+        );
+    }
+}
+
+#[test]
+fn generation_stops_at_the_end_of_text_token() {
+    // Sampling at a high temperature from the random tiny model reaches `<|endoftext|>` (id
+    // 0) within a few hundred tokens for some seed; the run must end right there.
+    let dir = fixture("gpt2-tiny");
+    let mut stopped = 0;
+    for seed in 0..8 {
+        let out = generate(&[
+            "--model-dir",
+            dir.to_str().unwrap(),
+            "--prompt",
+            "A",
+            "--tokens",
+            "120",
+            "--temperature",
+            "3",
+            "--seed",
+            &seed.to_string(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let s = summary(&out);
+        let tokens = ids(&s["token_ids"]);
+        let eos_at = tokens.iter().position(|&t| t == 0);
+        if s["stopped_at_eos"].as_bool().unwrap() {
+            stopped += 1;
+            assert_eq!(eos_at, Some(tokens.len() - 1), "seed {seed}: {tokens:?}");
+        } else {
+            assert_eq!(eos_at, None, "seed {seed}: {tokens:?}");
+            assert_eq!(tokens.len(), 120);
+        }
+    }
+    assert!(stopped > 0, "no seed reached the end-of-text token");
+}
+
+#[test]
+fn a_folder_without_a_model_is_a_clean_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = generate(&["--model-dir", dir.path().to_str().unwrap(), "--tokens", "3"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("config.json"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
