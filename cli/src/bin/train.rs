@@ -7,6 +7,8 @@
 //! # data-parallel, 2 processes (build with --features mpi; see docs/DISTRIBUTED.md):
 //! mpirun -np 2 target/release/train --distributed --model mlp --epochs 5
 //! cargo run --release -p tessera-cli --bin train -- --model gpt
+//! # fine-tune a Hugging Face GPT-2 or Llama folder on a text file:
+//! cargo run --release -p tessera-cli --bin train -- --init-from path/to/gpt2 --data notes.txt
 //! ```
 
 use clap::{Parser, ValueEnum};
@@ -15,6 +17,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use tessera::registry::{self, BackendEntry, BackendJob, DeviceOptions};
 use tessera_cli::distributed::{CommChoice, Launch};
+use tessera_cli::finetune_job::{self, FinetuneConfig};
 use tessera_cli::gpt_job::{self, GptArgs, GptTrainConfig};
 use tessera_cli::mnist_job::{
     run_training_with, OptimizerKind, ScheduleKind, TrainConfig, TrainReport,
@@ -156,6 +159,12 @@ struct Args {
     /// optimizer state stay f32; f16 adds dynamic loss scaling).
     #[arg(long, default_value = "f32")]
     precision: Precision,
+    /// Fine-tune a Hugging Face GPT-2 or Llama folder (config.json, safetensors weights,
+    /// tokenizer.json) on --data instead of training a model from scratch; the GPT options set
+    /// the steps, context and schedule, and the result is saved in the same layout to --save
+    /// [default: checkpoints/finetuned; --lr default 1e-4]. One process only.
+    #[arg(long, conflicts_with_all = ["distributed", "resume", "checkpoint_every", "no_save"])]
+    init_from: Option<PathBuf>,
     #[command(flatten)]
     gpt: GptArgs,
 }
@@ -202,6 +211,9 @@ fn main() -> ExitCode {
     if needs_folder && args.save.is_none() && !matches!(args.model, ModelArg::Gpt) {
         eprintln!("error: --resume and --checkpoint-every need a run folder: --save DIR");
         return ExitCode::FAILURE;
+    }
+    if args.init_from.is_some() {
+        return finetune_main(&args);
     }
     let model = match args.model {
         ModelArg::Mlp => ModelKind::Mlp,
@@ -281,6 +293,56 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => failure(&launch, &e),
+    }
+}
+
+/// `train --init-from DIR`: the fine-tuning job on the chosen backend, then its JSON summary.
+fn finetune_main(args: &Args) -> ExitCode {
+    if args.shard != ShardLevel::Replicated || args.log_dir.is_some() {
+        eprintln!("error: --init-from runs in one process without --shard or --log-dir");
+        return ExitCode::FAILURE;
+    }
+    let config = FinetuneConfig {
+        init_from: args.init_from.clone().expect("checked by the caller"),
+        data: args
+            .data
+            .clone()
+            .unwrap_or_else(GptTrainConfig::default_data),
+        save: Some(
+            args.save
+                .clone()
+                .unwrap_or_else(|| finetune_job::DEFAULT_FINETUNE_DIR.into()),
+        ),
+        args: args.gpt.clone(),
+        batch_size: args.batch_size.unwrap_or(gpt_job::DEFAULT_BATCH),
+        lr: args.lr.unwrap_or(finetune_job::DEFAULT_FINETUNE_LR),
+        seed: args.seed,
+        precision: args.precision,
+    };
+    let backend_name = args.backend.name();
+    let result = (args.backend)
+        .open(&DeviceOptions::default(), FinetuneJob(&config))
+        .and_then(|trained| trained);
+    match result {
+        Ok(report) => {
+            println!("{}", report.summary(&config, backend_name));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// [`finetune_job::run_finetune`] on the device the registry opens.
+struct FinetuneJob<'a>(&'a FinetuneConfig);
+
+impl BackendJob for FinetuneJob<'_> {
+    type Output = Result<finetune_job::FinetuneReport>;
+
+    fn run<B: Backend>(self, dev: B) -> Self::Output {
+        finetune_job::run_finetune(self.0, &dev)
     }
 }
 

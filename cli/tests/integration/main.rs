@@ -4,9 +4,9 @@
 mod backend_arg;
 mod common;
 mod distributed_train;
-mod generate_pretrained;
 mod gpt_job;
 mod opencl_precision;
+mod pretrained_models;
 mod train_chaos;
 mod train_job;
 mod train_metrics;

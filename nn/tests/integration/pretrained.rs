@@ -402,3 +402,50 @@ fn broken_folders_are_typed_errors() {
     std::fs::write(&weights, &bytes[..bytes.len() / 2]).unwrap();
     assert!(matches!(load_err(dir.path()), Error::Format { .. }));
 }
+
+/// Whether `transformers` and `torch` import (they are not installed in CI: 4 GB).
+fn transformers_available() -> bool {
+    std::process::Command::new("python3")
+        .args(["-c", "import transformers, torch"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn saved_folders_load_in_transformers() {
+    if !transformers_available() {
+        eprintln!("skipped: python3 cannot import transformers and torch (pip install torch transformers)");
+        return;
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../xtask/peers/check_hf_load.py");
+    for name in MODELS {
+        let model = load(name);
+        // Move the weights off the fixture's so that a loader reading the wrong file fails.
+        for (_, p) in model.parameters() {
+            let bumped = p.value().add_scalar(0.01).unwrap();
+            p.set_value(bumped).unwrap();
+        }
+        let dir = tempfile::tempdir().unwrap();
+        model.save_pretrained(dir.path()).unwrap();
+        let ids = reference(name)["batch_input_ids"].clone();
+        let logits = model.forward(&ids).unwrap().value();
+        let tensors = [("input_ids", &ids), ("logits", &logits)];
+        checkpoint::save(
+            dir.path().join("tessera_logits.safetensors"),
+            tensors,
+            &Default::default(),
+        )
+        .unwrap();
+        let out = std::process::Command::new("python3")
+            .arg(&script)
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{name}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

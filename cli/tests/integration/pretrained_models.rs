@@ -1,6 +1,7 @@
-//! `generate --model-dir` on the Hugging Face fixtures (`fixtures/hf/`): greedy decoding gives
-//! the 64 tokens `transformers` generated, the summary carries the ids and text, generation
-//! stops at the end-of-text token, and a bad folder is a clean error.
+//! The Hugging Face fixtures (`fixtures/hf/`) through the binaries: `generate --model-dir`
+//! (greedy decoding gives the 64 tokens `transformers` generated, the summary carries the ids
+//! and text, generation stops at the end-of-text token, a bad folder is a clean error) and
+//! `train --init-from` (fine-tuning lowers the loss and saves a folder `generate` reads).
 
 use crate::common::summary;
 use std::path::{Path, PathBuf};
@@ -124,4 +125,77 @@ fn a_folder_without_a_model_is_a_clean_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("config.json"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn fine_tuning_a_model_folder_lowers_the_loss_and_saves_a_loadable_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    // A small corpus the tiny model can fit quickly: one repeated sentence.
+    let corpus = dir.path().join("corpus.txt");
+    std::fs::write(&corpus, "the cat sat on the mat. ".repeat(3000)).unwrap();
+    let out_dir = dir.path().join("tuned");
+    for name in ["gpt2-tiny", "llama-tiny"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_train"))
+            .args(["--init-from", fixture(name).to_str().unwrap()])
+            .args(["--data", corpus.to_str().unwrap()])
+            .args(["--save", out_dir.to_str().unwrap()])
+            .args([
+                "--steps",
+                "40",
+                "--eval-interval",
+                "20",
+                "--eval-iters",
+                "2",
+            ])
+            .args(["--batch-size", "8", "--block-size", "32", "--lr", "1e-2"])
+            .args(["--warmup-steps", "5"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let s = summary(&out);
+        let (before, after) = (
+            s["initial_val_loss"].as_f64().unwrap(),
+            s["final_val_loss"].as_f64().unwrap(),
+        );
+        assert!(after < before - 1.0, "{name}: val loss {before} -> {after}");
+        // The saved folder is a model `generate` loads, with the tokenizer copied.
+        assert!(out_dir.join("tokenizer.json").is_file());
+        let out = generate(&[
+            "--model-dir",
+            out_dir.to_str().unwrap(),
+            "--prompt",
+            "the cat",
+            "--tokens",
+            "8",
+            "--temperature",
+            "0",
+        ]);
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(summary(&out)["model_type"], s["model_type"]);
+    }
+}
+
+#[test]
+fn fine_tuning_refuses_what_it_does_not_do() {
+    let out = Command::new(env!("CARGO_BIN_EXE_train"))
+        .args(["--init-from", fixture("gpt2-tiny").to_str().unwrap()])
+        .args(["--block-size", "4096", "--steps", "1"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("block-size"), "{err}");
+    let out = Command::new(env!("CARGO_BIN_EXE_train"))
+        .args(["--init-from", "x", "--resume"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
 }
