@@ -51,6 +51,11 @@ impl<B: Backend> GptCache<B> {
         self.layers.iter_mut().for_each(KvCache::clear);
     }
 
+    /// Keeps the first `len` positions of every layer (see [`KvCache::truncate`]).
+    pub fn truncate(&mut self, len: usize) {
+        self.layers.iter_mut().for_each(|c| c.truncate(len));
+    }
+
     /// The per-block caches.
     pub fn layers(&self) -> &[KvCache<B>] {
         &self.layers

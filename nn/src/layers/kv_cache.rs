@@ -56,6 +56,13 @@ impl<B: Backend> KvCache<B> {
         self.len = 0;
     }
 
+    /// Keeps the first `len` positions and forgets the rest (no-op when `len` is not below
+    /// [`KvCache::len`]): rewinding to a shared prefix, e.g. to decode again after the same
+    /// prompt.
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
     /// Appends `keys`, `values: [batch, heads, n, head_dim]` and returns views of every filled
     /// position, `[batch, heads, len, head_dim]`. The views must be dropped before the next
     /// append (which writes in place and fails, changing nothing, while one is alive).

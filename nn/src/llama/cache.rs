@@ -53,6 +53,11 @@ impl<B: Backend> LlamaCache<B> {
         self.layers.iter_mut().for_each(KvCache::clear);
     }
 
+    /// Keeps the first `len` positions of every layer (see [`KvCache::truncate`]).
+    pub fn truncate(&mut self, len: usize) {
+        self.layers.iter_mut().for_each(|c| c.truncate(len));
+    }
+
     /// The per-layer caches.
     pub fn layers(&self) -> &[KvCache<B>] {
         &self.layers

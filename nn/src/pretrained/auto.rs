@@ -62,6 +62,14 @@ impl<B: Backend> PretrainedCache<B> {
             PretrainedCache::Llama(c) => c.clear(),
         }
     }
+
+    /// Keeps the first `len` positions (see [`crate::layers::KvCache::truncate`]).
+    pub fn truncate(&mut self, len: usize) {
+        match self {
+            PretrainedCache::Gpt2(c) => c.truncate(len),
+            PretrainedCache::Llama(c) => c.truncate(len),
+        }
+    }
 }
 
 impl<B: Backend> PretrainedModel<B> {

@@ -131,6 +131,11 @@ fn suite_caption(suite: &SuiteCommand) -> &'static str {
              torch.autocast on the CPU); gemm = C = A·B of n×n operands in that dtype, train = \
              one training step, *-memory = resident MiB of one product / step"
         }
+        SuiteCommand::Decode(_) => {
+            "decode: batch 1 from a Hugging Face folder; prefill = the prompt's forward pass, n = \
+             prompt tokens; decode = greedy KV-cached tokens after it, n = new tokens; \
+             decode-memory = resident MiB of one prefill + decode (the model loaded before)"
+        }
         SuiteCommand::Gpt(_) => {
             "gpt: train = one step (forward, loss, backward, clip, AdamW), n = tokens; \
              generate = greedy KV-cached decoding at batch 1, n = new tokens (ms/token = median / n)"

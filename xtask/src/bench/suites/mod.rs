@@ -11,6 +11,7 @@
 //! | `eval` | a test-set pass of `tessera_nn::training::evaluate` | eval |
 //! | `mem` | resident memory of a training step and of an epoch | train-step, train-epoch |
 //! | `gpt` | a GPT's training step and its KV-cached generation at batch 1 | train, generate |
+//! | `decode` | GPT-2 124M and a Llama shape at batch 1: prompt prefill, KV-cached decoding, memory | prefill, decode, decode-memory |
 //! | `precision` | bf16 (or f16) against f32: GEMMs and training steps, speed and peak memory | gemm, train, gemm-memory, train-memory |
 //!
 //! Adding a suite: a file here with its clap `Args` and a `measure` function generic over
@@ -20,6 +21,7 @@
 
 pub mod cnn;
 pub mod data_source;
+pub mod decode;
 pub mod eval;
 pub mod gemm;
 pub mod gpt;
@@ -61,6 +63,9 @@ pub enum SuiteCommand {
     Ddp(crate::bench::ddp::DdpArgs),
     /// A GPT: one training step (tokens/s) and KV-cached generation at batch 1 (ms/token).
     Gpt(gpt::GptArgs),
+    /// GPT-2 124M and a Llama shape at batch 1 from a Hugging Face folder: prompt prefill and
+    /// KV-cached decoding (tokens/s), and their resident memory.
+    Decode(decode::DecodeArgs),
     /// bf16 (or f16) against f32: GEMM and training-step speed and peak memory, beside
     /// PyTorch's CPU autocast.
     Precision(precision::PrecisionArgs),
@@ -79,6 +84,7 @@ impl SuiteCommand {
             SuiteCommand::Mem(_) => mem::NAME,
             SuiteCommand::Ddp(_) => crate::bench::ddp::NAME,
             SuiteCommand::Gpt(_) => gpt::NAME,
+            SuiteCommand::Decode(_) => decode::NAME,
             SuiteCommand::Precision(_) => precision::NAME,
         }
     }
@@ -101,6 +107,7 @@ impl SuiteCommand {
             "eval",
             "mem",
             "gpt",
+            "decode",
             "precision",
         ]
         .into_iter()
@@ -125,6 +132,7 @@ impl SuiteCommand {
             SuiteCommand::Mem(a) => args.extend(a.to_cli_args()),
             SuiteCommand::Ddp(a) => args.extend(a.to_cli_args()),
             SuiteCommand::Gpt(a) => args.extend(a.to_cli_args()),
+            SuiteCommand::Decode(a) => args.extend(a.to_cli_args()),
             SuiteCommand::Precision(a) => args.extend(a.to_cli_args()),
         }
         args
@@ -222,6 +230,7 @@ impl SuiteCommand {
                 Err("the ddp suite runs ranks under mpirun: `cargo xtask bench ddp`".into())
             }
             SuiteCommand::Gpt(args) => gpt::measure(dev, args, precision, protocol, emit),
+            SuiteCommand::Decode(args) => decode::measure(dev, args, precision, protocol, emit),
             SuiteCommand::Precision(args) => precision::measure(dev, args, protocol, emit),
         }
     }
