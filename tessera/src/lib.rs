@@ -65,6 +65,10 @@ pub use tessera_core::{Error, Result};
 
 pub mod registry;
 
+/// Subword tokenizers from Hugging Face `tokenizer.json` files (feature `tokenizer`).
+#[cfg(feature = "tokenizer")]
+pub use tessera_tokenizer as tokenizer;
+
 /// The backends enabled by this crate's features.
 pub mod backends {
     #[cfg(feature = "checked")]

@@ -144,6 +144,9 @@ pub fn run(args: &GpuCheckArgs) -> TaskResult<()> {
     if has_text {
         steps.extend(script::gpt_steps());
     }
+    if copy_hf_fixtures(&bundle.join("hf")) {
+        steps.extend(script::pretrained_steps(has_text));
+    }
     // Last: the lifecycle report, measured on the GPU machine itself.
     steps.extend(script::lifecycle_steps(has_data));
     let run_sh = bundle.join("run.sh");
@@ -236,6 +239,43 @@ fn copy_text(args: &GpuCheckArgs, file: &Path) -> bool {
                 "gpu-check: warning: no text for the GPT steps ({e}); the bundle skips them \
                  (apt-get install fortunes, or pass --text FILE_OR_FOLDER)"
             );
+            false
+        }
+    }
+}
+
+/// The Hugging Face fixture folders the pretrained steps use (without their reference
+/// outputs, which only the CPU tests read).
+const HF_FIXTURES: [&str; 3] = ["gpt2-tiny", "llama-tiny", "llama3-tiny"];
+
+/// Copies the Hugging Face fixtures into `dir`; false (after a warning) when they are missing.
+fn copy_hf_fixtures(dir: &Path) -> bool {
+    let source = crate::process::workspace_root().join("fixtures/hf");
+    let copy = || -> TaskResult<()> {
+        for name in HF_FIXTURES {
+            let (from, to) = (source.join(name), dir.join(name));
+            std::fs::create_dir_all(&to)
+                .map_err(|e| format!("cannot create {}: {e}", to.display()))?;
+            let entries = std::fs::read_dir(&from)
+                .map_err(|e| format!("cannot read {}: {e}", from.display()))?;
+            for entry in entries {
+                let path = entry.map_err(|e| e.to_string())?.path();
+                let file = path.file_name().unwrap_or_default();
+                if file == "reference.safetensors" || file == "finetune.json" {
+                    continue;
+                }
+                std::fs::copy(&path, to.join(file))
+                    .map_err(|e| format!("cannot copy {}: {e}", path.display()))?;
+            }
+            println!("==> gpu-check: hf/{name}");
+        }
+        Ok(())
+    };
+    match copy() {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!("gpu-check: warning: no Hugging Face fixtures ({e}); the bundle skips them");
+            let _ = std::fs::remove_dir_all(dir);
             false
         }
     }

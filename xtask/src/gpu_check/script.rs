@@ -49,7 +49,8 @@ pub fn steps(has_data: bool, train_samples: usize, test_samples: usize) -> Vec<S
     ];
     // Limits of the training runs: a few seconds of work on an H200 each, plus start-up
     // (context, kernels, cuBLAS); they were 60 s before the 16-bit and lifecycle steps, 40 s
-    // before the sharded GPT step.
+    // before the sharded GPT step. (The GPT's train and generate steps gave 5 s each to the
+    // pretrained-model step.)
     if has_data {
         steps.push(Step {
             name: "train-mlp",
@@ -166,7 +167,8 @@ pub fn lifecycle_steps(has_data: bool) -> Vec<Step> {
             name: "cuda-tf32",
             backend: "cuda",
             precision: "tf32",
-            limit_s: 25,
+            // 25 s until the pretrained-model step needed room in the budget.
+            limit_s: 20,
             suites: &ALL_F32[1..],
         },
         LifecycleRun {
@@ -256,7 +258,7 @@ pub fn gpt_steps() -> Vec<Step> {
     vec![
         Step {
             name: "train-gpt",
-            limit_s: 15,
+            limit_s: 10,
             command: "\"$here/bin/train\" --backend cuda --model gpt --data \"$here/text\" \
                       --steps 60 --eval-interval 30 --eval-iters 2 --sample-chars 100 \
                       --save \"$results/gpt-checkpoint\""
@@ -274,12 +276,51 @@ pub fn gpt_steps() -> Vec<Step> {
         },
         Step {
             name: "generate-gpt",
-            limit_s: 10,
+            limit_s: 5,
             command: "\"$here/bin/generate\" --backend cuda --checkpoint \
                       \"$results/gpt-checkpoint\" --tokens 200 --seed 1"
                 .into(),
         },
     ]
+}
+
+/// The pretrained-model step, run after the GPT's when the bundle has the Hugging Face
+/// fixtures (`hf/`, from `fixtures/hf`): greedy generation from a GPT-2 folder in f32 and from a
+/// Llama 3 folder (bf16 weights, rope scaling) computing in bf16 (each reports its first-token
+/// latency and tokens/s), then, with the text slice, a short fine-tuning of the Llama folder.
+/// One step (one limit) for the three commands: the bundle's budget has no room for three
+/// limits, and each of these runs for about a second on a GPU. The `decode` benchmark of the
+/// 124M shapes is not in the bundle (no room in the budget; `cargo xtask bench decode --backend
+/// cuda` runs it).
+pub fn pretrained_steps(has_text: bool) -> Vec<Step> {
+    let mut commands = vec![
+        "\"$here/bin/generate\" --backend cuda --model-dir \"$here/hf/gpt2-tiny\" --prompt \
+         \"The meaning of life is\" --tokens 64 --temperature 0 --ignore-eos"
+            .to_string(),
+        "\"$here/bin/generate\" --backend cuda --model-dir \"$here/hf/llama3-tiny\" --precision \
+         bf16 --prompt \"The meaning of life is\" --tokens 64 --temperature 0 --ignore-eos"
+            .to_string(),
+    ];
+    if has_text {
+        commands.push(
+            "\"$here/bin/train\" --backend cuda --init-from \"$here/hf/llama-tiny\" --data \
+             \"$here/text\" --steps 20 --eval-interval 10 --eval-iters 2 --batch-size 8 \
+             --block-size 32 --save \"$results/llama-finetuned\""
+                .to_string(),
+        );
+    }
+    vec![Step {
+        name: "pretrained-hf",
+        limit_s: 15,
+        // The bundle and results folders reach the inner shell as $1 and $2.
+        command: format!(
+            "bash -c '{}' pretrained-hf \"$here\" \"$results\"",
+            commands
+                .join(" && ")
+                .replace("$here", "$1")
+                .replace("$results", "$2")
+        ),
+    }]
 }
 
 /// The script's text.
@@ -363,8 +404,29 @@ mod tests {
     fn bundle(has_data: bool) -> Vec<Step> {
         let mut all = steps(has_data, 1, 1);
         all.extend(gpt_steps());
+        all.extend(pretrained_steps(true));
         all.extend(lifecycle_steps(has_data));
         all
+    }
+
+    #[test]
+    fn the_pretrained_step_generates_in_f32_and_bf16_and_fine_tunes() {
+        let step = &pretrained_steps(true)[0];
+        let c = &step.command;
+        assert!(
+            c.contains("hf/gpt2-tiny") && c.contains("hf/llama3-tiny"),
+            "{c}"
+        );
+        assert!(
+            c.contains("--precision bf16") && c.contains("--init-from"),
+            "{c}"
+        );
+        assert!(c.ends_with("pretrained-hf \"$here\" \"$results\""), "{c}");
+        assert!(
+            !c[..c.len() - 30].contains("$here"),
+            "the inner shell reads $1: {c}"
+        );
+        assert!(!pretrained_steps(false)[0].command.contains("--init-from"));
     }
 
     #[test]
