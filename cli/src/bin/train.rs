@@ -302,6 +302,10 @@ fn finetune_main(args: &Args) -> ExitCode {
         eprintln!("error: --init-from runs in one process without --shard or --log-dir");
         return ExitCode::FAILURE;
     }
+    if args.precision == Precision::F16 {
+        eprintln!("error: --init-from trains in f32 or bf16 (f16 would need loss scaling)");
+        return ExitCode::FAILURE;
+    }
     let config = FinetuneConfig {
         init_from: args.init_from.clone().expect("checked by the caller"),
         data: args

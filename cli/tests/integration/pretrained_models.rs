@@ -198,4 +198,12 @@ fn fine_tuning_refuses_what_it_does_not_do() {
         .output()
         .unwrap();
     assert!(!out.status.success());
+    let out = Command::new(env!("CARGO_BIN_EXE_train"))
+        .args(["--init-from", fixture("gpt2-tiny").to_str().unwrap()])
+        .args(["--precision", "f16", "--steps", "1"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("f16"), "{err}");
 }

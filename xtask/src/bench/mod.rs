@@ -245,9 +245,28 @@ fn run_suite(suite: &SuiteCommand, ctx: &RunContext) -> TaskResult<Vec<Record>> 
         results["speedups_over_f32"] = serde_json::to_value(precision_ratios::speedups(&rounds))?;
         results["memory_ratios"] = serde_json::to_value(precision_ratios::memory_ratios(&rounds))?;
     } else {
-        println!("{}\n", report::comparison_table(&records));
-        if !ratios.is_empty() {
-            println!("{}\n", pairs::ratio_table(&ratios, rounds.len()));
+        // Memory records (the decode suite's) are no throughput: they get the memory table.
+        let timed: Vec<Record> = records
+            .iter()
+            .filter(|r| r.memory.is_none())
+            .cloned()
+            .collect();
+        let memory_cases: Vec<String> = records
+            .iter()
+            .filter(|r| r.memory.is_some())
+            .map(Record::case_label)
+            .collect();
+        let timed_ratios: Vec<pairs::PairRatio> = ratios
+            .iter()
+            .filter(|r| !memory_cases.iter().any(|c| r.case.starts_with(c.as_str())))
+            .cloned()
+            .collect();
+        println!("{}\n", report::comparison_table(&timed));
+        if !timed_ratios.is_empty() {
+            println!("{}\n", pairs::ratio_table(&timed_ratios, rounds.len()));
+        }
+        if !memory_cases.is_empty() {
+            println!("{}\n", report::memory_table(&records));
         }
     }
     results["conditions"] = serde_json::json!({

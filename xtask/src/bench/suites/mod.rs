@@ -293,6 +293,7 @@ mod tests {
                 "eval",
                 "mem",
                 "gpt",
+                "decode",
                 "precision"
             ]
         );
