@@ -2,19 +2,25 @@
 
 use tessera_core::{Backend, DType, Error, Result, Tensor};
 
-/// Preallocated `[batch, heads, capacity, head_dim]` keys and values of one attention layer and
-/// how many positions are filled. New positions are written in place
+/// `[batch, heads, allocated, head_dim]` keys and values of one attention layer and how many
+/// positions are filled. New positions are written in place
 /// ([`Tensor::narrow_assign_in_place`]), and attention reads the filled part as a view, so a
-/// decoding step costs O(length) rather than a copy of the cache.
+/// decoding step costs O(length) rather than a copy of the cache. The buffers start at
+/// [`KvCache::INITIAL_POSITIONS`] (or the capacity, if smaller) and double when full, up to the
+/// capacity: a model that knows 128k positions does not reserve them all for a short prompt.
 #[derive(Debug)]
 pub struct KvCache<B: Backend> {
     keys: Tensor<B>,
     values: Tensor<B>,
     len: usize,
+    capacity: usize,
 }
 
 impl<B: Backend> KvCache<B> {
-    /// An empty cache for `capacity` positions.
+    /// Positions allocated at first (fewer when the capacity is smaller).
+    pub const INITIAL_POSITIONS: usize = 256;
+
+    /// An empty cache for up to `capacity` positions.
     pub fn new(
         batch: usize,
         heads: usize,
@@ -23,11 +29,12 @@ impl<B: Backend> KvCache<B> {
         dtype: DType,
         backend: &B,
     ) -> Result<Self> {
-        let dims = [batch, heads, capacity, head_dim];
+        let dims = [batch, heads, capacity.min(Self::INITIAL_POSITIONS), head_dim];
         Ok(KvCache {
             keys: Tensor::zeros(dims, dtype, backend)?,
             values: Tensor::zeros(dims, dtype, backend)?,
             len: 0,
+            capacity,
         })
     }
 
@@ -48,7 +55,29 @@ impl<B: Backend> KvCache<B> {
 
     /// Positions the cache can hold.
     pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Positions the buffers hold now (at most the capacity).
+    pub fn allocated(&self) -> usize {
         self.keys.dims()[2]
+    }
+
+    /// Reallocates both buffers for at least `needed` positions (doubling, up to the
+    /// capacity), keeping the filled ones.
+    fn grow(&mut self, needed: usize) -> Result<()> {
+        let positions = needed.max(2 * self.allocated()).min(self.capacity);
+        let mut dims = self.keys.dims().to_vec();
+        dims[2] = positions;
+        let (dtype, backend) = (self.keys.dtype(), self.keys.backend().clone());
+        let mut keys = Tensor::zeros(dims.clone(), dtype, &backend)?;
+        let mut values = Tensor::zeros(dims, dtype, &backend)?;
+        if self.len > 0 {
+            keys.narrow_assign_in_place(2, 0, &self.keys.narrow(2, 0, self.len)?)?;
+            values.narrow_assign_in_place(2, 0, &self.values.narrow(2, 0, self.len)?)?;
+        }
+        (self.keys, self.values) = (keys, values);
+        Ok(())
     }
 
     /// Forgets every position (the memory is kept).
@@ -82,6 +111,9 @@ impl<B: Backend> KvCache<B> {
                 ),
             });
         }
+        if self.len + n > self.allocated() {
+            self.grow(self.len + n)?;
+        }
         self.keys.narrow_assign_in_place(2, self.len, keys)?;
         self.values.narrow_assign_in_place(2, self.len, values)?;
         self.len += n;
@@ -89,5 +121,41 @@ impl<B: Backend> KvCache<B> {
             self.keys.narrow(2, 0, self.len)?,
             self.values.narrow(2, 0, self.len)?,
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_cpu::Cpu;
+
+    #[test]
+    fn the_buffers_grow_to_the_capacity_keeping_what_was_cached() {
+        let dev = Cpu::new();
+        let mut cache = KvCache::new(1, 2, 700, 3, DType::F32, &dev).unwrap();
+        assert_eq!((cache.allocated(), cache.capacity()), (256, 700));
+        let mut expected = Vec::new();
+        for chunk in [100, 200, 1, 299, 100] {
+            let start = cache.len();
+            // Position p of head h holds p + 1000 h in every element.
+            let data: Vec<f32> = (0..2)
+                .flat_map(|h| {
+                    (start..start + chunk).flat_map(move |p| [(p + 1000 * h) as f32; 3])
+                })
+                .collect();
+            let t = Tensor::from_vec(data, [1, 2, chunk, 3], &dev).unwrap();
+            let (k, v) = cache.append(&t, &t).unwrap();
+            assert_eq!(k.dims(), [1, 2, start + chunk, 3]);
+            expected = (0..2)
+                .flat_map(|h| (0..start + chunk).flat_map(move |p| [(p + 1000 * h) as f64; 3]))
+                .collect();
+            assert_eq!(k.to_vec_f64().unwrap(), expected);
+            assert_eq!(v.to_vec_f64().unwrap(), expected);
+        }
+        assert_eq!((cache.len(), cache.allocated()), (700, 700));
+        let one = Tensor::zeros([1, 2, 1, 3], DType::F32, &dev).unwrap();
+        assert!(cache.append(&one, &one).is_err(), "past the capacity");
+        assert_eq!(cache.len(), 700);
+        assert!(!expected.is_empty());
     }
 }
