@@ -5,8 +5,9 @@ use tessera_core::Result;
 
 /// Decodes a growing sequence of ids into text pieces as they arrive. A byte-level token can
 /// end in the middle of a UTF-8 character, so a piece is only released once the text decoded
-/// so far ends in a whole character; the pieces concatenated equal
-/// [`Tokenizer::decode`] of all the ids.
+/// so far ends in a whole character; the pieces concatenated, followed by
+/// [`TextStream::finish`], equal [`Tokenizer::decode`] of all the ids (a text that really ends in
+/// U+FFFD, or ids that stop inside a character, are held back until `finish`).
 #[derive(Debug)]
 pub struct TextStream<'a> {
     tokenizer: &'a Tokenizer,
@@ -42,6 +43,15 @@ impl<'a> TextStream<'a> {
             }
             _ => Ok(None),
         }
+    }
+
+    /// The text held back so far (an ending that looked like an incomplete character), once
+    /// no id will follow.
+    pub fn finish(&mut self) -> Result<String> {
+        let text = self.tokenizer.decode(&self.ids, self.skip_special_tokens)?;
+        let rest = text.get(self.released..).unwrap_or_default().to_string();
+        self.released = text.len();
+        Ok(rest)
     }
 
     /// Every id pushed so far.

@@ -204,7 +204,7 @@ fn run_model_dir<B: Backend>(args: &Args, dir: &PathBuf, backend: &B) -> Result<
     if let Some(e) = stream_error {
         return Err(e);
     }
-    let _ = writeln!(out);
+    let _ = writeln!(out, "{}", stream.finish()?);
     let ids: Vec<u32> = report.tokens.iter().map(|&t| t as u32).collect();
     let text = tokenizer.decode(&ids, true)?;
     let source = serde_json::json!({

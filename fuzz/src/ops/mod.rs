@@ -30,11 +30,14 @@ pub mod differential;
 pub mod files;
 pub mod indexing;
 pub mod layers;
+pub mod llama_ops;
 pub mod math;
 pub mod nn_ops;
 pub mod optim;
+pub mod pretrained_files;
 pub mod run_files;
 pub mod tensors;
+pub mod tokenizer_ops;
 pub mod transformer;
 pub mod views;
 
@@ -206,6 +209,9 @@ pub fn table<B: FuzzBackend>() -> Vec<Op<B>> {
     t.extend(consistent::ops());
     t.extend(differential::ops());
     t.extend(transformer::ops());
+    t.extend(pretrained_files::ops());
+    t.extend(tokenizer_ops::ops());
+    t.extend(llama_ops::ops());
     t
 }
 

@@ -67,7 +67,8 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    /// The index of the next token given the logits of the last position.
+    /// The index of the next token given the logits of the last position (which must not be
+    /// empty: an empty slice gives 0).
     pub fn sample(&mut self, logits: &[f64]) -> usize {
         let argmax = || {
             logits

@@ -29,7 +29,12 @@ impl<B: Backend> KvCache<B> {
         dtype: DType,
         backend: &B,
     ) -> Result<Self> {
-        let dims = [batch, heads, capacity.min(Self::INITIAL_POSITIONS), head_dim];
+        let dims = [
+            batch,
+            heads,
+            capacity.min(Self::INITIAL_POSITIONS),
+            head_dim,
+        ];
         Ok(KvCache {
             keys: Tensor::zeros(dims, dtype, backend)?,
             values: Tensor::zeros(dims, dtype, backend)?,
@@ -139,9 +144,7 @@ mod tests {
             let start = cache.len();
             // Position p of head h holds p + 1000 h in every element.
             let data: Vec<f32> = (0..2)
-                .flat_map(|h| {
-                    (start..start + chunk).flat_map(move |p| [(p + 1000 * h) as f32; 3])
-                })
+                .flat_map(|h| (start..start + chunk).flat_map(move |p| [(p + 1000 * h) as f32; 3]))
                 .collect();
             let t = Tensor::from_vec(data, [1, 2, chunk, 3], &dev).unwrap();
             let (k, v) = cache.append(&t, &t).unwrap();

@@ -29,8 +29,10 @@ pub enum RopeScaling {
 /// `x · cos + rotate_half(x) · sin`, the "halves" layout of `transformers`' Llama (the first
 /// and second halves of a head form the pairs, not adjacent elements).
 ///
-/// The tables live on the host and the rows a call needs are uploaded in the input's dtype, so
-/// one value serves every backend (it is cloned when a model moves).
+/// Only the `head_dim / 2` frequencies are kept (on the host); the cosines and sines of the
+/// positions a call needs are computed then and uploaded in the input's dtype, so one value
+/// serves every backend (it is cloned when a model moves) and a model that knows millions of
+/// positions holds no table for them.
 ///
 /// ```
 /// # fn main() -> tessera_core::Result<()> {
@@ -43,9 +45,8 @@ pub enum RopeScaling {
 pub struct RotaryEmbedding {
     head_dim: usize,
     max_positions: usize,
-    /// `[max_positions, head_dim]` row-major.
-    cos: Vec<f32>,
-    sin: Vec<f32>,
+    /// The inverse frequency of each pair.
+    inv_freq: Vec<f32>,
 }
 
 fn invalid(msg: String) -> Error {
@@ -114,28 +115,26 @@ impl RotaryEmbedding {
         if !(theta.is_finite() && theta > 1.0) {
             return Err(invalid(format!("theta must be above 1, got {theta}")));
         }
-        let numel = max_positions
-            .checked_mul(head_dim)
-            .ok_or_else(|| invalid(format!("{max_positions} positions of {head_dim}")))?;
-        let inv = inverse_frequencies(head_dim, theta, scaling)?;
-        let (mut cos, mut sin) = (Vec::with_capacity(numel), Vec::with_capacity(numel));
-        for p in 0..max_positions {
-            // The angle is the f32 product, as `transformers` computes it.
-            let angles: Vec<f32> = inv.iter().map(|&f| p as f32 * f).collect();
-            for _half in 0..2 {
-                cos.extend(angles.iter().map(|&a| (a as f64).cos() as f32));
-                sin.extend(angles.iter().map(|&a| (a as f64).sin() as f32));
-            }
+        if max_positions.checked_mul(head_dim).is_none() {
+            return Err(Error::SizeOverflow {
+                op: "RotaryEmbedding",
+                msg: format!("{max_positions} positions of {head_dim}"),
+            });
+        }
+        let inv_freq = inverse_frequencies(head_dim, theta, scaling)?;
+        if let Some(bad) = inv_freq.iter().find(|f| !(f.is_finite() && **f > 0.0)) {
+            return Err(invalid(format!(
+                "the rotary frequencies of {scaling:?} are not finite and positive ({bad})"
+            )));
         }
         Ok(RotaryEmbedding {
             head_dim,
             max_positions,
-            cos,
-            sin,
+            inv_freq,
         })
     }
 
-    /// The head width the tables are for.
+    /// The head width.
     pub fn head_dim(&self) -> usize {
         self.head_dim
     }
@@ -145,21 +144,41 @@ impl RotaryEmbedding {
         self.max_positions
     }
 
-    /// Rows `start..start + len` of a table as a `[len, head_dim]` tensor of `dtype`.
-    fn rows<B: Backend>(
+    /// The cosines and sines `[len, head_dim]` of positions `start..start + len`, in `dtype`
+    /// (each angle the f32 product position · frequency, as `transformers` computes it).
+    fn tables<B: Backend>(
         &self,
-        table: &[f32],
         start: usize,
         len: usize,
         dtype: DType,
         backend: &B,
-    ) -> Result<Tensor<B>> {
-        let rows = table[start * self.head_dim..(start + len) * self.head_dim].to_vec();
-        let t = Tensor::from_vec(rows, [len, self.head_dim], backend)?;
+    ) -> Result<(Tensor<B>, Tensor<B>)> {
+        let numel = len * self.head_dim;
+        let (mut cos, mut sin) = (Vec::new(), Vec::new());
+        for v in [&mut cos, &mut sin] {
+            v.try_reserve_exact(numel).map_err(|_| Error::OutOfMemory {
+                device: "host".into(),
+                requested_bytes: numel.saturating_mul(4),
+            })?;
+        }
+        for p in start..start + len {
+            for _half in 0..2 {
+                for &f in &self.inv_freq {
+                    let angle = (p as f32 * f) as f64;
+                    cos.push(angle.cos() as f32);
+                    sin.push(angle.sin() as f32);
+                }
+            }
+        }
+        let dims = [len, self.head_dim];
+        let (cos, sin) = (
+            Tensor::from_vec(cos, dims, backend)?,
+            Tensor::from_vec(sin, dims, backend)?,
+        );
         if dtype == DType::F32 {
-            Ok(t)
+            Ok((cos, sin))
         } else {
-            t.to_dtype(dtype)
+            Ok((cos.to_dtype(dtype)?, sin.to_dtype(dtype)?))
         }
     }
 
@@ -173,16 +192,17 @@ impl RotaryEmbedding {
             )));
         }
         let len = x.dims()[2];
-        if start + len > self.max_positions {
+        if start
+            .checked_add(len)
+            .is_none_or(|end| end > self.max_positions)
+        {
             return Err(invalid(format!(
-                "positions up to {} exceed the {} the tables cover",
-                start + len,
+                "positions {start}..{start}+{len} exceed the {} the model knows",
                 self.max_positions
             )));
         }
         let backend = x.value().backend().clone();
-        let cos = self.rows(&self.cos, start, len, x.dtype(), &backend)?;
-        let sin = self.rows(&self.sin, start, len, x.dtype(), &backend)?;
+        let (cos, sin) = self.tables(start, len, x.dtype(), &backend)?;
         let half = d / 2;
         let rotated = Var::cat(
             &[&x.narrow(3, half, half)?.neg()?, &x.narrow(3, 0, half)?],

@@ -18,18 +18,25 @@ impl<B: Backend> LlamaCache<B> {
     pub fn new(config: &LlamaConfig, batch: usize, backend: &B) -> Result<Self> {
         config.validate()?;
         let dtype = config.precision.compute_dtype().unwrap_or(config.dtype);
-        let layers = (0..config.num_hidden_layers)
-            .map(|_| {
-                KvCache::new(
-                    batch,
-                    config.num_key_value_heads,
-                    config.max_position_embeddings,
-                    config.head_dim(),
-                    dtype,
-                    backend,
-                )
-            })
-            .collect::<Result<_>>()?;
+        let mut layers = Vec::new();
+        layers
+            .try_reserve_exact(config.num_hidden_layers)
+            .map_err(|_| tessera_core::Error::OutOfMemory {
+                device: "host".into(),
+                requested_bytes: config
+                    .num_hidden_layers
+                    .saturating_mul(std::mem::size_of::<KvCache<B>>()),
+            })?;
+        for _ in 0..config.num_hidden_layers {
+            layers.push(KvCache::new(
+                batch,
+                config.num_key_value_heads,
+                config.max_position_embeddings,
+                config.head_dim(),
+                dtype,
+                backend,
+            )?);
+        }
         Ok(LlamaCache { layers })
     }
 

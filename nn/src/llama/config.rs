@@ -123,19 +123,45 @@ impl LlamaConfig {
                 self.dtype
             )));
         }
-        let too_big = self
-            .vocab_size
-            .checked_mul(self.hidden_size)
-            .and_then(|v| v.checked_mul(self.num_hidden_layers.max(2)))
-            .and_then(|v| self.max_position_embeddings.checked_mul(d).map(|_| v))
-            .is_none();
-        if too_big {
+        if self.checked_num_parameters().is_none() {
             return Err(Error::SizeOverflow {
                 op: "LlamaConfig",
-                msg: format!("the sizes of {self:?} overflow"),
+                msg: format!("the parameter count of {self:?} overflows"),
             });
         }
         Ok(())
+    }
+
+    /// Trainable scalars (a tied head counted once); `None` when the count overflows.
+    pub fn checked_num_parameters(&self) -> Option<usize> {
+        let (e, d) = (self.hidden_size, self.head_dim());
+        let q = self.num_attention_heads.checked_mul(d)?;
+        let kv = self.num_key_value_heads.checked_mul(d)?;
+        let bias = |n: usize| if self.attention_bias { n } else { 0 };
+        let mlp_bias = |n: usize| if self.mlp_bias { n } else { 0 };
+        let attention = [
+            e.checked_mul(q)?.checked_add(bias(q))?,
+            e.checked_mul(kv)?
+                .checked_mul(2)?
+                .checked_add(bias(2 * kv))?,
+            q.checked_mul(e)?.checked_add(bias(e))?,
+        ];
+        let i = self.intermediate_size;
+        let mlp = e
+            .checked_mul(i)?
+            .checked_mul(3)?
+            .checked_add(mlp_bias(2 * i + e))?;
+        let layer = attention
+            .into_iter()
+            .chain([mlp, 2 * e])
+            .try_fold(0usize, |a, x| a.checked_add(x))?;
+        let embed = self.vocab_size.checked_mul(e)?;
+        let head = if self.tie_word_embeddings { 0 } else { embed };
+        self.num_hidden_layers
+            .checked_mul(layer)?
+            .checked_add(embed)?
+            .checked_add(head)?
+            .checked_add(e)
     }
 
     /// A model initialised like `transformers` does (`N(0, 0.02²)` weights, unit norms), drawn

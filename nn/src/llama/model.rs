@@ -120,7 +120,15 @@ impl<B: Backend> Llama<B> {
             generator,
             backend,
         )?)?;
-        let mut layers = Vec::with_capacity(config.num_hidden_layers);
+        let mut layers = Vec::new();
+        layers
+            .try_reserve_exact(config.num_hidden_layers)
+            .map_err(|_| Error::OutOfMemory {
+                device: "host".into(),
+                requested_bytes: config
+                    .num_hidden_layers
+                    .saturating_mul(std::mem::size_of::<LlamaDecoderLayer<B>>()),
+            })?;
         for _ in 0..config.num_hidden_layers {
             let ab = config.attention_bias;
             let self_attn = LlamaAttention::new(

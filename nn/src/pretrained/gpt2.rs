@@ -31,10 +31,9 @@ fn is_known_buffer(name: &str) -> bool {
 pub fn config_from_hf(reader: &ConfigReader<'_>, options: &PretrainedOptions) -> Result<GptConfig> {
     let n_embd = reader.size("n_embd")?;
     if let Some(inner) = reader.optional_size("n_inner")? {
-        if inner != 4 * n_embd {
+        if n_embd.checked_mul(4) != Some(inner) {
             return Err(reader.error(format!(
-                "`n_inner` = {inner} is not supported (only 4 * n_embd = {})",
-                4 * n_embd
+                "`n_inner` = {inner} is not supported (only 4 * n_embd, n_embd = {n_embd})"
             )));
         }
     }

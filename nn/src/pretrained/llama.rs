@@ -107,7 +107,11 @@ pub fn config_from_hf(
     .rope_scaling(scaling)
     .rms_norm_eps(reader.number_or("rms_norm_eps", 1e-6)?)
     .tie_word_embeddings(reader.bool_or("tie_word_embeddings", false)?)
-    .head_dim_override(head_dim.filter(|&d| heads == 0 || d != hidden / heads))
+    // A head width the heads imply is no override; any other (or one where the heads do not
+    // divide the width) is kept.
+    .head_dim_override(
+        head_dim.filter(|&d| heads == 0 || hidden % heads != 0 || d != hidden / heads),
+    )
     .attention_bias(reader.bool_or("attention_bias", false)?)
     .mlp_bias(reader.bool_or("mlp_bias", false)?)
     .dtype(options.dtype)
