@@ -17,12 +17,14 @@
 
 #![forbid(unsafe_code)]
 
+mod guard;
 mod special_tokens;
 mod stream;
 
 pub use special_tokens::SpecialTokens;
 pub use stream::TextStream;
 
+use guard::guarded;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tessera_core::{Error, Result};
@@ -60,11 +62,26 @@ impl Tokenizer {
     /// Loads a `tokenizer.json` file. A missing file is [`Error::Io`], one that is not a
     /// tokenizer [`Error::Format`]; no special tokens are known (see
     /// [`Tokenizer::from_folder`]).
+    ///
+    /// Some damaged files make the `tokenizers` library panic, while reading them or on the
+    /// first encode (a post-processor naming a special token it does not define): those
+    /// panics are caught and the file is refused with [`Error::Format`].
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
         let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-        let inner = tokenizers::Tokenizer::from_bytes(&bytes)
+        let inner = guarded(|| tokenizers::Tokenizer::from_bytes(&bytes))
+            .map_err(|panic| Error::format(path, format!("the tokenizers library {panic}")))?
             .map_err(|e| Error::format(path, format!("not a tokenizer.json: {e}")))?;
+        // Encoding once with and without the post-processor finds the files that load but
+        // panic on every use.
+        for add_special_tokens in [false, true] {
+            let _probe = guarded(|| inner.encode("a b", add_special_tokens)).map_err(|panic| {
+                Error::format(
+                    path,
+                    format!("the tokenizers library {panic} encoding text"),
+                )
+            })?;
+        }
         Ok(Tokenizer {
             inner,
             special: SpecialTokens::default(),
@@ -104,9 +121,8 @@ impl Tokenizer {
     /// The ids of `text`; with `add_special_tokens`, the tokenizer's post-processor adds what
     /// the model expects (e.g. Llama's beginning-of-text token).
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
-        let encoding = self
-            .inner
-            .encode(text, add_special_tokens)
+        let encoding = guarded(|| self.inner.encode(text, add_special_tokens))
+            .map_err(|panic| self.panicked(panic, "encoding text"))?
             .map_err(|e| wrapped(&self.path, "encoding text", e))?;
         Ok(encoding.get_ids().to_vec())
     }
@@ -115,9 +131,14 @@ impl Tokenizer {
     /// outside the vocabulary is [`Error::InvalidArgument`].
     pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String> {
         self.check_ids(ids)?;
-        self.inner
-            .decode(ids, skip_special_tokens)
+        guarded(|| self.inner.decode(ids, skip_special_tokens))
+            .map_err(|panic| self.panicked(panic, "decoding ids"))?
             .map_err(|e| wrapped(&self.path, "decoding ids", e))
+    }
+
+    /// A panic caught inside the `tokenizers` library while doing `what`.
+    fn panicked(&self, panic: guard::Panicked, what: &str) -> Error {
+        Error::format(&self.path, format!("the tokenizers library {panic} {what}"))
     }
 
     /// A stream that decodes ids one at a time (see [`TextStream`]).

@@ -27,10 +27,17 @@ impl<'a> TextStream<'a> {
         }
     }
 
-    /// Adds `id` and returns the text it completes, if any.
+    /// Adds `id` and returns the text it completes, if any. An id the tokenizer refuses (one
+    /// outside the vocabulary) is an error and is not added: the stream goes on without it.
     pub fn push(&mut self, id: u32) -> Result<Option<String>> {
         self.ids.push(id);
-        let text = self.tokenizer.decode(&self.ids, self.skip_special_tokens)?;
+        let text = match self.tokenizer.decode(&self.ids, self.skip_special_tokens) {
+            Ok(text) => text,
+            Err(e) => {
+                self.ids.pop();
+                return Err(e);
+            }
+        };
         // An incomplete character decodes to U+FFFD at the end; wait for the next id.
         if text.ends_with('\u{FFFD}') || text.len() < self.released {
             return Ok(None);

@@ -9,7 +9,7 @@
 
 use super::kinds::*;
 use super::layers::layer;
-use super::pretrained_files::{allocation_work, llama_allocations, llama_known_finding};
+use super::pretrained_files::llama_allocations;
 use super::{alloc_work, op, FuzzBackend, Op};
 use crate::machine::{Ctx, Outcome, Skip};
 use crate::rng::Rng;
@@ -38,9 +38,17 @@ fn scaling_ok(s: &RopeScaling) -> bool {
     }
 }
 
-/// Whether the rotary frequencies of a valid `(head_dim, theta, scaling)` overflow f32 (the
-/// computation of `RotaryEmbedding::new`, repeated): then its tables hold NaN.
-fn rope_frequencies_overflow(head_dim: usize, theta: f64, scaling: &RopeScaling) -> bool {
+/// The rotary frequencies `RotaryEmbedding::new` computes (repeated here, in the same f32 and
+/// f64 steps), or `None` for an invalid scaling. `new` refuses frequencies that are not finite
+/// and positive (a tiny Llama 3 `factor` overflows f32; a huge `theta` underflows to 0).
+fn rope_frequencies(head_dim: usize, theta: f64, scaling: &RopeScaling) -> Option<Vec<f32>> {
+    if !scaling_ok(scaling) {
+        return None;
+    }
+    let plain = (0..head_dim / 2).map(|i| {
+        let exponent = (2 * i) as f32 / head_dim as f32;
+        1.0f32 / (theta as f32).powf(exponent)
+    });
     let RopeScaling::Llama3 {
         factor,
         low_freq_factor,
@@ -48,52 +56,34 @@ fn rope_frequencies_overflow(head_dim: usize, theta: f64, scaling: &RopeScaling)
         original_max_position_embeddings,
     } = *scaling
     else {
-        return false;
+        return Some(plain.collect());
     };
     let old = original_max_position_embeddings as f64;
     let (low_wavelen, high_wavelen) = (old / low_freq_factor, old / high_freq_factor);
-    (0..head_dim / 2).any(|i| {
-        let exponent = (2 * i) as f32 / head_dim as f32;
-        let f = (1.0f32 / (theta as f32).powf(exponent)) as f64;
-        let wavelen = 2.0 * std::f64::consts::PI / f;
-        let scaled = if wavelen > low_wavelen {
-            f / factor
-        } else if wavelen < high_wavelen {
-            f
-        } else {
-            let smooth = (old / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
-            (1.0 - smooth) * f / factor + smooth * f
-        };
-        !(scaled as f32).is_finite()
-    })
+    Some(
+        plain
+            .map(|f| {
+                let f = f as f64;
+                let wavelen = 2.0 * std::f64::consts::PI / f;
+                let scaled = if wavelen > low_wavelen {
+                    f / factor
+                } else if wavelen < high_wavelen {
+                    f
+                } else {
+                    let smooth =
+                        (old / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+                    (1.0 - smooth) * f / factor + smooth * f
+                };
+                scaled as f32
+            })
+            .collect(),
+    )
 }
 
-/// The rotary tables a valid configuration would build eagerly, or a known-finding skip.
-fn rope_known_finding(
-    head_dim: usize,
-    max_positions: usize,
-    theta: f64,
-    scaling: &RopeScaling,
-) -> Result<(), Skip> {
-    // known finding: `RotaryEmbedding::new` allocates its cos/sin tables with an infallible
-    // `Vec::with_capacity(max_positions * head_dim)`: RotaryEmbedding::new(2, 1 << 40, 1e4,
-    // RopeScaling::None) aborts ("memory allocation of 8796093022208 bytes failed") instead of
-    // returning OutOfMemory (nn/src/layers/rotary.rs).
-    if max_positions.saturating_mul(head_dim) > 1 << 22 {
-        return Err(Skip("known finding: eager, infallible rotary tables"));
-    }
-    // known finding: a Llama 3 scaling with a tiny positive `factor` passes the checks but its
-    // frequencies overflow f32 and the tables hold NaN (0 · inf at position 0):
-    // RotaryEmbedding::new(8, 4, 500000.0, Llama3 { factor: 1e-300, low_freq_factor: 1.0,
-    // high_freq_factor: 4.0, original_max_position_embeddings: 256 }) rotates a vector of ones
-    // into NaN (nn/src/layers/rotary.rs `inverse_frequencies`). The same config.json loads
-    // with from_pretrained.
-    if head_dim % 2 == 0 && rope_frequencies_overflow(head_dim, theta, scaling) {
-        return Err(Skip(
-            "known finding: a tiny llama3 factor gives NaN rotary tables",
-        ));
-    }
-    Ok(())
+/// Whether `RotaryEmbedding::new(head_dim, _, theta, scaling)` must accept the frequencies.
+fn rope_frequencies_ok(head_dim: usize, theta: f64, scaling: &RopeScaling) -> bool {
+    rope_frequencies(head_dim, theta, scaling)
+        .is_some_and(|f| f.iter().all(|f| f.is_finite() && *f > 0.0))
 }
 
 /// Random normal values, some rows zero, as an f32 or f64 tensor.
@@ -359,26 +349,23 @@ fn llama_config<B: FuzzBackend>(c: &Ctx<'_, B>) -> (LlamaConfig, Option<bool>) {
         && config.rope_theta.is_finite()
         && config.rope_theta > 1.0
         && config.dtype.is_float()
-        && scaling_ok(&config.rope_scaling);
+        && rope_frequencies_ok(d, config.rope_theta, &config.rope_scaling);
     (config, Some(valid))
 }
 
 /// The work of a Llama step: its parameters (up to the first allocation that must fail), its
-/// rotary tables and caches, and the forward passes.
+/// caches, and the forward passes.
 fn llama_work<B: FuzzBackend>(c: &Ctx<'_, B>) -> Result<usize, Skip> {
     let (config, _) = llama_config(c);
     if config.validate().is_err() {
         return Ok(1);
     }
-    if let Some(why) = llama_known_finding(&config) {
-        return Err(Skip(why));
-    }
     let d = config.head_dim();
-    let max = config.max_position_embeddings;
-    rope_known_finding(d, max, config.rope_theta, &config.rope_scaling)?;
-    let sizes = llama_allocations(&config);
-    let params = allocation_work(&sizes);
-    if sizes.iter().any(|&n| alloc_work(n) == 0 && n > 0) {
+    // The caches grow on demand from 256 positions; the rotary angles are computed per call.
+    let max = config.max_position_embeddings.min(256);
+    let allocations = llama_allocations(&config);
+    let params = allocations.work();
+    if allocations.fails() {
         // An allocation fails: nothing runs after it.
         return Ok(params);
     }
@@ -387,10 +374,7 @@ fn llama_work<B: FuzzBackend>(c: &Ctx<'_, B>) -> Result<usize, Skip> {
         .saturating_mul(config.num_key_value_heads)
         .saturating_mul(config.num_hidden_layers)
         .saturating_mul(4);
-    Ok(params
-        .saturating_mul(12)
-        .saturating_add(alloc_work(cache))
-        .saturating_add(max.saturating_mul(d).saturating_mul(2)))
+    Ok(params.saturating_mul(12).saturating_add(alloc_work(cache)))
 }
 
 /// `LlamaConfig::init`, forward, loss, and the cached forward in two pieces, then past the
@@ -564,11 +548,8 @@ fn rotary<B: FuzzBackend>(c: &Ctx<'_, B>) -> Result<Outcome<B>, Skip> {
         && d % 2 == 0
         && theta.is_finite()
         && theta > 1.0
-        && scaling_ok(&scaling)
-        && max.checked_mul(d).is_some();
-    if valid {
-        rope_known_finding(d, max, theta, &scaling)?;
-    }
+        && max.checked_mul(d).is_some()
+        && rope_frequencies_ok(d, theta, &scaling);
     let rope = match (RotaryEmbedding::new(d, max, theta, scaling), valid) {
         (Ok(r), true) => r,
         (Err(e), false) => return Ok(Outcome::Err(e.to_string())),
@@ -584,21 +565,15 @@ fn rotary<B: FuzzBackend>(c: &Ctx<'_, B>) -> Result<Outcome<B>, Skip> {
         }
     };
     let (start, len) = (c.size(3), c.size(4) % 6);
-    // known finding: `RotaryEmbedding::apply` checks `start + len > max_positions` unchecked:
-    // apply(x, usize::MAX) on x: [1, 1, 2, 4] panics with "attempt to add with overflow"
-    // (nn/src/layers/rotary.rs:176, debug builds) instead of an InvalidArgument error.
-    if start.checked_add(len).is_none() {
-        return Err(Skip(
-            "known finding: start + len overflows in RotaryEmbedding::apply",
-        ));
-    }
     let b = c.backend();
     if d.saturating_mul(2 * len) > 1 << 22 {
         return Err(Skip("the input would be too large"));
     }
     let x = input(&[1, 2, len, d], c.seed(8), false, 1.0, b).map_err(|_| Skip("no input"))?;
     let xs = x.to_vec_f64().map_err(|_| Skip("no input"))?;
-    let fits = start + len <= max;
+    // Positions past usize::MAX are as far past the end as any (a regression test of the
+    // overflow `apply(x, usize::MAX)` had).
+    let fits = start.checked_add(len).is_some_and(|end| end <= max);
     Ok(match (rope.apply(&Var::constant(x), start), fits) {
         (Err(Error::InvalidArgument { .. }), false) => {
             Outcome::Err("positions past the tables".into())
@@ -676,8 +651,10 @@ fn sampling<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
             ))
         }
     };
-    // known finding: `Sampler::sample(&[])` returns index 0, out of range of the empty logits
-    // (nn/src/generation/sampling.rs); not an error since `sample` is infallible.
+    // Documented: an empty slice gives 0 (there is no index to give).
+    if sampler.clone().sample(&[]) != 0 {
+        return Outcome::Break("sample(&[]) is not the documented 0".into());
+    }
     let len = c.size(6) % 64 + 1;
     let special = rng.chance(20);
     let logits: Vec<f64> = (0..len)

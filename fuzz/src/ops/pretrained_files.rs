@@ -565,147 +565,144 @@ fn options(custom: bool, seed: u64) -> PretrainedOptions {
     }
 }
 
-/// The sizes of the tensors `Llama::new` allocates, in order.
-pub(super) fn llama_allocations(c: &LlamaConfig) -> Vec<usize> {
-    let (e, v, m) = (c.hidden_size, c.vocab_size, c.intermediate_size);
-    let (h, kvh, d) = (c.num_attention_heads, c.num_key_value_heads, c.head_dim());
-    let mut out = vec![v.saturating_mul(e)];
-    for _ in 0..c.num_hidden_layers.min(1 << 20) {
-        out.extend([
-            h.saturating_mul(d).saturating_mul(e),
-            kvh.saturating_mul(d).saturating_mul(e),
-            kvh.saturating_mul(d).saturating_mul(e),
-            h.saturating_mul(d).saturating_mul(e),
-            m.saturating_mul(e),
-            m.saturating_mul(e),
-            m.saturating_mul(e),
-            e,
-            e,
-        ]);
-    }
-    if !c.tie_word_embeddings {
-        out.push(v.saturating_mul(e));
-    }
-    out.push(e);
-    out
+/// The tensors a model constructor allocates, in order: `first`, then `layer` `layers` times,
+/// then `last`.
+pub(super) struct Allocations {
+    first: Vec<usize>,
+    layer: Vec<usize>,
+    layers: usize,
+    last: Vec<usize>,
 }
 
-/// The sizes of the tensors `Gpt::new` allocates, in order.
-fn gpt_allocations(c: &GptConfig) -> Vec<usize> {
-    let e = c.n_embd;
-    let mut out = vec![
-        c.vocab_size.saturating_mul(e),
-        c.block_size.saturating_mul(e),
-    ];
-    for _ in 0..c.n_layer.min(1 << 20) {
-        out.extend([
-            e.saturating_mul(e).saturating_mul(3),
-            e.saturating_mul(e),
-            e.saturating_mul(e).saturating_mul(4),
-            e.saturating_mul(e).saturating_mul(4),
-            e.saturating_mul(10),
-        ]);
-    }
-    out
-}
-
-/// The work of allocating `sizes` in order: the first request of 2^32 elements or more fails
-/// at once, so nothing after it is allocated.
-pub(super) fn allocation_work(sizes: &[usize]) -> usize {
-    let mut work = 0usize;
-    for &n in sizes {
-        if alloc_work(n) == 0 && n > 0 {
+impl Allocations {
+    /// The work of allocating them in order: the first request of 2^32 elements or more fails
+    /// at once, so nothing after it is allocated.
+    pub(super) fn work(&self) -> usize {
+        let fails = |n: usize| alloc_work(n) == 0 && n > 0;
+        let sum = |sizes: &[usize]| sizes.iter().fold(0usize, |a, &n| a.saturating_add(n));
+        let until_failure = |sizes: &[usize]| sizes.iter().position(|&n| fails(n));
+        if let Some(i) = until_failure(&self.first) {
+            return sum(&self.first[..i]);
+        }
+        let mut work = sum(&self.first);
+        // The list of layers is reserved (fallibly) before any layer is built: 2^26 layers of
+        // a hundred bytes or more are past the child's memory, so nothing more is allocated.
+        if self.layers >= 1 << 26 {
             return work;
         }
-        work = work.saturating_add(n);
+        if self.layers > 0 {
+            if let Some(i) = until_failure(&self.layer) {
+                return work.saturating_add(sum(&self.layer[..i]));
+            }
+            work = work.saturating_add(sum(&self.layer).saturating_mul(self.layers));
+        }
+        match until_failure(&self.last) {
+            Some(i) => work.saturating_add(sum(&self.last[..i])),
+            None => work.saturating_add(sum(&self.last)),
+        }
     }
-    work
+
+    /// Whether one of the requests fails at once.
+    pub(super) fn fails(&self) -> bool {
+        if self.layers >= 1 << 26 {
+            return true;
+        }
+        let layer = if self.layers > 0 {
+            &self.layer[..]
+        } else {
+            &[]
+        };
+        self.first
+            .iter()
+            .chain(layer)
+            .chain(&self.last)
+            .any(|&n| alloc_work(n) == 0 && n > 0)
+    }
 }
 
-/// A Llama configuration nn cannot yet handle without a panic, an abort or an absurd
-/// allocation (see the `known finding` comments), or `None`.
-pub fn llama_known_finding(c: &LlamaConfig) -> Option<&'static str> {
-    let d = c.head_dim();
-    // known finding: `Llama::new` computes `num_attention_heads * head_dim` (and
-    // `num_key_value_heads * head_dim`) unchecked; `LlamaConfig::validate` only bounds
-    // `max_position_embeddings * head_dim`, so a `head_dim` override of 2^62 with 4 heads and
-    // `max_position_embeddings` 1 panics with "attempt to multiply with overflow"
-    // (nn/src/llama/model.rs, debug builds).
-    if c.num_attention_heads.checked_mul(d).is_none() {
-        return Some("known finding: heads * head_dim overflows in Llama::new");
+/// The tensors `Llama::new` allocates.
+pub(super) fn llama_allocations(c: &LlamaConfig) -> Allocations {
+    let (e, v, m) = (c.hidden_size, c.vocab_size, c.intermediate_size);
+    let (h, kvh, d) = (c.num_attention_heads, c.num_key_value_heads, c.head_dim());
+    let q = h.saturating_mul(d).saturating_mul(e);
+    let kv = kvh.saturating_mul(d).saturating_mul(e);
+    let mlp = m.saturating_mul(e);
+    let mut last = Vec::new();
+    if !c.tie_word_embeddings {
+        last.push(v.saturating_mul(e));
     }
-    // known finding: `Llama::new` reserves `Vec::with_capacity(num_hidden_layers)` before
-    // allocating any weight (infallibly), and `LlamaConfig::validate` lets a huge layer count
-    // through when the other sizes are small: LlamaConfig::new(2, 4, 8, 1 << 40, 2, 1,
-    // 4).init(..) aborts ("memory allocation of 281474976710656 bytes failed"), and with
-    // hidden_size 1 and isize::MAX layers it panics with "capacity overflow"
-    // (nn/src/llama/model.rs:123). A config.json with "num_hidden_layers": 1099511627776 does
-    // the same through from_pretrained.
-    if c.num_hidden_layers > 1 << 20 {
-        return Some("known finding: Vec::with_capacity(num_hidden_layers) in Llama::new");
+    last.push(e);
+    Allocations {
+        first: vec![v.saturating_mul(e)],
+        layer: vec![q, kv, kv, q, mlp, mlp, mlp, e, e],
+        layers: c.num_hidden_layers,
+        last,
     }
-    // known finding: `RotaryEmbedding::new` builds its cos/sin tables eagerly with
-    // `Vec::with_capacity(max_positions * head_dim)` (infallible): a config.json with
-    // `max_position_embeddings` 2^40 aborts the process ("memory allocation of 35184372088832
-    // bytes failed"), and 2^24 allocates 1 GiB and takes seconds, for a model whose weights
-    // are 226 KB.
-    if c.max_position_embeddings.saturating_mul(d) > 1 << 22 {
-        return Some("known finding: eager rotary tables of max_position_embeddings * head_dim");
-    }
-    None
 }
 
-/// The work of loading a folder whose configuration is `map` with `options`, or `Skip` for a
-/// configuration of a known finding.
-fn load_work(map: &Map<String, Value>, options: &PretrainedOptions) -> Result<usize, Skip> {
+/// The tensors `Gpt::new` allocates.
+fn gpt_allocations(c: &GptConfig) -> Allocations {
+    let e = c.n_embd;
+    let ee = e.saturating_mul(e);
+    Allocations {
+        first: vec![
+            c.vocab_size.saturating_mul(e),
+            c.block_size.saturating_mul(e),
+        ],
+        layer: vec![
+            ee.saturating_mul(3),
+            ee,
+            ee.saturating_mul(4),
+            ee.saturating_mul(4),
+            e.saturating_mul(10),
+        ],
+        layers: c.n_layer,
+        last: vec![e.saturating_mul(2)],
+    }
+}
+
+/// The work of loading a folder whose configuration is `map` with `options`: the loaders build
+/// the whole model of the configuration before they compare it with the weights.
+fn load_work(map: &Map<String, Value>, options: &PretrainedOptions) -> usize {
     let reader = ConfigReader::new(map, Path::new("fuzz"));
     let fixed = 1 << 16;
     match reader.string("model_type") {
         Ok(Some(gpt2::MODEL_TYPE)) => {
-            // known finding: `gpt2::config_from_hf` computes `4 * n_embd` unchecked when
-            // `n_inner` is set: {"n_inner": 0, "n_embd": 4611686018427387904, ...} (the
-            // gpt2-tiny config otherwise) panics with "attempt to multiply with overflow"
-            // (nn/src/pretrained/gpt2.rs:34, debug builds).
-            let n_inner_set = reader.optional_size("n_inner").is_ok_and(|n| n.is_some());
-            let n_embd = reader.optional_size("n_embd").ok().flatten().unwrap_or(0);
-            if n_inner_set && n_embd > usize::MAX / 4 {
-                return Err(Skip(
-                    "known finding: 4 * n_embd overflows in gpt2::config_from_hf",
-                ));
-            }
             match gpt2::config_from_hf(&reader, options) {
                 Ok(c) => {
-                    // The model, then the cache of the cached forward (two sequences).
+                    // The model, then the caches of the cached forward (two sequences; they
+                    // grow on demand from 256 positions).
                     let cache = c
                         .n_layer
                         .saturating_mul(4)
-                        .saturating_mul(c.block_size)
+                        .saturating_mul(c.block_size.min(256))
                         .saturating_mul(c.n_embd);
-                    Ok(allocation_work(&gpt_allocations(&c))
+                    gpt_allocations(&c)
+                        .work()
                         .saturating_add(alloc_work(cache))
-                        .saturating_add(fixed))
+                        .saturating_add(fixed)
                 }
-                Err(_) => Ok(fixed),
+                Err(_) => fixed,
             }
         }
         Ok(Some(llama::MODEL_TYPE)) => match llama::config_from_hf(&reader, options) {
             Ok(c) => {
-                if let Some(why) = llama_known_finding(&c) {
-                    return Err(Skip(why));
-                }
-                let rope = c.max_position_embeddings.saturating_mul(c.head_dim());
-                let cache = rope
+                // The caches grow on demand from 256 positions.
+                let cache = c
+                    .max_position_embeddings
+                    .min(256)
+                    .saturating_mul(c.head_dim())
                     .saturating_mul(c.num_key_value_heads)
                     .saturating_mul(c.num_hidden_layers)
                     .saturating_mul(4);
-                Ok(allocation_work(&llama_allocations(&c))
-                    .saturating_add(rope.saturating_mul(2))
+                llama_allocations(&c)
+                    .work()
                     .saturating_add(alloc_work(cache))
-                    .saturating_add(fixed))
+                    .saturating_add(fixed)
             }
-            Err(_) => Ok(fixed),
+            Err(_) => fixed,
         },
-        _ => Ok(fixed),
+        _ => fixed,
     }
 }
 
@@ -1474,20 +1471,6 @@ fn random_config<B: FuzzBackend>(c: &Ctx<'_, B>) -> RandomConfig {
 /// A random small GPT-2 or Llama saved with `save_pretrained(dir, None)` and loaded back.
 fn random_model_round_trip<B: FuzzBackend>(c: &Ctx<'_, B>) -> Result<Outcome<B>, Skip> {
     let config = random_config(c);
-    if let RandomConfig::Llama(l) = &config {
-        // known finding: `llama::config_from_hf` drops a `head_dim` equal to
-        // `hidden_size / num_attention_heads` (integer division) even when the heads do not
-        // divide the width, so a model Tessera builds and saves does not load back:
-        // LlamaConfig::new(21, 26, 24, 4, 12, 4, 8).head_dim_override(Some(2)), init,
-        // save_pretrained(dir, None), Llama::from_pretrained(dir) gives "num_attention_heads 12
-        // must divide hidden_size 26" (nn/src/pretrained/llama.rs, `head_dim_override(..)`).
-        let (e, h) = (l.hidden_size, l.num_attention_heads);
-        if l.head_dim_override == Some(e / h.max(1)) && e % h.max(1) != 0 {
-            return Err(Skip(
-                "known finding: a head_dim of hidden / heads is dropped on load",
-            ));
-        }
-    }
     let cpu = Cpu::new();
     let mut g = Generator::new(c.seed(5));
     let dir = c.dir().join(format!(
@@ -1592,7 +1575,7 @@ fn damaged_work<B: FuzzBackend>(c: &Ctx<'_, B>) -> Result<usize, Skip> {
     let damage = draw_damage(fixture, damage_seed(c));
     let opts = options(c.flag(2), damage_seed(c));
     match damage.config.map(fixture) {
-        Some(map) => load_work(&map, &opts),
+        Some(map) => Ok(load_work(&map, &opts)),
         None => Ok(1 << 16),
     }
 }
