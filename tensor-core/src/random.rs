@@ -95,12 +95,43 @@ pub fn sample_f64(dist: Distribution, seed: u64, index: u64) -> f64 {
 pub struct Generator {
     seed: u64,
     offset: u64,
+    /// Draws are zeros, made without drawing (see [`Generator::for_loading`]).
+    zeros: bool,
 }
 
 impl Generator {
     /// A generator at the start of the stream `seed`.
     pub fn new(seed: u64) -> Self {
-        Generator { seed, offset: 0 }
+        Generator {
+            seed,
+            offset: 0,
+            zeros: false,
+        }
+    }
+
+    /// A generator for building a model whose every parameter is replaced right after by
+    /// loaded values (PyTorch's "skip init" / meta-device construction): its draws through
+    /// [`Tensor::random_from`](crate::Tensor::random_from) are zeros and cost no random numbers;
+    /// on the CPU backend they are fresh zeroed pages, which the OS maps only when written, so
+    /// replacing them costs neither time nor resident memory. Its counter still advances and
+    /// its [`fork`](Generator::fork)s are ordinary generators.
+    ///
+    /// ```
+    /// use tessera_core::Generator;
+    /// let mut g = Generator::for_loading();
+    /// assert!(g.draws_zeros());
+    /// assert!(!g.fork().draws_zeros());
+    /// ```
+    pub fn for_loading() -> Self {
+        Generator {
+            zeros: true,
+            ..Generator::new(0)
+        }
+    }
+
+    /// Whether draws are zeros (a [`Generator::for_loading`]).
+    pub fn draws_zeros(&self) -> bool {
+        self.zeros
     }
 
     /// Returns `(seed, offset)` for a draw of `n` elements and moves past them. The counter

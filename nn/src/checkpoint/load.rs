@@ -5,8 +5,10 @@ use crate::checkpoint::codec::{from_safetensors_dtype, host_from_le_bytes};
 use crate::checkpoint::tensor_spec::{check_specs, LoadMode, LoadReport, TensorSpec};
 use crate::checkpoint::Checkpoint;
 use crate::{Error, Result};
-use safetensors::SafeTensors;
+use safetensors::tensor::Metadata;
 use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use tessera_core::{Backend, Shape, Tensor};
@@ -20,23 +22,64 @@ pub struct CheckpointInfo {
     pub metadata: BTreeMap<String, String>,
 }
 
-/// A parsed, validated file: its bytes, its tensor specs and its metadata.
+/// A parsed, validated file: the open file, where its data starts, its header, its tensor
+/// specs and its metadata. Only the header has been read; each tensor's bytes are read when
+/// it is uploaded, so loading holds one tensor's bytes at a time, never the whole file.
 struct ParsedFile {
-    bytes: Vec<u8>,
+    file: File,
+    data_start: u64,
+    header: Metadata,
     info: CheckpointInfo,
 }
 
-/// Reads and validates `path`: the header must parse, every tensor must have a supported dtype
-/// and the data offsets must exactly cover the rest of the file.
+/// safetensors' own bound on the header (100 MB): a longer one is refused before it is read.
+const MAX_HEADER_BYTES: u64 = 100_000_000;
+
+/// Reads and validates `path`'s header: it must parse (through `safetensors`' `Metadata`,
+/// which checks that the data offsets are contiguous and match each tensor's dims and dtype),
+/// every tensor must have a supported dtype, and the data must exactly fill the rest of the
+/// file.
 fn parse_file(path: &Path) -> Result<ParsedFile> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let io = |e| Error::io(path, e);
+    let mut file = File::open(path).map_err(io)?;
+    let file_len = file.metadata().map_err(io)?.len();
+    let mut prefix = [0u8; 8];
+    if file_len < 8 {
+        return Err(Error::format(path, "no safetensors header"));
+    }
+    file.read_exact(&mut prefix).map_err(io)?;
+    let header_len = u64::from_le_bytes(prefix);
+    if header_len > MAX_HEADER_BYTES {
+        return Err(Error::format(
+            path,
+            format!("the safetensors header claims {header_len} bytes, more than the {MAX_HEADER_BYTES} allowed"),
+        ));
+    }
+    if 8 + header_len > file_len {
+        return Err(Error::format(path, "the safetensors header is truncated"));
+    }
+    let mut header_bytes = vec![0u8; header_len as usize];
+    file.read_exact(&mut header_bytes).map_err(io)?;
+    check_header_names(&header_bytes, path)?;
     // safetensors validates the header with checked arithmetic; the guard turns any panic it
     // might still raise on hostile input into an error instead of unwinding into the caller.
-    let parsed = catch_unwind(AssertUnwindSafe(|| SafeTensors::read_metadata(&bytes)))
-        .map_err(|_| Error::format(path, "the safetensors parser failed on this file"))?;
-    let (_, header) =
+    let parsed = catch_unwind(AssertUnwindSafe(|| {
+        serde_json::from_slice::<Metadata>(&header_bytes)
+    }))
+    .map_err(|_| Error::format(path, "the safetensors parser failed on this file"))?;
+    let header =
         parsed.map_err(|e| Error::format(path, format!("not a valid safetensors file: {e}")))?;
-    check_header_names(&bytes, path)?;
+    let data_start = 8 + header_len;
+    let data_len = file_len - data_start;
+    if header.data_len() as u64 != data_len {
+        return Err(Error::format(
+            path,
+            format!(
+                "not a valid safetensors file: the header describes {} bytes of data, the file holds {data_len}",
+                header.data_len()
+            ),
+        ));
+    }
     let mut tensors = BTreeMap::new();
     for (name, info) in header.tensors() {
         if info.shape.len() > Shape::MAX_RANK {
@@ -70,9 +113,36 @@ fn parse_file(path: &Path) -> Result<ParsedFile> {
         .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
         .unwrap_or_default();
     Ok(ParsedFile {
-        bytes,
+        file,
+        data_start,
+        header,
         info: CheckpointInfo { tensors, metadata },
     })
+}
+
+impl ParsedFile {
+    /// The stored bytes of tensor `name` (whose offsets the header's validation bounded by
+    /// the file's length).
+    fn read_tensor(&self, name: &str, path: &Path) -> Result<Vec<u8>> {
+        let info = self.header.info(name).ok_or_else(|| {
+            Error::checkpoint(format!("tensor '{name}' is not in {}", path.display()))
+        })?;
+        let (start, end) = info.data_offsets;
+        let len = end - start;
+        let mut bytes = Vec::new();
+        bytes
+            .try_reserve_exact(len)
+            .map_err(|_| Error::OutOfMemory {
+                device: "host".to_string(),
+                requested_bytes: len,
+            })?;
+        bytes.resize(len, 0);
+        let mut file = &self.file;
+        file.seek(SeekFrom::Start(self.data_start + start as u64))
+            .and_then(|_| file.read_exact(&mut bytes))
+            .map_err(|e| Error::io(path, e))?;
+        Ok(bytes)
+    }
 }
 
 /// The top-level keys of a JSON object, in order and with repetitions (a map would keep only
@@ -103,17 +173,9 @@ impl<'de> serde::Deserialize<'de> for TopLevelKeys {
     }
 }
 
-/// Errors unless every tensor name of the header (which `safetensors` has already parsed) is
-/// non-empty and given once. The header is the JSON object after the 8-byte length prefix.
-fn check_header_names(bytes: &[u8], path: &Path) -> Result<()> {
-    let len = bytes
-        .get(..8)
-        .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
-        .and_then(|n| usize::try_from(n).ok())
-        .ok_or_else(|| Error::format(path, "no safetensors header"))?;
-    let header = bytes
-        .get(8..8usize.saturating_add(len))
-        .ok_or_else(|| Error::format(path, "the safetensors header is truncated"))?;
+/// Errors unless every tensor name of the header (the JSON object after the 8-byte length
+/// prefix) is non-empty and given once.
+fn check_header_names(header: &[u8], path: &Path) -> Result<()> {
     let TopLevelKeys(keys) = serde_json::from_slice(header)
         .map_err(|e| Error::format(path, format!("not a valid safetensors header: {e}")))?;
     let mut seen = std::collections::BTreeSet::new();
@@ -187,17 +249,13 @@ fn upload<B: Backend>(
     names: &[&str],
     backend: &B,
 ) -> Result<Checkpoint<B>> {
-    let view = SafeTensors::deserialize(&parsed.bytes)
-        .map_err(|e| Error::format(path, format!("not a valid safetensors file: {e}")))?;
     let mut tensors = BTreeMap::new();
     for &name in names {
         let spec = parsed.info.tensors.get(name).ok_or_else(|| {
             Error::checkpoint(format!("tensor '{name}' is not in {}", path.display()))
         })?;
-        let stored = view
-            .tensor(name)
-            .map_err(|e| Error::format(path, format!("tensor '{name}': {e}")))?;
-        let host = host_from_le_bytes(spec.dtype, stored.data())
+        let stored = parsed.read_tensor(name, path)?;
+        let host = host_from_le_bytes(spec.dtype, &stored)
             .map_err(|msg| Error::format(path, format!("tensor '{name}': {msg}")))?;
         let tensor = Tensor::from_host(host, spec.dims.clone(), backend).map_err(|e| {
             Error::checkpoint(format!(

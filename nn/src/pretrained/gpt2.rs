@@ -175,7 +175,9 @@ impl<B: Backend> Gpt<B> {
         }
         let config = config_from_hf(&reader, options)?;
         let tensors = from_hf_names(hf_files::load_weights(dir, backend)?, &config)?;
-        let model = config.init(backend, &mut Generator::new(0))?;
+        // Every parameter is replaced by a loaded tensor below (strictly: none may be missing),
+        // so none is drawn.
+        let model = config.init(backend, &mut Generator::for_loading())?;
         unexpected_tensors(&model.state_dict(), &tensors, dir)?;
         model.load_state_dict(&tensors, LoadMode::Strict)?;
         Ok(model)

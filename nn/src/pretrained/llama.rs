@@ -169,7 +169,9 @@ impl<B: Backend> Llama<B> {
                 tensors.insert("lm_head.weight".into(), embed);
             }
         }
-        let model = config.init(backend, &mut Generator::new(0))?;
+        // Every parameter is replaced by a loaded tensor below (strictly: none may be missing),
+        // so none is drawn.
+        let model = config.init(backend, &mut Generator::for_loading())?;
         unexpected_tensors(&model.state_dict(), &tensors, dir)?;
         model.load_state_dict(&tensors, LoadMode::Strict)?;
         Ok(model)

@@ -394,6 +394,9 @@ impl<B: Backend> Tensor<B> {
         // Checked before the generator moves, so a rejected draw consumes nothing.
         check_output("random", &shape, dtype)?;
         let (seed, offset) = generator.advance(shape.numel());
+        if generator.draws_zeros() {
+            return Self::zeros(shape, dtype, backend);
+        }
         Self::random(shape, dist, dtype, seed, offset, backend)
     }
 

@@ -223,4 +223,12 @@ pub fn check_moments_of<B: Backend>(dev: &B, dtype: DType) {
         whole,
         "{dtype}: a generator must continue its stream"
     );
+
+    // A generator for loading draws zeros and still moves its counter.
+    let mut g = Generator::for_loading();
+    let zeros = Tensor::random_from([7], normal, dtype, &mut g, dev)
+        .and_then(|t| t.to_vec_f64())
+        .expect("draw for loading");
+    assert_eq!(zeros, vec![0.0; 7], "{dtype}: Generator::for_loading");
+    assert_eq!(g.advance(0).1, 7, "{dtype}: Generator::for_loading's counter");
 }
