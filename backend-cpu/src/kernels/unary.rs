@@ -18,6 +18,7 @@ pub(crate) fn unary(op: UnaryOp, x: &CpuStorage, layout: &Layout) -> Result<CpuS
             // scalar calls that keep the loop one element at a time.
             UnaryOp::Exp => map1(v, layout, vector_math::exp)?,
             UnaryOp::Gelu => map1(v, layout, |v: f32| v * vector_math::normal_cdf(v))?,
+            UnaryOp::Tanh => map1(v, layout, vector_math::tanh)?,
             _ => unary_float(op, v, layout)?,
         }),
         CpuStorage::F64(v) => CpuStorage::F64(unary_float(op, v, layout)?),
@@ -28,7 +29,7 @@ pub(crate) fn unary(op: UnaryOp, x: &CpuStorage, layout: &Layout) -> Result<CpuS
     })
 }
 
-/// The float ops (f32 exp and GELU take the vector versions above). Sigmoid evaluates `e^x / (1 + e^x)` for negative `x` so that neither branch
+/// The float ops (f32 exp, tanh and GELU take the vector versions above). Sigmoid evaluates `e^x / (1 + e^x)` for negative `x` so that neither branch
 /// overflows; ReLU keeps NaN; GELU is the exact erf form.
 fn unary_float<T: FloatElement + Zeroable>(op: UnaryOp, x: &[T], l: &Layout) -> Result<Vec<T>> {
     let zero = T::zero();
