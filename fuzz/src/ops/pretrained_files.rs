@@ -1361,8 +1361,24 @@ fn save_round_trip<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
                 out.clone()
             }
         };
-        if let Err(e) = model.save_pretrained(&target) {
-            return Ok(Outcome::Err(e.to_string()));
+        // One file, or shards of a random size (0 is refused), over whatever layout is there.
+        let limit = match rng.below(3) {
+            0 => None,
+            _ => Some(rng.below(120_000) as u64),
+        };
+        let saved = match limit {
+            None => model.save_pretrained(&target),
+            Some(bytes) => model.save_pretrained_sharded(&target, bytes),
+        };
+        match (saved, limit) {
+            (Err(tessera_core::Error::InvalidArgument { .. }), Some(0)) => {
+                return Ok(Outcome::Err("a shard limit of 0 refused".into()))
+            }
+            (Ok(()), Some(0)) => {
+                return Ok(Outcome::Break("a shard limit of 0 was accepted".into()))
+            }
+            (Err(e), _) => return Ok(Outcome::Err(e.to_string())),
+            (Ok(()), _) => {}
         }
         let back = match PretrainedModel::from_pretrained(&target, &Cpu::new(), &opts) {
             Ok(m) => m,
@@ -1592,7 +1608,7 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
         )
         .work(damaged_work),
         op(
-            "PretrainedModel: from_pretrained, save_pretrained, from_pretrained",
+            "PretrainedModel: from_pretrained, save_pretrained(_sharded), from_pretrained",
             2,
             &[SIZE, SEED, B],
             NONE,

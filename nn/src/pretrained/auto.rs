@@ -213,12 +213,22 @@ impl<B: Backend> PretrainedModel<B> {
 
     /// Writes the model as a Hugging Face folder (its loaded `config.json` fields kept).
     pub fn save_pretrained(&self, dir: impl AsRef<Path>) -> Result<()> {
+        self.save_pretrained_sharded(dir, hf_files::DEFAULT_MAX_SHARD_BYTES)
+    }
+
+    /// [`save_pretrained`](Self::save_pretrained) with weights files of at most
+    /// `max_shard_bytes` each (shards and an index above it).
+    pub fn save_pretrained_sharded(
+        &self,
+        dir: impl AsRef<Path>,
+        max_shard_bytes: u64,
+    ) -> Result<()> {
         match self {
             PretrainedModel::Gpt2 { model, hf_config } => {
-                model.save_pretrained(dir, Some(hf_config))
+                model.save_pretrained_sharded(dir, Some(hf_config), max_shard_bytes)
             }
             PretrainedModel::Llama { model, hf_config } => {
-                model.save_pretrained(dir, Some(hf_config))
+                model.save_pretrained_sharded(dir, Some(hf_config), max_shard_bytes)
             }
         }
     }

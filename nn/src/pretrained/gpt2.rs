@@ -193,6 +193,18 @@ impl<B: Backend> Gpt<B> {
         dir: impl AsRef<Path>,
         base: Option<&Map<String, Value>>,
     ) -> Result<()> {
+        self.save_pretrained_sharded(dir, base, hf_files::DEFAULT_MAX_SHARD_BYTES)
+    }
+
+    /// [`save_pretrained`](Self::save_pretrained) with weights files of at most
+    /// `max_shard_bytes` each: above it, shards and their index (see
+    /// [`hf_files::write_folder`]).
+    pub fn save_pretrained_sharded(
+        &self,
+        dir: impl AsRef<Path>,
+        base: Option<&Map<String, Value>>,
+        max_shard_bytes: u64,
+    ) -> Result<()> {
         let c = self.config();
         if !c.bias {
             return Err(Error::InvalidArgument {
@@ -253,7 +265,7 @@ impl<B: Backend> Gpt<B> {
             };
             tensors.insert(hf.0, hf.1);
         }
-        hf_files::write_folder(dir.as_ref(), &config, &tensors)
+        hf_files::write_folder(dir.as_ref(), &config, &tensors, max_shard_bytes)
     }
 }
 

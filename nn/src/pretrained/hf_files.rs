@@ -116,25 +116,114 @@ pub fn load_weights<B: Backend>(dir: &Path, backend: &B) -> Result<NamedTensors<
     Ok(out)
 }
 
-/// Writes `config` as `dir/config.json` and `tensors` as `dir/model.safetensors` (with the
-/// `format: pt` metadata `transformers` looks for), creating `dir`; a stale index of an older
-/// sharded save is removed so that the folder is read as the new single file.
+/// The largest weights file [`write_folder`] writes by default before it shards: 5 GB, the
+/// `max_shard_size` `transformers`' `save_pretrained` has long defaulted to.
+pub const DEFAULT_MAX_SHARD_BYTES: u64 = 5_000_000_000;
+
+/// Writes `config` as `dir/config.json` and `tensors` (with the `format: pt` metadata
+/// `transformers` looks for), creating `dir`: as `dir/model.safetensors` when they hold at
+/// most `max_shard_bytes` bytes, else as shards `model-0000i-of-0000n.safetensors` of at most
+/// that size each (a tensor larger than it gets a shard of its own) with the
+/// `model.safetensors.index.json` naming each tensor's shard. Weights of an earlier save in the
+/// other layout are removed afterwards, so the folder is read as the new one.
 pub fn write_folder<B: Backend>(
     dir: &Path,
     config: &Map<String, Value>,
     tensors: &NamedTensors<B>,
+    max_shard_bytes: u64,
 ) -> Result<()> {
+    if max_shard_bytes == 0 {
+        return Err(Error::InvalidArgument {
+            op: "save_pretrained",
+            msg: "the largest shard must be at least one byte".into(),
+        });
+    }
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let metadata = BTreeMap::from([("format".to_string(), "pt".to_string())]);
-    checkpoint::save(dir.join(WEIGHTS_FILE), tensors.iter(), &metadata)?;
+    let bytes = |t: &tessera_core::Tensor<B>| (t.numel() as u64) * t.dtype().size_in_bytes() as u64;
+    let total: u64 = tensors.values().map(bytes).sum();
+    let shards = shard_plan(
+        tensors.iter().map(|(n, t)| (n.as_str(), bytes(t))),
+        max_shard_bytes,
+    );
+    let old_shards = listed_shards(dir);
+    if shards.len() <= 1 {
+        checkpoint::save(dir.join(WEIGHTS_FILE), tensors.iter(), &metadata)?;
+        remove_if_present(&dir.join(WEIGHTS_INDEX_FILE))?;
+    } else {
+        let n = shards.len();
+        let mut weight_map = Map::new();
+        for (i, names) in shards.iter().enumerate() {
+            let file = format!("model-{:05}-of-{n:05}.safetensors", i + 1);
+            let part = names.iter().map(|&name| (name, &tensors[name]));
+            checkpoint::save(dir.join(&file), part, &metadata)?;
+            for &name in names {
+                weight_map.insert(name.to_string(), Value::String(file.clone()));
+            }
+        }
+        let index = serde_json::json!({
+            "metadata": {"total_size": total},
+            "weight_map": weight_map,
+        });
+        let text = serde_json::to_string_pretty(&index)
+            .map_err(|e| Error::format(dir.join(WEIGHTS_INDEX_FILE), e.to_string()))?;
+        checkpoint::write_atomically(
+            &dir.join(WEIGHTS_INDEX_FILE),
+            format!("{text}\n").as_bytes(),
+        )?;
+        remove_if_present(&dir.join(WEIGHTS_FILE))?;
+    }
+    // Shards of an earlier save that this one did not overwrite.
+    let kept: BTreeSet<String> = listed_shards(dir);
+    for old in old_shards.difference(&kept) {
+        // Only weight shards: never what this save just wrote.
+        if old.as_str() == WEIGHTS_FILE || !old.ends_with(".safetensors") {
+            continue;
+        }
+        remove_if_present(&dir.join(old))?;
+    }
     let text = serde_json::to_string_pretty(&Value::Object(config.clone()))
         .map_err(|e| Error::format(dir.join(CONFIG_FILE), e.to_string()))?;
-    checkpoint::write_atomically(&dir.join(CONFIG_FILE), format!("{text}\n").as_bytes())?;
-    let index = dir.join(WEIGHTS_INDEX_FILE);
-    if index.exists() {
-        std::fs::remove_file(&index).map_err(|e| Error::io(&index, e))?;
+    checkpoint::write_atomically(&dir.join(CONFIG_FILE), format!("{text}\n").as_bytes())
+}
+
+/// Consecutive groups of `tensors` (name, bytes) of at most `max_bytes` each, a larger tensor
+/// alone in its group.
+fn shard_plan<'a>(
+    tensors: impl Iterator<Item = (&'a str, u64)>,
+    max_bytes: u64,
+) -> Vec<Vec<&'a str>> {
+    let mut shards: Vec<Vec<&str>> = Vec::new();
+    let mut size = 0u64;
+    for (name, bytes) in tensors {
+        match shards.last_mut() {
+            Some(shard) if size.saturating_add(bytes) <= max_bytes => {
+                shard.push(name);
+                size += bytes;
+            }
+            _ => {
+                shards.push(vec![name]);
+                size = bytes;
+            }
+        }
     }
-    Ok(())
+    shards
+}
+
+/// The shard files the index in `dir` lists (none without a readable index).
+fn listed_shards(dir: &Path) -> BTreeSet<String> {
+    let index = dir.join(WEIGHTS_INDEX_FILE);
+    match index.is_file().then(|| read_index(&index)) {
+        Some(Ok(map)) => map.into_values().collect(),
+        _ => BTreeSet::new(),
+    }
+}
+
+fn remove_if_present(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(path, e)),
+        _ => Ok(()),
+    }
 }
 
 /// Reads typed fields of a `config.json`, each error naming the field and the file.

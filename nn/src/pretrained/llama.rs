@@ -185,6 +185,18 @@ impl<B: Backend> Llama<B> {
         dir: impl AsRef<Path>,
         base: Option<&Map<String, Value>>,
     ) -> Result<()> {
+        self.save_pretrained_sharded(dir, base, hf_files::DEFAULT_MAX_SHARD_BYTES)
+    }
+
+    /// [`save_pretrained`](Self::save_pretrained) with weights files of at most
+    /// `max_shard_bytes` each: above it, shards and their index (see
+    /// [`hf_files::write_folder`]).
+    pub fn save_pretrained_sharded(
+        &self,
+        dir: impl AsRef<Path>,
+        base: Option<&Map<String, Value>>,
+        max_shard_bytes: u64,
+    ) -> Result<()> {
         let c = self.config();
         let mut config = base.cloned().unwrap_or_default();
         // A base written by newer `transformers` carries the rotary settings here too.
@@ -233,6 +245,6 @@ impl<B: Backend> Llama<B> {
             .into_iter()
             .filter(|(name, _)| !(c.tie_word_embeddings && name == "lm_head.weight"))
             .collect();
-        hf_files::write_folder(dir.as_ref(), &config, &tensors)
+        hf_files::write_folder(dir.as_ref(), &config, &tensors, max_shard_bytes)
     }
 }

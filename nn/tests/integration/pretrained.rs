@@ -152,6 +152,79 @@ fn a_saved_model_loads_back_with_the_same_logits() {
 }
 
 #[test]
+fn a_sharded_save_loads_back_and_replaces_the_single_file() {
+    let dev = Cpu::new();
+    for name in MODELS {
+        let model = load(name);
+        let dir = tempfile::tempdir().unwrap();
+        // First a single file, then shards of at most 30 kB over it, then a single file again.
+        const LIMIT: u64 = 30_000;
+        model.save_pretrained(dir.path()).unwrap();
+        model.save_pretrained_sharded(dir.path(), LIMIT).unwrap();
+        let files = |dir: &Path| {
+            let mut names: Vec<String> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".safetensors") || n.ends_with(".index.json"))
+                .collect();
+            names.sort();
+            names
+        };
+        let sharded = files(dir.path());
+        assert!(sharded.len() > 3, "{name}: {sharded:?}");
+        assert!(
+            !sharded.contains(&"model.safetensors".to_string()),
+            "{name}"
+        );
+        let index: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(dir.path().join("model.safetensors.index.json")).unwrap(),
+        )
+        .unwrap();
+        let total: u64 = model
+            .state_dict()
+            .values()
+            .map(|t| (t.numel() * t.dtype().size_in_bytes()) as u64)
+            .sum();
+        // GPT-2's head is the token embedding, stored once.
+        let stored = index["metadata"]["total_size"].as_u64().unwrap();
+        assert!(
+            stored <= total && stored > total / 2,
+            "{name}: {stored} of {total}"
+        );
+        let weight_map = index["weight_map"].as_object().unwrap();
+        for shard in sharded.iter().filter(|n| n.starts_with("model-")) {
+            let size = std::fs::metadata(dir.path().join(shard)).unwrap().len();
+            let tensors = weight_map.values().filter(|f| *f == shard).count();
+            // Within the limit (plus its header), or one tensor larger than the limit alone.
+            assert!(
+                size <= LIMIT + 4096 || tensors == 1,
+                "{name}: {shard} has {size} bytes in {tensors} tensors"
+            );
+        }
+        let again =
+            PretrainedModel::from_pretrained(dir.path(), &dev, &PretrainedOptions::default())
+                .unwrap();
+        let ids = &reference(name)["input_ids_37"];
+        let (a, b) = (
+            model.forward(ids).unwrap().value(),
+            again.forward(ids).unwrap().value(),
+        );
+        assert_eq!(a.to_vec_f64().unwrap(), b.to_vec_f64().unwrap(), "{name}");
+        // Back to one file: the shards and the index go.
+        model.save_pretrained(dir.path()).unwrap();
+        assert_eq!(
+            files(dir.path()),
+            vec!["model.safetensors".to_string()],
+            "{name}"
+        );
+        assert!(matches!(
+            model.save_pretrained_sharded(dir.path(), 0),
+            Err(Error::InvalidArgument { .. })
+        ));
+    }
+}
+
+#[test]
 fn bf16_weights_load_into_f32_or_stay_bf16() {
     let dev = Cpu::new();
     let f32_model = load("llama3-tiny");
@@ -426,7 +499,9 @@ fn saved_folders_load_in_transformers() {
             p.set_value(bumped).unwrap();
         }
         let dir = tempfile::tempdir().unwrap();
-        model.save_pretrained(dir.path()).unwrap();
+        // Sharded, so that transformers reads Tessera's index too.
+        model.save_pretrained_sharded(dir.path(), 40_000).unwrap();
+        assert!(dir.path().join("model.safetensors.index.json").is_file());
         let ids = reference(name)["batch_input_ids"].clone();
         let logits = model.forward(&ids).unwrap().value();
         let tensors = [("input_ids", &ids), ("logits", &logits)];

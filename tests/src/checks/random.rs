@@ -230,5 +230,9 @@ pub fn check_moments_of<B: Backend>(dev: &B, dtype: DType) {
         .and_then(|t| t.to_vec_f64())
         .expect("draw for loading");
     assert_eq!(zeros, vec![0.0; 7], "{dtype}: Generator::for_loading");
-    assert_eq!(g.advance(0).1, 7, "{dtype}: Generator::for_loading's counter");
+    assert_eq!(
+        g.advance(0).1,
+        7,
+        "{dtype}: Generator::for_loading's counter"
+    );
 }
