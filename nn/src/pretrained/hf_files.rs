@@ -147,6 +147,8 @@ pub fn write_folder<B: Backend>(
         max_shard_bytes,
     );
     let old_shards = listed_shards(dir);
+    // The shard files this save writes (none when it writes one file).
+    let mut written = BTreeSet::new();
     if shards.len() <= 1 {
         checkpoint::save(dir.join(WEIGHTS_FILE), tensors.iter(), &metadata)?;
         remove_if_present(&dir.join(WEIGHTS_INDEX_FILE))?;
@@ -160,6 +162,7 @@ pub fn write_folder<B: Backend>(
             for &name in names {
                 weight_map.insert(name.to_string(), Value::String(file.clone()));
             }
+            written.insert(file);
         }
         let index = serde_json::json!({
             "metadata": {"total_size": total},
@@ -174,8 +177,7 @@ pub fn write_folder<B: Backend>(
         remove_if_present(&dir.join(WEIGHTS_FILE))?;
     }
     // Shards of an earlier save that this one did not overwrite.
-    let kept: BTreeSet<String> = listed_shards(dir);
-    for old in old_shards.difference(&kept) {
+    for old in old_shards.difference(&written) {
         // Only weight shards: never what this save just wrote.
         if old.as_str() == WEIGHTS_FILE || !old.ends_with(".safetensors") {
             continue;

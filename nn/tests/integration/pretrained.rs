@@ -127,22 +127,31 @@ fn greedy_generation_is_token_for_token_that_of_transformers() {
     }
 }
 
+/// Loads the folder `dir` that `model` (fixture `name`) was saved to and checks that it gives
+/// the same logits, bit for bit.
+fn assert_loads_back_identical(
+    model: &PretrainedModel<Cpu>,
+    dir: &Path,
+    name: &str,
+) -> PretrainedModel<Cpu> {
+    let again =
+        PretrainedModel::from_pretrained(dir, &Cpu::new(), &PretrainedOptions::default()).unwrap();
+    let ids = &reference(name)["input_ids_37"];
+    let (a, b) = (
+        model.forward(ids).unwrap().value(),
+        again.forward(ids).unwrap().value(),
+    );
+    assert_eq!(a.to_vec_f64().unwrap(), b.to_vec_f64().unwrap(), "{name}");
+    again
+}
+
 #[test]
 fn a_saved_model_loads_back_with_the_same_logits() {
-    let dev = Cpu::new();
     for name in MODELS {
         let model = load(name);
         let dir = tempfile::tempdir().unwrap();
         model.save_pretrained(dir.path()).unwrap();
-        let again =
-            PretrainedModel::from_pretrained(dir.path(), &dev, &PretrainedOptions::default())
-                .unwrap();
-        let ids = &reference(name)["input_ids_37"];
-        let (a, b) = (
-            model.forward(ids).unwrap().value(),
-            again.forward(ids).unwrap().value(),
-        );
-        assert_eq!(a.to_vec_f64().unwrap(), b.to_vec_f64().unwrap(), "{name}");
+        let again = assert_loads_back_identical(&model, dir.path(), name);
         // The fields Tessera does not use survive.
         assert_eq!(
             again.hf_config().get("eos_token_id"),
@@ -153,7 +162,6 @@ fn a_saved_model_loads_back_with_the_same_logits() {
 
 #[test]
 fn a_sharded_save_loads_back_and_replaces_the_single_file() {
-    let dev = Cpu::new();
     for name in MODELS {
         let model = load(name);
         let dir = tempfile::tempdir().unwrap();
@@ -201,15 +209,7 @@ fn a_sharded_save_loads_back_and_replaces_the_single_file() {
                 "{name}: {shard} has {size} bytes in {tensors} tensors"
             );
         }
-        let again =
-            PretrainedModel::from_pretrained(dir.path(), &dev, &PretrainedOptions::default())
-                .unwrap();
-        let ids = &reference(name)["input_ids_37"];
-        let (a, b) = (
-            model.forward(ids).unwrap().value(),
-            again.forward(ids).unwrap().value(),
-        );
-        assert_eq!(a.to_vec_f64().unwrap(), b.to_vec_f64().unwrap(), "{name}");
+        assert_loads_back_identical(&model, dir.path(), name);
         // Back to one file: the shards and the index go.
         model.save_pretrained(dir.path()).unwrap();
         assert_eq!(
