@@ -11,9 +11,11 @@
 //!   strided inner loop; f32 sums are pairwise (see `kernels::reducer`).
 //! * **Matrix products** run one strided GEMM per batch element: BLIS-style blocking and
 //!   packing around AVX-512 or AVX2+FMA micro-kernels chosen at run time, a GEMV for one row
-//!   or column, and `matrixmultiply` as the portable path ([`GEMM_ENV_VAR`] chooses). 2-D
-//!   bf16 products take a `vdpbf16ps` kernel on CPUs with AVX-512 BF16 (`kernels::gemm_bf16`;
-//!   [`BF16_GEMM_ENV_VAR`]`=widen` turns it off); every other 16-bit op widens to f32.
+//!   or column, and `matrixmultiply` as the portable path ([`GEMM_ENV_VAR`] chooses). bf16
+//!   products (2-D and batched) run on AMX tiles where the CPU and kernel give them
+//!   (`kernels::gemm_amx`), else on a `vdpbf16ps` kernel on CPUs with AVX-512 BF16
+//!   (`kernels::gemm_bf16`; [`BF16_GEMM_ENV_VAR`] chooses); every other 16-bit op widens to
+//!   f32.
 //! * **Parallelism**: outputs above 32768 elements are split across `rayon`'s pool; below that
 //!   everything runs on the calling thread.
 //! * **Memory**: freed tensor memory stays in the process for the next tensor of that size

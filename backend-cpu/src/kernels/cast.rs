@@ -42,6 +42,16 @@ fn cast_from<T: CastSource>(v: &[T], layout: &Layout, dtype: DType) -> Result<Cp
     })
 }
 
+/// `x` rounded to bf16, nearest with ties to even, NaN kept as a quiet NaN of the same sign:
+/// what `bf16::from_f32` returns, written without branches so that loops over it vectorise.
+#[inline(always)]
+pub(crate) fn f32_to_bf16(x: f32) -> bf16 {
+    let bits = x.to_bits();
+    let rounded = bits.wrapping_add(0x7fff + ((bits >> 16) & 1)) >> 16;
+    let quiet_nan = (bits >> 16) | 0x40;
+    bf16::from_bits((if x.is_nan() { quiet_nan } else { rounded }) as u16)
+}
+
 /// An element type with a conversion to every dtype.
 trait CastSource: Copy + Sync + Zeroable {
     fn to_f32(self) -> f32;
@@ -66,7 +76,7 @@ macro_rules! cast_via_f32 {
                 f16::from_f32($to_f32(self))
             }
             fn to_bf16(self) -> bf16 {
-                bf16::from_f32($to_f32(self))
+                f32_to_bf16($to_f32(self))
             }
             fn to_i64(self) -> i64 {
                 $to_f32(self) as i64
@@ -135,12 +145,40 @@ impl CastSource for u8 {
         f16::from_f32(self.to_f32())
     }
     fn to_bf16(self) -> bf16 {
-        bf16::from_f32(self.to_f32())
+        f32_to_bf16(self.to_f32())
     }
     fn to_i64(self) -> i64 {
         i64::from(self != 0)
     }
     fn is_nonzero(self) -> bool {
         self != 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::f32_to_bf16;
+    use tessera_core::bf16;
+
+    #[test]
+    fn the_branch_free_rounding_equals_the_half_crates_on_a_sweep_of_all_bit_patterns() {
+        // Every 4099th pattern (all exponents, both signs, NaNs and infinities included), and
+        // the patterns around each rounding boundary: low halves 0x7fff, 0x8000 and 0x8001
+        // below even and odd upper halves.
+        let sweep = (0..=u32::MAX / 4099).map(|i| i * 4099);
+        let boundaries = (0..=0xffffu32)
+            .step_by(7)
+            .flat_map(|hi| [0x7fff, 0x8000, 0x8001].map(|lo| (hi << 16) | lo));
+        for bits in sweep
+            .chain(boundaries)
+            .chain([0x7f7f_ffff, 0xff7f_ffff, 0x7f80_0000])
+        {
+            let x = f32::from_bits(bits);
+            assert_eq!(
+                f32_to_bf16(x).to_bits(),
+                bf16::from_f32(x).to_bits(),
+                "{bits:#010x}"
+            );
+        }
     }
 }

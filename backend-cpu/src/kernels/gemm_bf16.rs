@@ -1,5 +1,7 @@
 //! A bf16 GEMM on the AVX-512 BF16 dot-product instruction (`vdpbf16ps`), for CPUs that have
-//! it (`avx512_bf16`: Zen 4 and later, Cooper Lake, Sapphire Rapids).
+//! it (`avx512_bf16`: Zen 4 and later, Cooper Lake, Sapphire Rapids), and the choice between
+//! it, AMX tiles ([`super::gemm_amx`], preferred where present: on Intel's cores
+//! `vdpbf16ps` runs at half an f32 FMA's rate) and widening to f32 ([`try_matmul`]).
 //!
 //! `vdpbf16ps` multiplies 32 pairs of bf16 values and adds each pair's two products into one
 //! of 16 f32 lanes: twice the multiply-adds of an f32 FMA per instruction. Operands are packed
@@ -21,6 +23,7 @@
 //! packing and blocking under Miri (`miri_` tests).
 
 use super::gemm::{chosen_path, GemmPath};
+use crate::alloc::try_zeroed;
 use crate::CpuStorage;
 use rayon::prelude::*;
 use tessera_core::{bf16, Error, Layout, Result};
@@ -59,7 +62,7 @@ impl Bf16Matrix<'_> {
     }
 
     /// Errors unless every element lies in `data` (checked arithmetic).
-    fn check_in_bounds(&self) -> Result<()> {
+    pub(crate) fn check_in_bounds(&self) -> Result<()> {
         if self.rows == 0 || self.cols == 0 {
             return Ok(());
         }
@@ -88,7 +91,7 @@ impl Bf16Matrix<'_> {
 }
 
 /// A zero-filled vector of `len` elements, or a typed out-of-memory error.
-fn zeroed<T: Clone + Default>(len: usize) -> Result<Vec<T>> {
+pub(crate) fn zeroed<T: Clone + Default>(len: usize) -> Result<Vec<T>> {
     let mut v = Vec::new();
     v.try_reserve_exact(len).map_err(|_| Error::OutOfMemory {
         device: "cpu".to_string(),
@@ -113,32 +116,112 @@ fn pack_a(a: &Bf16Matrix, pairs: usize) -> Result<Vec<u32>> {
     Ok(out)
 }
 
-/// B (`k x n`) packed into panels of [`NR`] columns of k-pair words (see the module docs).
-fn pack_b(b: &Bf16Matrix, pairs: usize) -> Result<Vec<u32>> {
+/// B (`k x n`) packed into panels of [`NR`] columns of k-pair words (see the module docs),
+/// walking whichever of B's dimensions is contiguous in memory.
+pub(crate) fn pack_b(b: &Bf16Matrix, pairs: usize) -> Result<Vec<u32>> {
     let panels = b.cols.div_ceil(NR);
     let mut out = zeroed(panels * pairs * NR)?;
-    for (panel, words) in out.chunks_exact_mut(pairs * NR).enumerate() {
-        for (pair, step) in words.chunks_exact_mut(NR).enumerate() {
-            for (col, word) in step.iter_mut().enumerate() {
-                let c = panel * NR + col;
-                *word = b.bits(2 * pair, c) | (b.bits(2 * pair + 1, c) << 16);
+    let at = |r: usize, c: usize| b.data[b.offset + r * b.rs + c * b.cs].to_bits();
+    let word = |lo: u16, hi: u16| u32::from(lo) | (u32::from(hi) << 16);
+    let filled_pairs = pairs.min(b.rows.div_ceil(2));
+    if b.rs <= b.cs {
+        // Column-major (a transposed view): each column's pairs are adjacent in memory.
+        for c in 0..b.cols {
+            let (panel, col) = (c / NR, c % NR);
+            let dst = out[panel * pairs * NR + col..].iter_mut().step_by(NR);
+            let start = b.offset + c * b.cs;
+            if b.rs == 1 {
+                let column = &b.data[start..start + b.rows];
+                let (whole, last) = column.split_at(b.rows - b.rows % 2);
+                let words = whole
+                    .chunks_exact(2)
+                    .map(|p| word(p[0].to_bits(), p[1].to_bits()))
+                    .chain(last.iter().map(|v| word(v.to_bits(), 0)));
+                for (w, v) in dst.zip(words) {
+                    *w = v;
+                }
+            } else {
+                for (pair, w) in dst.take(filled_pairs).enumerate() {
+                    let hi = if 2 * pair + 1 < b.rows {
+                        at(2 * pair + 1, c)
+                    } else {
+                        0
+                    };
+                    *w = word(at(2 * pair, c), hi);
+                }
+            }
+        }
+    } else {
+        // Row-major: two rows at a time, each read along its length, one panel's run of
+        // columns after another.
+        for pair in 0..filled_pairs {
+            let (even, odd) = (2 * pair, 2 * pair + 1);
+            for panel in 0..panels {
+                let first = panel * NR;
+                let run = NR.min(b.cols - first);
+                let dst = &mut out[(panel * pairs + pair) * NR..][..run];
+                let start = b.offset + first * b.cs;
+                if b.cs == 1 && odd < b.rows {
+                    let lo = &b.data[start + even * b.rs..][..run];
+                    let hi = &b.data[start + odd * b.rs..][..run];
+                    for ((w, l), h) in dst.iter_mut().zip(lo).zip(hi) {
+                        *w = word(l.to_bits(), h.to_bits());
+                    }
+                } else {
+                    for (col, w) in dst.iter_mut().enumerate() {
+                        let hi = if odd < b.rows {
+                            at(odd, first + col)
+                        } else {
+                            0
+                        };
+                        *w = word(at(even, first + col), hi);
+                    }
+                }
             }
         }
     }
     Ok(out)
 }
 
-/// Whether 2-D bf16 products of this process take the `vdpbf16ps` kernel.
-fn dot_kernel_used() -> bool {
-    fast_kernel().is_some() && chosen_path() == GemmPath::Avx512 && !widening_asked()
+/// The kernel that multiplies bf16 matrices in this process.
+#[derive(Clone, Copy)]
+enum Bf16Gemm {
+    /// AMX tiles ([`super::gemm_amx`]).
+    Amx,
+    /// The `vdpbf16ps` micro-kernel of this module.
+    Dot(TileFn),
+    /// None: the caller widens to f32, runs the f32 GEMM and rounds back.
+    Widen,
 }
 
-/// How this process multiplies 2-D bf16 matrices, for reports.
+/// The bf16 GEMM this process uses (chosen once): AMX where the CPU and kernel give it, else
+/// `vdpbf16ps`, else widening; [`BF16_GEMM_ENV_VAR`] narrows the choice, and a GEMM path
+/// other than AVX-512 (`TESSERA_CPU_GEMM=avx2|portable`) widens.
+fn chosen_gemm() -> Bf16Gemm {
+    static CHOSEN: std::sync::OnceLock<Bf16Gemm> = std::sync::OnceLock::new();
+    *CHOSEN.get_or_init(|| {
+        let asked = std::env::var(BF16_GEMM_ENV_VAR)
+            .map(|v| v.trim().to_ascii_lowercase())
+            .unwrap_or_default();
+        if asked == "widen" || chosen_path() != GemmPath::Avx512 {
+            return Bf16Gemm::Widen;
+        }
+        if asked != "dot" && super::gemm_amx::available() {
+            return Bf16Gemm::Amx;
+        }
+        match fast_kernel() {
+            Some(kernel) => Bf16Gemm::Dot(kernel),
+            None => Bf16Gemm::Widen,
+        }
+    })
+}
+
+/// How this process multiplies bf16 matrices, for reports.
 pub(crate) fn description() -> &'static str {
-    if dot_kernel_used() {
-        "avx512-bf16 dot 12x32"
-    } else {
-        "widened to f32"
+    match chosen_gemm() {
+        Bf16Gemm::Amx => "amx 32x32 tiles",
+        Bf16Gemm::Dot(_) => "avx512-bf16 dot 12x32",
+        Bf16Gemm::Widen => "widened to f32",
     }
 }
 
@@ -235,18 +318,11 @@ mod avx512 {
     }
 }
 
-/// The environment variable that turns the `vdpbf16ps` GEMM off for comparisons:
-/// `TESSERA_CPU_BF16_GEMM=widen` multiplies bf16 as every other 16-bit op (widened to f32, the
-/// f32 GEMM, rounded back); unset or `auto`, the dot-product kernel where the CPU has it.
+/// The environment variable that chooses the bf16 GEMM for comparisons: unset or `auto`,
+/// AMX tiles where the CPU has them, else the `vdpbf16ps` kernel where it has that; `dot`, the
+/// `vdpbf16ps` kernel even where AMX is present; `widen`, bf16 multiplied as every other 16-bit
+/// op (widened to f32, the f32 GEMM, rounded back).
 pub const BF16_GEMM_ENV_VAR: &str = "TESSERA_CPU_BF16_GEMM";
-
-/// Whether [`BF16_GEMM_ENV_VAR`] asks for the widening path (read once).
-fn widening_asked() -> bool {
-    static WIDEN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *WIDEN.get_or_init(|| {
-        std::env::var(BF16_GEMM_ENV_VAR).is_ok_and(|v| v.trim().eq_ignore_ascii_case("widen"))
-    })
-}
 
 /// The `vdpbf16ps` micro-kernel, when this build has it and this CPU runs it.
 pub(crate) fn fast_kernel() -> Option<TileFn> {
@@ -316,9 +392,10 @@ pub(crate) fn gemm_bf16(
     Ok(c)
 }
 
-/// `lhs · rhs` through [`gemm_bf16`] when both are 2-D bf16 matrices of matching shapes and
-/// this process's GEMMs take the AVX-512 path on a CPU with `avx512_bf16`; `None` otherwise
-/// (the caller widens to f32: batched products, other CPUs, `TESSERA_CPU_GEMM=avx2|portable`).
+/// `lhs · rhs` (`[..batch, m, k] x [..batch, k, n]`, batch strides possibly 0) on this
+/// process's bf16 GEMM (AMX or `vdpbf16ps`, see [`chosen_gemm`]) when both are bf16; `None`
+/// otherwise (the caller widens to f32: other dtypes, other CPUs, `TESSERA_CPU_BF16_GEMM=widen`,
+/// shapes the caller rejects with a typed error).
 pub(crate) fn try_matmul(
     lhs: &CpuStorage,
     ll: &Layout,
@@ -328,54 +405,101 @@ pub(crate) fn try_matmul(
     let (CpuStorage::BF16(a), CpuStorage::BF16(b)) = (lhs, rhs) else {
         return Ok(None);
     };
-    let Some(kernel) = fast_kernel() else {
-        return Ok(None);
-    };
-    if chosen_path() != GemmPath::Avx512 || widening_asked() || ll.rank() != 2 || rl.rank() != 2 {
+    let gemm = chosen_gemm();
+    if matches!(gemm, Bf16Gemm::Widen) {
         return Ok(None);
     }
     let (ld, rd) = (ll.dims(), rl.dims());
-    if ld[1] != rd[0] {
+    let rank = ld.len();
+    if rank < 2
+        || rd.len() != rank
+        || ld[..rank - 2] != rd[..rank - 2]
+        || ld[rank - 1] != rd[rank - 2]
+    {
         return Ok(None);
     }
     // Negative strides (none of the views Tessera makes) take the widening path.
-    let stride = |l: &Layout, i: usize| usize::try_from(l.strides()[i]).ok();
-    let (Some(lrs), Some(lcs), Some(rrs), Some(rcs)) =
-        (stride(ll, 0), stride(ll, 1), stride(rl, 0), stride(rl, 1))
-    else {
+    let strides = |l: &Layout| -> Option<Vec<usize>> {
+        l.strides()
+            .iter()
+            .map(|&s| usize::try_from(s).ok())
+            .collect()
+    };
+    let (Some(ls), Some(rs)) = (strides(ll), strides(rl)) else {
         return Ok(None);
     };
-    let a = Bf16Matrix {
-        data: a,
-        offset: ll.offset(),
-        rows: ld[0],
-        cols: ld[1],
-        rs: lrs,
-        cs: lcs,
+    let (m, k, n) = (ld[rank - 2], ld[rank - 1], rd[rank - 1]);
+    let batch_dims = &ld[..rank - 2];
+    let overflow = || Error::SizeOverflow {
+        op: "matmul",
+        msg: format!("{:?} x {:?}", ll.shape(), rl.shape()),
     };
-    let b = Bf16Matrix {
-        data: b,
-        offset: rl.offset(),
-        rows: rd[0],
-        cols: rd[1],
-        rs: rrs,
-        cs: rcs,
-    };
-    let threads = crate::parallel::Parallelism::current().threads;
-    let c = gemm_bf16(&a, &b, kernel, threads)?;
-    Ok(Some(CpuStorage::BF16(narrow(&c)?)))
-}
-
-/// f32 values rounded to bf16, nearest even.
-pub(crate) fn narrow(values: &[f32]) -> Result<Vec<bf16>> {
-    let mut out = Vec::new();
-    out.try_reserve_exact(values.len())
+    let batch = batch_dims
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(overflow)?;
+    let per_product = m.checked_mul(n).ok_or_else(overflow)?;
+    let mut out = try_zeroed::<bf16>(batch.checked_mul(per_product).ok_or_else(overflow)?)?;
+    if out.is_empty() {
+        return Ok(Some(CpuStorage::BF16(out)));
+    }
+    // The operands' offsets of each product, batch index in row-major order.
+    let mut offsets = Vec::new();
+    offsets
+        .try_reserve_exact(batch)
         .map_err(|_| Error::OutOfMemory {
             device: "cpu".to_string(),
-            requested_bytes: values.len().saturating_mul(2),
+            requested_bytes: batch.saturating_mul(16),
         })?;
-    out.extend(values.iter().map(|&v| bf16::from_f32(v)));
-    Ok(out)
+    for index in 0..batch {
+        let (mut rest, mut oa, mut ob) = (index, ll.offset(), rl.offset());
+        for axis in (0..rank - 2).rev() {
+            let i = rest % batch_dims[axis];
+            rest /= batch_dims[axis];
+            oa += i * ls[axis];
+            ob += i * rs[axis];
+        }
+        offsets.push((oa, ob));
+    }
+    let product = |(oa, ob): (usize, usize), threads: usize, dst: &mut [bf16]| -> Result<()> {
+        let a = Bf16Matrix {
+            data: a,
+            offset: oa,
+            rows: m,
+            cols: k,
+            rs: ls[rank - 2],
+            cs: ls[rank - 1],
+        };
+        let b = Bf16Matrix {
+            data: b,
+            offset: ob,
+            rows: k,
+            cols: n,
+            rs: rs[rank - 2],
+            cs: rs[rank - 1],
+        };
+        match gemm {
+            Bf16Gemm::Amx => super::gemm_amx::gemm_amx(&a, &b, threads, dst),
+            Bf16Gemm::Dot(kernel) => {
+                let c = gemm_bf16(&a, &b, kernel, threads)?;
+                super::wide::map_contiguous(dst, &c, &super::cast::f32_to_bf16);
+                Ok(())
+            }
+            Bf16Gemm::Widen => unreachable!("checked above"),
+        }
+    };
+    let threads = crate::parallel::Parallelism::current().threads;
+    if batch == 1 || threads == 1 {
+        for (dst, &offset) in out.chunks_mut(per_product).zip(&offsets) {
+            product(offset, threads, dst)?;
+        }
+    } else {
+        // Many products: one per task, each on one thread.
+        out.par_chunks_mut(per_product)
+            .zip(offsets.par_iter())
+            .try_for_each(|(dst, &offset)| product(offset, 1, dst))?;
+    }
+    Ok(Some(CpuStorage::BF16(out)))
 }
 
 #[cfg(test)]
