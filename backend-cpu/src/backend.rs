@@ -64,9 +64,12 @@ impl Backend for Cpu {
     }
 
     fn computes_16_bit(&self, op: HalfOp, dtype: DType) -> bool {
-        // The bf16 GEMM of `kernels::gemm_bf16` (2-D products on AVX-512 BF16 CPUs; the others
-        // are widened in `matmul` below).
-        op == HalfOp::Matmul && dtype == DType::BF16
+        // The bf16 GEMMs of `kernels::gemm_amx` / `kernels::gemm_bf16` (on CPUs without
+        // either, `matmul` below widens), and the convolutions built on them where present.
+        dtype == DType::BF16
+            && (op == HalfOp::Matmul
+                || (matches!(op, HalfOp::Conv2d | HalfOp::Conv2dBackward)
+                    && nn_ops::bf16_convolutions()))
     }
 
     fn download(&self, x: Operand<'_, CpuStorage>) -> Result<HostData> {

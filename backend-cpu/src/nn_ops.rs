@@ -16,6 +16,7 @@ use tessera_core::{Conv2dParams, Layout, Pool2dParams, Result, Tensor};
 use crate::alloc::Zeroable;
 use crate::checks::check_storage;
 use crate::kernels::conv::{self, ConvGeometry};
+use crate::kernels::conv_bf16;
 use crate::kernels::copy;
 use crate::kernels::pool::{self, PoolGeometry};
 use crate::storage::CpuElement;
@@ -66,6 +67,12 @@ macro_rules! per_float {
     };
 }
 
+/// Whether bf16 convolutions run in bf16 here (on the bf16 GEMM) rather than widened to f32
+/// by tensor-core: what [`crate::Cpu`]'s `computes_16_bit` declares.
+pub(crate) fn bf16_convolutions() -> bool {
+    crate::kernels::gemm_bf16::has_fast_kernel()
+}
+
 /// [`tessera_core::Backend::conv2d`] on the CPU.
 pub(crate) fn conv2d(
     x: &Tensor<Cpu>,
@@ -74,6 +81,12 @@ pub(crate) fn conv2d(
 ) -> Result<Option<Tensor<Cpu>>> {
     let out_dims = check_conv2d(x.dims(), weight.dims(), p)?;
     let g = ConvGeometry::new("conv2d", x.dims(), weight.dims(), &out_dims, p)?;
+    if bf16_convolutions() {
+        if let (Some(xv), Some(wv)) = (values("conv2d", x)?, values("conv2d", weight)?) {
+            let out = conv_bf16::conv2d(&xv, &wv, &g)?;
+            return tensor(x.backend(), CpuStorage::BF16(out), &out_dims).map(Some);
+        }
+    }
     per_float!(x, |T, wrap| {
         let (Some(xv), Some(wv)) = (values::<T>("conv2d", x)?, values::<T>("conv2d", weight)?)
         else {
@@ -94,6 +107,12 @@ pub(crate) fn conv2d_backward_input(
     const OP: &str = "conv2d_backward_input";
     check_conv2d_backward_input(grad_out.dims(), weight.dims(), input_dims, p)?;
     let g = ConvGeometry::new(OP, input_dims, weight.dims(), grad_out.dims(), p)?;
+    if bf16_convolutions() {
+        if let (Some(gv), Some(wv)) = (values(OP, grad_out)?, values(OP, weight)?) {
+            let dx = conv_bf16::conv2d_backward_input(&gv, &wv, &g)?;
+            return tensor(grad_out.backend(), CpuStorage::BF16(dx), input_dims).map(Some);
+        }
+    }
     per_float!(grad_out, |T, wrap| {
         let (Some(gv), Some(wv)) = (values::<T>(OP, grad_out)?, values::<T>(OP, weight)?) else {
             return Ok(None);
@@ -113,6 +132,12 @@ pub(crate) fn conv2d_backward_weight(
     const OP: &str = "conv2d_backward_weight";
     check_conv2d_backward_weight(x.dims(), grad_out.dims(), weight_dims, p)?;
     let g = ConvGeometry::new(OP, x.dims(), weight_dims, grad_out.dims(), p)?;
+    if bf16_convolutions() {
+        if let (Some(xv), Some(gv)) = (values(OP, x)?, values(OP, grad_out)?) {
+            let dw = conv_bf16::conv2d_backward_weight(&xv, &gv, &g)?;
+            return tensor(x.backend(), CpuStorage::BF16(dw), weight_dims).map(Some);
+        }
+    }
     per_float!(x, |T, wrap| {
         let (Some(xv), Some(gv)) = (values::<T>(OP, x)?, values::<T>(OP, grad_out)?) else {
             return Ok(None);

@@ -14,6 +14,11 @@ fn promote<B: Backend>(x: &Tensor<B>, on_left: bool) -> Result<Tensor<B>> {
     }
 }
 
+/// Whether `x` (rank >= 2) is the transpose of a contiguous tensor but not contiguous itself.
+fn is_transposed_view<B: Backend>(x: &Tensor<B>) -> Result<bool> {
+    Ok(x.rank() >= 2 && !x.is_contiguous() && x.t()?.is_contiguous())
+}
+
 impl<B: Backend> Var<B> {
     /// Matrix product with NumPy's `matmul` semantics (rank-1 promotion, broadcast batch
     /// dimensions). Gradients: `g · bᵀ` and `aᵀ · g`, summed over broadcast batch dimensions.
@@ -35,12 +40,23 @@ impl<B: Backend> Var<B> {
                 if b_rank1 {
                     g2 = g2.unsqueeze(-1)?;
                 }
+                // An operand that is a transposed view (a Linear's `Wᵀ`) gets its gradient
+                // computed transposed, `(Bᵀ-side product)ᵀ`, so that the view's own backward
+                // hands the parameter a contiguous gradient instead of a transposed copy.
                 let ga = grad_if(need[0], || {
-                    let full = g2.matmul(&b2.t()?)?;
+                    let full = if is_transposed_view(&a2)? {
+                        b2.matmul(&g2.t()?)?.t()?
+                    } else {
+                        g2.matmul(&b2.t()?)?
+                    };
                     sum_to_dims(&full, a2.dims())?.reshape(a.dims())
                 })?;
                 let gb = grad_if(need[1], || {
-                    let full = a2.t()?.matmul(&g2)?;
+                    let full = if is_transposed_view(&b2)? {
+                        g2.t()?.matmul(&a2)?.t()?
+                    } else {
+                        a2.t()?.matmul(&g2)?
+                    };
                     sum_to_dims(&full, b2.dims())?.reshape(b.dims())
                 })?;
                 Ok(vec![ga, gb])

@@ -43,3 +43,30 @@ proptest! {
         check(|v| v[0].matmul(&v[1]), &[&a, &b])?;
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(CASES))]
+
+    /// Transposed views on either side (a Linear's `x · Wᵀ`, and `aᵀ · b`), whose gradients
+    /// are computed transposed so the parameter's comes back contiguous.
+    #[test]
+    fn matmul_of_transposed_views(
+        (a, b, transpose_a) in (1usize..=4, 1usize..=4, 1usize..=4, any::<bool>())
+            .prop_flat_map(|(m, k, n, transpose_a)| {
+                let a = if transpose_a { vec![k, m] } else { vec![m, k] };
+                (
+                    input_with(a, uniform(-2.0, 2.0)),
+                    input_with(vec![n, k], uniform(-2.0, 2.0)),
+                    Just(transpose_a),
+                )
+            })
+    ) {
+        check(
+            |v| {
+                let a = if transpose_a { v[0].t()? } else { v[0].clone() };
+                a.matmul(&v[1].t()?)
+            },
+            &[&a, &b],
+        )?;
+    }
+}

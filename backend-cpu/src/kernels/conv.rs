@@ -25,18 +25,18 @@ use crate::parallel::Parallelism;
 /// `[n, o, oh, ow]`, and the parameters.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ConvGeometry {
-    n: usize,
+    pub(super) n: usize,
     c: usize,
     h: usize,
     w: usize,
-    o: usize,
+    pub(super) o: usize,
     kh: usize,
     kw: usize,
     oh: usize,
     ow: usize,
     p: Conv2dParams,
     /// When the samples or the GEMMs are spread over rayon.
-    split: Parallelism,
+    pub(super) split: Parallelism,
 }
 
 impl ConvGeometry {
@@ -94,7 +94,12 @@ impl ConvGeometry {
     }
 
     /// Errors unless `values` has the `expected` length of the operand `what`.
-    fn check_len(op: &'static str, what: &str, values: usize, expected: usize) -> Result<()> {
+    pub(super) fn check_len(
+        op: &'static str,
+        what: &str,
+        values: usize,
+        expected: usize,
+    ) -> Result<()> {
         if values != expected {
             return Err(Error::InvalidArgument {
                 op,
@@ -105,17 +110,17 @@ impl ConvGeometry {
     }
 
     /// Rows of a column buffer: `c * kh * kw`.
-    fn patch(&self) -> usize {
+    pub(super) fn patch(&self) -> usize {
         self.c * self.kh * self.kw
     }
 
     /// Output positions per channel: `oh * ow`.
-    fn positions(&self) -> usize {
+    pub(super) fn positions(&self) -> usize {
         self.oh * self.ow
     }
 
     /// Elements of one input sample.
-    fn image(&self) -> usize {
+    pub(super) fn image(&self) -> usize {
         self.c * self.h * self.w
     }
 
@@ -148,17 +153,39 @@ impl ConvGeometry {
     }
 }
 
+/// An element of a column matrix: copied, with a zero for the padding.
+pub(crate) trait ColumnElement: Copy {
+    /// The padding value: zero.
+    const PAD: Self;
+}
+
+impl ColumnElement for f32 {
+    const PAD: Self = 0.0;
+}
+
+impl ColumnElement for f64 {
+    const PAD: Self = 0.0;
+}
+
+impl ColumnElement for tessera_core::bf16 {
+    const PAD: Self = tessera_core::bf16::ZERO;
+}
+
 /// Replaces the contents of `cols` with the column matrix `[c*kh*kw, oh*ow]` of one input
 /// sample `x: [c, h, w]`, appended row by row: every element is written once (zeros only
 /// where a tap falls in the padding), so the buffer needs no zero-filling first and one
 /// buffer serves every sample. Errors only when `cols` cannot grow to hold the matrix.
-fn im2col_into<T: GemmElement>(x: &[T], g: &ConvGeometry, cols: &mut Vec<T>) -> Result<()> {
+pub(super) fn im2col_into<T: ColumnElement>(
+    x: &[T],
+    g: &ConvGeometry,
+    cols: &mut Vec<T>,
+) -> Result<()> {
     let len = g.patch() * g.positions();
     cols.clear();
     cols.try_reserve_exact(len)
         .map_err(|_| crate::alloc::out_of_memory::<T>(len))?;
     let sw = g.p.stride.1;
-    let zeros = |cols: &mut Vec<T>, n: usize| cols.resize(cols.len() + n, T::ZERO);
+    let zeros = |cols: &mut Vec<T>, n: usize| cols.resize(cols.len() + n, T::PAD);
     for ci in 0..g.c {
         let plane = &x[ci * g.h * g.w..(ci + 1) * g.h * g.w];
         for i in 0..g.kh {
@@ -198,7 +225,7 @@ fn im2col_into<T: GemmElement>(x: &[T], g: &ConvGeometry, cols: &mut Vec<T>) -> 
 /// row sees are appended as one contiguous block, and the few elements of each line that came
 /// from the neighbouring line (the columns outside `valid`) are zeroed afterwards. One copy
 /// per row of the matrix instead of one per image line.
-fn append_row_shifted<T: GemmElement>(
+fn append_row_shifted<T: ColumnElement>(
     plane: &[T],
     g: &ConvGeometry,
     i: usize,
@@ -211,24 +238,28 @@ fn append_row_shifted<T: GemmElement>(
     let first = (0..g.oh).find_map(|y| g.input_row(y, i).map(|iy| (y, iy)));
     let last = (0..g.oh).rev().find(|&y| g.input_row(y, i).is_some());
     let (Some((y0, iy0)), Some(y_last)) = (first, last) else {
-        cols.resize(row_start + g.oh * ow, T::ZERO);
+        cols.resize(row_start + g.oh * ow, T::PAD);
         return;
     };
-    cols.resize(row_start + y0 * ow + valid.start, T::ZERO);
+    cols.resize(row_start + y0 * ow + valid.start, T::PAD);
     // From (y0, valid.start) to (y_last, valid.end - 1): inside the plane, as each end is.
     let start = iy0 * g.w + (valid.start as isize + shift) as usize;
     let len = (y_last - y0) * ow + valid.len();
     cols.extend_from_slice(&plane[start..start + len]);
-    cols.resize(row_start + g.oh * ow, T::ZERO);
+    cols.resize(row_start + g.oh * ow, T::PAD);
     for y in y0..=y_last {
         let line = &mut cols[row_start + y * ow..row_start + (y + 1) * ow];
-        line[..valid.start].fill(T::ZERO);
-        line[valid.end..].fill(T::ZERO);
+        line[..valid.start].fill(T::PAD);
+        line[valid.end..].fill(T::PAD);
     }
 }
 
 /// Adds the columns `cols: [c*kh*kw, oh*ow]` back into one input-gradient sample `dx: [c, h, w]`.
-fn col2im_sample<T: GemmElement + std::ops::AddAssign>(cols: &[T], g: &ConvGeometry, dx: &mut [T]) {
+pub(super) fn col2im_sample<T: GemmElement + std::ops::AddAssign>(
+    cols: &[T],
+    g: &ConvGeometry,
+    dx: &mut [T],
+) {
     let (positions, sw) = (g.positions(), g.p.stride.1);
     let mut rows = cols.chunks_exact(positions);
     for ci in 0..g.c {
@@ -256,13 +287,17 @@ fn col2im_sample<T: GemmElement + std::ops::AddAssign>(cols: &[T], g: &ConvGeome
 }
 
 /// True when the samples should be spread over rayon (else each GEMM is split instead).
-fn per_sample_tasks(g: &ConvGeometry) -> bool {
+pub(super) fn per_sample_tasks(g: &ConvGeometry) -> bool {
     g.n >= 2 && g.split.threads >= 2
 }
 
 /// `x: [n, c, h, w]` (contiguous) convolved with `weight: [o, c, kh, kw]` (contiguous):
 /// the contiguous output `[n, o, oh, ow]`.
-pub(crate) fn conv2d<T: GemmElement>(x: &[T], weight: &[T], g: &ConvGeometry) -> Result<Vec<T>> {
+pub(crate) fn conv2d<T: GemmElement + ColumnElement>(
+    x: &[T],
+    weight: &[T],
+    g: &ConvGeometry,
+) -> Result<Vec<T>> {
     const OP: &str = "conv2d";
     let (patch, positions) = (g.patch(), g.positions());
     ConvGeometry::check_len(OP, "input", x.len(), g.n * g.image())?;
@@ -357,7 +392,7 @@ pub(crate) fn conv2d_backward_input<T: GemmElement + std::ops::AddAssign>(
 /// `grad_out: [n, o, oh, ow]` (both contiguous). The batch is cut into one run of consecutive
 /// samples per thread; each run accumulates its own partial sum, and the partials are added in
 /// run order, so the result does not depend on scheduling.
-pub(crate) fn conv2d_backward_weight<T: GemmElement + std::ops::AddAssign>(
+pub(crate) fn conv2d_backward_weight<T: GemmElement + ColumnElement + std::ops::AddAssign>(
     x: &[T],
     grad_out: &[T],
     g: &ConvGeometry,

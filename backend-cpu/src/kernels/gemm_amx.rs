@@ -23,11 +23,9 @@
 //! the lengths of the slices it reads. Miri cannot run them; the packing is tested against the
 //! definition through the kernel natively where the CPU has AMX.
 
-use super::cast::f32_to_bf16;
-use super::gemm_bf16::{pack_b, zeroed, Bf16Matrix};
-use super::wide::map_contiguous;
+use super::gemm_bf16::{pack_b, zeroed, Bf16Matrix, ProductOutput};
 use rayon::prelude::*;
-use tessera_core::{bf16, Result};
+use tessera_core::Result;
 
 /// Rows of an A panel and of the micro-kernel's block: two 16-row tiles.
 pub(crate) const MR: usize = 32;
@@ -77,17 +75,17 @@ fn pack_a(a: &Bf16Matrix, steps: usize) -> Result<Vec<u16>> {
     Ok(out)
 }
 
-/// `A·B` (`m x k` by `k x n`) rounded to bf16 into `out` (row-major `m x n`) on AMX tiles.
-/// The caller checks [`available`] first.
+/// `A·B` (`m x k` by `k x n`) into `out` (row-major `m x n`, rounded to bf16 or kept in f32)
+/// on AMX tiles. The caller checks [`available`] first.
 ///
 /// Each `32 x 32` block is accumulated over the whole of k in the tile registers and rounded
 /// once, so there is no f32 copy of the output; a B panel (`32 x k`) stays in cache while the
 /// task's A panels stream past it.
-pub(crate) fn gemm_amx(
+pub(crate) fn gemm_amx<O: ProductOutput>(
     a: &Bf16Matrix,
     b: &Bf16Matrix,
     threads: usize,
-    out: &mut [bf16],
+    out: &mut [O],
 ) -> Result<()> {
     let (m, k, n) = (a.rows, a.cols, b.cols);
     assert_eq!(b.rows, k, "inner dimensions");
@@ -98,14 +96,16 @@ pub(crate) fn gemm_amx(
         return Ok(());
     }
     if k == 0 {
-        out.fill(bf16::ZERO);
+        for row in out.chunks_mut(NR) {
+            O::store(row, &[0.0; NR][..row.len()]);
+        }
         return Ok(());
     }
     let steps = k.div_ceil(STEP_K);
     let pairs = steps * STEP_PAIRS;
     let packed_a = pack_a(a, steps)?;
     let packed_b = pack_b(b, pairs)?;
-    let task = |(t, rows): (usize, &mut [bf16])| {
+    let task = |(t, rows): (usize, &mut [O])| {
         let tiles = tiles::Tiles::load();
         let first_panel = t * PANELS_PER_TASK;
         let row_count = rows.len() / n;
@@ -122,11 +122,7 @@ pub(crate) fn gemm_amx(
                 );
                 for i in 0..MR.min(row_count - ip * MR) {
                     let at = (ip * MR + i) * n + jp * NR;
-                    map_contiguous(
-                        &mut rows[at..at + cols],
-                        &block[i * NR..i * NR + cols],
-                        &f32_to_bf16,
-                    );
+                    O::store(&mut rows[at..at + cols], &block[i * NR..i * NR + cols]);
                 }
             }
         }
@@ -309,6 +305,7 @@ mod tiles {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tessera_core::bf16;
 
     /// Values whose products and sums are exact in f32: small integers and halves.
     fn values(len: usize, seed: usize) -> Vec<bf16> {
@@ -392,6 +389,7 @@ mod tests {
             (5, 515, 40),
             (300, 600, 70),
             (200, 96, 130),
+            (3, 0, 4),
         ] {
             for (transposed, threads) in [(false, 1), (true, 2)] {
                 let (da, db) = (values(m * k, 1), values(k * n, 2));

@@ -392,6 +392,50 @@ pub(crate) fn gemm_bf16(
     Ok(c)
 }
 
+/// Where the f32 results of a bf16 product go: rounded once to bf16, or kept in f32 (for
+/// callers that sum several products before rounding, as the convolution gradients do).
+pub(crate) trait ProductOutput: Copy + Send + Sync {
+    /// Writes `src` (one row's run of results) over `dst`.
+    fn store(dst: &mut [Self], src: &[f32]);
+}
+
+impl ProductOutput for bf16 {
+    fn store(dst: &mut [Self], src: &[f32]) {
+        super::wide::map_contiguous(dst, src, &super::cast::f32_to_bf16);
+    }
+}
+
+impl ProductOutput for f32 {
+    fn store(dst: &mut [Self], src: &[f32]) {
+        dst.copy_from_slice(src);
+    }
+}
+
+/// Whether bf16 products of this process run on a bf16 kernel (AMX or `vdpbf16ps`) rather
+/// than being widened to f32.
+pub(crate) fn has_fast_kernel() -> bool {
+    !matches!(chosen_gemm(), Bf16Gemm::Widen)
+}
+
+/// `a · b` into `out` (row-major `a.rows x b.cols`) on this process's bf16 kernel. Panics
+/// when there is none: callers check [`has_fast_kernel`].
+pub(crate) fn product_into<O: ProductOutput>(
+    a: &Bf16Matrix,
+    b: &Bf16Matrix,
+    threads: usize,
+    out: &mut [O],
+) -> Result<()> {
+    match chosen_gemm() {
+        Bf16Gemm::Amx => super::gemm_amx::gemm_amx(a, b, threads, out),
+        Bf16Gemm::Dot(kernel) => {
+            let c = gemm_bf16(a, b, kernel, threads)?;
+            O::store(out, &c);
+            Ok(())
+        }
+        Bf16Gemm::Widen => panic!("no bf16 kernel in this process (check has_fast_kernel)"),
+    }
+}
+
 /// `lhs · rhs` (`[..batch, m, k] x [..batch, k, n]`, batch strides possibly 0) on this
 /// process's bf16 GEMM (AMX or `vdpbf16ps`, see [`chosen_gemm`]) when both are bf16; `None`
 /// otherwise (the caller widens to f32: other dtypes, other CPUs, `TESSERA_CPU_BF16_GEMM=widen`,
@@ -478,15 +522,7 @@ pub(crate) fn try_matmul(
             rs: rs[rank - 2],
             cs: rs[rank - 1],
         };
-        match gemm {
-            Bf16Gemm::Amx => super::gemm_amx::gemm_amx(&a, &b, threads, dst),
-            Bf16Gemm::Dot(kernel) => {
-                let c = gemm_bf16(&a, &b, kernel, threads)?;
-                super::wide::map_contiguous(dst, &c, &super::cast::f32_to_bf16);
-                Ok(())
-            }
-            Bf16Gemm::Widen => unreachable!("checked above"),
-        }
+        product_into(&a, &b, threads, dst)
     };
     let threads = crate::parallel::Parallelism::current().threads;
     if batch == 1 || threads == 1 {

@@ -9,6 +9,7 @@ pub(crate) mod binary;
 pub(crate) mod cast;
 pub(crate) mod compare;
 pub(crate) mod conv;
+pub(crate) mod conv_bf16;
 pub(crate) mod copy;
 pub(crate) mod fill;
 pub(crate) mod gather;
