@@ -5,9 +5,16 @@ cross-entropy, backward, clip_grad_norm_, AdamW with decay on matrices only) on 
 batch, and greedy generation at batch 1 with a key/value cache from a one-token prompt until
 the context is full.
 
+With `--precision bf16` the training step's forward and loss, and generation, run under
+`torch.autocast(device_type="cpu", dtype=torch.bfloat16)` (PyTorch's CPU mixed precision: f32
+master weights, bf16 products), the peer of Tessera's bf16 policy
+(`cargo xtask bench gpt --precision bf16`).
+
 Usage: python3 gpt_torch.py [--batch 16] [--block 128] [--layers 4] [--heads 4] [--width 256]
-       [--vocab 128] [--reps N] [--init target/bench/gpt-init.safetensors]
+       [--vocab 128] [--reps N] [--init target/bench/gpt-init.safetensors] [--precision f32]
 """
+
+import contextlib
 
 import argparse
 import os
@@ -38,6 +45,7 @@ def main():
     parser.add_argument("--vocab", type=p.positive_int, default=128)
     parser.add_argument("--reps", type=p.positive_int, default=None)
     parser.add_argument("--init", default="target/bench/gpt-init.safetensors")
+    parser.add_argument("--precision", choices=["f32", "bf16"], default="f32")
     a = parser.parse_args()
     p.info(describe())
     init = a.init if os.path.isabs(a.init) else os.path.join(ROOT, a.init)
@@ -54,9 +62,15 @@ def main():
     opt = torch.optim.AdamW(parameter_groups(model, 0.1), lr=1e-3, betas=(0.9, 0.99), eps=1e-8)
     model.train()
 
+    def autocast():
+        if a.precision == "bf16":
+            return torch.autocast(device_type="cpu", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
     def step():
         opt.zero_grad()
-        loss = model.loss(x, y)
+        with autocast():
+            loss = model.loss(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -66,14 +80,14 @@ def main():
     macs = forward_macs_per_token(a)
     samples = p.measure(step, a.reps)
     p.emit("gpt", "torch", tokens, samples, flops=6.0 * macs * tokens, samples_counted=True,
-           model="gpt", phase="train")
+           model="gpt", phase="train", precision="bf16" if a.precision == "bf16" else None)
 
     model.eval()
     new_tokens = max(a.block - 1, 1)
 
     def generate():
-        with torch.inference_mode():
-            cache = model.new_cache(1, torch.float32)
+        with torch.inference_mode(), autocast():
+            cache = model.new_cache(1, torch.bfloat16 if a.precision == "bf16" else torch.float32)
             logits = model(torch.zeros((1, 1), dtype=torch.long), cache)
             out = []
             for i in range(new_tokens):
@@ -86,7 +100,8 @@ def main():
 
     samples = p.measure(generate, a.reps)
     p.emit("gpt", "torch", new_tokens, samples, flops=2.0 * macs * new_tokens,
-           samples_counted=True, model="gpt", phase="generate")
+           samples_counted=True, model="gpt", phase="generate",
+           precision="bf16" if a.precision == "bf16" else None)
     return 0
 
 

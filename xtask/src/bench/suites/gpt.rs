@@ -59,6 +59,29 @@ pub struct GptArgs {
     /// The safetensors file of the initial weights [default: target/bench/gpt-init.safetensors].
     #[arg(long)]
     pub init: Option<PathBuf>,
+    /// The precision of both sides: f32, or bf16 (Tessera's bf16 policy, PyTorch's CPU
+    /// autocast; f32 master weights on both) [default: tessera-bench's --precision].
+    #[arg(long, value_enum)]
+    pub precision: Option<GptPrecision>,
+}
+
+/// The precisions the `gpt` suite compares with its peer in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GptPrecision {
+    /// Everything in f32.
+    F32,
+    /// bf16 mixed precision.
+    Bf16,
+}
+
+impl GptPrecision {
+    /// The word on the command line (and in the peer's records).
+    fn word(self) -> &'static str {
+        match self {
+            GptPrecision::F32 => "f32",
+            GptPrecision::Bf16 => "bf16",
+        }
+    }
 }
 
 impl GptArgs {
@@ -83,6 +106,9 @@ impl GptArgs {
         }
         if let Some(init) = &self.init {
             args.extend(["--init".to_string(), init.display().to_string()]);
+        }
+        if let Some(precision) = self.precision {
+            args.extend(["--precision".to_string(), precision.word().to_string()]);
         }
         args
     }
@@ -124,6 +150,20 @@ pub fn measure<B: Backend>(
     protocol: &Protocol,
     emit: &mut dyn FnMut(Record),
 ) -> TaskResult<()> {
+    let precision = match args.precision {
+        Some(GptPrecision::F32) => Precision::F32,
+        Some(GptPrecision::Bf16) => Precision::BF16,
+        None => precision,
+    };
+    // Records say their precision when the suite's own flag chose it (tessera-bench labels
+    // the others with its global one).
+    let label = args.precision.map(|p| p.word().to_string());
+    let mut emit = |mut record: Record| {
+        if record.precision.is_none() {
+            record.precision.clone_from(&label);
+        }
+        emit(record)
+    };
     let config = args.config().precision(precision);
     let model = config.init(dev, &mut Generator::new(0))?;
     let init = args.init_path();
@@ -248,6 +288,47 @@ mod tests {
             .collect();
         assert_eq!(phases, [("train", 16), ("generate", 7)]);
         assert!(init.is_file());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_precision_flag_round_trips_and_labels_the_records() {
+        let dir = std::env::temp_dir().join(format!("tessera-gpt-bf16-{}", std::process::id()));
+        let init = dir.join("init.safetensors");
+        let mut argv: Vec<String> = [
+            "gpt", "--batch", "2", "--block", "8", "--layers", "1", "--heads", "2", "--width",
+            "16", "--vocab", "10", "--reps", "1", "--init",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        argv.extend([
+            init.display().to_string(),
+            "--precision".into(),
+            "bf16".into(),
+        ]);
+        let args = Cli::try_parse_from(&argv).unwrap().gpt;
+        assert_eq!(args.precision, Some(GptPrecision::Bf16));
+        assert_eq!(args.to_cli_args(), argv[1..]);
+        let quick = Protocol {
+            min_warmup_runs: 1,
+            min_warmup_s: 0.0,
+            ..Protocol::default()
+        };
+        let mut records = Vec::new();
+        // The suite's flag wins over tessera-bench's global precision (f32 here).
+        measure(
+            &tessera_cpu::Cpu::new(),
+            &args,
+            Precision::F32,
+            &quick,
+            &mut |r| records.push(r),
+        )
+        .unwrap();
+        assert_eq!(records.len(), 2);
+        for r in &records {
+            assert_eq!(r.precision.as_deref(), Some("bf16"), "{:?}", r.phase);
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
