@@ -428,6 +428,21 @@ pub(crate) fn conv2d_backward_weight<T: GemmElement + ColumnElement + std::ops::
         }
         Ok(acc)
     };
+    sum_over_sample_runs(g, len, accumulate)
+}
+
+/// The sum over the batch of `accumulate(samples, split)`, each call summing `len` values over
+/// a run of consecutive samples: one call over the whole batch with its GEMMs split
+/// (`split = true`) when the samples are not the parallel tasks, else one run per thread
+/// (`split = false`), the partials added in run order so that the result does not depend on
+/// scheduling.
+pub(super) fn sum_over_sample_runs<
+    T: Copy + Send + std::ops::AddAssign + crate::alloc::Zeroable,
+>(
+    g: &ConvGeometry,
+    len: usize,
+    accumulate: impl Fn(std::ops::Range<usize>, bool) -> Result<Vec<T>> + Sync,
+) -> Result<Vec<T>> {
     if !per_sample_tasks(g) {
         return accumulate(0..g.n, true);
     }

@@ -4,7 +4,9 @@
 //! gradient's col2im, the weight gradient's sum over samples), so every output is rounded to
 //! bf16 once, as the widening path rounds it.
 
-use super::conv::{col2im_sample, im2col_into, per_sample_tasks, ConvGeometry};
+use super::conv::{
+    col2im_sample, im2col_into, per_sample_tasks, sum_over_sample_runs, ConvGeometry,
+};
 use super::gemm_bf16::{product_into, Bf16Matrix};
 use crate::alloc::{try_resize, try_zeroed};
 use rayon::prelude::*;
@@ -119,8 +121,7 @@ pub(crate) fn conv2d_backward_input(
 
 /// The weight gradient `[o, c, kh, kw]` of a convolution, from the input `x: [n, c, h, w]` and
 /// `grad_out: [n, o, oh, ow]` (both contiguous): `g_b · cols_bᵀ` summed over the samples in
-/// f32 (one run of consecutive samples per thread, the partials added in run order), then
-/// rounded.
+/// f32 (as [`sum_over_sample_runs`] orders the sum), then rounded.
 pub(crate) fn conv2d_backward_weight(
     x: &[bf16],
     grad_out: &[bf16],
@@ -134,7 +135,8 @@ pub(crate) fn conv2d_backward_weight(
     if len == 0 || g.n == 0 || positions == 0 {
         return try_zeroed(len);
     }
-    let accumulate = |samples: std::ops::Range<usize>, threads: usize| -> Result<Vec<f32>> {
+    let accumulate = |samples: std::ops::Range<usize>, split: bool| -> Result<Vec<f32>> {
+        let threads = if split { g.split.threads } else { 1 };
         let mut acc = try_zeroed::<f32>(len)?;
         let mut product = try_zeroed::<f32>(len)?;
         let mut cols = Vec::new();
@@ -154,23 +156,7 @@ pub(crate) fn conv2d_backward_weight(
         }
         Ok(acc)
     };
-    if !per_sample_tasks(g) {
-        return rounded(&accumulate(0..g.n, g.split.threads)?);
-    }
-    let runs = g.split.threads.min(g.n);
-    let per_run = g.n.div_ceil(runs);
-    let partials: Vec<Vec<f32>> = (0..g.n.div_ceil(per_run))
-        .into_par_iter()
-        .map(|r| accumulate(r * per_run..((r + 1) * per_run).min(g.n), 1))
-        .collect::<Result<_>>()?;
-    let mut partials = partials.into_iter();
-    let mut total = partials.next().expect("at least one run: n > 0");
-    for part in partials {
-        for (t, p) in total.iter_mut().zip(part) {
-            *t += p;
-        }
-    }
-    rounded(&total)
+    rounded(&sum_over_sample_runs(g, len, accumulate)?)
 }
 
 #[cfg(test)]
