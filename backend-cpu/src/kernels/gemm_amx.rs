@@ -305,47 +305,14 @@ mod tiles {
 #[cfg(test)]
 mod tests {
     use super::*;
+    // The operands and the f64 definition the `vdpbf16ps` kernel is tested against.
+    use crate::kernels::gemm_bf16::tests::{matrix, reference, values};
     use tessera_core::bf16;
-
-    /// Values whose products and sums are exact in f32: small integers and halves.
-    fn values(len: usize, seed: usize) -> Vec<bf16> {
-        (0..len)
-            .map(|i| bf16::from_f32((((i * 7 + seed * 3) % 11) as f32 - 5.0) * 0.5))
-            .collect()
-    }
-
-    fn matrix(data: &[bf16], rows: usize, cols: usize, transposed: bool) -> Bf16Matrix<'_> {
-        let (rs, cs) = if transposed { (1, rows) } else { (cols, 1) };
-        Bf16Matrix {
-            data,
-            offset: 0,
-            rows,
-            cols,
-            rs,
-            cs,
-        }
-    }
 
     /// The product through the kernel under test.
     fn product(a: &Bf16Matrix, b: &Bf16Matrix, threads: usize) -> Vec<bf16> {
         let mut out = vec![bf16::ZERO; a.rows * b.cols];
         gemm_amx(a, b, threads, &mut out).unwrap();
-        out
-    }
-
-    /// The product by definition, in f64.
-    fn reference(a: &Bf16Matrix, b: &Bf16Matrix) -> Vec<f64> {
-        let at = |x: &Bf16Matrix, r: usize, c: usize| x.data[x.offset + r * x.rs + c * x.cs];
-        let mut out = Vec::new();
-        for i in 0..a.rows {
-            for j in 0..b.cols {
-                out.push(
-                    (0..a.cols)
-                        .map(|p| f64::from(at(a, i, p).to_f32()) * f64::from(at(b, p, j).to_f32()))
-                        .sum(),
-                );
-            }
-        }
         out
     }
 

@@ -539,17 +539,22 @@ pub(crate) fn try_matmul(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// Values whose products and sums are exact in f32: small integers and halves.
-    fn values(len: usize, seed: usize) -> Vec<bf16> {
+    pub(in crate::kernels) fn values(len: usize, seed: usize) -> Vec<bf16> {
         (0..len)
             .map(|i| bf16::from_f32((((i * 7 + seed * 3) % 11) as f32 - 5.0) * 0.5))
             .collect()
     }
 
-    fn matrix(data: &[bf16], rows: usize, cols: usize, transposed: bool) -> Bf16Matrix<'_> {
+    pub(in crate::kernels) fn matrix(
+        data: &[bf16],
+        rows: usize,
+        cols: usize,
+        transposed: bool,
+    ) -> Bf16Matrix<'_> {
         let (rs, cs) = if transposed { (1, rows) } else { (cols, 1) };
         Bf16Matrix {
             data,
@@ -562,7 +567,7 @@ mod tests {
     }
 
     /// The product by definition, in f64.
-    fn reference(a: &Bf16Matrix, b: &Bf16Matrix) -> Vec<f64> {
+    pub(in crate::kernels) fn reference(a: &Bf16Matrix, b: &Bf16Matrix) -> Vec<f64> {
         let at = |x: &Bf16Matrix, r: usize, c: usize| x.data[x.offset + r * x.rs + c * x.cs];
         let mut out = Vec::new();
         for i in 0..a.rows {
