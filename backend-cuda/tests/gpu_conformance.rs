@@ -24,7 +24,11 @@ mod conformance {
     conformance_suite_or_skip!(super::cuda(), None);
 }
 
+/// Ignored in a plain run: the device's counters are shared by every handle, so cuBLAS calls of
+/// tests running beside it would count against the tiled handle. The gpu-check bundle runs it
+/// alone (`--ignored --exact`).
 #[test]
+#[ignore = "reads the device-wide BLAS counter: run alone with --ignored"]
 fn matmul_with_the_tiled_kernel() {
     let Some(dev) = cuda() else { return };
     let tiled = dev.with_gemm(GemmEngine::Tiled);

@@ -8,6 +8,7 @@
 
 use crate::cuda::cublas::{gemm_route, Cublas, GemmCall, GemmOperand};
 use crate::cuda::driver_error::{backend_error, check, BACKEND};
+use crate::cuda::memset::{self, Memset};
 use crate::kernels::{self, Arch, KernelModule, KERNELS_DIR_ENV_VAR};
 use crate::options::check_tiles;
 use cust::context::Context;
@@ -367,38 +368,57 @@ impl Driver for CudaDriver {
     }
 
     fn fill(&self, dst: &Block, pattern: &[u8], bytes: usize) -> Result<()> {
-        if bytes > dst.bytes || bytes % pattern.len().max(1) != 0 {
+        if bytes > dst.bytes {
             return Err(backend_error("fill", "fill outside the buffer"));
         }
+        let memsets = memset::plan(pattern, bytes).map_err(|e| backend_error("fill", e))?;
         self.activate()?;
         let stream = self.stream();
-        let word = |b: &[u8]| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
-        // SAFETY (all three): the filled range lies inside `dst` (checked above); the memsets
-        // are queued on the device's stream and read no host memory after returning.
-        let code = match pattern.len() {
-            1 => unsafe { cu::cuMemsetD8Async(dst.address, pattern[0], bytes, stream) },
-            4 => unsafe { cu::cuMemsetD32Async(dst.address, word(pattern), bytes / 4, stream) },
-            8 => {
-                let (lo, hi) = (word(&pattern[..4]), word(&pattern[4..]));
-                let n = bytes / 8;
-                if lo == hi {
-                    unsafe { cu::cuMemsetD32Async(dst.address, lo, 2 * n, stream) }
-                } else {
-                    // Two strided 32-bit fills: the low words, then the high words, of every
-                    // 8-byte element (a 2-D memset of width one word and pitch 8 bytes).
-                    let low = unsafe { cu::cuMemsetD2D32Async(dst.address, 8, lo, 1, n, stream) };
-                    check("fill", low)?;
-                    unsafe { cu::cuMemsetD2D32Async(dst.address + 4, 8, hi, 1, n, stream) }
-                }
-            }
-            other => {
-                return Err(backend_error(
-                    "fill",
-                    format!("unsupported pattern of {other} bytes"),
-                ))
-            }
-        };
-        check("fill", code)
+        for step in memsets {
+            // SAFETY (every arm): the plan writes only inside the first `bytes` bytes, which lie
+            // inside `dst` (checked above); the memsets are queued on the device's stream and
+            // read no host memory after returning.
+            let code = match step {
+                Memset::D8 {
+                    offset,
+                    value,
+                    count,
+                } => unsafe {
+                    cu::cuMemsetD8Async(dst.address + offset as u64, value, count, stream)
+                },
+                Memset::D16 {
+                    offset,
+                    value,
+                    count,
+                } => unsafe {
+                    cu::cuMemsetD16Async(dst.address + offset as u64, value, count, stream)
+                },
+                Memset::D32 {
+                    offset,
+                    value,
+                    count,
+                } => unsafe {
+                    cu::cuMemsetD32Async(dst.address + offset as u64, value, count, stream)
+                },
+                Memset::Strided32 {
+                    offset,
+                    pitch,
+                    value,
+                    rows,
+                } => unsafe {
+                    cu::cuMemsetD2D32Async(
+                        dst.address + offset as u64,
+                        pitch,
+                        value,
+                        1,
+                        rows,
+                        stream,
+                    )
+                },
+            };
+            check("fill", code)?;
+        }
+        Ok(())
     }
 
     fn launch(&self, launch: &Launch<'_>, args: &[DriverArg<'_, Block>]) -> Result<()> {

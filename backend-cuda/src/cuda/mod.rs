@@ -5,5 +5,6 @@
 pub(crate) mod cublas;
 pub(crate) mod driver;
 pub(crate) mod driver_error;
+pub(crate) mod memset;
 pub(crate) mod nvrtc;
 pub(crate) mod registry;
