@@ -91,7 +91,7 @@ class GPT(nn.Module):
     def forward(self, idx, cache=None):
         start = 0 if cache is None else cache[0]["len"]
         t = idx.shape[1]
-        pos = torch.arange(start, start + t, dtype=torch.long)
+        pos = torch.arange(start, start + t, dtype=torch.long, device=idx.device)
         x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))
         for i, block in enumerate(self.transformer.h):
             x = block(x, None if cache is None else cache[i])
@@ -104,7 +104,9 @@ class GPT(nn.Module):
     def new_cache(self, batch, dtype):
         c = self.config
         shape = (batch, c["n_head"], c["block_size"], c["n_embd"] // c["n_head"])
-        return [dict(k=torch.zeros(shape, dtype=dtype), v=torch.zeros(shape, dtype=dtype), len=0)
+        device = self.lm_head.weight.device
+        return [dict(k=torch.zeros(shape, dtype=dtype, device=device),
+                     v=torch.zeros(shape, dtype=dtype, device=device), len=0)
                 for _ in range(c["n_layer"])]
 
 

@@ -10,8 +10,13 @@ With `--precision bf16` the training step's forward and loss, and generation, ru
 master weights, bf16 products), the peer of Tessera's bf16 policy
 (`cargo xtask bench gpt --precision bf16`).
 
+With `--device cuda` everything runs on the GPU (autocast on CUDA under `--precision bf16`), and
+every timed call ends with `torch.cuda.synchronize()`, as Tessera's side synchronises its
+device: the peer of `tessera-bench --backend cuda gpt` (the gpu-check bundle runs the pair).
+
 Usage: python3 gpt_torch.py [--batch 16] [--block 128] [--layers 4] [--heads 4] [--width 256]
        [--vocab 128] [--reps N] [--init target/bench/gpt-init.safetensors] [--precision f32]
+       [--device cpu]
 """
 
 import contextlib
@@ -46,7 +51,11 @@ def main():
     parser.add_argument("--reps", type=p.positive_int, default=None)
     parser.add_argument("--init", default="target/bench/gpt-init.safetensors")
     parser.add_argument("--precision", choices=["f32", "bf16"], default="f32")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     a = parser.parse_args()
+    device = torch.device(a.device)
+    if a.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("--device cuda: PyTorch sees no CUDA device")
     p.info(describe())
     init = a.init if os.path.isabs(a.init) else os.path.join(ROOT, a.init)
     if not os.path.isfile(init):
@@ -55,16 +64,21 @@ def main():
                   vocab_size=a.vocab, dropout=0.0, bias=True)
     model = GPT(config)
     model.load_state_dict(load_file(init), strict=True)
+    model.to(device)
+
+    def sync():
+        if a.device == "cuda":
+            torch.cuda.synchronize()
 
     g = torch.Generator().manual_seed(7)
     batch = torch.randint(0, a.vocab, (a.batch, a.block + 1), generator=g)
-    x, y = batch[:, :-1].contiguous(), batch[:, 1:].contiguous()
+    x, y = batch[:, :-1].contiguous().to(device), batch[:, 1:].contiguous().to(device)
     opt = torch.optim.AdamW(parameter_groups(model, 0.1), lr=1e-3, betas=(0.9, 0.99), eps=1e-8)
     model.train()
 
     def autocast():
         if a.precision == "bf16":
-            return torch.autocast(device_type="cpu", dtype=torch.bfloat16)
+            return torch.autocast(device_type=a.device, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
     def step():
@@ -74,13 +88,15 @@ def main():
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        sync()
         return loss.detach()
 
     tokens = a.batch * a.block
     macs = forward_macs_per_token(a)
     samples = p.measure(step, a.reps)
     p.emit("gpt", "torch", tokens, samples, flops=6.0 * macs * tokens, samples_counted=True,
-           model="gpt", phase="train", precision="bf16" if a.precision == "bf16" else None)
+           model="gpt", phase="train", precision="bf16" if a.precision == "bf16" else None,
+           backend=a.device)
 
     model.eval()
     new_tokens = max(a.block - 1, 1)
@@ -88,20 +104,20 @@ def main():
     def generate():
         with torch.inference_mode(), autocast():
             cache = model.new_cache(1, torch.bfloat16 if a.precision == "bf16" else torch.float32)
-            logits = model(torch.zeros((1, 1), dtype=torch.long), cache)
+            logits = model(torch.zeros((1, 1), dtype=torch.long, device=device), cache)
             out = []
             for i in range(new_tokens):
                 nxt = int(logits[0, -1].argmax())
                 out.append(nxt)
                 if i + 1 == new_tokens:
                     break
-                logits = model(torch.tensor([[nxt]], dtype=torch.long), cache)
+                logits = model(torch.tensor([[nxt]], dtype=torch.long, device=device), cache)
             return out
 
     samples = p.measure(generate, a.reps)
     p.emit("gpt", "torch", new_tokens, samples, flops=2.0 * macs * new_tokens,
            samples_counted=True, model="gpt", phase="generate",
-           precision="bf16" if a.precision == "bf16" else None)
+           precision="bf16" if a.precision == "bf16" else None, backend=a.device)
     return 0
 
 

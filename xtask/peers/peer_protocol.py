@@ -81,15 +81,16 @@ def int_list(text):
 
 
 def emit(suite, framework, n, samples, flops=None, samples_counted=False, model=None,
-         phase=None, memory=None, variant=None, precision=None):
+         phase=None, memory=None, variant=None, precision=None, backend="cpu"):
     """Prints one record line with the fields of tessera-bench's records (`memory`: a dict of
     rss_before_bytes, peak_rss_bytes, rss_after_bytes, for the mem and precision suites;
-    `precision`: "f32", "bf16" or "f16", for the precision suite)."""
+    `precision`: "f32", "bf16" or "f16", for the precision suite; `backend`: where the peer
+    computed, "cpu" or "cuda")."""
     med = median(samples)
     record = {
         "suite": suite,
         "framework": framework,
-        "backend": "cpu",
+        "backend": backend,
         "n": n,
         "reps": len(samples),
         "median_s": med,

@@ -25,7 +25,8 @@ use clap::Args;
 use crate::process::{cargo, run_checked, target_dir};
 use crate::TaskResult;
 
-/// The bundle must stay well under this size (the limit of what a GPU machine receives).
+/// The bundle's archive must stay under this size (well under the 64 MiB a GPU machine of this
+/// workplace receives with the working tree).
 const SIZE_LIMIT_BYTES: u64 = 48 << 20;
 
 /// Options of `cargo xtask gpu-check`.
@@ -147,6 +148,9 @@ pub fn run(args: &GpuCheckArgs) -> TaskResult<()> {
     if copy_hf_fixtures(&bundle.join("hf")) {
         steps.extend(script::pretrained_steps(has_text));
     }
+    if copy_gpt_peer(&bundle) {
+        steps.push(script::gpt_peer_step());
+    }
     // Last: the lifecycle report, measured on the GPU machine itself.
     steps.extend(script::lifecycle_steps(has_data));
     let run_sh = bundle.join("run.sh");
@@ -158,17 +162,35 @@ pub fn run(args: &GpuCheckArgs) -> TaskResult<()> {
         .map_err(|e| format!("cannot write {}: {e}", lifecycle_sh.display()))?;
     make_executable(&lifecycle_sh)?;
 
-    let size = artifacts::folder_size(&bundle);
+    let archive = archive_bundle(&bundle)?;
+    let size = std::fs::metadata(&archive)
+        .map_err(|e| format!("cannot read {}: {e}", archive.display()))?
+        .len();
     if size > SIZE_LIMIT_BYTES {
         return Err(format!(
-            "the bundle is {:.1} MiB, above the {:.0} MiB budget",
+            "the bundle's archive is {:.1} MiB, above the {:.0} MiB budget",
             mib(size),
             mib(SIZE_LIMIT_BYTES)
         )
         .into());
     }
-    print_command(&bundle, size);
+    print_command(&bundle, &archive, artifacts::folder_size(&bundle), size);
     Ok(())
+}
+
+/// Packs `bundle` into `bundle.tar.gz` beside it (the file to send: the binaries shrink to about
+/// a third) and returns the archive's path.
+fn archive_bundle(bundle: &Path) -> TaskResult<PathBuf> {
+    let parent = bundle.parent().unwrap_or(Path::new("."));
+    let name = bundle
+        .file_name()
+        .ok_or_else(|| format!("{} has no folder name", bundle.display()))?;
+    let archive = parent.join(format!("{}.tar.gz", name.to_string_lossy()));
+    let mut tar = std::process::Command::new("tar");
+    tar.arg("czf").arg(&archive).arg("-C").arg(parent).arg(name);
+    println!("==> gpu-check: packing {}", archive.display());
+    run_checked(&mut tar)?;
+    Ok(archive)
 }
 
 fn mib(bytes: u64) -> f64 {
@@ -281,27 +303,73 @@ fn copy_hf_fixtures(dir: &Path) -> bool {
     }
 }
 
+/// The PyTorch GPT peer's files (`xtask/peers`) the bundle's GPT comparison runs.
+const GPT_PEER_FILES: [&str; 4] = [
+    "gpt_torch.py",
+    "gpt_model.py",
+    "peer_protocol.py",
+    "torch_common.py",
+];
+
+/// Writes `gpt_peer.sh` and copies the PyTorch GPT peer into `bundle/peers`; false (after a
+/// warning) when a file is missing.
+fn copy_gpt_peer(bundle: &Path) -> bool {
+    let source = crate::process::workspace_root().join("xtask/peers");
+    let copy = || -> TaskResult<()> {
+        let peers = bundle.join("peers");
+        std::fs::create_dir_all(&peers)
+            .map_err(|e| format!("cannot create {}: {e}", peers.display()))?;
+        for file in GPT_PEER_FILES {
+            std::fs::copy(source.join(file), peers.join(file))
+                .map_err(|e| format!("cannot copy {file}: {e}"))?;
+        }
+        let sh = bundle.join("gpt_peer.sh");
+        std::fs::write(&sh, script::GPT_PEER_SCRIPT)
+            .map_err(|e| format!("cannot write {}: {e}", sh.display()))?;
+        make_executable(&sh)
+    };
+    match copy() {
+        Ok(()) => {
+            println!("==> gpu-check: gpt_peer.sh and peers/");
+            true
+        }
+        Err(e) => {
+            eprintln!("gpu-check: warning: no PyTorch GPT peer ({e}); the bundle skips it");
+            false
+        }
+    }
+}
+
 fn make_executable(path: &Path) -> TaskResult<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
         .map_err(|e| format!("cannot make {} executable: {e}", path.display()).into())
 }
 
-/// Prints where the bundle is and the one command that runs it on a GPU machine.
-fn print_command(bundle: &Path, size: u64) {
-    let shown = bundle
-        .strip_prefix(crate::process::workspace_root())
-        .unwrap_or(bundle);
+/// Prints where the bundle and its archive are and the commands that run it on a GPU machine.
+fn print_command(bundle: &Path, archive: &Path, size: u64, archive_size: u64) {
+    let root = crate::process::workspace_root();
+    let shown = bundle.strip_prefix(root).unwrap_or(bundle);
+    let shown_archive = archive.strip_prefix(root).unwrap_or(archive);
     println!(
-        "\n==> gpu-check: bundle ready: {} ({:.1} MiB, git-ignored)",
+        "\n==> gpu-check: bundle ready: {} ({:.1} MiB), packed as {} ({:.1} MiB), git-ignored",
         shown.display(),
-        mib(size)
+        mib(size),
+        shown_archive.display(),
+        mib(archive_size)
     );
     println!(
-        "Copy it to a machine with an NVIDIA GPU and driver (keeping its path under the \
-         workspace root, or anywhere) and run, from that root:\n"
+        "Copy the archive to a machine with an NVIDIA GPU and driver and run, from the folder \
+         it is in:\n"
     );
-    println!("    bash {}/run.sh RESULTS_DIR\n", shown.display());
+    println!(
+        "    tar xzf {} -C /tmp && bash /tmp/{}/run.sh RESULTS_DIR\n",
+        shown_archive
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy(),
+        bundle.file_name().unwrap_or_default().to_string_lossy()
+    );
     println!(
         "It runs nvidia-smi, puts the driver's library folder on the loader path, then the \
          conformance suite (f32, f64, f16, bf16), train (f32 and bf16) and the benchmarks, \

@@ -31,8 +31,16 @@ pub fn steps(has_data: bool, train_samples: usize, test_samples: usize) -> Vec<S
         // `cuda_declares_the_16_bit_dtypes` fails if CUDA does not declare them.
         Step {
             name: "conformance",
-            limit_s: 190,
+            // 15 s on an H200 (2026-12-04).
+            limit_s: 100,
             command: "\"$here/bin/gpu_conformance\" --test-threads=8".into(),
+        },
+        // Alone, because it asserts that the device-wide cuBLAS counter did not move.
+        Step {
+            name: "conformance-tiled",
+            limit_s: 10,
+            command: "\"$here/bin/gpu_conformance\" --ignored --exact matmul_with_the_tiled_kernel"
+                .into(),
         },
         Step {
             name: "index-error",
@@ -47,14 +55,15 @@ pub fn steps(has_data: bool, train_samples: usize, test_samples: usize) -> Vec<S
             command: "\"$here/bin/nccl_library\" --nocapture --test-threads=1".into(),
         },
     ];
-    // Limits of the training runs: a few seconds of work on an H200 each, plus start-up
+    // Limits of the training runs (each took 1 s on an H200, 2026-12-04): a few seconds of work
+    // on an H200 each, plus start-up
     // (context, kernels, cuBLAS); they were 60 s before the 16-bit and lifecycle steps, 40 s
     // before the sharded GPT step. (The GPT's train and generate steps gave 5 s each to the
     // pretrained-model step.)
     if has_data {
         steps.push(Step {
             name: "train-mlp",
-            limit_s: 35,
+            limit_s: 25,
             command: format!(
                 "\"$here/bin/train\" --backend cuda --model mlp --epochs 2 --data \"$here/data\" \
                  --train-limit {train_samples} --test-limit {test_samples}"
@@ -71,7 +80,7 @@ pub fn steps(has_data: bool, train_samples: usize, test_samples: usize) -> Vec<S
         });
         steps.push(Step {
             name: "train-cnn",
-            limit_s: 35,
+            limit_s: 25,
             command: format!(
                 "\"$here/bin/train\" --backend cuda --model cnn --epochs 1 --data \"$here/data\" \
                  --train-limit {train_samples} --test-limit {test_samples}"
@@ -284,6 +293,19 @@ pub fn gpt_steps() -> Vec<Step> {
     ]
 }
 
+/// `gpt_peer.sh`: the GPT step and generation on CUDA against PyTorch on the same GPU
+/// (`peers/gpt_torch.py --device cuda`), alternating; skips, saying why, without PyTorch's CUDA.
+pub const GPT_PEER_SCRIPT: &str = include_str!("gpt_peer.sh");
+
+/// The step running [`GPT_PEER_SCRIPT`] (records in `$results/gpt-peer/`).
+pub fn gpt_peer_step() -> Step {
+    Step {
+        name: "gpt-vs-torch",
+        limit_s: 90,
+        command: "bash \"$here/gpt_peer.sh\" \"$here\" \"$results/gpt-peer\"".into(),
+    }
+}
+
 /// The pretrained-model step, run after the GPT's when the bundle has the Hugging Face
 /// fixtures (`hf/`, from `fixtures/hf`): greedy generation from a GPT-2 folder in f32 and from a
 /// Llama 3 folder (bf16 weights, rope scaling) computing in bf16 (each reports its first-token
@@ -405,6 +427,7 @@ mod tests {
         let mut all = steps(has_data, 1, 1);
         all.extend(gpt_steps());
         all.extend(pretrained_steps(true));
+        all.push(gpt_peer_step());
         all.extend(lifecycle_steps(has_data));
         all
     }
@@ -564,6 +587,7 @@ mod tests {
         for (name, text) in [
             ("run.sh", run_script(&bundle(true))),
             ("lifecycle.sh", lifecycle_script()),
+            ("gpt_peer.sh", GPT_PEER_SCRIPT.to_string()),
         ] {
             let file = std::env::temp_dir().join(format!("{}-{name}", std::process::id()));
             std::fs::write(&file, text).unwrap();
