@@ -68,7 +68,10 @@ pub use cuda::driver_error::INSTALL_HINT;
 pub use cuda::registry::device_count;
 pub use interop::device_address;
 pub use options::{CudaOptions, DEFAULT_TILES, GEMM_ENV_VAR, TF32_ENV_VAR, TILES_ENV_VAR};
-pub use tessera_gpu::{GemmEngine, MemoryUsage, RuntimeStats, LAUNCH_BLOCKING_ENV_VAR};
+pub use tessera_gpu::{
+    AttentionRoute, GemmEngine, MemoryUsage, RuntimeStats, ATTENTION_ENV_VAR,
+    LAUNCH_BLOCKING_ENV_VAR,
+};
 
 /// An NVIDIA GPU: the engine over the CUDA driver. Cheap to clone; every handle on one device
 /// shares its context, stream, buffer pool, kernel modules and cuBLAS handle.

@@ -64,7 +64,7 @@ pub use buffer::DeviceBuffer;
 pub use device::{list_devices, DeviceInfo, DeviceKind, DeviceSelector, DEVICE_ENV_VAR};
 pub use driver::OpenClDriver;
 pub use error::INSTALL_HINT;
-pub use tessera_gpu::{GemmEngine, MemoryUsage, RuntimeStats};
+pub use tessera_gpu::{AttentionRoute, GemmEngine, MemoryUsage, RuntimeStats, ATTENTION_ENV_VAR};
 
 /// An OpenCL device: the engine over the OpenCL driver. Cheap to clone; every handle on one
 /// device shares its context, queue, program cache and buffer pool.

@@ -1,32 +1,57 @@
-//! The fused attention kernels (`attention.cl.c`) on the default OpenCL device: the conformance
-//! checks of both passes (random shapes, masks, dropout, head splits) on every float dtype the
-//! device supports, and a training-sized problem against the CPU backend. Skips with a printed
-//! reason when no OpenCL device exists.
+//! Attention on the default OpenCL device, on each route of the GPU engine (the default, the
+//! fused kernels of `attention.cl.c`, and the materialised composite cut into one chunk per
+//! sequence, each chunk's dropout counters included): the conformance checks of both passes
+//! (random shapes, masks, dropout, head splits) on every float dtype the device supports, and
+//! a training-sized problem against the CPU backend. Skips with a printed reason when no OpenCL
+//! device exists.
 
 mod common;
 
 use tessera_conformance::checks::attention::{self, AttentionOp};
 use tessera_core::{AttentionDropout, AttentionOptions, Backend, DType, Tensor};
 use tessera_cpu::Cpu;
-use tessera_opencl::OpenCl;
+use tessera_opencl::{AttentionRoute, OpenCl};
+
+/// The routes every test below runs on, whatever `TESSERA_GPU_ATTENTION` says.
+fn routes(dev: &OpenCl) -> [(&'static str, OpenCl); 3] {
+    [
+        ("auto", dev.with_attention(AttentionRoute::Auto)),
+        ("fused", dev.with_attention(AttentionRoute::Fused)),
+        (
+            "materialized, one sequence per chunk",
+            dev.with_attention(AttentionRoute::Materialized { chunk_scores: 1 }),
+        ),
+    ]
+}
 
 #[test]
 fn attention_conformance() {
     let dev = device_or_skip!();
-    for op in AttentionOp::ALL {
-        for dtype in [DType::F32, DType::F64] {
-            if dev.supports_dtype(dtype) {
-                attention::run(&dev, op, dtype);
+    for (route, dev) in routes(&dev) {
+        eprintln!("attention on the {route} route");
+        for op in AttentionOp::ALL {
+            for dtype in [DType::F32, DType::F64] {
+                if dev.supports_dtype(dtype) {
+                    attention::run(&dev, op, dtype);
+                }
             }
         }
     }
 }
 
-/// A GPT-sized head split (several chunks of keys per work-group), causal with dropout, both
-/// passes against the CPU backend.
+/// A GPT-sized head split (several chunks of keys per work-group of the fused kernels; several
+/// chunks of sequences on the materialised route), causal with dropout, both passes against
+/// the CPU backend.
 #[test]
 fn a_causal_head_split_matches_the_cpu() {
     let dev = device_or_skip!();
+    for (route, dev) in routes(&dev) {
+        eprintln!("head split on the {route} route");
+        causal_head_split_matches_the_cpu(&dev);
+    }
+}
+
+fn causal_head_split_matches_the_cpu(dev: &OpenCl) {
     let cpu = Cpu::new();
     let (b, t, h, d) = (2, 300, 2, 16);
     let x = Tensor::randn([b, t, 3 * h * d], DType::F32, 5, &cpu).unwrap();
@@ -68,8 +93,8 @@ fn a_causal_head_split_matches_the_cpu() {
     let want_grads = g
         .scaled_dot_product_attention_backward(&c[0], &c[1], &c[2], &options, &want)
         .unwrap();
-    let xo = x.to_backend(&dev).unwrap();
-    let go = g.to_backend(&dev).unwrap();
+    let xo = x.to_backend(dev).unwrap();
+    let go = g.to_backend(dev).unwrap();
     let o = heads(&xo);
     let opts = AttentionOptions::new().causal(true).dropout(dropout);
     let got = o[0]

@@ -3,6 +3,7 @@
 //! `Gpu<CudaDriver>`). This file holds what a handle is and how it is made; the `Backend`
 //! implementation is in `backend.rs`.
 
+use crate::attention_route::AttentionRoute;
 use crate::counters::RuntimeStats;
 use crate::driver::Driver;
 use crate::gemm::{GemmConfig, GemmEngine, GemmOptions};
@@ -12,7 +13,8 @@ use crate::runtime::Runtime;
 use std::sync::Arc;
 use tessera_core::{DType, Result};
 
-/// A handle on one device: its shared runtime and this handle's GEMM options. Cheap to clone;
+/// A handle on one device: its shared runtime, this handle's GEMM options and attention route.
+/// Cheap to clone;
 /// handles with different options on one device share everything else, and their tensors can
 /// meet in one op.
 ///
@@ -23,6 +25,7 @@ use tessera_core::{DType, Result};
 pub struct Gpu<D: Driver> {
     rt: Arc<Runtime<D>>,
     options: GemmOptions,
+    attention: AttentionRoute,
 }
 
 impl<D: Driver> Clone for Gpu<D> {
@@ -30,6 +33,7 @@ impl<D: Driver> Clone for Gpu<D> {
         Gpu {
             rt: self.rt.clone(),
             options: self.options,
+            attention: self.attention,
         }
     }
 }
@@ -39,6 +43,7 @@ impl<D: Driver> std::fmt::Debug for Gpu<D> {
         f.debug_struct("Gpu")
             .field("device", &self.rt.info().to_string())
             .field("options", &self.options)
+            .field("attention", &self.attention)
             .finish()
     }
 }
@@ -56,8 +61,8 @@ impl<D: DeviceRegistry> Gpu<D> {
     }
 
     /// The device `selector` designates (`tessera_opencl::DeviceSelector`; a CUDA ordinal),
-    /// with the driver's default options. Every handle on one device shares one runtime per
-    /// process.
+    /// with the driver's default options and the attention route `TESSERA_GPU_ATTENTION` names
+    /// ([`AttentionRoute::from_env`]). Every handle on one device shares one runtime per process.
     ///
     /// # Errors
     /// As [`Gpu::new`]; `NoDevice` says which devices exist when the selector matches none.
@@ -65,7 +70,12 @@ impl<D: DeviceRegistry> Gpu<D> {
         let rt = D::runtime(selector)?;
         let options = D::default_options()?;
         rt.driver().check_gemm_options(&options)?;
-        Ok(Gpu { rt, options })
+        let attention = AttentionRoute::from_env()?;
+        Ok(Gpu {
+            rt,
+            options,
+            attention,
+        })
     }
 
     /// The device at position `ordinal` of the driver's devices, on every backend.
@@ -79,13 +89,20 @@ impl<D: DeviceRegistry> Gpu<D> {
 
 impl<D: Driver> Gpu<D> {
     /// A handle on `rt` whose matrix products follow `options` (for drivers without a
-    /// [`DeviceRegistry`], and for tests that build their own runtime).
+    /// [`DeviceRegistry`], and for tests that build their own runtime), with the attention
+    /// route `TESSERA_GPU_ATTENTION` names.
     ///
     /// # Errors
-    /// When the driver rejects the options ([`Driver::check_gemm_options`]).
+    /// When the driver rejects the options ([`Driver::check_gemm_options`]) or the variable
+    /// names no route.
     pub fn from_runtime(rt: Arc<Runtime<D>>, options: GemmOptions) -> Result<Self> {
         rt.driver().check_gemm_options(&options)?;
-        Ok(Gpu { rt, options })
+        let attention = AttentionRoute::from_env()?;
+        Ok(Gpu {
+            rt,
+            options,
+            attention,
+        })
     }
 
     /// The same device with other GEMM options (tensors of both handles can meet in one op).
@@ -94,7 +111,26 @@ impl<D: Driver> Gpu<D> {
     /// When the driver rejects the options ([`Driver::check_gemm_options`]), e.g. CUDA tiles
     /// needing more than 1024 threads.
     pub fn with_options(&self, options: GemmOptions) -> Result<Self> {
-        Self::from_runtime(self.rt.clone(), options)
+        self.rt.driver().check_gemm_options(&options)?;
+        Ok(Gpu {
+            rt: self.rt.clone(),
+            options,
+            attention: self.attention,
+        })
+    }
+
+    /// The same device with another attention route (see [`AttentionRoute`]; `Auto` by
+    /// default). Other handles are unaffected.
+    pub fn with_attention(&self, route: AttentionRoute) -> Self {
+        Gpu {
+            attention: route,
+            ..self.clone()
+        }
+    }
+
+    /// This handle's attention route.
+    pub fn attention_route(&self) -> AttentionRoute {
+        self.attention
     }
 
     /// The same device with another GEMM engine: [`GemmEngine::Blas`] (cuBLAS on CUDA),
@@ -106,6 +142,7 @@ impl<D: Driver> Gpu<D> {
                 engine,
                 ..self.options
             },
+            attention: self.attention,
         }
     }
 
@@ -118,6 +155,7 @@ impl<D: Driver> Gpu<D> {
                 allow_tf32: allow,
                 ..self.options
             },
+            attention: self.attention,
         }
     }
 

@@ -41,6 +41,7 @@
 
 #![warn(missing_docs)]
 
+mod attention_route;
 mod backend;
 mod checks;
 mod counters;
@@ -65,6 +66,7 @@ mod view;
 // `kernels/mod.rs` names the dtype as `crate::DType` (it moved here from tensor-core).
 use tessera_core::DType;
 
+pub use attention_route::{AttentionRoute, ATTENTION_ENV_VAR, DEFAULT_CHUNK_SCORES};
 pub use counters::RuntimeStats;
 pub use driver::{
     BlasGemm, BlasOperand, BlasTranspose, Driver, DriverArg, DriverInfo, Launch, ModuleKey,

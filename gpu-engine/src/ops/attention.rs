@@ -1,11 +1,15 @@
-//! Fused scaled dot-product attention and its gradient (`attention.cl.c`): one work-group per
-//! query row (forward, dQ) or key row (dK, dV), the scores recomputed chunk by chunk, only the
-//! output and one log-sum-exp per row written. Operands are made contiguous first (a head
-//! split costs one copy each); empty operands fall back to the composite.
+//! Scaled dot-product attention and its gradient on a GPU, by the handle's
+//! [`crate::AttentionRoute`]: materialised ([`super::attention_materialized`]) or fused. The
+//! fused kernels (`attention.cl.c`) run one work-group per query row (forward, dQ) or key row
+//! (dK, dV), the scores recomputed chunk by chunk, only the output and one log-sum-exp per row
+//! written. Operands are made contiguous first (a head split costs one copy each); empty
+//! operands fall back to the composite.
 //!
 //! Written at the tensor level; `impl Backend for Gpu<D>` forwards to [`forward`] and
 //! [`backward`].
 
+use super::attention_materialized as materialized;
+use crate::attention_route::AttentionPlan;
 use crate::driver::{Driver, ModuleKey};
 use crate::gpu::Gpu;
 use crate::kernels::Program;
@@ -138,6 +142,14 @@ fn wrap<D: Driver>(
     Tensor::from_parts(backend, storage, Layout::contiguous(dims))
 }
 
+/// The handle's plan for queries `q: [..b, L, E]` over keys `k: [..b, S, E]`.
+fn plan<D: Driver>(gpu: &Gpu<D>, q: &Tensor<Gpu<D>>, k: &Tensor<Gpu<D>>) -> AttentionPlan {
+    let r = q.rank();
+    let batch = q.dims()[..r - 2].iter().product();
+    gpu.attention_route()
+        .plan(batch, q.dims()[r - 2], k.dims()[r - 2])
+}
+
 /// [`tessera_core::Backend::scaled_dot_product_attention`] on a GPU.
 pub(crate) fn forward<D: Driver>(
     gpu: &Gpu<D>,
@@ -145,6 +157,9 @@ pub(crate) fn forward<D: Driver>(
     params: &AttentionParams,
 ) -> Result<AttentionOutput<Gpu<D>>> {
     let AttentionInputs { q, k, v, mask } = inputs;
+    if let AttentionPlan::Chunks(chunks) = plan(gpu, q, k) {
+        return materialized::forward(inputs, params, &chunks);
+    }
     let Some(ops) = Dense::new(q, k, v, mask)? else {
         return composite::scaled_dot_product_attention(inputs, params);
     };
@@ -184,6 +199,9 @@ pub(crate) fn backward<D: Driver>(
     params: &AttentionParams,
 ) -> Result<AttentionGrads<Gpu<D>>> {
     let AttentionInputs { q, k, v, mask } = inputs;
+    if let AttentionPlan::Chunks(chunks) = plan(gpu, q, k) {
+        return materialized::backward(grad_out, inputs, forward, params, &chunks);
+    }
     let Some(ops) = Dense::new(q, k, v, mask)? else {
         return composite::scaled_dot_product_attention_backward(grad_out, inputs, forward, params);
     };

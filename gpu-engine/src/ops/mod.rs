@@ -3,6 +3,7 @@
 //! their storages) and queues kernels; none waits for the device except `transfer::download`.
 
 pub(crate) mod attention;
+pub(crate) mod attention_materialized;
 pub(crate) mod blas_layout;
 pub(crate) mod conv;
 pub(crate) mod elementwise;
