@@ -15,10 +15,11 @@ use crate::driver::Driver;
 use crate::gpu::Gpu;
 use crate::ops::softmax::RowOp;
 use crate::ops::{
-    attention, conv, elementwise, indexing, matmul, random, reduce, softmax, transfer,
+    adam, attention, conv, elementwise, indexing, matmul, random, reduce, softmax, transfer,
 };
 use crate::storage::GpuStorage;
 use tessera_core::attention::{AttentionGrads, AttentionInputs, AttentionOutput, AttentionParams};
+use tessera_core::backend::{AdamTensors, AdamUpdate};
 use tessera_core::composite::in_f32;
 use tessera_core::dispatch::HalfOp;
 use tessera_core::operand::{
@@ -312,5 +313,30 @@ impl<D: Driver> Backend for Gpu<D> {
 
     fn logsumexp(&self, x: &Tensor<Self>, axis: usize) -> Result<Tensor<Self>> {
         self.fused_rows(RowOp::LogSumExp, x, axis, composite::logsumexp)
+    }
+
+    fn adam_update(
+        &self,
+        param: &Tensor<Self>,
+        grad: &Tensor<Self>,
+        exp_avg: &Tensor<Self>,
+        exp_avg_sq: &Tensor<Self>,
+        max_exp_avg_sq: Option<&Tensor<Self>>,
+        update: AdamUpdate,
+    ) -> Result<AdamTensors<Self>> {
+        const OP: &str = "adam_update";
+        for t in [param, grad, exp_avg, exp_avg_sq]
+            .into_iter()
+            .chain(max_exp_avg_sq)
+        {
+            self.check(OP, t.operand(OP)?)?;
+        }
+        let moments = (exp_avg, exp_avg_sq);
+        match adam::adam_update(self, param, grad, moments, max_exp_avg_sq, update)? {
+            Some(step) => Ok(step),
+            None => {
+                composite::adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, update)
+            }
+        }
     }
 }

@@ -28,7 +28,7 @@
 //! # Programs
 //! * [`Program::Tensor`]: everything but matrix products, per dtype: strided copy and assign,
 //!   unary and binary maps, comparisons, where, casts, reductions, arg-reductions, indexing,
-//!   random numbers, fused row softmax and im2col (float dtypes).
+//!   random numbers, fused row softmax, im2col and the one-pass Adam step (float dtypes).
 //! * [`Program::Attention`]: fused scaled dot-product attention (forward, and the gradient in
 //!   two kernels), per float dtype.
 //! * [`Program::Gemm`]: the matrix product, per float dtype and tile configuration: `gemm`
@@ -82,6 +82,7 @@ const SOFTMAX: &str = include_str!("softmax.cl.c");
 const CONV: &str = include_str!("conv.cl.c");
 const GEMM: &str = include_str!("gemm.cl.c");
 const ATTENTION: &str = include_str!("attention.cl.c");
+const ADAM: &str = include_str!("adam.cl.c");
 
 impl Program {
     /// The source files of the program, in order, after the prelude.
@@ -97,6 +98,7 @@ impl Program {
                 RANDOM,
                 SOFTMAX,
                 CONV,
+                ADAM,
             ],
             Program::Gemm => &[HALF, COMMON, GEMM],
             Program::Attention => &[HALF, COMMON, RANDOM, ATTENTION],

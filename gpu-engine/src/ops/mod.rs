@@ -2,6 +2,7 @@
 //! Each takes storages already checked by `crate::checks` (same device, layouts inside
 //! their storages) and queues kernels; none waits for the device except `transfer::download`.
 
+pub(crate) mod adam;
 pub(crate) mod attention;
 pub(crate) mod attention_materialized;
 pub(crate) mod blas_layout;
