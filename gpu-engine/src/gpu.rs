@@ -67,15 +67,7 @@ impl<D: DeviceRegistry> Gpu<D> {
     /// # Errors
     /// As [`Gpu::new`]; `NoDevice` says which devices exist when the selector matches none.
     pub fn select(selector: D::Selector) -> Result<Self> {
-        let rt = D::runtime(selector)?;
-        let options = D::default_options()?;
-        rt.driver().check_gemm_options(&options)?;
-        let attention = AttentionRoute::from_env()?;
-        Ok(Gpu {
-            rt,
-            options,
-            attention,
-        })
+        Self::from_runtime(D::runtime(selector)?, D::default_options()?)
     }
 
     /// The device at position `ordinal` of the driver's devices, on every backend.

@@ -3,19 +3,13 @@
 //! once. Operands of other shapes or dtypes than the parameter's are left to the composite,
 //! which reports them.
 
+use super::operands::{dense, scalar};
 use crate::driver::{Driver, ModuleKey};
 use crate::gpu::Gpu;
 use crate::runtime::Arg;
 use crate::storage::GpuStorage;
 use tessera_core::backend::{AdamTensors, AdamUpdate};
 use tessera_core::{DType, Layout, Result, Tensor};
-
-/// A contiguous operand (a copy when strided) and its element offset.
-fn dense<D: Driver>(t: &Tensor<Gpu<D>>) -> Result<(Tensor<Gpu<D>>, i64)> {
-    let t = t.contiguous()?;
-    let offset = t.layout().offset() as i64;
-    Ok((t, offset))
-}
 
 /// The step on the device, or None when the composite must run (operands whose dims or dtype
 /// differ from the parameter's, or a dtype without the kernel).
@@ -44,10 +38,7 @@ pub(crate) fn adam_update<D: Driver>(
     let outputs: Vec<GpuStorage<D>> = (1..dense.len())
         .map(|_| rt.alloc(dtype, n))
         .collect::<Result<_>>()?;
-    let scalar = |v: f64| match dtype {
-        DType::F64 => Arg::F64(v),
-        _ => Arg::F32(v as f32),
-    };
+    let coefficient = |v: f64| scalar(dtype, v);
     let has_max = max_exp_avg_sq.is_some();
     let flags = (u.coupled_decay != 0.0) as i32
         | ((u.decoupled_factor != 1.0) as i32) << 1
@@ -62,15 +53,15 @@ pub(crate) fn adam_update<D: Driver>(
     }
     args.extend([
         Arg::I32(flags),
-        scalar(u.beta1),
-        scalar(1.0 - u.beta1),
-        scalar(u.beta2),
-        scalar(1.0 - u.beta2),
-        scalar(u.coupled_decay),
-        scalar(u.decoupled_factor),
-        scalar(u.bias_correction2_sqrt),
-        scalar(u.eps),
-        scalar(u.step_size),
+        coefficient(u.beta1),
+        coefficient(1.0 - u.beta1),
+        coefficient(u.beta2),
+        coefficient(1.0 - u.beta2),
+        coefficient(u.coupled_decay),
+        coefficient(u.decoupled_factor),
+        coefficient(u.bias_correction2_sqrt),
+        coefficient(u.eps),
+        coefficient(u.step_size),
         Arg::Buffer(&outputs[0]),
         Arg::Buffer(&outputs[1]),
         Arg::Buffer(&outputs[2]),

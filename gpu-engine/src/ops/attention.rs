@@ -9,6 +9,7 @@
 //! [`backward`].
 
 use super::attention_materialized as materialized;
+use super::operands::{dense, scalar};
 use crate::attention_route::AttentionPlan;
 use crate::driver::{Driver, ModuleKey};
 use crate::gpu::Gpu;
@@ -25,21 +26,6 @@ fn module(dtype: DType) -> ModuleKey {
         dtype,
         extra_defines: Vec::new(),
     }
-}
-
-/// A scalar kernel argument of the element type.
-fn scalar<'a, D: Driver>(dtype: DType, value: f64) -> Arg<'a, D> {
-    match dtype {
-        DType::F64 => Arg::F64(value),
-        _ => Arg::F32(value as f32),
-    }
-}
-
-/// `t` as a contiguous tensor (a copy when it is strided) and its element offset.
-fn dense<Bk: Backend>(t: &Tensor<Bk>) -> Result<(Tensor<Bk>, i64)> {
-    let t = t.contiguous()?;
-    let offset = t.layout().offset() as i64;
-    Ok((t, offset))
 }
 
 fn gpu_of<D: Driver>(t: &Tensor<Gpu<D>>) -> &GpuStorage<D> {

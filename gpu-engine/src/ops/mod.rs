@@ -10,6 +10,7 @@ pub(crate) mod conv;
 pub(crate) mod elementwise;
 pub(crate) mod indexing;
 pub(crate) mod matmul;
+pub(crate) mod operands;
 pub(crate) mod random;
 pub(crate) mod reduce;
 pub(crate) mod softmax;
