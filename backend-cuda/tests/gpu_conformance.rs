@@ -6,7 +6,7 @@
 include!("common/suite.rs");
 
 use tessera_core::{Backend, DType, Error, Tensor};
-use tessera_cuda::{Cuda, GemmEngine, TF32_ENV_VAR};
+use tessera_cuda::{AttentionRoute, Cuda, GemmEngine, TF32_ENV_VAR};
 
 /// Device 0, or None after printing why the test is skipped.
 fn cuda() -> Option<Cuda> {
@@ -56,6 +56,28 @@ fn matmul_with_cublas() {
         tessera_conformance::checks::matmul::run(&blas, dtype);
     }
     assert!(blas.stats().blas_calls > before, "cuBLAS was never called");
+}
+
+/// Attention on the routes the suite's default run does not take for most shapes: the fused
+/// kernels, and the materialised route cut into one chunk per sequence (dropout counters per
+/// chunk), every float dtype CUDA declares.
+#[test]
+fn attention_on_the_fused_and_the_chunked_routes() {
+    use tessera_conformance::checks::attention::{self, AttentionOp};
+    let Some(dev) = cuda() else { return };
+    for route in [
+        AttentionRoute::Fused,
+        AttentionRoute::Materialized { chunk_scores: 1 },
+    ] {
+        let dev = dev.with_attention(route);
+        for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
+            if dev.supports_dtype(dtype) {
+                for op in AttentionOp::ALL {
+                    attention::run(&dev, op, dtype);
+                }
+            }
+        }
+    }
 }
 
 #[test]
