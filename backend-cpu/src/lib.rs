@@ -79,6 +79,7 @@ mod alloc;
 mod attention_ops;
 mod backend;
 mod checks;
+mod cpu_caches;
 mod fused_ops;
 mod kernels;
 mod layer_norm_ops;
@@ -89,7 +90,7 @@ mod storage;
 mod strided;
 
 pub use backend::Cpu;
-pub use kernels::gemm::GEMM_ENV_VAR;
+pub use kernels::gemm::{BLOCKING_ENV_VAR, GEMM_ENV_VAR};
 pub use kernels::gemm_bf16::BF16_GEMM_ENV_VAR;
 pub use malloc_tuning::{tune_allocator, MALLOC_TUNING_ENV_VAR};
 pub use storage::{CpuElement, CpuStorage};

@@ -16,19 +16,21 @@
 //! accumulate. Edge tiles (fewer than `mr` rows or `nr` columns left) and outputs without a
 //! unit column stride go through a local tile that is then added into C element by element.
 
+use super::blocking::Blocking;
 use super::microkernel::{KernelFn, MicroKernel, MAX_TILE};
 use super::pack::{pack, pack_rows, Source};
 use super::scratch::with_buffers;
 use super::{GemmElement, MatMut, MatRef};
 use tessera_core::Result;
 
-/// `C = A·B + beta·C` with `kernel`, on this thread. Errors only when the packing buffers
-/// cannot be allocated, before anything is written.
+/// `C = A·B + beta·C` with `kernel` and the block sizes of `blocking`, on this thread. Errors
+/// only when the packing buffers cannot be allocated, before anything is written.
 ///
 /// # Safety
 /// As [`super::try_gemm`], with `m, k, n > 0`.
 pub(super) unsafe fn gemm<T: GemmElement>(
     kernel: &MicroKernel<T>,
+    blocking: Blocking,
     (m, k, n): (usize, usize, usize),
     a: MatRef<T>,
     b: MatRef<T>,
@@ -36,16 +38,23 @@ pub(super) unsafe fn gemm<T: GemmElement>(
     c: MatMut<T>,
 ) -> Result<()> {
     let (mr, nr) = (kernel.mr, kernel.nr);
+    let row_major_kernel = kernel.row_major_a.is_some();
     assert!(
-        mr * nr <= MAX_TILE && kernel.mc % mr == 0 && kernel.nc % nr == 0 && kernel.kc > 0,
-        "inconsistent micro-kernel blocking: {kernel:?}"
+        mr * nr <= MAX_TILE
+            && blocking.mc % mr == 0
+            && blocking.nc % nr == 0
+            && blocking.kc > 0
+            && blocking.mc > 0
+            && blocking.nc > 0
+            && (!row_major_kernel || blocking.kc <= kernel.kc),
+        "inconsistent micro-kernel blocking: {blocking:?} for {kernel:?}"
     );
-    let kc = kernel.kc.min(k);
-    let mc = kernel.mc.min(m.div_ceil(mr) * mr);
-    let nc = kernel.nc.min(n.div_ceil(nr) * nr);
+    let kc = blocking.kc.min(k);
+    let mc = blocking.mc.min(m.div_ceil(mr) * mr);
+    let nc = blocking.nc.min(n.div_ceil(nr) * nr);
     // A row-major A is packed by copying its rows where the kernel has row-major panels
     // (their rows are the kernel's `kc` apart, whatever the block depth).
-    let row_major_a = kernel.row_major_a.is_some() && a.cs == 1 && a.rs != 1;
+    let row_major_a = row_major_kernel && a.cs == 1 && a.rs != 1;
     let a_stride = if row_major_a { kernel.kc } else { kc };
     with_buffers::<T, _>(mc * a_stride, kc * nc, |a_pack, b_pack| {
         for jc in (0..m).step_by(mc) {

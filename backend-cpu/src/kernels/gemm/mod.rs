@@ -28,6 +28,7 @@
 //! run; their tests are skipped there and run natively on every CPU that has the features.
 
 mod blocked;
+mod blocking;
 mod dot;
 mod gemv;
 mod microkernel;
@@ -38,20 +39,28 @@ mod select;
 mod team;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tuning;
 
 use crate::parallel::Parallelism;
 use tessera_core::Result;
 
+pub use blocking::BLOCKING_ENV_VAR;
 pub(crate) use microkernel::MicroKernel;
 pub use select::GEMM_ENV_VAR;
 pub(crate) use select::{chosen_path, GemmPath};
 
-/// Which path this process's GEMMs take, and its micro-kernels: `"avx512 (avx512 f32 12x32,
-/// avx512 f64 12x16)"`, or `"portable (matrixmultiply)"`.
+/// Which path this process's GEMMs take, its micro-kernels and their blocking: `"avx512
+/// (avx512 f32 12x32 kc 256 mc 1536 nc 768, avx512 f64 12x16 kc 192 mc 1536 nc 512)"`, or
+/// `"portable (matrixmultiply)"`.
 pub(crate) fn description() -> String {
+    fn kernel<T>(kernel: &'static MicroKernel<T>) -> String {
+        let b = kernel.blocking();
+        format!("{} kc {} mc {} nc {}", kernel.name, b.kc, b.mc, b.nc)
+    }
     let path = chosen_path();
     match (f32::micro_kernel(path), f64::micro_kernel(path)) {
-        (Some(s), Some(d)) => format!("{} ({}, {})", path.name(), s.name, d.name),
+        (Some(s), Some(d)) => format!("{} ({}, {})", path.name(), kernel(s), kernel(d)),
         _ => format!("{} (matrixmultiply)", path.name()),
     }
 }
@@ -357,7 +366,7 @@ pub(crate) unsafe fn gemm_on<T: GemmElement>(
             return Ok(());
         }
         match T::micro_kernel(path) {
-            Some(kernel) => blocked::gemm(kernel, (m, k, n), a, b, beta, c),
+            Some(kernel) => blocked::gemm(kernel, kernel.blocking(), (m, k, n), a, b, beta, c),
             None => {
                 portable::gemm((m, k, n), a, b, beta, c);
                 Ok(())

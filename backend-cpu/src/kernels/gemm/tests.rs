@@ -8,6 +8,7 @@
 //! packing and scratch code run (the SIMD kernels are `core::arch` intrinsics Miri cannot
 //! execute, and `matrixmultiply`'s are too slow there).
 
+use super::blocking::Blocking;
 use super::microkernel::{scalar, KernelFn, MicroKernel, RowMajorA};
 use super::*;
 
@@ -310,21 +311,38 @@ fn tiny_blocks<T: TinyKernels>(row_major_a: bool) -> MicroKernel<T> {
             short: T::SHORT_ROWS,
         }),
         transpose_pack: None,
+        chosen_blocking: std::sync::OnceLock::new(),
     }
+}
+
+/// The blockings the driver is checked with: the kernel's constants, and one chosen at run
+/// time that differs from them in every block (shallower than the row-major panels' `kc`, as
+/// the cache model may choose; `mc` and `nc` of other multiples of the tile).
+fn tiny_blockings<T>(kernel: &MicroKernel<T>) -> [Blocking; 2] {
+    [
+        Blocking::of_kernel(kernel),
+        Blocking {
+            kc: 3,
+            mc: 9,
+            nc: 12,
+        },
+    ]
 }
 
 fn check_blocked_driver<T: Element + TinyKernels>(
     shapes: &[(usize, usize, usize)],
     row_major_a: bool,
+    blocking: impl Fn(&MicroKernel<T>) -> Blocking,
 ) {
     let kernel = tiny_blocks::<T>(row_major_a);
+    let blocking = blocking(&kernel);
     every_case(shapes, |case| {
         if case.k == 0 {
             return; // the driver's contract: k > 0 (gemm_on handles k = 0 itself)
         }
         check::<T>(case, |dims, a, b, beta, c| {
             // SAFETY: as in `check_path`; the scalar kernel runs on any CPU.
-            unsafe { blocked::gemm(&kernel, dims, a, b, beta, c) }.unwrap()
+            unsafe { blocked::gemm(&kernel, blocking, dims, a, b, beta, c) }.unwrap()
         })
     });
 }
@@ -338,8 +356,10 @@ fn the_blocked_driver_with_the_scalar_kernel_matches_the_reference() {
         &SMALL_SHAPES
     };
     for row_major_a in [false, true] {
-        check_blocked_driver::<f32>(shapes, row_major_a);
-        check_blocked_driver::<f64>(shapes, row_major_a);
+        for which in 0..2 {
+            check_blocked_driver::<f32>(shapes, row_major_a, |k| tiny_blockings(k)[which]);
+            check_blocked_driver::<f64>(shapes, row_major_a, |k| tiny_blockings(k)[which]);
+        }
     }
 }
 
@@ -462,13 +482,21 @@ fn the_parallel_split_matches_the_reference_on_two_threads() {
 
 #[test]
 fn every_micro_kernel_has_consistent_blocking() {
-    fn consistent<T: GemmElement>(k: &MicroKernel<T>) {
+    fn consistent<T: GemmElement>(k: &'static MicroKernel<T>) {
         assert!(k.mr * k.nr <= microkernel::MAX_TILE, "{}", k.name);
         assert!(
             k.mc % k.mr == 0 && k.nc % k.nr == 0 && k.kc > 0,
             "{}",
             k.name
         );
+        // So is the blocking this machine's caches (or the environment) chose.
+        let b = k.blocking();
+        assert!(
+            b.mc % k.mr == 0 && b.nc % k.nr == 0 && b.kc > 0 && b.mc > 0 && b.nc > 0,
+            "{}: {b:?}",
+            k.name
+        );
+        assert!(k.row_major_a.is_none() || b.kc <= k.kc, "{}: {b:?}", k.name);
     }
     for path in GemmPath::ALL {
         if let Some(k) = f32::micro_kernel(path) {
@@ -478,5 +506,5 @@ fn every_micro_kernel_has_consistent_blocking() {
             consistent(k);
         }
     }
-    consistent(&tiny_blocks::<f32>(true));
+    consistent(Box::leak(Box::new(tiny_blocks::<f32>(true))));
 }

@@ -8,6 +8,7 @@
 #![allow(clippy::incompatible_msrv)]
 
 use core::arch::x86_64::*;
+use std::sync::OnceLock;
 
 use super::{simd_kernel, MicroKernel, RowMajorA};
 use crate::kernels::gemm::pack::avx512::{transpose_f32, transpose_f64};
@@ -20,7 +21,7 @@ macro_rules! f32_kernel {
     ($(#[$doc:meta])* $name:ident, $mr:literal, $line:expr, $step:expr) => {
         simd_kernel! {
             $(#[$doc])*
-            $name: f32, "avx512f", mr = $mr, line = $line, step = $step, lanes = 16,
+            $name: f32, "avx512f", mr = $mr, line = $line, step = $step, lanes = 16, prefetch_b = 0,
             _mm512_setzero_ps, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps, _mm512_fmadd_ps
         }
     };
@@ -30,7 +31,7 @@ macro_rules! f64_kernel {
     ($(#[$doc:meta])* $name:ident, $mr:literal, $line:expr, $step:expr) => {
         simd_kernel! {
             $(#[$doc])*
-            $name: f64, "avx512f", mr = $mr, line = $line, step = $step, lanes = 8,
+            $name: f64, "avx512f", mr = $mr, line = $line, step = $step, lanes = 8, prefetch_b = 0,
             _mm512_setzero_pd, _mm512_loadu_pd, _mm512_storeu_pd, _mm512_set1_pd, _mm512_fmadd_pd
         }
     };
@@ -102,6 +103,7 @@ pub(crate) static F32: MicroKernel<f32> = MicroKernel {
         short: &[(4, f32_4x32_rows), (8, f32_8x32_rows)],
     }),
     transpose_pack: Some(transpose_f32),
+    chosen_blocking: OnceLock::new(),
 };
 
 /// The f64 kernel and its blocking: the same bytes per panel and block as [`F32`].
@@ -119,4 +121,5 @@ pub(crate) static F64: MicroKernel<f64> = MicroKernel {
         short: &[(4, f64_4x16_rows), (8, f64_8x16_rows)],
     }),
     transpose_pack: Some(transpose_f64),
+    chosen_blocking: OnceLock::new(),
 };

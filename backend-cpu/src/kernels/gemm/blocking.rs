@@ -1,0 +1,239 @@
+//! The cache blocking of the blocked GEMM (`kc`, `mc`, `nc`), chosen for the caches of the CPU
+//! it runs on.
+//!
+//! The driver (`blocked`) keeps one `mr x kc` A panel in L1 while it streams the `kc x nr` B
+//! panels of a `kc x nc` B block past it from L2; the `mc x kc` A block waits in L3. So:
+//!
+//! * `kc`: an A panel and a B panel together fill L1d: the largest multiple of 64 with
+//!   `(mr + nr)·kc·size ≤ L1d`;
+//! * `nc`: the B block fills three quarters of L2 (the rest for the A panel, C's tile and the
+//!   next lines of A): the largest multiple of `nr` with `kc·nc·size ≤ ¾·L2`;
+//! * `mc`: the A block stays within half this core's share of L3, and no larger than the
+//!   kernel's own `mc` (a larger block only saves re-packing B, which the kernel's `mc`
+//!   already makes rare).
+//!
+//! On the CPUs the constants of the micro-kernels were tuned on (AMD Zen 5: 48 KiB L1d, 1 MiB
+//! L2) this gives those constants back; on a Zen 3 (32 KiB L1d, 512 KiB L2) it halves the
+//! B block that the AVX2 kernel's constants sized for a 1 MiB L2. Where the cache sizes cannot
+//! be read the kernel's constants stand. [`BLOCKING_ENV_VAR`] overrides both, for tuning.
+
+use std::sync::OnceLock;
+
+use super::MicroKernel;
+use crate::cpu_caches::CacheSizes;
+
+/// The environment variable that sets the blocking by hand: `kc,mc,nc` (e.g. `256,1536,512`;
+/// `mc` is rounded down to a multiple of the kernel's `mr` and `nc` to one of its `nr`).
+/// Unset or empty: chosen from the caches. An unreadable value is reported once on stderr and
+/// ignored.
+pub const BLOCKING_ENV_VAR: &str = "TESSERA_CPU_GEMM_BLOCKING";
+
+/// The block sizes of one blocked GEMM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Blocking {
+    /// Depth of one packed block (steps along k).
+    pub(crate) kc: usize,
+    /// Rows of one packed A block; a multiple of the kernel's `mr`.
+    pub(crate) mc: usize,
+    /// Columns of one packed B block; a multiple of the kernel's `nr`.
+    pub(crate) nc: usize,
+}
+
+/// `kc` is a multiple of this (whole cache lines of every panel line, for either type).
+const KC_QUANTUM: usize = 64;
+/// The smallest `kc` the model picks: below it the micro-kernel's start and end dominate.
+const MIN_KC: usize = 64;
+/// The largest `kc` the model picks.
+const MAX_KC: usize = 512;
+/// The fewest B panels of a B block the model picks.
+const MIN_NC_PANELS: usize = 4;
+/// The most columns of a B block the model picks.
+const MAX_NC: usize = 4096;
+
+impl Blocking {
+    /// The kernel's own constants.
+    pub(crate) fn of_kernel<T>(kernel: &MicroKernel<T>) -> Blocking {
+        Blocking {
+            kc: kernel.kc,
+            mc: kernel.mc,
+            nc: kernel.nc,
+        }
+    }
+
+    /// The blocking of `kernel` for `caches` (see the module's text); a level that is unknown
+    /// keeps the kernel's constant for the block it sizes.
+    pub(crate) fn for_caches<T>(kernel: &MicroKernel<T>, caches: &CacheSizes) -> Blocking {
+        let size = std::mem::size_of::<T>();
+        let (mr, nr) = (kernel.mr, kernel.nr);
+        let tuned = Blocking::of_kernel(kernel);
+        let mut kc = match caches.l1d {
+            Some(l1d) => {
+                let fit = l1d / ((mr + nr) * size);
+                (fit / KC_QUANTUM * KC_QUANTUM).clamp(MIN_KC, MAX_KC)
+            }
+            None => tuned.kc,
+        };
+        if kernel.row_major_a.is_some() {
+            // Its row-major A panels are laid out `kernel.kc` apart: no deeper than that.
+            kc = kc.min(tuned.kc);
+        }
+        let nc = match caches.l2 {
+            Some(l2) => {
+                let fit = l2 / 4 * 3 / (kc * size);
+                (fit / nr * nr).clamp(MIN_NC_PANELS * nr, MAX_NC / nr * nr)
+            }
+            None => tuned.nc,
+        };
+        let mc = match caches.l3_share {
+            Some(l3) => {
+                let fit = l3 / 2 / (kc * size);
+                (fit / mr * mr).clamp(mr, tuned.mc)
+            }
+            None => tuned.mc,
+        };
+        Blocking { kc, mc, nc }
+    }
+
+    /// A [`BLOCKING_ENV_VAR`] value for `kernel`, or why it cannot be used.
+    pub(crate) fn parse<T>(text: &str, kernel: &MicroKernel<T>) -> Result<Blocking, String> {
+        let numbers: Vec<usize> = text
+            .split(',')
+            .map(|part| part.trim().parse::<usize>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| format!("{BLOCKING_ENV_VAR}={text}: expected kc,mc,nc"))?;
+        let [kc, mc, nc] = numbers[..] else {
+            return Err(format!(
+                "{BLOCKING_ENV_VAR}={text}: expected three numbers kc,mc,nc"
+            ));
+        };
+        let (mc, nc) = (mc / kernel.mr * kernel.mr, nc / kernel.nr * kernel.nr);
+        if kc == 0 || mc == 0 || nc == 0 {
+            return Err(format!(
+                "{BLOCKING_ENV_VAR}={text}: kc must be at least 1, mc at least {} and nc at least {} for {}",
+                kernel.mr, kernel.nr, kernel.name
+            ));
+        }
+        if kernel.row_major_a.is_some() && kc > kernel.kc {
+            return Err(format!(
+                "{BLOCKING_ENV_VAR}={text}: {} takes kc up to {}",
+                kernel.name, kernel.kc
+            ));
+        }
+        Ok(Blocking { kc, mc, nc })
+    }
+}
+
+impl<T> MicroKernel<T> {
+    /// The blocking this process uses with this kernel: [`BLOCKING_ENV_VAR`] if it is set and
+    /// valid, else the one for this machine's caches. Chosen on first use.
+    pub(crate) fn blocking(&'static self) -> Blocking {
+        *self.chosen_blocking.get_or_init(|| {
+            let wanted = std::env::var(BLOCKING_ENV_VAR).unwrap_or_default();
+            if !wanted.trim().is_empty() {
+                match Blocking::parse(&wanted, self) {
+                    Ok(blocking) => return blocking,
+                    Err(why) => warn_once(&why),
+                }
+            }
+            Blocking::for_caches(self, &CacheSizes::of_this_machine())
+        })
+    }
+}
+
+/// Prints `why` on stderr, the first time only.
+fn warn_once(why: &str) {
+    static WARNED: OnceLock<()> = OnceLock::new();
+    WARNED.get_or_init(|| eprintln!("backend-cpu: {why}; choosing the blocking from the caches"));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::gemm::microkernel::tests_support::kernel_shaped;
+
+    fn caches(l1d_kib: usize, l2_kib: usize, l3_share_mib: usize) -> CacheSizes {
+        CacheSizes {
+            l1d: Some(l1d_kib << 10),
+            l2: Some(l2_kib << 10),
+            l3_share: Some(l3_share_mib << 20),
+        }
+    }
+
+    #[test]
+    fn zen5_caches_give_back_the_constants_tuned_on_zen5() {
+        // The AVX-512 kernels' shapes and constants (tuned on a Zen 5: 48 KiB L1d, 1 MiB L2).
+        let zen5 = caches(48, 1024, 16);
+        let f32_kernel = kernel_shaped::<f32>(12, 32, 256, 1536, 768, true);
+        assert_eq!(
+            Blocking::for_caches(&f32_kernel, &zen5),
+            Blocking::of_kernel(&f32_kernel)
+        );
+        let f64_kernel = kernel_shaped::<f64>(12, 16, 192, 1536, 512, true);
+        assert_eq!(
+            Blocking::for_caches(&f64_kernel, &zen5),
+            Blocking::of_kernel(&f64_kernel)
+        );
+    }
+
+    #[test]
+    fn a_smaller_l2_gets_a_smaller_b_block() {
+        let avx2_f32 = kernel_shaped::<f32>(6, 16, 256, 1536, 512, false);
+        let zen3 = Blocking::for_caches(&avx2_f32, &caches(32, 512, 16));
+        let zen4 = Blocking::for_caches(&avx2_f32, &caches(32, 1024, 16));
+        for b in [zen3, zen4] {
+            assert_eq!(b.nc % 16, 0);
+            assert_eq!(b.mc % 6, 0);
+            // The A and B panels fit L1d, the B block three quarters of L2.
+            assert!((6 + 16) * b.kc * 4 <= 32 << 10, "{b:?}");
+        }
+        assert!(zen3.kc * zen3.nc * 4 <= 384 << 10, "{zen3:?}");
+        assert!(zen4.kc * zen4.nc * 4 <= 768 << 10, "{zen4:?}");
+        assert!(zen3.nc < zen4.nc, "{zen3:?} {zen4:?}");
+    }
+
+    #[test]
+    fn unknown_levels_keep_the_kernels_constants() {
+        let kernel = kernel_shaped::<f32>(6, 16, 256, 1536, 512, false);
+        assert_eq!(
+            Blocking::for_caches(&kernel, &CacheSizes::default()),
+            Blocking::of_kernel(&kernel)
+        );
+        // A tiny L3 share shrinks the A block, never below one panel.
+        let tiny_l3 = CacheSizes {
+            l3_share: Some(1024),
+            ..CacheSizes::default()
+        };
+        assert_eq!(Blocking::for_caches(&kernel, &tiny_l3).mc, 6);
+    }
+
+    #[test]
+    fn a_row_major_a_kernel_never_gets_a_deeper_kc_than_its_panels() {
+        let kernel = kernel_shaped::<f32>(12, 32, 256, 1536, 768, true);
+        let huge_l1 = caches(512, 1024, 16);
+        assert_eq!(Blocking::for_caches(&kernel, &huge_l1).kc, 256);
+        assert!(Blocking::parse("512,1536,768", &kernel).is_err());
+    }
+
+    #[test]
+    fn hand_set_blockings_parse_and_round_to_the_tile() {
+        let kernel = kernel_shaped::<f32>(6, 16, 256, 1536, 512, false);
+        assert_eq!(
+            Blocking::parse(" 320, 1000 ,300", &kernel),
+            Ok(Blocking {
+                kc: 320,
+                mc: 996,
+                nc: 288
+            })
+        );
+        for bad in [
+            "",
+            "256,1536",
+            "256,1536,512,1",
+            "a,b,c",
+            "0,1536,512",
+            "256,5,512",
+        ] {
+            assert!(Blocking::parse(bad, &kernel).is_err(), "{bad:?}");
+        }
+    }
+}

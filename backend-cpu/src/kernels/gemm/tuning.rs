@@ -1,0 +1,321 @@
+//! A tuning tool, not a test: times the blocked f32 GEMM of this CPU's micro-kernel under
+//! several blockings in one process, round-robin, so that a noisy machine's drift hits every
+//! candidate alike; prints GFLOP/s (best of the rounds) per size and candidate, with each
+//! candidate's ratio to the first.
+//!
+//! ```text
+//! RAYON_NUM_THREADS=1 taskset -c 1 cargo test --release -p tessera-cpu --lib -- \
+//!     --ignored --nocapture sweep_blockings
+//! ```
+//!
+//! `TESSERA_SWEEP_SIZES=256,1024` and `TESSERA_SWEEP_BLOCKINGS="256,1536,512;320,1536,304"`
+//! (`kc,mc,nc` each) override the defaults: the sizes of `cargo xtask bench gemm`, and the
+//! kernel's constants, the blocking chosen for this machine's caches and a few around it.
+
+use std::time::Instant;
+
+use super::blocking::Blocking;
+use super::{blocked, chosen_path, GemmElement, MatMut, MatRef, MicroKernel};
+use crate::cpu_caches::CacheSizes;
+
+fn sizes() -> Vec<usize> {
+    std::env::var("TESSERA_SWEEP_SIZES")
+        .ok()
+        .map(|v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![256, 512, 1024, 2048, 4096])
+}
+
+fn candidates(kernel: &MicroKernel<f32>) -> Vec<Blocking> {
+    if let Ok(list) = std::env::var("TESSERA_SWEEP_BLOCKINGS") {
+        return list
+            .split(';')
+            .map(|b| Blocking::parse(b, kernel).unwrap_or_else(|e| panic!("{e}")))
+            .collect();
+    }
+    let tuned = Blocking::of_kernel(kernel);
+    let chosen = Blocking::for_caches(kernel, &CacheSizes::of_this_machine());
+    let mut list = vec![tuned, chosen];
+    for kc in [128, 192, 256, 320, 384] {
+        for nc in [128, 256, 384, 512] {
+            let b = Blocking {
+                kc,
+                mc: tuned.mc,
+                nc: nc / kernel.nr * kernel.nr,
+            };
+            let fits_row_major = kernel.row_major_a.is_none() || kc <= kernel.kc;
+            if fits_row_major && !list.contains(&b) {
+                list.push(b);
+            }
+        }
+    }
+    list
+}
+
+#[test]
+#[ignore = "a tuning tool: run by hand, pinned, on a quiet machine"]
+fn sweep_blockings() {
+    let Some(kernel) = f32::micro_kernel(chosen_path()) else {
+        eprintln!("no SIMD micro-kernel on this CPU: nothing to tune");
+        return;
+    };
+    // The kernel as it is, and (if it has them) without its row-major A panels, so that A is
+    // packed step by step: what the row-major panels save.
+    let without_rows = MicroKernel {
+        row_major_a: None,
+        chosen_blocking: std::sync::OnceLock::new(),
+        ..*kernel
+    };
+    let mut variants = vec![("", kernel)];
+    if kernel.row_major_a.is_some() {
+        variants.push((" (A packed by steps)", &without_rows));
+    }
+    let candidates: Vec<(&str, &MicroKernel<f32>, Blocking)> = candidates(kernel)
+        .into_iter()
+        .flat_map(|b| variants.iter().map(move |&(label, k)| (label, k, b)))
+        .collect();
+    println!(
+        "{}; caches {:?}; chosen {:?}",
+        kernel.name,
+        CacheSizes::of_this_machine(),
+        Blocking::for_caches(kernel, &CacheSizes::of_this_machine())
+    );
+    for n in sizes() {
+        let a: Vec<f32> = (0..n * n)
+            .map(|i| ((i * 7 % 13) as f32 - 6.0) / 7.0)
+            .collect();
+        let b: Vec<f32> = (0..n * n)
+            .map(|i| ((i * 5 % 11) as f32 - 5.0) / 5.0)
+            .collect();
+        let mut c = vec![0f32; n * n];
+        let flops = 2.0 * (n as f64).powi(3);
+        let rounds = ((2e10 / flops) as usize).clamp(8, 100);
+        // times[i][r]: candidate i in round r.
+        let mut times = vec![Vec::with_capacity(rounds); candidates.len()];
+        for _ in 0..rounds {
+            for (i, &(_, kernel, blocking)) in candidates.iter().enumerate() {
+                let start = Instant::now();
+                // SAFETY: three n x n row-major matrices, C disjoint from A and B; the kernel
+                // is the one this CPU was found to support.
+                unsafe {
+                    blocked::gemm(
+                        kernel,
+                        blocking,
+                        (n, n, n),
+                        MatRef::row_major(&a, n),
+                        MatRef::row_major(&b, n),
+                        0.0,
+                        MatMut::row_major(&mut c, n),
+                    )
+                }
+                .unwrap();
+                times[i].push(start.elapsed().as_secs_f64());
+            }
+        }
+        for (&(label, _, blocking), own) in candidates.iter().zip(&times) {
+            // Each round's ratio to the first candidate, timed next to it.
+            let ratios: Vec<f64> = times[0].iter().zip(own).map(|(t0, t)| t0 / t).collect();
+            let (lo, mid, hi) = spread(ratios);
+            let (_, median_time, _) = spread(own.clone());
+            println!(
+                "n {n:5} kc {:4} mc {:5} nc {:5}{label}: {:6.1} GFLOP/s (median), {mid:.3}x [{lo:.3}, {hi:.3}] the first ({rounds} rounds)",
+                blocking.kc,
+                blocking.mc,
+                blocking.nc,
+                flops / median_time / 1e9,
+            );
+        }
+    }
+}
+
+/// Min, median and max.
+fn spread(mut values: Vec<f64>) -> (f64, f64, f64) {
+    values.sort_by(f64::total_cmp);
+    (
+        values[0],
+        values[values.len() / 2],
+        values[values.len() - 1],
+    )
+}
+
+#[test]
+#[ignore = "a tuning tool: run by hand, pinned, on a quiet machine"]
+fn micro_kernel_alone() {
+    let Some(kernel) = f32::micro_kernel(chosen_path()) else {
+        eprintln!("no SIMD micro-kernel on this CPU: nothing to time");
+        return;
+    };
+    let (mr, nr) = (kernel.mr, kernel.nr);
+    for k in [64usize, 128, 256, 320, 384] {
+        let a = vec![0.5f32; mr * k];
+        let b = vec![0.25f32; nr * k];
+        let mut c = vec![0f32; mr * nr];
+        let calls = 200_000_000 / (mr * nr * k);
+        let mut best = f64::INFINITY;
+        for _ in 0..5 {
+            let start = Instant::now();
+            for _ in 0..calls {
+                // SAFETY: panels of `mr * k` and `nr * k` values, an `mr x nr` tile.
+                unsafe {
+                    (kernel.run)(
+                        k,
+                        a.as_ptr(),
+                        b.as_ptr(),
+                        c.as_mut_ptr(),
+                        nr as isize,
+                        0.0,
+                        false,
+                    )
+                };
+            }
+            best = best.min(start.elapsed().as_secs_f64());
+        }
+        let flops = 2.0 * (mr * nr * k * calls) as f64;
+        println!(
+            "{} k {k}: {:.1} GFLOP/s from L1",
+            kernel.name,
+            flops / best / 1e9
+        );
+    }
+}
+
+#[test]
+#[ignore = "a tuning tool: run by hand, pinned, on a quiet machine"]
+fn micro_kernel_streaming() {
+    let Some(kernel) = f32::micro_kernel(chosen_path()) else {
+        return;
+    };
+    let (mr, nr, k) = (kernel.mr, kernel.nr, 256usize);
+    // panels: how many distinct panels of the streamed operand a pass walks.
+    for (what, a_panels, b_panels) in [
+        ("L1 only", 1usize, 1usize),
+        ("B streams 32 panels (our order, nc 512)", 1, 32),
+        ("B streams 16 panels (nc 256)", 1, 16),
+        ("A streams 24 panels (BLIS order, mc 144)", 24, 1),
+        ("A streams 64 panels (mc 384)", 64, 1),
+    ] {
+        let a = vec![0.5f32; mr * k * a_panels];
+        let b = vec![0.25f32; nr * k * b_panels];
+        let mut c = vec![0f32; mr * nr * a_panels.max(b_panels)];
+        let passes = 100_000_000 / (mr * nr * k * a_panels.max(b_panels));
+        let mut best = f64::INFINITY;
+        for _ in 0..5 {
+            let start = Instant::now();
+            for _ in 0..passes {
+                for p in 0..a_panels.max(b_panels) {
+                    let (ai, bi) = (p % a_panels, p % b_panels);
+                    // SAFETY: panel `ai` of A and `bi` of B, tile `p` of C, all inside.
+                    unsafe {
+                        (kernel.run)(
+                            k,
+                            a[ai * mr * k..].as_ptr(),
+                            b[bi * nr * k..].as_ptr(),
+                            c[p * mr * nr..].as_mut_ptr(),
+                            nr as isize,
+                            0.0,
+                            false,
+                        )
+                    };
+                }
+            }
+            best = best.min(start.elapsed().as_secs_f64());
+        }
+        let flops = 2.0 * (mr * nr * k * passes * a_panels.max(b_panels)) as f64;
+        println!("{what}: {:.1} GFLOP/s", flops / best / 1e9);
+    }
+}
+
+#[test]
+#[ignore = "a tuning tool: run by hand, pinned, on a quiet machine"]
+fn micro_kernel_in_context() {
+    let Some(kernel) = f32::micro_kernel(chosen_path()) else {
+        return;
+    };
+    let (mr, nr, k) = (kernel.mr, kernel.nr, 256usize);
+    let n = 1024usize;
+    // The driver's inner loops for one 1024-row A block and one B block of `b_panels` panels:
+    // for each A panel (jr), every B panel (ir), the tile (jr, ir) of a row-major n x n C.
+    for (what, b_panels, c_stride, load_c) in [
+        ("compact C, no load", 32usize, 0usize, false),
+        ("C rows n apart, no load", 32, n, false),
+        ("C rows n apart, load", 32, n, true),
+        ("C rows n apart, load, nc 256", 16, n, true),
+        ("C rows n apart, load, nc 128", 8, n, true),
+        ("A fixed, C rows n apart, load", 32, n + 1, true),
+    ] {
+        let fixed_a = c_stride == n + 1;
+        let c_stride = if fixed_a { n } else { c_stride };
+        let a_panels = n / mr;
+        let a = vec![0.5f32; mr * k * a_panels];
+        let b = vec![0.25f32; nr * k * b_panels];
+        let mut c = vec![0f32; n * n];
+        let mut best = f64::INFINITY;
+        for _ in 0..5 {
+            let start = Instant::now();
+            for jr in 0..a_panels {
+                for ir in 0..b_panels {
+                    let (tile, rsc) = if c_stride == 0 {
+                        (ir * mr * nr, nr)
+                    } else {
+                        (jr * mr * c_stride + ir * nr, c_stride)
+                    };
+                    // SAFETY: panel `jr` of A and `ir` of B; the tile lies inside C.
+                    unsafe {
+                        (kernel.run)(
+                            k,
+                            a[if fixed_a { 0 } else { jr * mr * k }..].as_ptr(),
+                            b[ir * nr * k..].as_ptr(),
+                            c[tile..].as_mut_ptr(),
+                            rsc as isize,
+                            1.0,
+                            load_c,
+                        )
+                    };
+                }
+            }
+            best = best.min(start.elapsed().as_secs_f64());
+        }
+        let flops = 2.0 * (mr * nr * k * a_panels * b_panels) as f64;
+        println!("{what}: {:.1} GFLOP/s", flops / best / 1e9);
+    }
+}
+
+#[test]
+#[ignore = "a tuning tool: run by hand, pinned, on a quiet machine"]
+fn micro_kernel_blis_order() {
+    let Some(kernel) = f32::micro_kernel(chosen_path()) else {
+        return;
+    };
+    let (mr, nr, k) = (kernel.mr, kernel.nr, 256usize);
+    let n = 1024usize;
+    // BLIS's order: an mc-row A block in L2, each B panel in L1 for the whole block.
+    for mc in [72usize, 144, 240, 1020] {
+        let a_panels = mc / mr;
+        let b_panels = n / nr;
+        let a = vec![0.5f32; mr * k * a_panels];
+        let b = vec![0.25f32; nr * k * b_panels];
+        let mut c = vec![0f32; n * n];
+        let mut best = f64::INFINITY;
+        for _ in 0..5 {
+            let start = Instant::now();
+            for jr in 0..b_panels {
+                for ir in 0..a_panels {
+                    // SAFETY: panel `ir` of A and `jr` of B; the tile lies inside C.
+                    unsafe {
+                        (kernel.run)(
+                            k,
+                            a[ir * mr * k..].as_ptr(),
+                            b[jr * nr * k..].as_ptr(),
+                            c[ir * mr * n + jr * nr..].as_mut_ptr(),
+                            n as isize,
+                            1.0,
+                            true,
+                        )
+                    };
+                }
+            }
+            best = best.min(start.elapsed().as_secs_f64());
+        }
+        let flops = 2.0 * (mr * nr * k * a_panels * b_panels) as f64;
+        println!("BLIS order, mc {mc}: {:.1} GFLOP/s", flops / best / 1e9);
+    }
+}
