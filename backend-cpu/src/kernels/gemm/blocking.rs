@@ -4,7 +4,7 @@
 //! The driver (`blocked`) keeps one `mr x kc` A panel in L1 while it streams the `kc x nr` B
 //! panels of a `kc x nc` B block past it from L2; the `mc x kc` A block waits in L3. So:
 //!
-//! * `kc`: an A panel and a B panel together fill L1d: the largest multiple of 64 with
+//! * `kc`: an A panel and a B panel together fill L1d: the largest multiple of 32 with
 //!   `(mr + nr)·kc·size ≤ L1d`;
 //! * `nc`: the B block fills three quarters of L2 (the rest for the A panel, C's tile and the
 //!   next lines of A): the largest multiple of `nr` with `kc·nc·size ≤ ¾·L2`;
@@ -13,8 +13,10 @@
 //!   already makes rare).
 //!
 //! On the CPUs the constants of the micro-kernels were tuned on (AMD Zen 5: 48 KiB L1d, 1 MiB
-//! L2) this gives those constants back; on a Zen 3 (32 KiB L1d, 512 KiB L2) it halves the
-//! B block that the AVX2 kernel's constants sized for a 1 MiB L2. Where the cache sizes cannot
+//! L2) this gives those constants back; on a Zen 3 (32 KiB L1d, 512 KiB L2) it shrinks the
+//! B block that the AVX2 kernel's constants sized for a 1 MiB L2 to three quarters of 512 KiB;
+//! on a Zen 4 (32 KiB L1d, 1 MiB L2) the AVX-512 f32 kernel gets `kc` 160 instead of 256 (its
+//! two panels at 256 would take 44 KiB) and `nc` 1216. Where the cache sizes cannot
 //! be read the kernel's constants stand. [`BLOCKING_ENV_VAR`] overrides both, for tuning.
 
 use std::sync::OnceLock;
@@ -40,7 +42,7 @@ pub(crate) struct Blocking {
 }
 
 /// `kc` is a multiple of this (whole cache lines of every panel line, for either type).
-const KC_QUANTUM: usize = 64;
+const KC_QUANTUM: usize = 32;
 /// The smallest `kc` the model picks: below it the micro-kernel's start and end dominate.
 const MIN_KC: usize = 64;
 /// The largest `kc` the model picks.
@@ -173,6 +175,20 @@ mod tests {
             Blocking::for_caches(&f64_kernel, &zen5),
             Blocking::of_kernel(&f64_kernel)
         );
+    }
+
+    #[test]
+    fn a_smaller_l1d_gets_shallower_panels_that_fit_it() {
+        // Zen 4: the AVX-512 kernels' panels at the Zen 5 depths would overflow its L1d.
+        let zen4 = caches(32, 1024, 16);
+        let f32_kernel = kernel_shaped::<f32>(12, 32, 256, 1536, 768, true);
+        let b = Blocking::for_caches(&f32_kernel, &zen4);
+        assert_eq!((b.kc, b.nc), (160, 1216));
+        assert!((12 + 32) * b.kc * 4 <= 32 << 10);
+        let f64_kernel = kernel_shaped::<f64>(12, 16, 192, 1536, 512, true);
+        let b = Blocking::for_caches(&f64_kernel, &zen4);
+        assert_eq!(b.kc, 128);
+        assert!((12 + 16) * b.kc * 8 <= 32 << 10);
     }
 
     #[test]
