@@ -24,11 +24,17 @@ use tessera_nn::llama::{LlamaCache, LlamaConfig};
 use tessera_nn::precision::Precision;
 use tessera_nn::Forward;
 
-/// Whether the documentation says a Llama 3 scaling is valid (`factor > 0`,
-/// `high_freq_factor > low_freq_factor > 0`).
+/// Whether the documentation says a scaling is valid (Llama 3: `factor > 0`,
+/// `high_freq_factor > low_freq_factor > 0`; linear: a finite `factor > 0`; dynamic: a finite
+/// `factor >= 1` and an original context of at least one position).
 fn scaling_ok(s: &RopeScaling) -> bool {
     match *s {
         RopeScaling::None => true,
+        RopeScaling::Linear { factor } => factor.is_finite() && factor > 0.0,
+        RopeScaling::Dynamic {
+            factor,
+            original_max_position_embeddings,
+        } => factor.is_finite() && factor >= 1.0 && original_max_position_embeddings > 0,
         RopeScaling::Llama3 {
             factor,
             low_freq_factor,
@@ -38,17 +44,41 @@ fn scaling_ok(s: &RopeScaling) -> bool {
     }
 }
 
-/// The rotary frequencies `RotaryEmbedding::new` computes (repeated here, in the same f32 and
-/// f64 steps), or `None` for an invalid scaling. `new` refuses frequencies that are not finite
-/// and positive (a tiny Llama 3 `factor` overflows f32; a huge `theta` underflows to 0).
-fn rope_frequencies(head_dim: usize, theta: f64, scaling: &RopeScaling) -> Option<Vec<f32>> {
+/// The rotary frequencies `RotaryEmbedding` computes for a call whose positions end at `len`
+/// (repeated here, in the same f32 and f64 steps), or `None` for an invalid scaling. It
+/// refuses frequencies that are not finite and positive (a tiny Llama 3 `factor` overflows
+/// f32; a huge `theta`, or a dynamic scaling's stretched one, underflows to 0).
+fn rope_frequencies(
+    head_dim: usize,
+    theta: f64,
+    scaling: &RopeScaling,
+    len: usize,
+) -> Option<Vec<f32>> {
     if !scaling_ok(scaling) {
         return None;
     }
-    let plain = (0..head_dim / 2).map(|i| {
-        let exponent = (2 * i) as f32 / head_dim as f32;
-        1.0f32 / (theta as f32).powf(exponent)
-    });
+    let plain_of = |theta: f64| {
+        (0..head_dim / 2).map(move |i| {
+            let exponent = (2 * i) as f32 / head_dim as f32;
+            1.0f32 / (theta as f32).powf(exponent)
+        })
+    };
+    let plain = plain_of(theta);
+    if let RopeScaling::Linear { factor } = *scaling {
+        return Some(plain.map(|f| f / factor as f32).collect());
+    }
+    if let RopeScaling::Dynamic {
+        factor,
+        original_max_position_embeddings: original,
+    } = *scaling
+    {
+        if len <= original {
+            return Some(plain.collect());
+        }
+        let d = head_dim as f64;
+        let stretch = factor * len as f64 / original as f64 - (factor - 1.0);
+        return Some(plain_of(theta * stretch.powf(d / (d - 2.0))).collect());
+    }
     let RopeScaling::Llama3 {
         factor,
         low_freq_factor,
@@ -80,9 +110,10 @@ fn rope_frequencies(head_dim: usize, theta: f64, scaling: &RopeScaling) -> Optio
     )
 }
 
-/// Whether `RotaryEmbedding::new(head_dim, _, theta, scaling)` must accept the frequencies.
-fn rope_frequencies_ok(head_dim: usize, theta: f64, scaling: &RopeScaling) -> bool {
-    rope_frequencies(head_dim, theta, scaling)
+/// Whether `RotaryEmbedding` must accept the frequencies of calls ending at `len` (`new`
+/// checks those of `len = 0`).
+fn rope_frequencies_ok(head_dim: usize, theta: f64, scaling: &RopeScaling, len: usize) -> bool {
+    rope_frequencies(head_dim, theta, scaling, len)
         .is_some_and(|f| f.iter().all(|f| f.is_finite() && *f > 0.0))
 }
 
@@ -288,11 +319,20 @@ fn llama_config<B: FuzzBackend>(c: &Ctx<'_, B>) -> (LlamaConfig, Option<bool>) {
     .rope_theta(rng.pick(&[10_000.0, 500_000.0, 2.0]));
     if rng.chance(30) {
         let low = rng.pick(&[0.5, 1.0, 2.0]);
-        config = config.rope_scaling(RopeScaling::Llama3 {
-            factor: rng.pick(&[1.0, 8.0, 32.0]),
-            low_freq_factor: low,
-            high_freq_factor: low * rng.pick(&[1.5, 4.0]),
-            original_max_position_embeddings: rng.pick(&[2, 8, 8192]),
+        config = config.rope_scaling(match rng.below(3) {
+            0 => RopeScaling::Llama3 {
+                factor: rng.pick(&[1.0, 8.0, 32.0]),
+                low_freq_factor: low,
+                high_freq_factor: low * rng.pick(&[1.5, 4.0]),
+                original_max_position_embeddings: rng.pick(&[2, 8, 8192]),
+            },
+            1 => RopeScaling::Linear {
+                factor: rng.pick(&[0.5, 2.0, 4.0]),
+            },
+            _ => RopeScaling::Dynamic {
+                factor: rng.pick(&[1.0, 2.0, 8.0]),
+                original_max_position_embeddings: rng.pick(&[1, 4, 8]),
+            },
         });
     }
     if rng.chance(20) {
@@ -349,7 +389,7 @@ fn llama_config<B: FuzzBackend>(c: &Ctx<'_, B>) -> (LlamaConfig, Option<bool>) {
         && config.rope_theta.is_finite()
         && config.rope_theta > 1.0
         && config.dtype.is_float()
-        && rope_frequencies_ok(d, config.rope_theta, &config.rope_scaling);
+        && rope_frequencies_ok(d, config.rope_theta, &config.rope_scaling, 0);
     (config, Some(valid))
 }
 
@@ -534,12 +574,21 @@ fn rotary<B: FuzzBackend>(c: &Ctx<'_, B>) -> Result<Outcome<B>, Skip> {
         _ => 10_000.0,
     };
     let scaling = if c.flag(5) {
-        let low = c.float(7).abs();
-        RopeScaling::Llama3 {
-            factor: c.float(6),
-            low_freq_factor: low,
-            high_freq_factor: if c.size(4) % 3 == 0 { low } else { low * 4.0 },
-            original_max_position_embeddings: c.size(4),
+        match c.seed(8) / 4 % 3 {
+            0 => {
+                let low = c.float(7).abs();
+                RopeScaling::Llama3 {
+                    factor: c.float(6),
+                    low_freq_factor: low,
+                    high_freq_factor: if c.size(4) % 3 == 0 { low } else { low * 4.0 },
+                    original_max_position_embeddings: c.size(4),
+                }
+            }
+            1 => RopeScaling::Linear { factor: c.float(6) },
+            _ => RopeScaling::Dynamic {
+                factor: c.float(6),
+                original_max_position_embeddings: c.size(4) % 8,
+            },
         }
     } else {
         RopeScaling::None
@@ -549,7 +598,7 @@ fn rotary<B: FuzzBackend>(c: &Ctx<'_, B>) -> Result<Outcome<B>, Skip> {
         && theta.is_finite()
         && theta > 1.0
         && max.checked_mul(d).is_some()
-        && rope_frequencies_ok(d, theta, &scaling);
+        && rope_frequencies_ok(d, theta, &scaling, 0);
     let rope = match (RotaryEmbedding::new(d, max, theta, scaling), valid) {
         (Ok(r), true) => r,
         (Err(e), false) => return Ok(Outcome::Err(e.to_string())),
@@ -574,7 +623,20 @@ fn rotary<B: FuzzBackend>(c: &Ctx<'_, B>) -> Result<Outcome<B>, Skip> {
     // Positions past usize::MAX are as far past the end as any (a regression test of the
     // overflow `apply(x, usize::MAX)` had).
     let fits = start.checked_add(len).is_some_and(|end| end <= max);
-    Ok(match (rope.apply(&Var::constant(x), start), fits) {
+    let applied = rope.apply(&Var::constant(x), start);
+    // A dynamic scaling's frequencies for a long call can underflow where `new`'s did not.
+    if fits && !rope_frequencies_ok(d, theta, &scaling, start + len) {
+        return Ok(match applied {
+            Err(Error::InvalidArgument { .. }) => {
+                Outcome::Err("frequencies not finite and positive".into())
+            }
+            Err(e) => Outcome::Break(format!("apply at {start} of {len}: {e}")),
+            Ok(_) => Outcome::Break(format!(
+                "apply at {start} of {len} with unusable frequencies of {scaling:?} succeeded"
+            )),
+        });
+    }
+    Ok(match (applied, fits) {
         (Err(Error::InvalidArgument { .. }), false) => {
             Outcome::Err("positions past the tables".into())
         }

@@ -1460,26 +1460,51 @@ fn random_config<B: FuzzBackend>(c: &Ctx<'_, B>) -> RandomConfig {
         } else {
             heads * head_dim
         };
+        let mut max_positions = s(3) * 4;
         let scaling = if rng.chance(40) {
             let low = rng.pick(&[0.5, 1.0, 2.0]);
-            RopeScaling::Llama3 {
-                factor: rng.pick(&[1.0, 2.0, 8.0, 32.0]),
-                low_freq_factor: low,
-                high_freq_factor: low * rng.pick(&[1.5, 4.0]),
-                original_max_position_embeddings: rng.pick(&[4, 64, 8192]),
+            match rng.below(3) {
+                0 => RopeScaling::Llama3 {
+                    factor: rng.pick(&[1.0, 2.0, 8.0, 32.0]),
+                    low_freq_factor: low,
+                    high_freq_factor: low * rng.pick(&[1.5, 4.0]),
+                    original_max_position_embeddings: rng.pick(&[4, 64, 8192]),
+                },
+                1 => RopeScaling::Linear {
+                    factor: rng.pick(&[0.25, 2.0, 8.0]),
+                },
+                _ => {
+                    // A dynamic model covers `factor` times the original context (what the
+                    // file records as `max_position_embeddings`).
+                    let factor = rng.pick(&[1.0, 2.0, 4.0]);
+                    let original = s(3) * 2;
+                    max_positions = original * factor as usize;
+                    RopeScaling::Dynamic {
+                        factor,
+                        original_max_position_embeddings: original,
+                    }
+                }
             }
         } else {
             RopeScaling::None
         };
-        let config = LlamaConfig::new(s(3) * 8 + 5, hidden, s(0) * 6, s(0), heads, kv, s(3) * 4)
-            .rope_theta(rng.pick(&[10_000.0, 500_000.0, 1.5]))
-            .rope_scaling(scaling)
-            .rms_norm_eps(rng.pick(&[1e-6, 1e-5, 0.25]))
-            .tie_word_embeddings(rng.chance(50))
-            .head_dim_override((hidden != heads * head_dim || rng.chance(20)).then_some(head_dim))
-            .attention_bias(rng.chance(30))
-            .mlp_bias(rng.chance(30))
-            .dtype(dtype);
+        let config = LlamaConfig::new(
+            s(3) * 8 + 5,
+            hidden,
+            s(0) * 6,
+            s(0),
+            heads,
+            kv,
+            max_positions,
+        )
+        .rope_theta(rng.pick(&[10_000.0, 500_000.0, 1.5]))
+        .rope_scaling(scaling)
+        .rms_norm_eps(rng.pick(&[1e-6, 1e-5, 0.25]))
+        .tie_word_embeddings(rng.chance(50))
+        .head_dim_override((hidden != heads * head_dim || rng.chance(20)).then_some(head_dim))
+        .attention_bias(rng.chance(30))
+        .mlp_bias(rng.chance(30))
+        .dtype(dtype);
         RandomConfig::Llama(config)
     }
 }

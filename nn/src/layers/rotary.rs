@@ -1,5 +1,6 @@
 //! [`RotaryEmbedding`]: rotary position embeddings (RoPE, as Llama applies them to queries and
-//! keys), with Llama 3's frequency scaling ([`RopeScaling`]).
+//! keys), with the frequency scalings of `transformers` ([`RopeScaling`]: Llama 3's, linear and
+//! dynamic NTK).
 
 use tessera_autograd::Var;
 use tessera_core::{Backend, DType, Error, Result, Tensor};
@@ -20,6 +21,25 @@ pub enum RopeScaling {
         /// Wavelengths below `original_max_position_embeddings / high_freq_factor` are kept.
         high_freq_factor: f64,
         /// The context length of the original training.
+        original_max_position_embeddings: usize,
+    },
+    /// `"rope_type": "linear"` (position interpolation): every frequency divided by `factor`,
+    /// as if each position were `factor` times nearer the start.
+    Linear {
+        /// How much longer the new context is (positive).
+        factor: f64,
+    },
+    /// `"rope_type": "dynamic"` (dynamic NTK scaling): a call covering positions up to `len`,
+    /// with `len` beyond `original_max_position_embeddings`, rotates them with the base
+    /// `θ·(factor·len/original − (factor − 1))^(d/(d − 2))`; shorter ones keep the plain
+    /// frequencies. Each call's positions are rotated with the frequencies of its own `len`
+    /// (`start + length`), as `transformers` does within one generation. (`transformers` also
+    /// keeps the largest `len` it has seen across calls; this does not.)
+    Dynamic {
+        /// How much longer the new context is (at least 1).
+        factor: f64,
+        /// The context length of the original training (`max_position_embeddings` of the
+        /// Hugging Face configuration).
         original_max_position_embeddings: usize,
     },
 }
@@ -45,7 +65,10 @@ pub enum RopeScaling {
 pub struct RotaryEmbedding {
     head_dim: usize,
     max_positions: usize,
-    /// The inverse frequency of each pair.
+    theta: f64,
+    scaling: RopeScaling,
+    /// The inverse frequency of each pair (of sequences no longer than the original context,
+    /// for [`RopeScaling::Dynamic`]).
     inv_freq: Vec<f32>,
 }
 
@@ -56,14 +79,49 @@ fn invalid(msg: String) -> Error {
     }
 }
 
-/// The inverse frequencies of `head_dim / 2` pairs, computed in f32 like `transformers`.
-fn inverse_frequencies(head_dim: usize, theta: f64, scaling: RopeScaling) -> Result<Vec<f32>> {
-    let plain = (0..head_dim / 2).map(|i| {
-        let exponent = (2 * i) as f32 / head_dim as f32;
-        1.0f32 / (theta as f32).powf(exponent)
-    });
-    match scaling {
-        RopeScaling::None => Ok(plain.collect()),
+/// The inverse frequencies of `head_dim / 2` pairs for calls whose positions end at `len`,
+/// computed in f32 like `transformers`.
+fn inverse_frequencies(
+    head_dim: usize,
+    theta: f64,
+    scaling: RopeScaling,
+    len: usize,
+) -> Result<Vec<f32>> {
+    let plain = |theta: f64| {
+        (0..head_dim / 2).map(move |i| {
+            let exponent = (2 * i) as f32 / head_dim as f32;
+            1.0f32 / (theta as f32).powf(exponent)
+        })
+    };
+    let frequencies: Vec<f32> = match scaling {
+        RopeScaling::None => plain(theta).collect(),
+        RopeScaling::Linear { factor } => {
+            if !(factor.is_finite() && factor > 0.0) {
+                return Err(invalid(format!(
+                    "linear rope scaling needs a finite factor > 0, got {factor}"
+                )));
+            }
+            // `transformers` divides its f32 frequencies by the factor in f32.
+            plain(theta).map(|f| f / factor as f32).collect()
+        }
+        RopeScaling::Dynamic {
+            factor,
+            original_max_position_embeddings: original,
+        } => {
+            if !(factor.is_finite() && factor >= 1.0 && original > 0) {
+                return Err(invalid(format!(
+                    "dynamic rope scaling needs a finite factor >= 1 and an original context \
+                     of at least one position, got {factor} and {original}"
+                )));
+            }
+            if len <= original {
+                plain(theta).collect()
+            } else {
+                let d = head_dim as f64;
+                let stretch = factor * len as f64 / original as f64 - (factor - 1.0);
+                plain(theta * stretch.powf(d / (d - 2.0))).collect()
+            }
+        }
         RopeScaling::Llama3 {
             factor,
             low_freq_factor,
@@ -78,7 +136,7 @@ fn inverse_frequencies(head_dim: usize, theta: f64, scaling: RopeScaling) -> Res
             }
             let old = original_max_position_embeddings as f64;
             let (low_wavelen, high_wavelen) = (old / low_freq_factor, old / high_freq_factor);
-            Ok(plain
+            plain(theta)
                 .map(|f| {
                     let f = f as f64;
                     let wavelen = 2.0 * std::f64::consts::PI / f;
@@ -93,9 +151,16 @@ fn inverse_frequencies(head_dim: usize, theta: f64, scaling: RopeScaling) -> Res
                     };
                     scaled as f32
                 })
-                .collect())
+                .collect()
         }
+    };
+    if let Some(bad) = frequencies.iter().find(|f| !(f.is_finite() && **f > 0.0)) {
+        return Err(invalid(format!(
+            "the rotary frequencies of {scaling:?} at {len} positions are not finite and \
+             positive ({bad})"
+        )));
     }
+    Ok(frequencies)
 }
 
 impl RotaryEmbedding {
@@ -121,15 +186,12 @@ impl RotaryEmbedding {
                 msg: format!("{max_positions} positions of {head_dim}"),
             });
         }
-        let inv_freq = inverse_frequencies(head_dim, theta, scaling)?;
-        if let Some(bad) = inv_freq.iter().find(|f| !(f.is_finite() && **f > 0.0)) {
-            return Err(invalid(format!(
-                "the rotary frequencies of {scaling:?} are not finite and positive ({bad})"
-            )));
-        }
+        let inv_freq = inverse_frequencies(head_dim, theta, scaling, 0)?;
         Ok(RotaryEmbedding {
             head_dim,
             max_positions,
+            theta,
+            scaling,
             inv_freq,
         })
     }
@@ -154,6 +216,18 @@ impl RotaryEmbedding {
         backend: &B,
     ) -> Result<(Tensor<B>, Tensor<B>)> {
         let numel = len * self.head_dim;
+        let dynamic;
+        let inv_freq = match self.scaling {
+            RopeScaling::Dynamic {
+                original_max_position_embeddings,
+                ..
+            } if start + len > original_max_position_embeddings => {
+                dynamic =
+                    inverse_frequencies(self.head_dim, self.theta, self.scaling, start + len)?;
+                &dynamic
+            }
+            _ => &self.inv_freq,
+        };
         let (mut cos, mut sin) = (Vec::new(), Vec::new());
         for v in [&mut cos, &mut sin] {
             v.try_reserve_exact(numel).map_err(|_| Error::OutOfMemory {
@@ -163,7 +237,7 @@ impl RotaryEmbedding {
         }
         for p in start..start + len {
             for _half in 0..2 {
-                for &f in &self.inv_freq {
+                for &f in inv_freq {
                     let angle = (p as f32 * f) as f64;
                     cos.push(angle.cos() as f32);
                     sin.push(angle.sin() as f32);
@@ -210,5 +284,111 @@ impl RotaryEmbedding {
         )?;
         x.mul(&Var::constant(cos))?
             .add(&rotated.mul(&Var::constant(sin))?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_cpu::Cpu;
+
+    /// The cosines and sines of `rope` at `start..start + len`, as f64.
+    fn table(rope: &RotaryEmbedding, start: usize, len: usize) -> (Vec<f64>, Vec<f64>) {
+        let (cos, sin) = rope.tables(start, len, DType::F32, &Cpu::new()).unwrap();
+        (cos.to_vec_f64().unwrap(), sin.to_vec_f64().unwrap())
+    }
+
+    /// The same tables from the definition in f64: pair `i` of position `p` turns by
+    /// `p · base^(-2i/d) / divide`.
+    fn reference(
+        d: usize,
+        base: f64,
+        divide: f64,
+        start: usize,
+        len: usize,
+    ) -> (Vec<f64>, Vec<f64>) {
+        let (mut cos, mut sin) = (Vec::new(), Vec::new());
+        for p in start..start + len {
+            for _half in 0..2 {
+                for i in 0..d / 2 {
+                    let angle = p as f64 * base.powf(-2.0 * i as f64 / d as f64) / divide;
+                    cos.push(angle.cos());
+                    sin.push(angle.sin());
+                }
+            }
+        }
+        (cos, sin)
+    }
+
+    fn assert_close(got: &(Vec<f64>, Vec<f64>), want: &(Vec<f64>, Vec<f64>), tol: f64) {
+        for (g, w) in got.0.iter().chain(&got.1).zip(want.0.iter().chain(&want.1)) {
+            assert!((g - w).abs() <= tol, "{g} vs {w}");
+        }
+        assert_eq!(got.0.len(), want.0.len());
+    }
+
+    #[test]
+    fn linear_scaling_divides_every_angle_by_the_factor() {
+        let rope =
+            RotaryEmbedding::new(8, 64, 10_000.0, RopeScaling::Linear { factor: 4.0 }).unwrap();
+        assert_close(
+            &table(&rope, 3, 20),
+            &reference(8, 10_000.0, 4.0, 3, 20),
+            2e-5,
+        );
+    }
+
+    #[test]
+    fn dynamic_scaling_keeps_short_calls_and_stretches_the_base_past_the_original_context() {
+        let (d, theta, factor, original) = (16, 10_000.0, 2.0, 32);
+        let scaling = RopeScaling::Dynamic {
+            factor,
+            original_max_position_embeddings: original,
+        };
+        let rope = RotaryEmbedding::new(d, 128, theta, scaling).unwrap();
+        let plain = RotaryEmbedding::new(d, 128, theta, RopeScaling::None).unwrap();
+        // Up to the original context: the plain frequencies, exactly.
+        assert_eq!(table(&rope, 0, original), table(&plain, 0, original));
+        assert_eq!(table(&rope, 30, 2), table(&plain, 30, 2));
+        // Beyond: the base of `transformers`' formula, for this call's end.
+        for (start, len) in [(0, 80), (10, 40), (99, 1)] {
+            let end = (start + len) as f64;
+            let stretch = factor * end / original as f64 - (factor - 1.0);
+            let base = theta * stretch.powf(d as f64 / (d as f64 - 2.0));
+            assert_close(
+                &table(&rope, start, len),
+                &reference(d, base, 1.0, start, len),
+                1e-4,
+            );
+        }
+        // One decoding step rotates its position as the whole prefix would have.
+        let whole = table(&rope, 0, 60);
+        let step = table(&rope, 59, 1);
+        assert_eq!(step.0[..], whole.0[59 * d..]);
+        assert_eq!(step.1[..], whole.1[59 * d..]);
+    }
+
+    #[test]
+    fn invalid_scalings_are_refused_by_name() {
+        let bad = [
+            RopeScaling::Linear { factor: 0.0 },
+            RopeScaling::Linear { factor: -2.0 },
+            RopeScaling::Linear { factor: f64::NAN },
+            RopeScaling::Dynamic {
+                factor: 0.5,
+                original_max_position_embeddings: 8,
+            },
+            RopeScaling::Dynamic {
+                factor: 2.0,
+                original_max_position_embeddings: 0,
+            },
+        ];
+        for scaling in bad {
+            let err = RotaryEmbedding::new(8, 16, 10_000.0, scaling).unwrap_err();
+            assert!(
+                matches!(err, Error::InvalidArgument { .. }) && err.to_string().contains("factor"),
+                "{scaling:?}: {err}"
+            );
+        }
     }
 }

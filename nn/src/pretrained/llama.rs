@@ -15,9 +15,10 @@ use tessera_core::{Backend, Error, Generator, Result};
 pub const MODEL_TYPE: &str = "llama";
 
 /// The rotary base and scaling: `rope_parameters` (newer `transformers`) or `rope_theta` and
-/// `rope_scaling` (older), a typed error naming any scaling kind other than `default` and
-/// `llama3`.
-fn rope_from_hf(reader: &ConfigReader<'_>) -> Result<(f64, RopeScaling)> {
+/// `rope_scaling` (older), a typed error naming any scaling kind other than `default`,
+/// `llama3`, `linear` and `dynamic`. `max_positions` is the configuration's
+/// `max_position_embeddings`: the original context of a `dynamic` scaling.
+fn rope_from_hf(reader: &ConfigReader<'_>, max_positions: usize) -> Result<(f64, RopeScaling)> {
     let (theta, scaling) = match reader.get("rope_parameters") {
         Some(Value::Object(p)) => (p.get("rope_theta").and_then(Value::as_f64), Some(p.clone())),
         Some(other) => {
@@ -49,7 +50,7 @@ fn rope_from_hf(reader: &ConfigReader<'_>) -> Result<(f64, RopeScaling)> {
     let number = |key: &str| -> Result<f64> {
         s.get(key)
             .and_then(Value::as_f64)
-            .ok_or_else(|| reader.error(format!("llama3 rope scaling needs a number `{key}`")))
+            .ok_or_else(|| reader.error(format!("{kind} rope scaling needs a number `{key}`")))
     };
     match kind {
         "default" => Ok((theta, RopeScaling::None)),
@@ -63,8 +64,22 @@ fn rope_from_hf(reader: &ConfigReader<'_>) -> Result<(f64, RopeScaling)> {
                     as usize,
             },
         )),
+        "linear" => Ok((
+            theta,
+            RopeScaling::Linear {
+                factor: number("factor")?,
+            },
+        )),
+        "dynamic" => Ok((
+            theta,
+            RopeScaling::Dynamic {
+                factor: number("factor")?,
+                original_max_position_embeddings: max_positions,
+            },
+        )),
         other => Err(reader.error(format!(
-            "rope scaling \"{other}\" is not supported (only \"default\" and \"llama3\")"
+            "rope scaling \"{other}\" is not supported (only \"default\", \"llama3\", \
+             \"linear\" and \"dynamic\")"
         ))),
     }
 }
@@ -90,7 +105,22 @@ pub fn config_from_hf(
             "`attention_dropout` = {dropout} is not supported (only 0)"
         )));
     }
-    let (theta, scaling) = rope_from_hf(reader)?;
+    let max_positions = reader.size("max_position_embeddings")?;
+    let (theta, scaling) = rope_from_hf(reader, max_positions)?;
+    // Dynamic NTK scaling exists to run past the original context: the model takes
+    // `factor` times as many positions (its tables and KV cache sized for them).
+    let max_positions = match scaling {
+        RopeScaling::Dynamic { factor, .. } if factor.is_finite() && factor >= 1.0 => {
+            let stretched = (max_positions as f64 * factor).floor();
+            if stretched > (1u64 << 40) as f64 {
+                return Err(reader.error(format!(
+                    "dynamic rope scaling by {factor} of {max_positions} positions is too long"
+                )));
+            }
+            stretched as usize
+        }
+        _ => max_positions,
+    };
     let head_dim = reader.optional_size("head_dim")?;
     let config = LlamaConfig::new(
         reader.size("vocab_size")?,
@@ -101,7 +131,7 @@ pub fn config_from_hf(
         reader
             .optional_size("num_key_value_heads")?
             .unwrap_or(heads),
-        reader.size("max_position_embeddings")?,
+        max_positions,
     )
     .rope_theta(theta)
     .rope_scaling(scaling)
@@ -201,8 +231,19 @@ impl<B: Backend> Llama<B> {
         let mut config = base.cloned().unwrap_or_default();
         // A base written by newer `transformers` carries the rotary settings here too.
         config.remove("rope_parameters");
+        // A dynamic scaling's model covers `factor` times the original context; the file
+        // keeps the original, as `transformers` reads it.
+        let mut max_position_embeddings = c.max_position_embeddings;
         let rope_scaling = match c.rope_scaling {
             RopeScaling::None => Value::Null,
+            RopeScaling::Linear { factor } => json!({ "rope_type": "linear", "factor": factor }),
+            RopeScaling::Dynamic {
+                factor,
+                original_max_position_embeddings,
+            } => {
+                max_position_embeddings = original_max_position_embeddings;
+                json!({ "rope_type": "dynamic", "factor": factor })
+            }
             RopeScaling::Llama3 {
                 factor,
                 low_freq_factor,
@@ -226,7 +267,7 @@ impl<B: Backend> Llama<B> {
             "num_attention_heads": c.num_attention_heads,
             "num_key_value_heads": c.num_key_value_heads,
             "head_dim": c.head_dim(),
-            "max_position_embeddings": c.max_position_embeddings,
+            "max_position_embeddings": max_position_embeddings,
             "rope_theta": c.rope_theta,
             "rope_scaling": rope_scaling,
             "rms_norm_eps": c.rms_norm_eps,

@@ -524,3 +524,79 @@ fn saved_folders_load_in_transformers() {
         );
     }
 }
+
+/// `llama-tiny` (128 positions) with its `rope_parameters` turned into `kind` scaling by 2.
+fn llama_scaled(kind: &str) -> (tempfile::TempDir, PretrainedModel<Cpu>) {
+    let dir = scratch_copy("llama-tiny");
+    edit_config(dir.path(), |c| {
+        c["rope_parameters"]["rope_type"] = kind.into();
+        c["rope_parameters"]["factor"] = 2.0.into();
+    });
+    let model =
+        PretrainedModel::from_pretrained(dir.path(), &Cpu::new(), &PretrainedOptions::default())
+            .unwrap_or_else(|e| panic!("{kind}: {e}"));
+    (dir, model)
+}
+
+fn logits(model: &PretrainedModel<Cpu>, ids: &Tensor<Cpu>) -> Vec<f64> {
+    model.forward(ids).unwrap().value().to_vec_f64().unwrap()
+}
+
+/// The `config.json` a model saves.
+fn saved_config(model: &PretrainedModel<Cpu>) -> serde_json::Value {
+    let out = tempfile::tempdir().unwrap();
+    model.save_pretrained(out.path()).unwrap();
+    serde_json::from_str(&std::fs::read_to_string(out.path().join("config.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn dynamic_rope_scaling_is_the_plain_model_inside_the_original_context_and_runs_past_it() {
+    let r = reference("llama-tiny");
+    let plain = load("llama-tiny");
+    let (_dir, dynamic) = llama_scaled("dynamic");
+    assert_eq!((plain.max_positions(), dynamic.max_positions()), (128, 256));
+    // Up to 128 positions the frequencies are the plain ones: the same logits, bit for bit
+    // (and so `transformers`' references for the plain model).
+    let ids = &r["input_ids_100"];
+    assert_eq!(logits(&dynamic, ids), logits(&plain, ids));
+    // 200 positions: the plain model refuses them; the dynamic one rotates the whole sequence
+    // with a stretched base, so even the early positions' logits change (all but position 0,
+    // which turns by no angle and attends to itself alone).
+    let long: Vec<i64> = (0..200).map(|i| (i * 7 % 50) as i64).collect();
+    let long = Tensor::from_vec(long, [1, 200], &Cpu::new()).unwrap();
+    assert!(plain.forward(&long).is_err());
+    let stretched = logits(&dynamic, &long);
+    assert!(stretched.iter().all(|v| v.is_finite()));
+    let head = logits(&dynamic, &long.narrow(1, 0, 100).unwrap());
+    let vocab = head.len() / 100;
+    assert!(stretched[..vocab] == head[..vocab]);
+    assert!(stretched[vocab..100 * vocab] != head[vocab..]);
+    // Saved as `transformers` reads it: the original context and the factor.
+    let saved = saved_config(&dynamic);
+    assert_eq!(saved["max_position_embeddings"], 128);
+    assert_eq!(saved["rope_scaling"]["rope_type"], "dynamic");
+    assert_eq!(saved["rope_scaling"]["factor"], 2.0);
+}
+
+#[test]
+fn linear_rope_scaling_changes_the_logits_and_saves_back() {
+    let r = reference("llama-tiny");
+    let ids = &r["input_ids_37"];
+    let (_dir, linear) = llama_scaled("linear");
+    assert_eq!(linear.max_positions(), 128);
+    let (a, b) = (logits(&linear, ids), logits(&load("llama-tiny"), ids));
+    // Position 0 turns by no angle in either model; later ones turn by half the angle.
+    let vocab = a.len() / 37;
+    assert!(a[..vocab] == b[..vocab]);
+    assert!(a[vocab..] != b[vocab..]);
+    let saved = saved_config(&linear);
+    assert_eq!(saved["rope_scaling"]["rope_type"], "linear");
+    assert_eq!(saved["rope_scaling"]["factor"], 2.0);
+    // And the saved folder loads back to the same logits.
+    let out = tempfile::tempdir().unwrap();
+    linear.save_pretrained(out.path()).unwrap();
+    let back =
+        PretrainedModel::from_pretrained(out.path(), &Cpu::new(), &PretrainedOptions::default())
+            .unwrap();
+    assert_eq!(logits(&back, ids), a);
+}
