@@ -1,6 +1,7 @@
 //! # tessera-tokenizer
 //!
-//! Subword tokenizers from Hugging Face `tokenizer.json` files, through the `tokenizers`
+//! Subword tokenizers from Hugging Face `tokenizer.json` files (or GPT-2's original
+//! `vocab.json` and `merges.txt`), through the `tokenizers`
 //! crate (the library `transformers`' fast tokenizers run on, so the ids are the same):
 //! [`Tokenizer::from_file`] / [`Tokenizer::from_folder`], [`Tokenizer::encode`],
 //! [`Tokenizer::decode`], the special tokens a model folder names, and a [`TextStream`] that
@@ -17,10 +18,12 @@
 
 #![forbid(unsafe_code)]
 
+mod gpt2_files;
 mod guard;
 mod special_tokens;
 mod stream;
 
+pub use gpt2_files::{MERGES_FILE, VOCAB_FILE};
 pub use special_tokens::SpecialTokens;
 pub use stream::TextStream;
 
@@ -72,8 +75,12 @@ impl Tokenizer {
         let inner = guarded(|| tokenizers::Tokenizer::from_bytes(&bytes))
             .map_err(|panic| Error::format(path, format!("the tokenizers library {panic}")))?
             .map_err(|e| Error::format(path, format!("not a tokenizer.json: {e}")))?;
-        // Encoding once with and without the post-processor finds the files that load but
-        // panic on every use.
+        Self::probed(inner, path)
+    }
+
+    /// `inner`, loaded from `path`, once encoding with and without the post-processor has
+    /// shown it usable (some files load but panic on every use).
+    fn probed(inner: tokenizers::Tokenizer, path: &Path) -> Result<Self> {
         for add_special_tokens in [false, true] {
             let _probe = guarded(|| inner.encode("a b", add_special_tokens)).map_err(|panic| {
                 Error::format(
@@ -89,11 +96,22 @@ impl Tokenizer {
         })
     }
 
-    /// Loads `dir/tokenizer.json` and the beginning/end-of-text tokens `dir`'s
-    /// `tokenizer_config.json` names (when that file exists).
+    /// Loads `dir/tokenizer.json` (or, in a folder without one, GPT-2's `vocab.json` and
+    /// `merges.txt`, as `GPT2TokenizerFast` builds them) and the beginning/end-of-text tokens
+    /// `dir`'s `tokenizer_config.json` names (when that file exists). A folder with neither is
+    /// [`Error::Io`] about the missing `tokenizer.json`.
     pub fn from_folder(dir: impl AsRef<Path>) -> Result<Self> {
         let dir = dir.as_ref();
-        let mut tokenizer = Self::from_file(dir.join(TOKENIZER_FILE))?;
+        let json = dir.join(TOKENIZER_FILE);
+        let mut tokenizer = if !json.exists() && gpt2_files::present(dir) {
+            let vocab = dir.join(VOCAB_FILE);
+            let inner = guarded(|| gpt2_files::load(dir)).map_err(|panic| {
+                Error::format(&vocab, format!("the tokenizers library {panic}"))
+            })??;
+            Self::probed(inner, &vocab)?
+        } else {
+            Self::from_file(json)?
+        };
         tokenizer.special = SpecialTokens::read(dir, &tokenizer.inner)?;
         Ok(tokenizer)
     }

@@ -70,13 +70,29 @@ fn step<B: FuzzBackend>(m: &Model<B>, o: &mut AdamW<B>, b: &B) -> tessera_core::
 /// Saves checkpoints after steps 1..=`count` into a fresh folder, damages it as `damage`
 /// says, resumes, and checks the outcome.
 fn damaged_resume<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
-    let b = c.backend();
     let (count, damage) = (1 + c.size(0) % 3, c.size(1) % 10);
     let mut rng = Rng::new(c.seed(3));
     let dir = c.dir().join(format!("run-{}", rng.next_u64() % 1_000_000));
+    // Fresh: an earlier step drawing the same seed (an edge value, say) used the same name,
+    // and its newer checkpoints would be resumed.
+    let _ = std::fs::remove_dir_all(&dir);
+    let outcome = damaged_resume_in(c, &dir, count, damage, &mut rng);
+    let _ = std::fs::remove_dir_all(&dir);
+    outcome
+}
+
+/// [`damaged_resume`] in the fresh folder `dir`.
+fn damaged_resume_in<B: FuzzBackend>(
+    c: &Ctx<'_, B>,
+    dir: &std::path::Path,
+    count: usize,
+    damage: usize,
+    rng: &mut Rng,
+) -> Outcome<B> {
+    let b = c.backend();
     let config = json!({"model": "fuzz", "lr": 0.01});
     let setup = || -> tessera_core::Result<(RunDir, Vec<Fingerprint>)> {
-        let run = RunDir::open(&dir)?.keep_last(2);
+        let run = RunDir::open(dir)?.keep_last(2);
         let m = model(4, 1, b)?;
         let mut o = AdamW::new(m.parameters(), AdamWConfig::new(0.01))?;
         let mut saved = Vec::new();

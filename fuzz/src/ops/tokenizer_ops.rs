@@ -12,7 +12,7 @@
 //! * `from_file` / `from_folder` of mutated `tokenizer.json` and `tokenizer_config.json` files
 //!   (JSON values replaced or removed, bytes changed or cut) give a tokenizer that encodes and
 //!   decodes without panicking, or a typed error (`Format` for a file that is not a tokenizer,
-//!   `Io` for a missing one).
+//!   `Io` for a missing one); the same for GPT-2's `vocab.json` + `merges.txt`.
 
 use super::files::make_bytes;
 use super::kinds::*;
@@ -745,9 +745,108 @@ fn mutated_files<B: FuzzBackend>(c: &Ctx<'_, B>) -> Result<Outcome<B>, Skip> {
     Ok(outcome)
 }
 
+/// GPT-2's `vocab.json` and `merges.txt` of the gpt2-tiny fixture's BPE.
+fn gpt2_files() -> (String, String) {
+    let json: Value = serde_json::from_slice(TOKENIZERS[0].tokenizer).unwrap_or_default();
+    let mut merges = String::from("#version: 0.2\n");
+    for pair in json["model"]["merges"].as_array().into_iter().flatten() {
+        let (a, b) = (
+            pair[0].as_str().unwrap_or(""),
+            pair[1].as_str().unwrap_or(""),
+        );
+        merges += &format!("{a} {b}\n");
+    }
+    (json["model"]["vocab"].to_string(), merges)
+}
+
+/// `from_folder` of GPT-2's two files, one of them mutated (bytes changed or cut, a line of
+/// the merges replaced, a JSON value of the vocabulary replaced): a tokenizer that encodes and
+/// decodes without panicking, or a typed error (`Format`; `Io` for bytes that are not UTF-8).
+fn mutated_gpt2_files<B: FuzzBackend>(c: &Ctx<'_, B>) -> Result<Outcome<B>, Skip> {
+    let dir = c.dir().join("tok-gpt2-files");
+    let mut rng = Rng::new(c.bytes(0).seed);
+    let (vocab, merges) = gpt2_files();
+    let (mut vocab, mut merges) = (vocab.into_bytes(), merges.into_bytes());
+    let target = if rng.chance(50) {
+        &mut vocab
+    } else {
+        &mut merges
+    };
+    match rng.below(4) {
+        0 if !target.is_empty() => {
+            let at = rng.below(target.len());
+            target.truncate(at);
+        }
+        1 if !target.is_empty() => {
+            for _ in 0..rng.range(1, 4) {
+                let at = rng.below(target.len());
+                target[at] = rng.next_u64() as u8;
+            }
+        }
+        2 => {
+            // A line replaced by random text (a merges line, or part of the vocabulary).
+            let text = String::from_utf8_lossy(target).into_owned();
+            let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+            if !lines.is_empty() {
+                let at = rng.below(lines.len());
+                lines[at] = random_text(rng.next_u64()).chars().take(12).collect();
+            }
+            *target = lines.join("\n").into_bytes();
+        }
+        _ => {
+            if let Ok(mut v) = serde_json::from_slice::<Value>(&vocab) {
+                mutate_json(&mut v, &mut rng, 0);
+                vocab = v.to_string().into_bytes();
+            }
+        }
+    }
+    let setup = (|| -> std::io::Result<()> {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join(tessera_tokenizer::VOCAB_FILE), &vocab)?;
+        std::fs::write(dir.join(tessera_tokenizer::MERGES_FILE), &merges)?;
+        std::fs::write(dir.join("tokenizer_config.json"), TOKENIZERS[0].config)
+    })();
+    if let Err(e) = setup {
+        return Ok(Outcome::Break(format!("setting up: {e}")));
+    }
+    let outcome = match Tokenizer::from_folder(&dir) {
+        Err(e @ (Error::Format { .. } | Error::Io { .. })) => Outcome::Err(e.to_string()),
+        Err(e) => Outcome::Break(format!("broken GPT-2 files gave {e:?}, not Format")),
+        Ok(tok) => {
+            for text in [
+                "",
+                "hello world",
+                "<|endoftext|> é 🦀",
+                &random_text(rng.next_u64()),
+            ] {
+                for add in [false, true] {
+                    if let Ok(ids) = tok.encode(text, add) {
+                        let _ = tok.decode(&ids, false);
+                        let _ = streamed(&tok, &ids[..ids.len().min(64)], true);
+                    }
+                }
+            }
+            let n = tok.vocab_size().min(u32::MAX as usize) as u32;
+            let ids: Vec<u32> = (0..n.min(64)).chain([n.saturating_sub(1), n]).collect();
+            let _ = tok.decode(&ids, true);
+            Outcome::Ok(Vec::new())
+        }
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(outcome)
+}
+
 /// The entries of this family.
 pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
     vec![
+        op(
+            "Tokenizer::from_folder (GPT-2 vocab.json + merges.txt, mutated), encode, decode",
+            2,
+            &[BYTES, B],
+            NONE,
+            |c| mutated_gpt2_files(c),
+        ),
         op(
             "Tokenizer::encode, decode, text_stream (round trip of random text)",
             4,
