@@ -30,8 +30,10 @@ pub const DEFAULT_FINETUNE_DIR: &str = "checkpoints/finetuned";
 
 /// The files besides the weights and `config.json` that are copied from the initial folder to
 /// the saved one, when present.
-const COPIED_FILES: [&str; 4] = [
+const COPIED_FILES: [&str; 6] = [
     "tokenizer.json",
+    tessera_tokenizer::VOCAB_FILE,
+    tessera_tokenizer::MERGES_FILE,
     "tokenizer_config.json",
     "special_tokens_map.json",
     "generation_config.json",
