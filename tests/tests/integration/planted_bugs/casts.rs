@@ -13,8 +13,9 @@
 use super::planted::{Bug, Planted};
 use tessera_conformance::checks::cast;
 use tessera_conformance::reference::elementwise::round_to;
-use tessera_conformance::runner::{falsify_systematic, RunConfig};
+use tessera_conformance::runner::{falsify_systematic_reducing, RunConfig};
 use tessera_conformance::seed::base_seed;
+use tessera_conformance::strategies::layouts::TensorCase;
 use tessera_conformance::suite::{check_cell, run_family, Capabilities, Family, Op, Outcome};
 use tessera_core::DType;
 use tessera_cpu::Cpu;
@@ -84,12 +85,28 @@ fn caught_on_every_seed(bug: Bug, expected: &[(Op, DType)]) {
 /// The minimal counterexample of `from -> to` on the planted backend: its one source value.
 fn minimal_value(bug: Bug, from: DType, to: DType) -> f64 {
     let dev = planted_cpu(bug);
-    let found = falsify_systematic(
+    // A cast is element-wise: each element of a failing view, cast alone, is a smaller case
+    // (without this, how far proptest's shrinking gets depends on the seed).
+    let one_element = |case: &cast::CastCase| -> Vec<cast::CastCase> {
+        let values = case.input.reference().data;
+        if values.len() < 2 {
+            return Vec::new();
+        }
+        values
+            .into_iter()
+            .map(|v| cast::CastCase {
+                input: TensorCase::contiguous(case.input.dtype, vec![1], vec![v]),
+                to: case.to,
+            })
+            .collect()
+    };
+    let found = falsify_systematic_reducing(
         &format!("planted {bug:?} {from} -> {to}"),
         cast::patterns(from, to),
         cast::cases(from, to),
         &RunConfig::from_env(),
         |c| cast::check(&dev, c),
+        &one_element,
     )
     .expect_err("the planted cast bug must be caught");
     let case = found.input.expect("a counterexample");
