@@ -667,6 +667,30 @@ pub fn tokenizers_panics_on(bytes: &[u8]) -> Option<&'static str> {
 
 /// Loads mutated tokenizer files; a tokenizer that loads must encode and decode without
 /// panicking.
+/// Uses a tokenizer loaded from damaged files every way there is: whatever the files say,
+/// that gives results or typed errors, never a panic.
+fn use_loaded(tok: &Tokenizer, rng: &mut Rng) {
+    for text in [
+        "",
+        "hello world",
+        "<|endoftext|> é 🦀",
+        &random_text(rng.next_u64()),
+    ] {
+        for add in [false, true] {
+            if let Ok(ids) = tok.encode(text, add) {
+                let _ = tok.decode(&ids, false);
+                let _ = streamed(tok, &ids[..ids.len().min(64)], true);
+            }
+        }
+    }
+    let n = tok.vocab_size().min(u32::MAX as usize) as u32;
+    let ids: Vec<u32> = (0..n.min(64)).chain([n.saturating_sub(1), n]).collect();
+    let _ = tok.decode(&ids, false);
+    let _ = tok.decode(&ids, true);
+    let _ = tok.token_to_id("<|endoftext|>");
+    let _ = format!("{tok:?}");
+}
+
 fn mutated_files<B: FuzzBackend>(c: &Ctx<'_, B>) -> Result<Outcome<B>, Skip> {
     let (fixture, dir) = fixture_dir(c, 0, "mut");
     let mut rng = Rng::new(c.bytes(1).seed);
@@ -718,26 +742,7 @@ fn mutated_files<B: FuzzBackend>(c: &Ctx<'_, B>) -> Result<Outcome<B>, Skip> {
             fixture.name
         )),
         Ok(tok) => {
-            // Whatever the files say, using the tokenizer gives results or typed errors.
-            let n = tok.vocab_size().min(u32::MAX as usize) as u32;
-            for text in [
-                "",
-                "hello world",
-                "<|endoftext|> é 🦀",
-                &random_text(rng.next_u64()),
-            ] {
-                for add in [false, true] {
-                    if let Ok(ids) = tok.encode(text, add) {
-                        let _ = tok.decode(&ids, false);
-                        let _ = streamed(&tok, &ids[..ids.len().min(64)], true);
-                    }
-                }
-            }
-            let ids: Vec<u32> = (0..n.min(64)).chain([n.saturating_sub(1), n]).collect();
-            let _ = tok.decode(&ids, false);
-            let _ = tok.decode(&ids, true);
-            let _ = tok.token_to_id("<|endoftext|>");
-            let _ = format!("{tok:?}");
+            use_loaded(&tok, &mut rng);
             Outcome::Ok(Vec::new())
         }
     };
@@ -814,22 +819,7 @@ fn mutated_gpt2_files<B: FuzzBackend>(c: &Ctx<'_, B>) -> Result<Outcome<B>, Skip
         Err(e @ (Error::Format { .. } | Error::Io { .. })) => Outcome::Err(e.to_string()),
         Err(e) => Outcome::Break(format!("broken GPT-2 files gave {e:?}, not Format")),
         Ok(tok) => {
-            for text in [
-                "",
-                "hello world",
-                "<|endoftext|> é 🦀",
-                &random_text(rng.next_u64()),
-            ] {
-                for add in [false, true] {
-                    if let Ok(ids) = tok.encode(text, add) {
-                        let _ = tok.decode(&ids, false);
-                        let _ = streamed(&tok, &ids[..ids.len().min(64)], true);
-                    }
-                }
-            }
-            let n = tok.vocab_size().min(u32::MAX as usize) as u32;
-            let ids: Vec<u32> = (0..n.min(64)).chain([n.saturating_sub(1), n]).collect();
-            let _ = tok.decode(&ids, true);
+            use_loaded(&tok, &mut rng);
             Outcome::Ok(Vec::new())
         }
     };

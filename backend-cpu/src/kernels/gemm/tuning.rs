@@ -150,9 +150,7 @@ fn micro_kernel_alone() {
         let b = vec![0.25f32; nr * k];
         let mut c = vec![0f32; mr * nr];
         let calls = 200_000_000 / (mr * nr * k);
-        let mut best = f64::INFINITY;
-        for _ in 0..5 {
-            let start = Instant::now();
+        let best = best_of_five(|| {
             for _ in 0..calls {
                 // SAFETY: panels of `mr * k` and `nr * k` values, an `mr x nr` tile.
                 unsafe {
@@ -167,8 +165,7 @@ fn micro_kernel_alone() {
                     )
                 };
             }
-            best = best.min(start.elapsed().as_secs_f64());
-        }
+        });
         let flops = 2.0 * (mr * nr * k * calls) as f64;
         println!(
             "{} k {k}: {:.1} GFLOP/s from L1",
@@ -197,9 +194,7 @@ fn micro_kernel_streaming() {
         let b = vec![0.25f32; nr * k * b_panels];
         let mut c = vec![0f32; mr * nr * a_panels.max(b_panels)];
         let passes = 100_000_000 / (mr * nr * k * a_panels.max(b_panels));
-        let mut best = f64::INFINITY;
-        for _ in 0..5 {
-            let start = Instant::now();
+        let best = best_of_five(|| {
             for _ in 0..passes {
                 for p in 0..a_panels.max(b_panels) {
                     let (ai, bi) = (p % a_panels, p % b_panels);
@@ -217,8 +212,7 @@ fn micro_kernel_streaming() {
                     };
                 }
             }
-            best = best.min(start.elapsed().as_secs_f64());
-        }
+        });
         let flops = 2.0 * (mr * nr * k * passes * a_panels.max(b_panels)) as f64;
         println!("{what}: {:.1} GFLOP/s", flops / best / 1e9);
     }
@@ -248,9 +242,7 @@ fn micro_kernel_in_context() {
         let a = vec![0.5f32; mr * k * a_panels];
         let b = vec![0.25f32; nr * k * b_panels];
         let mut c = vec![0f32; n * n];
-        let mut best = f64::INFINITY;
-        for _ in 0..5 {
-            let start = Instant::now();
+        let best = best_of_five(|| {
             for jr in 0..a_panels {
                 for ir in 0..b_panels {
                     let (tile, rsc) = if c_stride == 0 {
@@ -272,8 +264,7 @@ fn micro_kernel_in_context() {
                     };
                 }
             }
-            best = best.min(start.elapsed().as_secs_f64());
-        }
+        });
         let flops = 2.0 * (mr * nr * k * a_panels * b_panels) as f64;
         println!("{what}: {:.1} GFLOP/s", flops / best / 1e9);
     }
@@ -294,9 +285,7 @@ fn micro_kernel_blis_order() {
         let a = vec![0.5f32; mr * k * a_panels];
         let b = vec![0.25f32; nr * k * b_panels];
         let mut c = vec![0f32; n * n];
-        let mut best = f64::INFINITY;
-        for _ in 0..5 {
-            let start = Instant::now();
+        let best = best_of_five(|| {
             for jr in 0..b_panels {
                 for ir in 0..a_panels {
                     // SAFETY: panel `ir` of A and `jr` of B; the tile lies inside C.
@@ -313,9 +302,19 @@ fn micro_kernel_blis_order() {
                     };
                 }
             }
-            best = best.min(start.elapsed().as_secs_f64());
-        }
+        });
         let flops = 2.0 * (mr * nr * k * a_panels * b_panels) as f64;
         println!("BLIS order, mc {mc}: {:.1} GFLOP/s", flops / best / 1e9);
     }
+}
+
+/// The shortest of five timings of `run`, in seconds.
+fn best_of_five(mut run: impl FnMut()) -> f64 {
+    (0..5)
+        .map(|_| {
+            let start = Instant::now();
+            run();
+            start.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min)
 }
