@@ -2,7 +2,7 @@
 //! each step.
 
 use crate::distributed::reducer::GradientReducer;
-use crate::optim::Optimizer;
+use crate::optim::{LocalShards, Optimizer};
 use std::sync::Arc;
 use tessera_autograd::Var;
 use tessera_core::{Backend, Result, Tensor};
@@ -65,6 +65,10 @@ impl<B: Backend, O: Optimizer<B>> Optimizer<B> for DistributedOptimizer<B, O> {
 
     fn finish_checkpoint(&self) {
         self.inner.finish_checkpoint()
+    }
+
+    fn local_shards(&self) -> Result<Option<LocalShards<B>>> {
+        self.inner.local_shards()
     }
 
     fn gradient_norm(&self, params: &[Var<B>]) -> Result<f64> {

@@ -14,11 +14,13 @@
 
 mod adam;
 mod adamw;
+mod local_shards;
 mod named_params;
 mod sgd;
 
 pub use adam::{Adam, AdamConfig};
 pub use adamw::{AdamW, AdamWConfig};
+pub use local_shards::{LocalShards, TensorPiece};
 pub use sgd::{Sgd, SgdConfig};
 
 use tessera_autograd::Var;
@@ -58,6 +60,15 @@ pub trait Optimizer<B: Backend> {
 
     /// Frees what [`Optimizer::prepare_checkpoint`] gathered.
     fn finish_checkpoint(&self) {}
+
+    /// This rank's part of the parameters and state, for an optimizer whose state is spread
+    /// over ranks ([`crate::distributed::ShardedOptimizer`]): what each rank writes into a
+    /// sharded checkpoint ([`crate::run::save_sharded_checkpoint`]) instead of gathering the
+    /// whole state. `None` (the default) for an optimizer whose [`Optimizer::state`] is whole
+    /// on every rank. Not a collective.
+    fn local_shards(&self) -> Result<Option<LocalShards<B>>> {
+        Ok(None)
+    }
 
     /// The global L2 norm of the gradients this optimizer applies, for logs (a collective for
     /// optimizers whose gradients are spread over ranks, so every rank calls it); by default
@@ -100,6 +111,10 @@ impl<B: Backend, O: Optimizer<B> + ?Sized> Optimizer<B> for Box<O> {
 
     fn finish_checkpoint(&self) {
         (**self).finish_checkpoint()
+    }
+
+    fn local_shards(&self) -> Result<Option<LocalShards<B>>> {
+        (**self).local_shards()
     }
 
     fn gradient_norm(&self, params: &[Var<B>]) -> Result<f64> {

@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::Path;
 
-/// The manifest of one run checkpoint (`step-N.json` beside `step-N.safetensors`).
+/// The manifest of one run checkpoint (`step-N.json` beside `step-N.safetensors`, or beside
+/// the ranks' files `step-N.rank-R-of-W.safetensors` of a sharded checkpoint).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {
     /// The checkpoint format ([`super::CHECKPOINT_FORMAT`]).
@@ -18,44 +19,35 @@ pub struct Manifest {
     pub bytes: u64,
     /// The CRC-32 (IEEE) of the file's bytes, in hexadecimal.
     pub crc32: String,
+    /// A sharded checkpoint's files, one per rank in rank order (`file`, `bytes` and `crc32`
+    /// above are then rank 0's); empty for a checkpoint of one file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shards: Vec<ShardFile>,
 }
 
-impl Manifest {
-    /// The manifest of `bytes`, to be written as `file` at `step`.
-    #[cfg(test)]
-    pub fn of(step: u64, file: String, bytes: &[u8]) -> Manifest {
-        Manifest::new(step, file, bytes.len() as u64, crc32fast::hash(bytes))
-    }
+/// One file of a checkpoint, as its [`Manifest`] records it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardFile {
+    /// The file's name, in the manifest's folder.
+    pub file: String,
+    /// The file's size in bytes.
+    pub bytes: u64,
+    /// The CRC-32 (IEEE) of the file's bytes, in hexadecimal.
+    pub crc32: String,
+}
 
-    /// The manifest of a file of `bytes` bytes with CRC-32 `crc32`, written as `file` at `step`.
-    pub fn new(step: u64, file: String, bytes: u64, crc32: u32) -> Manifest {
-        Manifest {
-            format: super::CHECKPOINT_FORMAT.to_string(),
-            step,
+impl ShardFile {
+    /// The record of a file `file` of `bytes` bytes with CRC-32 `crc32`.
+    pub fn new(file: String, bytes: u64, crc32: u32) -> ShardFile {
+        ShardFile {
             file,
             bytes,
             crc32: format!("{crc32:08x}"),
         }
     }
 
-    /// Reads and parses the manifest at `path`.
-    pub fn read(path: &Path) -> Result<Manifest> {
-        let text = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-        serde_json::from_slice(&text)
-            .map_err(|e| Error::format(path, format!("not a run-checkpoint manifest: {e}")))
-    }
-
-    /// Errors unless `bytes` are the file this manifest describes (size and checksum) and
-    /// the manifest is of this format.
+    /// Errors unless `bytes` are the file recorded (size and checksum).
     pub fn verify(&self, bytes: &[u8]) -> Result<()> {
-        if self.format != super::CHECKPOINT_FORMAT {
-            return Err(Error::checkpoint(format!(
-                "{}: format `{}`, expected `{}`",
-                self.file,
-                self.format,
-                super::CHECKPOINT_FORMAT
-            )));
-        }
         if bytes.len() as u64 != self.bytes {
             return Err(Error::checkpoint(format!(
                 "{}: {} bytes where its manifest says {} (a torn write?)",
@@ -72,6 +64,85 @@ impl Manifest {
             )));
         }
         Ok(())
+    }
+}
+
+impl Manifest {
+    /// The manifest of `bytes`, to be written as `file` at `step`.
+    #[cfg(test)]
+    pub fn of(step: u64, file: String, bytes: &[u8]) -> Manifest {
+        Manifest::new(step, file, bytes.len() as u64, crc32fast::hash(bytes))
+    }
+
+    /// The manifest of a file of `bytes` bytes with CRC-32 `crc32`, written as `file` at `step`.
+    pub fn new(step: u64, file: String, bytes: u64, crc32: u32) -> Manifest {
+        Manifest::of_one_file(step, ShardFile::new(file, bytes, crc32))
+    }
+
+    /// The manifest of a checkpoint of `step` that is one file, `file`.
+    pub fn of_one_file(step: u64, file: ShardFile) -> Manifest {
+        Manifest {
+            format: super::CHECKPOINT_FORMAT.to_string(),
+            step,
+            file: file.file,
+            bytes: file.bytes,
+            crc32: file.crc32,
+            shards: Vec::new(),
+        }
+    }
+
+    /// The manifest of a sharded checkpoint of `step` made of `shards`, one file per rank in
+    /// rank order (at least one).
+    pub fn sharded(step: u64, shards: Vec<ShardFile>) -> Manifest {
+        let head = shards
+            .first()
+            .cloned()
+            .unwrap_or_else(|| ShardFile::new(String::new(), 0, 0));
+        Manifest {
+            shards,
+            ..Manifest::of_one_file(step, head)
+        }
+    }
+
+    /// Whether the checkpoint is sharded (one file per rank).
+    pub fn is_sharded(&self) -> bool {
+        !self.shards.is_empty()
+    }
+
+    /// Reads and parses the manifest at `path`.
+    pub fn read(path: &Path) -> Result<Manifest> {
+        let text = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        serde_json::from_slice(&text)
+            .map_err(|e| Error::format(path, format!("not a run-checkpoint manifest: {e}")))
+    }
+
+    /// Errors unless the manifest is of this format.
+    pub fn check_format(&self) -> Result<()> {
+        if self.format != super::CHECKPOINT_FORMAT {
+            return Err(Error::checkpoint(format!(
+                "{}: format `{}`, expected `{}`",
+                self.file,
+                self.format,
+                super::CHECKPOINT_FORMAT
+            )));
+        }
+        Ok(())
+    }
+
+    /// Errors unless `bytes` are the file this manifest describes (size and checksum; rank
+    /// 0's file of a sharded checkpoint) and the manifest is of this format.
+    pub fn verify(&self, bytes: &[u8]) -> Result<()> {
+        self.check_format()?;
+        self.head().verify(bytes)
+    }
+
+    /// The record of `file` (rank 0's file of a sharded checkpoint).
+    pub fn head(&self) -> ShardFile {
+        ShardFile {
+            file: self.file.clone(),
+            bytes: self.bytes,
+            crc32: self.crc32.clone(),
+        }
     }
 }
 

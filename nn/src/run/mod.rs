@@ -34,11 +34,13 @@ mod host_value;
 mod manifest;
 mod metrics_log;
 mod run_dir;
+mod sharded;
 mod snapshot;
 pub mod tfevents;
 
 pub use host_value::{f64_from_json, f64_to_json, scaler_from_json, scaler_to_json, u64_from_json};
-pub use manifest::Manifest;
+pub use manifest::{Manifest, ShardFile};
 pub use metrics_log::MetricsLog;
 pub use run_dir::RunDir;
-pub use snapshot::{resume, save_checkpoint, Resumed, CHECKPOINT_FORMAT};
+pub use sharded::{consolidate_checkpoint, save_sharded_checkpoint};
+pub use snapshot::{resume, resume_allowing, save_checkpoint, Resumed, CHECKPOINT_FORMAT};

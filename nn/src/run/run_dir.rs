@@ -1,6 +1,6 @@
 //! [`RunDir`]: the folder of a training run and the checkpoints inside it.
 
-use super::manifest::{ChecksummedWriter, Manifest};
+use super::manifest::{ChecksummedWriter, Manifest, ShardFile};
 use crate::checkpoint::{
     self, remove_stale_temporaries_in, write_atomically, write_atomically_with,
 };
@@ -86,6 +86,21 @@ impl RunDir {
             .join(format!("{}.safetensors", Self::stem(step)))
     }
 
+    /// The name of rank `rank`'s file of the sharded checkpoint of `step` written by
+    /// `world_size` ranks (`step-000000000120.rank-00001-of-00004.safetensors`).
+    pub fn shard_file_name(step: u64, rank: usize, world_size: usize) -> String {
+        format!(
+            "{}.rank-{rank:05}-of-{world_size:05}.safetensors",
+            Self::stem(step)
+        )
+    }
+
+    /// Rank `rank`'s file of the sharded checkpoint of `step` written by `world_size` ranks.
+    pub fn shard_path(&self, step: u64, rank: usize, world_size: usize) -> PathBuf {
+        self.checkpoints_dir()
+            .join(Self::shard_file_name(step, rank, world_size))
+    }
+
     /// The manifest of `step`.
     pub fn manifest_path(&self, step: u64) -> PathBuf {
         self.checkpoints_dir()
@@ -152,25 +167,101 @@ impl RunDir {
         write: impl FnOnce(&mut dyn std::io::Write) -> Result<()>,
     ) -> Result<PathBuf> {
         let path = self.checkpoint_path(step);
-        let (bytes, crc32) = write_atomically_with(&path, |out| {
+        let written = self.write_file(&path, write)?;
+        self.commit_manifest(&Manifest::of_one_file(step, written))?;
+        Ok(path)
+    }
+
+    /// Writes rank `rank`'s file of the sharded checkpoint of `step` (atomically) with the
+    /// bytes `write` writes; returns its record for the manifest. Nothing points at it until
+    /// rank 0 commits the manifest ([`RunDir::commit_manifest`]).
+    pub(crate) fn write_shard(
+        &self,
+        step: u64,
+        rank: usize,
+        world_size: usize,
+        write: impl FnOnce(&mut dyn std::io::Write) -> Result<()>,
+    ) -> Result<ShardFile> {
+        self.write_file(&self.shard_path(step, rank, world_size), write)
+    }
+
+    fn file_name(path: &Path) -> String {
+        path.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+
+    /// Writes `path` (a file of the folder) atomically with what `write` writes, counting its
+    /// size and checksum for a manifest.
+    pub(crate) fn write_file(
+        &self,
+        path: &Path,
+        write: impl FnOnce(&mut dyn std::io::Write) -> Result<()>,
+    ) -> Result<ShardFile> {
+        let (bytes, crc32) = write_atomically_with(path, |out| {
             let mut counted = ChecksummedWriter::new(out);
             write(&mut counted)?;
             Ok(counted.finish())
         })?;
-        let file = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let manifest = Manifest::new(step, file, bytes, crc32);
-        let text = serde_json::to_vec_pretty(&manifest)
+        Ok(ShardFile::new(Self::file_name(path), bytes, crc32))
+    }
+
+    fn write_manifest(&self, manifest: &Manifest) -> Result<()> {
+        let text = serde_json::to_vec_pretty(manifest)
             .map_err(|e| Error::checkpoint(format!("cannot write a manifest: {e}")))?;
-        write_atomically(&self.manifest_path(step), &text)?;
+        write_atomically(&self.manifest_path(manifest.step), &text)
+    }
+
+    /// Writes the manifest of a checkpoint whose files are written, then the `latest`
+    /// pointer (each atomically), and removes checkpoints beyond the newest
+    /// [`RunDir::kept`]: what makes a checkpoint exist.
+    pub(crate) fn commit_manifest(&self, manifest: &Manifest) -> Result<()> {
+        self.write_manifest(manifest)?;
         write_atomically(
             &self.checkpoints_dir().join(LATEST),
-            Self::stem(step).as_bytes(),
+            Self::stem(manifest.step).as_bytes(),
         )?;
-        self.prune()?;
-        Ok(path)
+        self.prune()
+    }
+
+    /// Replaces the manifest of `step` (e.g. by a consolidated one) without touching the
+    /// `latest` pointer or other checkpoints.
+    pub(crate) fn replace_manifest(&self, manifest: &Manifest) -> Result<()> {
+        self.write_manifest(manifest)
+    }
+
+    /// The files of the sharded checkpoint of `step` present in the folder (any world size).
+    pub(crate) fn shard_files(&self, step: u64) -> Result<Vec<PathBuf>> {
+        let prefix = format!("{}.rank-", Self::stem(step));
+        let dir = self.checkpoints_dir();
+        let entries = fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))?;
+        Ok(entries
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_str()
+                    .is_some_and(|name| name.starts_with(&prefix) && name.ends_with(".safetensors"))
+            })
+            .map(|e| e.path())
+            .collect())
+    }
+
+    /// The steps of which the folder holds sharded-checkpoint files, whether or not a
+    /// manifest names them.
+    fn steps_with_shard_files(&self) -> Result<Vec<u64>> {
+        let dir = self.checkpoints_dir();
+        let entries = fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))?;
+        let mut steps: Vec<u64> = entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let (digits, rest) = name.strip_prefix("step-")?.split_once('.')?;
+                (digits.len() == 12 && rest.starts_with("rank-")).then(|| digits.parse().ok())?
+            })
+            .collect();
+        steps.sort_unstable();
+        steps.dedup();
+        Ok(steps)
     }
 
     /// Removes every checkpoint but the newest [`RunDir::kept`]: the manifest first, so that
@@ -179,16 +270,34 @@ impl RunDir {
         let steps = self.steps()?;
         let excess = steps.len().saturating_sub(self.keep_last);
         for &step in &steps[..excess] {
-            for path in [self.manifest_path(step), self.checkpoint_path(step)] {
-                match fs::remove_file(&path) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(Error::io(path, e)),
+            let mut paths = vec![self.manifest_path(step), self.checkpoint_path(step)];
+            paths.extend(self.shard_files(step)?);
+            remove_files(&paths)?;
+        }
+        // The files of a sharded save that was never committed (a rank failed, or the job
+        // was killed before rank 0 wrote the manifest), older than the newest checkpoint.
+        let kept: Vec<u64> = steps[excess..].to_vec();
+        if let Some(&newest) = kept.last() {
+            for step in self.steps_with_shard_files()? {
+                if step < newest && !kept.contains(&step) {
+                    remove_files(&self.shard_files(step)?)?;
                 }
             }
         }
         Ok(())
     }
+}
+
+/// Removes `paths`, those already gone included.
+fn remove_files(paths: &[PathBuf]) -> Result<()> {
+    for path in paths {
+        match fs::remove_file(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(path, e)),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -210,6 +319,36 @@ mod tests {
         m.verify(b"bytes of 15").unwrap();
         assert!(m.verify(b"bytes of 1").is_err());
         assert!(m.verify(b"bytes of 16").is_err());
+    }
+
+    #[test]
+    fn pruning_removes_old_sharded_checkpoints_and_files_no_manifest_names() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = RunDir::open(tmp.path()).unwrap().keep_last(2);
+        let write = |step: u64, rank: usize| {
+            dir.write_shard(step, rank, 2, |out| {
+                out.write_all(format!("rank {rank} of step {step}").as_bytes())
+                    .map_err(|e| Error::io(dir.shard_path(step, rank, 2), e))
+            })
+            .unwrap()
+        };
+        for step in [1u64, 2, 4] {
+            let files = vec![write(step, 0), write(step, 1)];
+            if step == 4 {
+                // Step 3's save failed on one rank: its file is left, with no manifest.
+                write(3, 1);
+            }
+            dir.commit_manifest(&Manifest::sharded(step, files))
+                .unwrap();
+        }
+        assert_eq!(dir.steps().unwrap(), vec![2, 4]);
+        let left = |step| dir.shard_files(step).unwrap().len();
+        assert_eq!((left(1), left(2), left(3), left(4)), (0, 2, 0, 2));
+        let manifest = Manifest::read(&dir.manifest_path(4)).unwrap();
+        assert!(manifest.is_sharded());
+        let bytes = std::fs::read(dir.shard_path(4, 1, 2)).unwrap();
+        manifest.shards[1].verify(&bytes).unwrap();
+        assert!(manifest.shards[0].verify(&bytes).is_err());
     }
 
     #[test]

@@ -14,20 +14,23 @@ use tessera_core::{Backend, Generator, Tensor};
 /// The `format` of a run checkpoint (in its metadata and its manifest).
 pub const CHECKPOINT_FORMAT: &str = "tessera-run-checkpoint-v1";
 
-const MODEL_PREFIX: &str = "model.";
-const OPTIM_PREFIX: &str = "optim.";
-const STREAM_PREFIX: &str = "rng.";
-const FORMAT_KEY: &str = "format";
-const STEP_KEY: &str = "run.step";
-const CONFIG_KEY: &str = "run.config";
-const STATE_KEY: &str = "run.state";
-const GROUPS_KEY: &str = "run.optimizers";
+pub(super) const MODEL_PREFIX: &str = "model.";
+pub(super) const OPTIM_PREFIX: &str = "optim.";
+pub(super) const STREAM_PREFIX: &str = "rng.";
+pub(super) const FORMAT_KEY: &str = "format";
+pub(super) const STEP_KEY: &str = "run.step";
+pub(super) const CONFIG_KEY: &str = "run.config";
+pub(super) const STATE_KEY: &str = "run.state";
+pub(super) const GROUPS_KEY: &str = "run.optimizers";
 
 /// What [`resume`] restored.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Resumed {
     /// The step the checkpoint was written at: the run continues with the next one.
     pub step: u64,
+    /// The configuration of the run that wrote the checkpoint (equal to this run's but for
+    /// the fields [`resume_allowing`] let differ).
+    pub config: Value,
     /// The job's host state, as given to [`save_checkpoint`].
     pub state: Value,
     /// The checkpoint file restored.
@@ -70,7 +73,7 @@ fn decode_stream(name: &str, text: &str) -> Result<Generator> {
 }
 
 /// The model's parameters and buffers, each under every name it is visited with.
-fn model_vars<B: Backend, M: Module<B> + ?Sized>(
+pub(super) fn model_vars<B: Backend, M: Module<B> + ?Sized>(
     model: &M,
 ) -> Vec<(String, tessera_autograd::Var<B>)> {
     let mut out = Vec::new();
@@ -90,7 +93,7 @@ fn model_streams<B: Backend, M: Module<B> + ?Sized>(model: &M) -> Vec<(String, R
     out
 }
 
-fn check_group_names(names: &[&str]) -> Result<()> {
+pub(super) fn check_group_names(names: &[&str]) -> Result<()> {
     let mut seen = BTreeSet::new();
     for name in names {
         if name.is_empty() || name.contains('.') || name.contains(',') || !seen.insert(*name) {
@@ -137,19 +140,9 @@ where
                 .map(|(key, t)| (format!("{OPTIM_PREFIX}{group}.{key}"), t)),
         );
     }
-    let mut meta = BTreeMap::new();
-    meta.insert(FORMAT_KEY.to_string(), CHECKPOINT_FORMAT.to_string());
-    meta.insert(STEP_KEY.to_string(), step.to_string());
-    meta.insert(CONFIG_KEY.to_string(), config.to_string());
-    meta.insert(STATE_KEY.to_string(), state.to_string());
-    meta.insert(GROUPS_KEY.to_string(), names.join(","));
-    for (name, stream) in model_streams(model) {
-        meta.insert(format!("{STREAM_PREFIX}{name}"), encode_stream(&stream));
-    }
+    let meta = head_metadata(step, model, config, state, &names);
     let entries = checkpoint::plan(tensors.iter().map(|(n, t)| (n.as_str(), t)))?;
-    let config_text = serde_json::to_vec_pretty(config)
-        .map_err(|e| Error::checkpoint(format!("cannot write the configuration: {e}")))?;
-    checkpoint::write_atomically(&dir.run_config_path(), &config_text)?;
+    write_run_config(dir, config)?;
     // Streamed tensor by tensor: one tensor's host copy at a time, not the whole file.
     let path = dir.checkpoint_path(step);
     dir.commit_with(step, |out| {
@@ -157,20 +150,41 @@ where
     })
 }
 
-/// Reads the checkpoint of `step` and checks it against its manifest.
-fn read_verified<B: Backend>(dir: &RunDir, step: u64, backend: &B) -> Result<Checkpoint<B>> {
-    let manifest = Manifest::read(&dir.manifest_path(step))?;
-    let path = dir.checkpoint_path(step);
-    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-    manifest.verify(&bytes)?;
-    if manifest.step != step {
-        return Err(Error::checkpoint(format!(
-            "{}: its manifest is of step {}",
-            path.display(),
-            manifest.step
-        )));
+/// The metadata of a checkpoint's head file: its format and step, the run's configuration
+/// and host state, the optimizer groups and the model's random streams.
+pub(super) fn head_metadata<B: Backend, M: Module<B> + ?Sized>(
+    step: u64,
+    model: &M,
+    config: &Value,
+    state: &Value,
+    groups: &[&str],
+) -> BTreeMap<String, String> {
+    let mut meta = BTreeMap::new();
+    meta.insert(FORMAT_KEY.to_string(), CHECKPOINT_FORMAT.to_string());
+    meta.insert(STEP_KEY.to_string(), step.to_string());
+    meta.insert(CONFIG_KEY.to_string(), config.to_string());
+    meta.insert(STATE_KEY.to_string(), state.to_string());
+    meta.insert(GROUPS_KEY.to_string(), groups.join(","));
+    for (name, stream) in model_streams(model) {
+        meta.insert(format!("{STREAM_PREFIX}{name}"), encode_stream(&stream));
     }
-    let file = checkpoint::load(&path, backend)?;
+    meta
+}
+
+/// Writes the run's configuration to `run.json`.
+pub(super) fn write_run_config(dir: &RunDir, config: &Value) -> Result<()> {
+    let config_text = serde_json::to_vec_pretty(config)
+        .map_err(|e| Error::checkpoint(format!("cannot write the configuration: {e}")))?;
+    checkpoint::write_atomically(&dir.run_config_path(), &config_text)
+}
+
+/// Errors unless `file` says it is the checkpoint of `step` (its format and step metadata);
+/// `path` names it.
+pub(super) fn check_head<B: Backend>(
+    file: &Checkpoint<B>,
+    step: u64,
+    path: &std::path::Path,
+) -> Result<()> {
     let meta = |k: &str| file.metadata.get(k).map(String::as_str);
     if meta(FORMAT_KEY) != Some(CHECKPOINT_FORMAT) || meta(STEP_KEY) != Some(&step.to_string()) {
         return Err(Error::checkpoint(format!(
@@ -178,6 +192,32 @@ fn read_verified<B: Backend>(dir: &RunDir, step: u64, backend: &B) -> Result<Che
             path.display()
         )));
     }
+    Ok(())
+}
+
+/// Reads the checkpoint of `step` and checks it against its manifest.
+pub(super) fn read_verified<B: Backend>(
+    dir: &RunDir,
+    step: u64,
+    backend: &B,
+) -> Result<Checkpoint<B>> {
+    let manifest = Manifest::read(&dir.manifest_path(step))?;
+    if manifest.step != step {
+        return Err(Error::checkpoint(format!(
+            "{}: the manifest is of step {}",
+            dir.manifest_path(step).display(),
+            manifest.step
+        )));
+    }
+    if manifest.is_sharded() {
+        manifest.check_format()?;
+        return super::sharded::read_sharded(dir, &manifest, backend);
+    }
+    let path = dir.checkpoint_path(step);
+    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+    manifest.verify(&bytes)?;
+    let file = checkpoint::load(&path, backend)?;
+    check_head(&file, step, &path)?;
     Ok(file)
 }
 
@@ -227,6 +267,25 @@ where
     B: Backend,
     M: Module<B> + ?Sized,
 {
+    resume_allowing(dir, model, optimizers, config, backend, &[])
+}
+
+/// [`resume`], accepting a checkpoint whose configuration differs from `config` in the
+/// top-level fields `may_differ` (e.g. `["world_size"]` for a job that can continue on
+/// another number of ranks: the checkpoint's model and optimizer state do not depend on it);
+/// [`Resumed::config`] tells the job what they were.
+pub fn resume_allowing<B, M>(
+    dir: &RunDir,
+    model: &M,
+    optimizers: &mut [(&str, &mut dyn Optimizer<B>)],
+    config: &Value,
+    backend: &B,
+    may_differ: &[&str],
+) -> Result<Option<Resumed>>
+where
+    B: Backend,
+    M: Module<B> + ?Sized,
+{
     let names: Vec<&str> = optimizers.iter().map(|(n, _)| *n).collect();
     check_group_names(&names)?;
     let steps = dir.steps()?;
@@ -243,11 +302,16 @@ where
             }
         };
         let found_config: Value = parse_meta(&file, CONFIG_KEY)?;
-        check_config(&found_config, config, dir)?;
+        check_config(
+            &without(&found_config, may_differ),
+            &without(config, may_differ),
+            dir,
+        )?;
         let state: Value = parse_meta(&file, STATE_KEY)?;
         restore(file, model, optimizers, &names)?;
         return Ok(Some(Resumed {
             step,
+            config: found_config,
             state,
             path: dir.checkpoint_path(step),
             skipped,
@@ -258,6 +322,17 @@ where
         dir.checkpoints_dir().display(),
         skipped.join("; ")
     )))
+}
+
+/// `config` without the top-level fields `keys`.
+fn without(config: &Value, keys: &[&str]) -> Value {
+    let mut out = config.clone();
+    if let Some(object) = out.as_object_mut() {
+        for key in keys {
+            object.remove(*key);
+        }
+    }
+    out
 }
 
 fn parse_meta<B: Backend>(file: &Checkpoint<B>, key: &str) -> Result<Value> {

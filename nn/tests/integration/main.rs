@@ -30,6 +30,8 @@ mod precision_layers;
 mod pretrained;
 mod pytorch_state_dict;
 mod run_resume;
+mod sharded_checkpoint;
 mod sharded_optimizer;
 mod soundness;
+mod thread_comm;
 mod training_state;

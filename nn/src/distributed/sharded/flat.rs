@@ -108,6 +108,30 @@ impl FlatBucket {
         Tensor::cat(&refs, 0)
     }
 
+    /// The pieces of the bucket's parameters that fall in this rank's share, cut from `share`
+    /// (a tensor laid out as this rank's share: a parameter's values, or a state entry):
+    /// `(parameter index, offset in the flattened parameter, rank-1 piece)`. The padding is
+    /// left out.
+    pub fn share_pieces<B: Backend>(
+        &self,
+        params: &[(String, Var<B>)],
+        share: &Tensor<B>,
+    ) -> Result<Vec<(usize, usize, Tensor<B>)>> {
+        let (lo, hi) = (self.shard_start, self.shard_start + self.shard_len);
+        let mut out = Vec::new();
+        let mut offset = 0;
+        for &index in &self.params {
+            let n = params[index].1.numel();
+            let (a, b) = (offset.max(lo), (offset + n).min(hi));
+            if a < b {
+                let piece = share.narrow(0, a - lo, b - a)?.contiguous()?;
+                out.push((index, a - offset, piece));
+            }
+            offset += n;
+        }
+        Ok(out)
+    }
+
     /// This rank's share of a padded flat vector.
     pub fn shard_of<B: Backend>(&self, flat: &Tensor<B>) -> Result<Tensor<B>> {
         flat.narrow(0, self.shard_start, self.shard_len)?
@@ -159,6 +183,7 @@ mod tests {
         assert_eq!(buckets.len(), 1);
         for world in 1..=5 {
             let mut covered = Vec::new();
+            let mut pieces_seen = Vec::new();
             for rank in 0..world {
                 let flat = FlatBucket::new(&buckets[0], rank, world);
                 assert!(flat.shard_len * world >= 12 && flat.shard_len * world < 12 + world);
@@ -175,10 +200,32 @@ mod tests {
                     flat.share(&params, |v| Ok(v.value()))?.to_vec::<f32>()?,
                     flat.shard_of(&vector)?.to_vec::<f32>()?
                 );
+                let share = flat.share(&params, |v| Ok(v.value()))?;
+                for (index, offset, piece) in flat.share_pieces(&params, &share)? {
+                    let whole = params[index].1.value().to_vec::<f32>()?;
+                    let got = piece.to_vec::<f32>()?;
+                    assert_eq!(got, whole[offset..offset + got.len()]);
+                    pieces_seen.push((index, offset, got.len()));
+                }
                 let tail = vector.narrow(0, 12, flat.padded_len(world) - 12)?;
                 assert!(tail.to_vec::<f32>()?.iter().all(|&x| x == 0.0));
             }
             assert_eq!(covered, (0..covered.len()).collect::<Vec<_>>());
+            // The ranks' pieces cover every element of every parameter exactly once.
+            for (index, (_, var)) in params.iter().enumerate() {
+                let mut spans: Vec<(usize, usize)> = pieces_seen
+                    .iter()
+                    .filter(|p| p.0 == index)
+                    .map(|p| (p.1, p.2))
+                    .collect();
+                spans.sort();
+                let mut next = 0;
+                for (offset, len) in spans {
+                    assert_eq!(offset, next);
+                    next += len;
+                }
+                assert_eq!(next, var.numel());
+            }
         }
         Ok(())
     }

@@ -12,7 +12,7 @@ pub use units::ShardedUnits;
 use crate::clip::{clip_grad_norm_across, grad_norm_across};
 use crate::distributed::buckets::plan_buckets;
 use crate::distributed::communicator::{Communicator, Reduction};
-use crate::optim::Optimizer;
+use crate::optim::{LocalShards, Optimizer, TensorPiece};
 use flat::FlatBucket;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -384,24 +384,9 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
     /// The wrapped optimizer's state, consolidated: each bucket's shares of a rank-1 entry
     /// all-gathered and cut into its parameters, a scalar entry (a step count) given to each.
     fn consolidated_state(&self) -> Result<Vec<(String, Tensor<B>)>> {
-        let mut by_bucket: BTreeMap<usize, Vec<(String, Tensor<B>)>> = BTreeMap::new();
-        for (key, tensor) in self.inner.state() {
-            let (bucket, entry) = key
-                .strip_prefix("bucket")
-                .and_then(|rest| rest.split_once('.'))
-                .and_then(|(i, entry)| Some((i.parse::<usize>().ok()?, entry.to_string())))
-                .ok_or_else(|| {
-                    Error::checkpoint(format!(
-                        "the sharded optimizer's state has an unexpected key {key:?}"
-                    ))
-                })?;
-            by_bucket.entry(bucket).or_default().push((entry, tensor));
-        }
         let mut out = Vec::new();
-        for (i, entries) in by_bucket {
-            let bucket = self.buckets.get(i).ok_or_else(|| {
-                Error::checkpoint(format!("the sharded optimizer has no bucket {i}"))
-            })?;
+        for (i, entries) in self.state_by_bucket()? {
+            let bucket = &self.buckets[i];
             for (entry, tensor) in entries {
                 if tensor.rank() == 0 {
                     for &index in &bucket.params {
@@ -417,6 +402,81 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
             }
         }
         Ok(out)
+    }
+
+    /// This rank's pieces of the parameters and of the wrapped optimizer's state (what it
+    /// writes into a sharded checkpoint). A unit's parameters are read from this rank's share
+    /// while they are released, from the parameters while they are held whole (what
+    /// [`ShardedUnits::release_all`] would take the shares from).
+    fn own_pieces(&self) -> Result<LocalShards<B>> {
+        let held = match &self.units {
+            Some(units) => units.is_held(),
+            None => true,
+        };
+        let piece = |index: usize, name: String, offset: usize, values: Tensor<B>| TensorPiece {
+            name,
+            dims: self.params[index].1.dims().to_vec(),
+            offset,
+            values,
+        };
+        let mut out = LocalShards {
+            covered: self.params.iter().map(|(name, _)| name.clone()).collect(),
+            parameters: Vec::new(),
+            state: Vec::new(),
+            replicated_state: Vec::new(),
+        };
+        for (i, (bucket, shard)) in self.buckets.iter().zip(&self.shards).enumerate() {
+            let values = if self.unit_bucket[i] && !held {
+                shard.value()
+            } else {
+                bucket.share(&self.params, |v| Ok(v.value()))?
+            };
+            for (index, offset, values) in bucket.share_pieces(&self.params, &values)? {
+                let name = self.params[index].0.clone();
+                out.parameters.push(piece(index, name, offset, values));
+            }
+        }
+        for (i, entries) in self.state_by_bucket()? {
+            let bucket = &self.buckets[i];
+            for (entry, tensor) in entries {
+                if tensor.rank() == 0 {
+                    for &index in &bucket.params {
+                        let key = format!("{}.{entry}", self.params[index].0);
+                        out.replicated_state.push((key, tensor.clone()));
+                    }
+                    continue;
+                }
+                for (index, offset, values) in bucket.share_pieces(&self.params, &tensor)? {
+                    let key = format!("{}.{entry}", self.params[index].0);
+                    out.state.push(piece(index, key, offset, values));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The wrapped optimizer's state by bucket: `"bucket<i>.<entry>"` keys split into `i` and
+    /// `entry`.
+    fn state_by_bucket(&self) -> Result<BTreeMap<usize, NamedTensors<B>>> {
+        let mut by_bucket: BTreeMap<usize, NamedTensors<B>> = BTreeMap::new();
+        for (key, tensor) in self.inner.state() {
+            let (bucket, entry) = key
+                .strip_prefix("bucket")
+                .and_then(|rest| rest.split_once('.'))
+                .and_then(|(i, entry)| Some((i.parse::<usize>().ok()?, entry.to_string())))
+                .ok_or_else(|| {
+                    Error::checkpoint(format!(
+                        "the sharded optimizer's state has an unexpected key {key:?}"
+                    ))
+                })?;
+            if bucket >= self.buckets.len() {
+                return Err(Error::checkpoint(format!(
+                    "the sharded optimizer has no bucket {bucket}"
+                )));
+            }
+            by_bucket.entry(bucket).or_default().push((entry, tensor));
+        }
+        Ok(by_bucket)
     }
 
     /// This rank's shares of a consolidated state (per-parameter names), under the wrapped
@@ -601,6 +661,10 @@ impl<B: Backend, O: Optimizer<B>> Optimizer<B> for ShardedOptimizer<B, O> {
 
     fn finish_checkpoint(&self) {
         *self.gathered.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    fn local_shards(&self) -> Result<Option<LocalShards<B>>> {
+        self.own_pieces().map(Some)
     }
 
     fn gradient_norm(&self, _params: &[Var<B>]) -> Result<f64> {

@@ -1,0 +1,367 @@
+//! Sharded run checkpoints: every rank writes its own part of a state spread over the ranks
+//! (a [`crate::distributed::ShardedOptimizer`]'s shares), and rank 0 a manifest naming the
+//! files. Nothing is gathered to save; the files load into any number of ranks, and
+//! [`consolidate_checkpoint`] turns them into the ordinary one-file checkpoint.
+//!
+//! ```text
+//! DIR/checkpoints/step-000000000120.rank-00000-of-00002.safetensors   rank 0's pieces, the whole
+//!                                                                   tensors, the run's metadata
+//! DIR/checkpoints/step-000000000120.rank-00001-of-00002.safetensors   rank 1's pieces
+//! DIR/checkpoints/step-000000000120.json                              manifest: every file's size
+//!                                                                   and CRC-32, written last
+//! ```
+//!
+//! A tensor spread over the ranks is stored as pieces: elements `[offset, offset + n)` of the
+//! flattened tensor, under the name `"<tensor>@<offset>"`; each file's `run.pieces` metadata
+//! (JSON) maps those names to the whole tensor's name, offset and dims. The whole tensors (a
+//! buffer, a parameter no sharded optimizer covers, a step count) are in rank 0's file under
+//! their ordinary names, with the metadata of a one-file checkpoint.
+
+use super::manifest::{Manifest, ShardFile};
+use super::run_dir::RunDir;
+use super::snapshot::{
+    check_group_names, check_head, head_metadata, model_vars, read_verified, write_run_config,
+    FORMAT_KEY, MODEL_PREFIX, OPTIM_PREFIX, STEP_KEY,
+};
+use crate::checkpoint::{self, Checkpoint};
+use crate::distributed::{save_on_rank0, Communicator, Reduction};
+use crate::module::Module;
+use crate::optim::{Optimizer, TensorPiece};
+use crate::{Error, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use tessera_core::{Backend, Tensor};
+
+/// Metadata of every file of a sharded checkpoint: its rank, the number of files and its
+/// pieces.
+const RANK_KEY: &str = "run.rank";
+const WORLD_KEY: &str = "run.world_size";
+const PIECES_KEY: &str = "run.pieces";
+
+/// Pieces of one tensor: `(offset, rank-1 piece)`.
+type Pieces<B> = Vec<(usize, Tensor<B>)>;
+
+/// Where a piece stored in a file belongs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct PieceInfo {
+    /// The whole tensor's name.
+    of: String,
+    /// The piece's first element in the flattened whole tensor.
+    offset: usize,
+    /// The whole tensor's dims.
+    dims: Vec<usize>,
+}
+
+/// One rank's file: tensors by name, and the pieces among them.
+struct RankFile<B: Backend> {
+    tensors: Vec<(String, Tensor<B>)>,
+    pieces: BTreeMap<String, PieceInfo>,
+}
+
+impl<B: Backend> RankFile<B> {
+    fn add_piece(&mut self, name: String, piece: &TensorPiece<B>) {
+        let key = format!("{name}@{}", piece.offset);
+        self.pieces.insert(
+            key.clone(),
+            PieceInfo {
+                of: name,
+                offset: piece.offset,
+                dims: piece.dims.clone(),
+            },
+        );
+        self.tensors.push((key, piece.values.clone()));
+    }
+}
+
+/// Writes the run state at `step` as a sharded checkpoint (a collective: every rank of `comm`
+/// calls it with its own model and optimizers). Each rank writes the pieces its optimizers own
+/// ([`Optimizer::local_shards`]: a [`crate::distributed::ShardedOptimizer`]'s shares of the
+/// parameters and of its state) without gathering anything; rank 0 also writes everything held
+/// whole (buffers, parameters of no sharded optimizer, the state of unsharded optimizers, step
+/// counts), the run's configuration, host `state` and random streams, then, once every rank's
+/// file is written, the manifest that makes the checkpoint exist. [`super::resume`] reads it
+/// back at any number of ranks. When any rank fails, every rank returns an error and no
+/// manifest is written (the previous checkpoint stays the newest). Returns the manifest's
+/// path.
+///
+/// Call it between steps, on every rank, where a one-file save would call
+/// [`Optimizer::prepare_checkpoint`] and [`super::save_checkpoint`]; a level-3 model's units
+/// may stay released.
+#[allow(clippy::too_many_arguments)]
+pub fn save_sharded_checkpoint<B, M>(
+    dir: &RunDir,
+    step: u64,
+    model: &M,
+    optimizers: &[(&str, &dyn Optimizer<B>)],
+    config: &Value,
+    state: &Value,
+    comm: &dyn Communicator<B>,
+) -> Result<PathBuf>
+where
+    B: Backend,
+    M: Module<B> + ?Sized,
+{
+    let names: Vec<&str> = optimizers.iter().map(|(n, _)| *n).collect();
+    check_group_names(&names)?;
+    let (rank, world) = (comm.rank(), comm.world_size());
+    let written = write_rank_file(dir, step, model, optimizers, config, state, rank, world);
+    // Every rank's outcome, size and checksum (exact in f64: both fit in 53 bits).
+    let mut records = vec![0.0; 3 * world];
+    if let Ok(file) = &written {
+        records[3 * rank] = 1.0;
+        records[3 * rank + 1] = file.bytes as f64;
+        records[3 * rank + 2] = u32::from_str_radix(&file.crc32, 16).unwrap_or(0) as f64;
+    }
+    comm.all_reduce_host(&mut records, Reduction::Sum)?;
+    written?;
+    if let Some(failed) = (0..world).find(|r| records[3 * r] != 1.0) {
+        return Err(Error::checkpoint(format!(
+            "rank {failed} could not write its part of the checkpoint of step {step} (its error \
+             is in its own output); rank {rank} stops too"
+        )));
+    }
+    let files: Vec<ShardFile> = (0..world)
+        .map(|r| {
+            ShardFile::new(
+                RunDir::shard_file_name(step, r, world),
+                records[3 * r + 1] as u64,
+                records[3 * r + 2] as u32,
+            )
+        })
+        .collect();
+    save_on_rank0(comm, || {
+        write_run_config(dir, config)?;
+        dir.commit_manifest(&Manifest::sharded(step, files))
+    })?;
+    Ok(dir.manifest_path(step))
+}
+
+/// Writes rank `rank`'s file of the sharded checkpoint of `step`.
+#[allow(clippy::too_many_arguments)]
+fn write_rank_file<B, M>(
+    dir: &RunDir,
+    step: u64,
+    model: &M,
+    optimizers: &[(&str, &dyn Optimizer<B>)],
+    config: &Value,
+    state: &Value,
+    rank: usize,
+    world: usize,
+) -> Result<ShardFile>
+where
+    B: Backend,
+    M: Module<B> + ?Sized,
+{
+    let mut file = RankFile {
+        tensors: Vec::new(),
+        pieces: BTreeMap::new(),
+    };
+    let local = optimizers
+        .iter()
+        .map(|(_, o)| o.local_shards())
+        .collect::<Result<Vec<_>>>()?;
+    let covered: BTreeSet<&str> = local
+        .iter()
+        .flatten()
+        .flat_map(|l| l.covered.iter().map(String::as_str))
+        .collect();
+    if rank == 0 {
+        for (name, var) in model_vars(model) {
+            if !covered.contains(name.as_str()) {
+                file.tensors
+                    .push((format!("{MODEL_PREFIX}{name}"), var.value()));
+            }
+        }
+    }
+    for ((group, optimizer), shards) in optimizers.iter().zip(&local) {
+        match shards {
+            Some(shards) => {
+                for piece in &shards.parameters {
+                    file.add_piece(format!("{MODEL_PREFIX}{}", piece.name), piece);
+                }
+                for piece in &shards.state {
+                    file.add_piece(format!("{OPTIM_PREFIX}{group}.{}", piece.name), piece);
+                }
+                if rank == 0 {
+                    for (key, t) in &shards.replicated_state {
+                        file.tensors
+                            .push((format!("{OPTIM_PREFIX}{group}.{key}"), t.clone()));
+                    }
+                }
+            }
+            None if rank == 0 => {
+                for (key, t) in optimizer.state() {
+                    file.tensors
+                        .push((format!("{OPTIM_PREFIX}{group}.{key}"), t));
+                }
+            }
+            None => {}
+        }
+    }
+    let groups: Vec<&str> = optimizers.iter().map(|(n, _)| *n).collect();
+    let mut meta = if rank == 0 {
+        head_metadata(step, model, config, state, &groups)
+    } else {
+        let mut m = BTreeMap::new();
+        m.insert(FORMAT_KEY.to_string(), super::CHECKPOINT_FORMAT.to_string());
+        m.insert(STEP_KEY.to_string(), step.to_string());
+        m
+    };
+    meta.insert(RANK_KEY.to_string(), rank.to_string());
+    meta.insert(WORLD_KEY.to_string(), world.to_string());
+    let pieces = serde_json::to_string(&file.pieces)
+        .map_err(|e| Error::checkpoint(format!("cannot write the pieces' index: {e}")))?;
+    meta.insert(PIECES_KEY.to_string(), pieces);
+    let entries = checkpoint::plan(file.tensors.iter().map(|(n, t)| (n.as_str(), t)))?;
+    let path = dir.shard_path(step, rank, world);
+    dir.write_shard(step, rank, world, |out| {
+        checkpoint::write_safetensors(out, &entries, &meta, &path).map(|_| ())
+    })
+}
+
+/// Reads the sharded checkpoint `manifest` describes (every file checked against it) and puts
+/// its pieces together: the checkpoint a one-file save of the same state holds.
+pub(super) fn read_sharded<B: Backend>(
+    dir: &RunDir,
+    manifest: &Manifest,
+    backend: &B,
+) -> Result<Checkpoint<B>> {
+    let (step, world) = (manifest.step, manifest.shards.len());
+    let mut merged = Checkpoint::new();
+    let mut pieces: BTreeMap<String, (Vec<usize>, Pieces<B>)> = BTreeMap::new();
+    for (rank, shard) in manifest.shards.iter().enumerate() {
+        let expected = RunDir::shard_file_name(step, rank, world);
+        if shard.file != expected {
+            return Err(Error::checkpoint(format!(
+                "the manifest of step {step} names `{}` as rank {rank}'s file of {world}, not \
+                 `{expected}`",
+                shard.file
+            )));
+        }
+        let path = dir.shard_path(step, rank, world);
+        let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        shard.verify(&bytes)?;
+        drop(bytes);
+        let mut file = checkpoint::load(&path, backend)?;
+        check_head(&file, step, &path)?;
+        let meta = |k: &str| file.metadata.get(k).cloned();
+        if meta(RANK_KEY) != Some(rank.to_string()) || meta(WORLD_KEY) != Some(world.to_string()) {
+            return Err(Error::checkpoint(format!(
+                "{}: not rank {rank}'s file of {world}",
+                path.display()
+            )));
+        }
+        let index: BTreeMap<String, PieceInfo> = match meta(PIECES_KEY) {
+            Some(text) => serde_json::from_str(&text).map_err(|e| {
+                Error::checkpoint(format!(
+                    "{}: its index of pieces is not valid: {e}",
+                    path.display()
+                ))
+            })?,
+            None => BTreeMap::new(),
+        };
+        for key in index.keys() {
+            if !file.tensors.contains_key(key) {
+                return Err(Error::checkpoint(format!(
+                    "{}: the piece `{key}` its index names is missing",
+                    path.display()
+                )));
+            }
+        }
+        if rank == 0 {
+            merged.metadata = std::mem::take(&mut file.metadata);
+            for key in [RANK_KEY, WORLD_KEY, PIECES_KEY] {
+                merged.metadata.remove(key);
+            }
+        }
+        for (key, tensor) in std::mem::take(&mut file.tensors) {
+            match index.get(&key) {
+                Some(info) => {
+                    let entry = pieces
+                        .entry(info.of.clone())
+                        .or_insert_with(|| (info.dims.clone(), Vec::new()));
+                    if entry.0 != info.dims {
+                        return Err(Error::checkpoint(format!(
+                            "the pieces of `{}` disagree on its dims ({:?} and {:?})",
+                            info.of, entry.0, info.dims
+                        )));
+                    }
+                    entry.1.push((info.offset, tensor));
+                }
+                None if rank == 0 => {
+                    merged.tensors.insert(key, tensor);
+                }
+                None => {
+                    return Err(Error::checkpoint(format!(
+                        "{}: `{key}` is neither a piece nor in rank 0's file",
+                        path.display()
+                    )))
+                }
+            }
+        }
+    }
+    for (name, (dims, parts)) in pieces {
+        let whole = join_pieces(&name, &dims, parts)?;
+        if merged.tensors.insert(name.clone(), whole).is_some() {
+            return Err(Error::checkpoint(format!(
+                "`{name}` is stored both whole and in pieces"
+            )));
+        }
+    }
+    Ok(merged)
+}
+
+/// The tensor of `dims` whose flattened elements `parts` (offset, rank-1 piece) cover exactly
+/// once.
+fn join_pieces<B: Backend>(name: &str, dims: &[usize], mut parts: Pieces<B>) -> Result<Tensor<B>> {
+    parts.sort_by_key(|(offset, _)| *offset);
+    let numel: usize = dims.iter().product();
+    let mut next = 0;
+    for (offset, piece) in &parts {
+        if *offset != next || piece.rank() != 1 || piece.dtype() != parts[0].1.dtype() {
+            return Err(Error::checkpoint(format!(
+                "the pieces of `{name}` do not fit together: one of {} {} elements starts at \
+                 {offset}, where {next} was expected",
+                piece.numel(),
+                piece.dtype()
+            )));
+        }
+        next += piece.numel();
+    }
+    if next != numel {
+        return Err(Error::checkpoint(format!(
+            "the pieces of `{name}` hold {next} elements, its dims {dims:?} need {numel}"
+        )));
+    }
+    let refs: Vec<&Tensor<B>> = parts.iter().map(|(_, t)| t).collect();
+    let flat = match refs.len() {
+        1 => refs[0].clone(),
+        _ => Tensor::cat(&refs, 0)?,
+    };
+    flat.reshape(dims.to_vec())
+}
+
+/// Rewrites the sharded checkpoint of `step` in `dir` as the ordinary one-file checkpoint
+/// (what [`super::save_checkpoint`] writes for the same state; the run's `latest` pointer is
+/// left alone), then removes the ranks' files. One process does it, with `backend` holding the
+/// whole state. A one-file checkpoint is left as it is. Returns the checkpoint's path.
+pub fn consolidate_checkpoint<B: Backend>(dir: &RunDir, step: u64, backend: &B) -> Result<PathBuf> {
+    let manifest = Manifest::read(&dir.manifest_path(step))?;
+    let path = dir.checkpoint_path(step);
+    if !manifest.is_sharded() {
+        return Ok(path);
+    }
+    let merged = read_verified(dir, step, backend)?;
+    let entries = checkpoint::plan(merged.tensors.iter().map(|(n, t)| (n.as_str(), t)))?;
+    let file = dir.write_file(&path, |out| {
+        checkpoint::write_safetensors(out, &entries, &merged.metadata, &path).map(|_| ())
+    })?;
+    // The manifest switches to the new file atomically; the ranks' files go after.
+    dir.replace_manifest(&Manifest::of_one_file(step, file))?;
+    for shard in dir.shard_files(step)? {
+        std::fs::remove_file(&shard).map_err(|e| Error::io(&shard, e))?;
+    }
+    Ok(path)
+}
