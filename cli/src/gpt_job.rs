@@ -138,6 +138,10 @@ pub struct GptTrainConfig {
     /// How much of the training state each rank keeps ([`ShardLevel`]; levels 1 and 2 split
     /// the AdamW state, and the gradients, over the ranks).
     pub shard: ShardLevel,
+    /// Each rank writes its own part of the run checkpoints
+    /// ([`run::save_sharded_checkpoint`]) instead of every rank gathering the whole state
+    /// for rank 0 to write.
+    pub sharded_checkpoints: bool,
 }
 
 impl GptTrainConfig {
@@ -159,6 +163,7 @@ impl GptTrainConfig {
             dtype: DType::F32,
             precision: Precision::F32,
             shard: ShardLevel::Replicated,
+            sharded_checkpoints: false,
         }
     }
 
@@ -278,6 +283,14 @@ struct GptProgress {
 }
 
 impl GptProgress {
+    /// Carries the progress of a run of `saved` ranks over to `ranks` ranks: the samplers of
+    /// the ranks that exist on both sides continue, and the tokens per rank are scaled so that
+    /// the throughput (all ranks' tokens over the training time) stays that of the saved run.
+    fn rescale_ranks(&mut self, saved: usize, ranks: usize) {
+        self.rngs.truncate(ranks);
+        self.trained_tokens = self.trained_tokens * saved / ranks.max(1);
+    }
+
     fn to_json(&self) -> Value {
         json!({
             "step": self.step,
@@ -504,7 +517,11 @@ pub fn run_gpt_training_with<B: Backend>(
     if let Some(dir) = &run_dir {
         if config.resume {
             let groups = &mut optimizers.groups_mut();
-            if let Some(found) = run::resume(dir, model, groups, &run_config, backend)? {
+            // The model and optimizer state load into any number of ranks.
+            let elastic = &["world_size"];
+            if let Some(found) =
+                run::resume_allowing(dir, model, groups, &run_config, backend, elastic)?
+            {
                 for skipped in &found.skipped {
                     say(format!("warning: skipped a damaged checkpoint ({skipped})"));
                 }
@@ -513,7 +530,19 @@ pub fn run_gpt_training_with<B: Backend>(
                     found.step,
                     found.path.display()
                 ));
-                progress = Some((found.step, GptProgress::from_json(&found.state)?));
+                let mut resumed = GptProgress::from_json(&found.state)?;
+                let saved_world = found.config["world_size"].as_u64().unwrap_or(1) as usize;
+                if saved_world != world_size {
+                    say(format!(
+                        "the checkpoint was written by {saved_world} rank(s), this run has \
+                         {world_size}: the global batch becomes {world_size} x {}, and ranks \
+                         from {saved_world} on draw fresh windows (the data order differs \
+                         from an uninterrupted run)",
+                        config.batch_size
+                    ));
+                    resumed.rescale_ranks(saved_world, world_size);
+                }
+                progress = Some((found.step, resumed));
             }
         } else {
             dir.ensure_no_checkpoints()?;
@@ -524,13 +553,12 @@ pub fn run_gpt_training_with<B: Backend>(
     let resumed_from_step = progress.as_ref().map(|(step, _)| *step);
     let mut progress = match progress {
         Some((_, p)) => {
-            let (b, e) = p.rngs.get(rank).copied().ok_or_else(|| {
-                Error::checkpoint(format!(
-                    "the checkpoint has no sampler state of rank {rank}"
-                ))
-            })?;
-            batch_rng = SplitMix64::new(b);
-            eval_rng = SplitMix64::new(e);
+            // A rank the checkpoint has no sampler state of (it was written by fewer ranks)
+            // keeps its fresh streams.
+            if let Some(&(b, e)) = p.rngs.get(rank) {
+                batch_rng = SplitMix64::new(b);
+                eval_rng = SplitMix64::new(e);
+            }
             if let (Some(scaler), Some((scale, n))) = (scaler.as_mut(), p.scaler) {
                 scaler.set_position(scale, n)?;
             }
@@ -704,18 +732,35 @@ pub fn run_gpt_training_with<B: Backend>(
         if let Some(dir) = run_dir.as_ref().filter(|_| checkpoint_now) {
             progress.rngs = gather_rngs(&batch_rng, &eval_rng)?;
             progress.scaler = scaler.as_ref().map(DynamicLossScaler::position);
-            // A sharded state is gathered on every rank first (a collective).
-            optimizers.prepare_checkpoint()?;
-            let groups = &optimizers.groups();
             let state = progress.to_json();
-            let saved = bar.suspend(|| {
-                save_on_rank0(&*comm, || {
-                    run::save_checkpoint(dir, done as u64, model, groups, &run_config, &state)
-                        .map(|_| ())
-                })
-            });
-            optimizers.finish_checkpoint()?;
-            saved?;
+            let step = done as u64;
+            if config.sharded_checkpoints {
+                // Every rank writes its own shares; nothing is gathered.
+                let groups = &optimizers.groups();
+                bar.suspend(|| {
+                    run::save_sharded_checkpoint(
+                        dir,
+                        step,
+                        model,
+                        groups,
+                        &run_config,
+                        &state,
+                        &*comm,
+                    )
+                })?;
+            } else {
+                // A sharded state is gathered on every rank first (a collective).
+                optimizers.prepare_checkpoint()?;
+                let groups = &optimizers.groups();
+                let saved = bar.suspend(|| {
+                    save_on_rank0(&*comm, || {
+                        run::save_checkpoint(dir, step, model, groups, &run_config, &state)
+                            .map(|_| ())
+                    })
+                });
+                optimizers.finish_checkpoint()?;
+                saved?;
+            }
         }
         if config.halt_after_step == Some(done) {
             std::process::exit(crate::mnist_job::HALT_EXIT_CODE);

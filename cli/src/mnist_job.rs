@@ -95,6 +95,9 @@ pub struct TrainConfig {
     /// How much of the training state each rank keeps (levels 1 and 2 shard the optimizer
     /// state and the gradients; see [`ShardLevel`]).
     pub shard: ShardLevel,
+    /// Each rank writes its own part of the run checkpoints
+    /// ([`tessera_nn::run::save_sharded_checkpoint`]) instead of gathering the whole state.
+    pub sharded_checkpoints: bool,
 }
 
 /// The exit status of a run stopped by [`TrainConfig::halt_after_step`].
@@ -367,6 +370,9 @@ where
         let run_dir = RunDir::open(dir)?.keep_last(config.keep_last);
         let run_config = config.run_config(world_size);
         learner = learner.run_dir(run_dir, run_config, config.checkpoint_every, config.resume);
+        if config.sharded_checkpoints {
+            learner = learner.sharded_checkpoints();
+        }
     }
     if let Some(dir) = &config.log_dir {
         learner = learner.log_dir(dir);

@@ -152,6 +152,12 @@ struct Args {
     /// docs/DISTRIBUTED.md).
     #[arg(long, default_value = "0", value_parser = parse_shard)]
     shard: ShardLevel,
+    /// With --save: each rank writes its own part of the run checkpoints (with --shard 1-3,
+    /// its share of the optimizer state and parameters) and rank 0 a manifest, instead of
+    /// every rank gathering the whole state for rank 0 to write. They resume on any number of
+    /// ranks; `checkpoint consolidate DIR` turns one into the ordinary one-file checkpoint.
+    #[arg(long, conflicts_with = "no_save")]
+    sharded_checkpoints: bool,
     /// With --distributed: the library that carries the gradients.
     #[arg(long, value_enum, default_value = "auto", requires = "distributed")]
     comm: CommArg,
@@ -253,6 +259,7 @@ fn main() -> ExitCode {
         progress: std::io::stderr().is_terminal(),
         precision: args.precision,
         shard: args.shard,
+        sharded_checkpoints: args.sharded_checkpoints,
     };
     let Some(launch) = join(args.distributed) else {
         return ExitCode::FAILURE;
@@ -381,6 +388,7 @@ fn gpt_main(args: &Args) -> ExitCode {
         dtype: tessera_core::DType::F32,
         precision: args.precision,
         shard: args.shard,
+        sharded_checkpoints: args.sharded_checkpoints,
     };
     let backend_name = args.backend.name();
     let options = device_options(args, &launch);

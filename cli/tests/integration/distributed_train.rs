@@ -441,3 +441,174 @@ fn a_gpt_over_a_memory_limit_trains_at_level_three_and_fails_typed_without_shard
         assert!(!stderr.contains(abort), "{abort}:\n{stderr}");
     }
 }
+
+/// `checkpoint consolidate DIR --all`: every sharded checkpoint of the run folder as one file.
+fn consolidate(dir: &std::path::Path) {
+    let out = Command::new(env!("CARGO_BIN_EXE_checkpoint"))
+        .arg("consolidate")
+        .arg(dir)
+        .arg("--all")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+}
+
+/// `mpirun -np ranks train --distributed` with the run arguments of [`mpi_train`].
+fn mpi_train_on(
+    ranks: usize,
+    train: &std::path::Path,
+    dir: &std::path::Path,
+    extra: &[&str],
+) -> Command {
+    let mut cmd = mpirun(ranks);
+    cmd.arg(train)
+        .arg("--distributed")
+        .args(common::run_args(dir, extra));
+    cmd
+}
+
+/// Whether the newest checkpoint of `dir` is sharded over `ranks` files.
+fn newest_is_sharded_over(dir: &std::path::Path, ranks: usize) -> bool {
+    let run = RunDir::open(dir).unwrap();
+    let step = *run.steps().unwrap().last().unwrap();
+    let manifest = tessera_nn::run::Manifest::read(&run.manifest_path(step)).unwrap();
+    manifest.shards.len() == ranks
+}
+
+#[test]
+fn sharded_checkpoints_resume_bit_for_bit_and_at_epoch_ends_on_other_numbers_of_ranks() {
+    if let Some(reason) = skip_reason() {
+        println!("skipped: {reason}");
+        return;
+    }
+    let train = train_with_mpi();
+    let tmp = tempfile::tempdir().unwrap();
+    let sharded = ["--shard", "2", "--sharded-checkpoints"];
+    let with = |extra: &[&'static str]| -> Vec<&'static str> {
+        sharded.iter().chain(extra).copied().collect()
+    };
+    let whole = tmp.path().join("whole");
+    let reference = summary(&mpi_train(&train, &whole, &with(&[])).output().unwrap());
+    assert!(newest_is_sharded_over(&whole, 2));
+    // Halted after step 4: the newest checkpoint is step 3's, inside the first epoch.
+    let pieces = tmp.path().join("pieces");
+    assert!(
+        !mpi_train(&train, &pieces, &with(&["--halt-after-step", "4"]))
+            .output()
+            .unwrap()
+            .status
+            .success()
+    );
+    assert_eq!(RunDir::open(&pieces).unwrap().steps().unwrap(), vec![3]);
+    assert!(newest_is_sharded_over(&pieces, 2));
+    // Four ranks cannot take over an epoch two ranks had split...
+    let out = mpi_train_on(4, &train, &pieces, &with(&["--resume"]))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("middle of epoch 1"), "{stderr}");
+    // ...two ranks continue bit for bit.
+    let resumed = summary(
+        &mpi_train(&train, &pieces, &with(&["--resume"]))
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(resumed["resumed_from_step"], 3);
+    assert_eq!(resumed["test_accuracy"], reference["test_accuracy"]);
+    consolidate(&whole);
+    consolidate(&pieces);
+    assert!(newest_is_sharded_over(&pieces, 0));
+    assert_same_state(
+        &final_state(&whole),
+        &final_state(&pieces),
+        "sharded checkpoints",
+    );
+    // A checkpoint at an epoch's end (step 5: 5 steps of 2 x 64 of 640 samples) resumes on
+    // four ranks.
+    let epoch_end = tmp.path().join("epoch-end");
+    let no_mid_epoch = ["--checkpoint-every", "100"];
+    let halt = with(&[no_mid_epoch[0], no_mid_epoch[1], "--halt-after-step", "6"]);
+    assert!(!mpi_train(&train, &epoch_end, &halt)
+        .output()
+        .unwrap()
+        .status
+        .success());
+    assert_eq!(RunDir::open(&epoch_end).unwrap().steps().unwrap(), vec![5]);
+    let resume = with(&[no_mid_epoch[0], no_mid_epoch[1], "--resume"]);
+    let four = summary(
+        &mpi_train_on(4, &train, &epoch_end, &resume)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(
+        (
+            four["resumed_from_step"].as_u64(),
+            four["world_size"].as_u64()
+        ),
+        (Some(5), Some(4))
+    );
+    assert!(
+        newest_is_sharded_over(&epoch_end, 4),
+        "the resumed run saves over 4 ranks"
+    );
+}
+
+#[test]
+fn a_level_three_gpt_with_sharded_checkpoints_resumes_bit_for_bit_and_on_four_ranks() {
+    if let Some(reason) = skip_reason() {
+        println!("skipped: {reason}");
+        return;
+    }
+    let train = train_with_mpi();
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = write_corpus(tmp.path(), &"Brevity is the soul of wit.\n%\n".repeat(60));
+    let mut args = gpt_args(&corpus);
+    args.extend(["--shard", "3", "--sharded-checkpoints"]);
+    let whole = tmp.path().join("whole");
+    summary(&mpi_train(&train, &whole, &args).output().unwrap());
+    let pieces = tmp.path().join("pieces");
+    let mut halted = args.clone();
+    halted.extend(["--halt-after-step", "5"]);
+    assert!(!mpi_train(&train, &pieces, &halted)
+        .output()
+        .unwrap()
+        .status
+        .success());
+    assert!(newest_is_sharded_over(&pieces, 2));
+    // A copy of the interrupted run folder, to resume on four ranks.
+    let copy = tmp.path().join("copy");
+    std::fs::create_dir_all(copy.join("checkpoints")).unwrap();
+    for entry in std::fs::read_dir(pieces.join("checkpoints")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(
+            entry.path(),
+            copy.join("checkpoints").join(entry.file_name()),
+        )
+        .unwrap();
+    }
+    let mut resumed = args.clone();
+    resumed.push("--resume");
+    let again = summary(&mpi_train(&train, &pieces, &resumed).output().unwrap());
+    assert_eq!(again["resumed_from_step"], 4);
+    consolidate(&whole);
+    consolidate(&pieces);
+    assert_same_state(
+        &final_state(&whole),
+        &final_state(&pieces),
+        "level-3 GPT, sharded checkpoints",
+    );
+    let out = mpi_train_on(4, &train, &copy, &resumed).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let four = summary(&out);
+    assert_eq!(
+        (
+            four["resumed_from_step"].as_u64(),
+            four["world_size"].as_u64()
+        ),
+        (Some(4), Some(4))
+    );
+    assert!(stderr.contains("written by 2 rank(s)"), "{stderr}");
+    assert!(four["val_loss"].as_f64().unwrap().is_finite(), "{four}");
+}

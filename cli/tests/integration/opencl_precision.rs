@@ -31,6 +31,7 @@ fn config(precision: Precision) -> TrainConfig {
         progress: false,
         precision,
         shard: tessera_nn::distributed::ShardLevel::Replicated,
+        sharded_checkpoints: false,
     }
 }
 

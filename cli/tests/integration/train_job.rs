@@ -28,6 +28,7 @@ fn quick_config(model: ModelKind, data_dir: PathBuf) -> TrainConfig {
         progress: false,
         precision: Precision::F32,
         shard: tessera_nn::distributed::ShardLevel::Replicated,
+        sharded_checkpoints: false,
     }
 }
 

@@ -4,8 +4,10 @@
 //! stale temporaries) or mismatch (another configuration, model width or optimizer group),
 //! then `resume` into a fresh model. A typed error must leave the fresh model and optimizer
 //! untouched; a success must restore exactly one saved checkpoint, the one it names; nothing
-//! may panic. And `Learner::fit` with odd sizes into a run folder: typed errors or a report of
-//! exactly the epochs and steps asked for.
+//! may panic. The same for sharded checkpoints (`save_sharded_checkpoint` of a
+//! `ShardedOptimizer`, one file per rank and a manifest naming them), with manifests that name
+//! the wrong files too, resumed into a plain optimizer. And `Learner::fit` with odd sizes into a
+//! run folder: typed errors or a report of exactly the epochs and steps asked for.
 
 use super::files::make_bytes;
 use super::kinds::*;
@@ -15,9 +17,10 @@ use crate::rng::Rng;
 use serde_json::json;
 use tessera_autograd::Var;
 use tessera_core::{DType, Generator, Tensor};
+use tessera_nn::distributed::{LocalCommunicator, ShardLevel, ShardedOptimizer};
 use tessera_nn::layers::{Dropout, DropoutConfig, Linear, LinearConfig, Sequential};
 use tessera_nn::optim::{AdamW, AdamWConfig, Optimizer};
-use tessera_nn::run::{resume, save_checkpoint, RunDir};
+use tessera_nn::run::{resume, save_checkpoint, save_sharded_checkpoint, Manifest, RunDir};
 use tessera_nn::{Forward, Module};
 
 type Model<B> = Sequential<(Linear<B>, Dropout, Linear<B>)>;
@@ -35,7 +38,7 @@ fn model<B: FuzzBackend>(width: usize, seed: u64, b: &B) -> tessera_core::Result
 type Fingerprint = Vec<(String, Vec<u64>)>;
 
 /// Every bit of the model's tensors, its random streams and the optimizer's state.
-fn fingerprint<B: FuzzBackend>(m: &Model<B>, o: &AdamW<B>) -> Fingerprint {
+fn fingerprint<B: FuzzBackend>(m: &Model<B>, o: &dyn Optimizer<B>) -> Fingerprint {
     let bits = |t: &Tensor<B>| {
         t.to_vec_f64()
             .map(|v| v.iter().map(|x| x.to_bits()).collect())
@@ -55,11 +58,13 @@ fn fingerprint<B: FuzzBackend>(m: &Model<B>, o: &AdamW<B>) -> Fingerprint {
         let (seed, offset) = s.get().advance(0);
         out.push((format!("rng.{name}"), vec![seed, offset]));
     });
+    // By name: a sharded optimizer lists its consolidated state in bucket order.
+    out.sort();
     out
 }
 
 /// One training step on a fixed batch (moves parameters, moments and the dropout stream).
-fn step<B: FuzzBackend>(m: &Model<B>, o: &mut AdamW<B>, b: &B) -> tessera_core::Result<()> {
+fn step<B: FuzzBackend>(m: &Model<B>, o: &mut dyn Optimizer<B>, b: &B) -> tessera_core::Result<()> {
     let x = Tensor::randn([4, 3], DType::F32, 11, b)?;
     let loss = m.forward(&Var::constant(x))?.square()?.mean_all()?;
     o.zero_grad();
@@ -67,16 +72,17 @@ fn step<B: FuzzBackend>(m: &Model<B>, o: &mut AdamW<B>, b: &B) -> tessera_core::
     o.step()
 }
 
-/// Saves checkpoints after steps 1..=`count` into a fresh folder, damages it as `damage`
-/// says, resumes, and checks the outcome.
-fn damaged_resume<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
-    let (count, damage) = (1 + c.size(0) % 3, c.size(1) % 10);
+/// Saves checkpoints after steps 1..=`count` into a fresh folder (sharded ones with
+/// `sharded`), damages it as `damage` says, resumes, and checks the outcome.
+fn damaged_resume<B: FuzzBackend>(c: &Ctx<'_, B>, sharded: bool) -> Outcome<B> {
+    let kinds = if sharded { 12 } else { 10 };
+    let (count, damage) = (1 + c.size(0) % 3, c.size(1) % kinds);
     let mut rng = Rng::new(c.seed(3));
     let dir = c.dir().join(format!("run-{}", rng.next_u64() % 1_000_000));
     // Fresh: an earlier step drawing the same seed (an edge value, say) used the same name,
     // and its newer checkpoints would be resumed.
     let _ = std::fs::remove_dir_all(&dir);
-    let outcome = damaged_resume_in(c, &dir, count, damage, &mut rng);
+    let outcome = damaged_resume_in(c, &dir, count, damage, sharded, &mut rng);
     let _ = std::fs::remove_dir_all(&dir);
     outcome
 }
@@ -87,6 +93,7 @@ fn damaged_resume_in<B: FuzzBackend>(
     dir: &std::path::Path,
     count: usize,
     damage: usize,
+    sharded: bool,
     rng: &mut Rng,
 ) -> Outcome<B> {
     let b = c.backend();
@@ -94,12 +101,29 @@ fn damaged_resume_in<B: FuzzBackend>(
     let setup = || -> tessera_core::Result<(RunDir, Vec<Fingerprint>)> {
         let run = RunDir::open(dir)?.keep_last(2);
         let m = model(4, 1, b)?;
-        let mut o = AdamW::new(m.parameters(), AdamWConfig::new(0.01))?;
+        let adamw = |params| AdamW::new(params, AdamWConfig::new(0.01));
         let mut saved = Vec::new();
-        for s in 1..=count as u64 {
-            step(&m, &mut o, b)?;
-            save_checkpoint(&run, s, &m, &[("adamw", &o)], &config, &json!({"s": s}))?;
-            saved.push(fingerprint(&m, &o));
+        if sharded {
+            // One rank, small buckets: its file holds pieces of every parameter and moment.
+            let comm = std::sync::Arc::new(LocalCommunicator::new());
+            let level = ShardLevel::Gradients;
+            let mut o = ShardedOptimizer::new(m.parameters(), comm.clone(), level, 40, adamw)?;
+            for s in 1..=count as u64 {
+                step(&m, &mut o, b)?;
+                let state = json!({"s": s});
+                save_sharded_checkpoint(&run, s, &m, &[("adamw", &o)], &config, &state, &*comm)?;
+                // The consolidated state: what a plain AdamW holds after the resume.
+                o.prepare_checkpoint()?;
+                saved.push(fingerprint(&m, &o));
+                o.finish_checkpoint();
+            }
+        } else {
+            let mut o = adamw(m.parameters())?;
+            for s in 1..=count as u64 {
+                step(&m, &mut o, b)?;
+                save_checkpoint(&run, s, &m, &[("adamw", &o)], &config, &json!({"s": s}))?;
+                saved.push(fingerprint(&m, &o));
+            }
         }
         Ok((run, saved))
     };
@@ -108,7 +132,18 @@ fn damaged_resume_in<B: FuzzBackend>(
         Err(e) => return Outcome::Err(e.to_string()),
     };
     let newest = count as u64;
-    let file = run.checkpoint_path(newest);
+    let file = match sharded {
+        true => run.shard_path(newest, 0, 1),
+        false => run.checkpoint_path(newest),
+    };
+    // A manifest of the newest checkpoint that names other files.
+    let misnamed = |files: &dyn Fn(&mut Manifest)| -> std::io::Result<()> {
+        let path = run.manifest_path(newest);
+        let mut manifest = Manifest::read(&path).map_err(std::io::Error::other)?;
+        files(&mut manifest);
+        let text = serde_json::to_vec(&manifest).map_err(std::io::Error::other)?;
+        std::fs::write(path, text)
+    };
     let (mut width, mut group, mut resume_config) = (4, "adamw", config.clone());
     let damaged = (|| -> std::io::Result<()> {
         match damage {
@@ -124,7 +159,14 @@ fn damaged_resume_in<B: FuzzBackend>(
             6 => std::fs::write(run.checkpoints_dir().join("latest"), b"step-999999999999")?,
             7 => resume_config = json!({"model": "fuzz", "lr": 0.02}),
             8 => width = 5,
-            _ => group = "decay",
+            9 => group = "decay",
+            // Sharded only: a second rank whose file is rank 0's, then a file outside the
+            // folder.
+            10 => misnamed(&|m| {
+                let first = m.shards[0].clone();
+                m.shards.push(first);
+            })?,
+            _ => misnamed(&|m| m.shards[0].file = "../../escape.safetensors".into())?,
         }
         Ok(())
     })();
@@ -154,18 +196,33 @@ fn damaged_resume_in<B: FuzzBackend>(
         // Only when no manifest is left (a checkpoint without one is not a checkpoint).
         Ok(None) if run.steps().is_ok_and(|s| s.is_empty()) => Outcome::Ok(Vec::new()),
         Ok(None) => Outcome::Break(format!("no checkpoint found after {count} saves")),
-        Ok(Some(found)) if damage >= 7 => Outcome::Break(format!(
+        Ok(Some(found)) if (7..=9).contains(&damage) => Outcome::Break(format!(
             "resumed step {} despite a mismatch (damage {damage})",
+            found.step
+        )),
+        Ok(Some(found)) if damage >= 10 && found.step == newest => Outcome::Break(format!(
+            "resumed step {} through a manifest naming the wrong files (damage {damage})",
             found.step
         )),
         Ok(Some(found)) => {
             let index = (found.step as usize).wrapping_sub(1);
             match saved.get(index) {
                 Some(want) if *want == after => Outcome::Ok(Vec::new()),
-                Some(_) => Outcome::Break(format!(
-                    "resumed step {} (damage {damage}) but the model is not that checkpoint's",
-                    found.step
-                )),
+                Some(want) => {
+                    let differing: Vec<&str> = want
+                        .iter()
+                        .zip(&after)
+                        .filter(|(w, a)| w != a)
+                        .map(|(w, _)| w.0.as_str())
+                        .collect();
+                    Outcome::Break(format!(
+                        "resumed step {} (damage {damage}) but the model is not that \
+                         checkpoint's: {differing:?} differ ({} vs {} entries)",
+                        found.step,
+                        want.len(),
+                        after.len()
+                    ))
+                }
                 None => Outcome::Break(format!("resumed a step never saved: {}", found.step)),
             }
         }
@@ -180,7 +237,15 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             3,
             &[SIZE, SIZE, BYTES, SEED],
             NONE,
-            |c| Ok(damaged_resume(c)),
+            |c| Ok(damaged_resume(c, false)),
+        )
+        .work(|_| Ok(1 << 14)),
+        op(
+            "sharded run checkpoints: damage, then resume into a plain optimizer",
+            3,
+            &[SIZE, SIZE, BYTES, SEED],
+            NONE,
+            |c| Ok(damaged_resume(c, true)),
         )
         .work(|_| Ok(1 << 14)),
         op(

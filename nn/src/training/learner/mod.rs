@@ -86,6 +86,8 @@ struct RunFolder {
     config: Value,
     checkpoint_every: Option<usize>,
     resume: bool,
+    /// Each rank writes its own part of the checkpoints ([`run::save_sharded_checkpoint`]).
+    sharded: bool,
 }
 
 /// What [`Learner::fit`] did.
@@ -195,7 +197,19 @@ impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
             config,
             checkpoint_every,
             resume,
+            sharded: false,
         });
+        self
+    }
+
+    /// Writes the run folder's checkpoints sharded ([`run::save_sharded_checkpoint`]): each
+    /// rank its own part of an optimizer whose state is spread over the ranks (a
+    /// [`crate::distributed::ShardedOptimizer`]), nothing gathered. Call it after
+    /// [`Learner::run_dir`].
+    pub fn sharded_checkpoints(mut self) -> Self {
+        if let Some(run) = self.run.as_mut() {
+            run.sharded = true;
+        }
         self
     }
 
@@ -247,10 +261,34 @@ impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
         }
         let groups: &mut [(&str, &mut dyn Optimizer<B>)] =
             &mut [("optimizer", &mut self.optimizer)];
-        let Some(found) = run::resume(&run.dir, &self.model, groups, &run.config, backend)? else {
+        // The model and optimizer state load into any number of ranks; the position in an
+        // epoch does not (each rank's share of the epoch depends on the number of ranks).
+        const WORLD: &str = "world_size";
+        let Some(found) = run::resume_allowing(
+            &run.dir,
+            &self.model,
+            groups,
+            &run.config,
+            backend,
+            &[WORLD],
+        )?
+        else {
             return Ok((Progress::default(), None));
         };
         let mut progress = Progress::from_json(&found.state)?;
+        let (saved, now) = (&found.config[WORLD], &run.config[WORLD]);
+        if saved != now && progress.batch_in_epoch != 0 {
+            return Err(Error::checkpoint(format!(
+                "the checkpoint of step {} was written in the middle of epoch {} (after {} \
+                 batches) by a run with `{WORLD}` = {saved}, and this run has {now}: a \
+                 checkpoint taken inside an epoch resumes on the same number of ranks only \
+                 (each rank's share of the epoch depends on it); resume on {saved} ranks, or \
+                 from a checkpoint taken at the end of an epoch",
+                found.step,
+                progress.epoch + 1,
+                progress.batch_in_epoch
+            )));
+        }
         if let Some(&(loss_sum, samples)) = progress.ranks.get(rank) {
             (progress.loss_sum, progress.samples) = (loss_sum, samples);
         }
@@ -276,12 +314,25 @@ impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
         let Some(run) = &self.run else {
             return Ok(());
         };
+        let groups: &[(&str, &dyn Optimizer<B>)] = &[("optimizer", &self.optimizer)];
+        let state = progress.to_json();
+        let step = progress.global_step as u64;
+        if run.sharded {
+            // Every rank writes its own part; nothing is gathered.
+            run::save_sharded_checkpoint(
+                &run.dir,
+                step,
+                &self.model,
+                groups,
+                &run.config,
+                &state,
+                &*self.comm,
+            )?;
+            return save_on_rank0(&*self.comm, || run.dir.save_model(&self.model));
+        }
         // A sharded optimizer gathers its state on every rank first (a collective).
         self.optimizer.prepare_checkpoint()?;
         let saved = save_on_rank0(&*self.comm, || {
-            let groups: &[(&str, &dyn Optimizer<B>)] = &[("optimizer", &self.optimizer)];
-            let state = progress.to_json();
-            let step = progress.global_step as u64;
             run::save_checkpoint(&run.dir, step, &self.model, groups, &run.config, &state)?;
             run.dir.save_model(&self.model)
         });
