@@ -354,7 +354,7 @@ fn four_ranks_under(train: &std::path::Path, limit_bytes: Option<u64>, args: &[&
 /// address-space limit set halfway between what level 3 and plain data parallelism were measured
 /// to need (`peak_virtual_bytes`, the largest rank's `VmPeak`): level 3 trains under it, and
 /// plain data parallelism stops with a typed out-of-memory error (not an abort) on its ranks.
-/// No checkpoints (`--no-save`): a consolidated checkpoint gathers the whole state on every rank.
+/// Level 3 also saves under the limit with sharded checkpoints (each rank writes its share).
 #[test]
 fn a_gpt_over_a_memory_limit_trains_at_level_three_and_fails_typed_without_sharding() {
     if let Some(reason) = skip_reason() {
@@ -364,16 +364,13 @@ fn a_gpt_over_a_memory_limit_trains_at_level_three_and_fails_typed_without_shard
     let train = train_with_mpi();
     let tmp = tempfile::tempdir().unwrap();
     let corpus = write_corpus(tmp.path(), &"Many hands make light work.\n%\n".repeat(200));
-    let args = |level: &'static str| {
-        let mut a = vec![
-            "--model",
-            "gpt",
-            "--data",
-            &corpus,
-            "--no-save",
-            "--steps",
-            "2",
-        ];
+    let saved = tmp.path().join("saved").display().to_string();
+    let args_saving = |level: &'static str, save: bool| {
+        let mut a = vec!["--model", "gpt", "--data", &corpus, "--steps", "2"];
+        match save {
+            true => a.extend(["--save", &saved, "--sharded-checkpoints"]),
+            false => a.push("--no-save"),
+        }
         a.extend(["--block-size", "16", "--batch-size", "2", "--n-layer", "8"]);
         a.extend(["--n-head", "6", "--n-embd", "384", "--dropout", "0"]);
         a.extend([
@@ -387,6 +384,7 @@ fn a_gpt_over_a_memory_limit_trains_at_level_three_and_fails_typed_without_shard
         a.extend(["--shard", level]);
         a
     };
+    let args = |level| args_saving(level, false);
     let measured = |level| {
         summary(
             &four_ranks_under(&train, None, &args(level))
@@ -424,6 +422,19 @@ fn a_gpt_over_a_memory_limit_trains_at_level_three_and_fails_typed_without_shard
         .unwrap();
     let report = summary(&out);
     assert_eq!(report["shard"], 3, "{report}");
+    // Level 3 saves under the limit too when every rank writes its own share (a consolidated
+    // checkpoint would gather the whole state on every rank).
+    let out = four_ranks_under(&train, Some(limit), &args_saving("3", true))
+        .output()
+        .unwrap();
+    summary(&out);
+    let run = RunDir::open(&saved).unwrap();
+    let manifest = tessera_nn::run::Manifest::read(&run.manifest_path(2)).unwrap();
+    assert_eq!(manifest.shards.len(), 4, "{manifest:?}");
+    let total: u64 = manifest.shards.iter().map(|f| f.bytes).sum();
+    for file in &manifest.shards[1..] {
+        assert!(file.bytes < total / 3, "{manifest:?}");
+    }
 
     let out = four_ranks_under(&train, Some(limit), &args("0"))
         .output()

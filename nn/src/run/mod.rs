@@ -24,6 +24,12 @@
 //! checkpoint written by a run of another configuration is an error naming the first field
 //! that differs; nothing is restored unless everything fits.
 //!
+//! [`save_sharded_checkpoint`] is the collective alternative for a state spread over ranks
+//! (a [`crate::distributed::ShardedOptimizer`]'s): every rank writes its own file
+//! (`step-N.rank-R-of-W.safetensors`) and rank 0 the manifest naming them all; [`resume`] reads
+//! either kind, into any number of ranks ([`resume_allowing`] lets `world_size` differ), and
+//! [`consolidate_checkpoint`] rewrites a sharded one as one file.
+//!
 //! [`MetricsLog`] writes a run's scalars for TensorBoard (event files, see [`tfevents`]) and as
 //! `metrics.jsonl`.
 //!

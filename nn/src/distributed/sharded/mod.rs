@@ -46,7 +46,9 @@ use units::UnitPart;
 /// which [`Optimizer::state`] returns it under the wrapped optimizer's own names for each
 /// parameter (`"<param>.exp_avg"`...), exactly what a plain optimizer saves. So a checkpoint
 /// written at any level and world size resumes at any other, and
-/// [`Optimizer::load_state`] takes such a state and keeps this rank's share.
+/// [`Optimizer::load_state`] takes such a state and keeps this rank's share. Or, without
+/// gathering anything, each rank writes its own pieces ([`Optimizer::local_shards`],
+/// [`crate::run::save_sharded_checkpoint`]).
 pub struct ShardedOptimizer<B: Backend, O> {
     level: ShardLevel,
     comm: Arc<dyn Communicator<B>>,
