@@ -15,7 +15,7 @@ use tessera_nn::data::{
 };
 use tessera_nn::distributed::{
     Communicator, DistributedDataParallel, DistributedOptimizer, DistributedSampler,
-    LocalCommunicator, ShardLevel, ShardedOptimizer, DEFAULT_BUCKET_BYTES,
+    LocalCommunicator, ShardLevel, ShardedOptimizer, ShardedUnits, DEFAULT_BUCKET_BYTES,
 };
 use tessera_nn::models::ModelKind;
 use tessera_nn::optim::{Adam, AdamConfig, AdamW, AdamWConfig, Optimizer, Sgd, SgdConfig};
@@ -214,15 +214,22 @@ pub fn run_training_with<B: Backend>(
         config
             .model
             .build_with_precision(DType::F32, config.precision, config.seed, backend)?;
-    train_model(config, model, backend, comm)
+    if config.shard != ShardLevel::Parameters {
+        return train_model(config, model, backend, comm, None);
+    }
+    // Level 3: every layer with parameters is a unit, gathered for its passes only.
+    let units = ShardedUnits::new(comm.clone(), model.unit_prefixes())?;
+    let model = model.shard_layers(units.clone())?;
+    train_model(config, model, backend, comm, Some(units))
 }
 
-/// [`run_training_with`] of a built model.
+/// [`run_training_with`] of a built model (at level 3, with its `units`).
 fn train_model<B: Backend, M: Forward<B>>(
     config: &TrainConfig,
     model: M,
     backend: &B,
     comm: Arc<dyn Communicator<B>>,
+    units: Option<Arc<ShardedUnits<B>>>,
 ) -> Result<TrainReport> {
     let start = Instant::now();
     if config.batch_size == 0 || config.epochs == 0 {
@@ -277,16 +284,34 @@ fn train_model<B: Backend, M: Forward<B>>(
                 backend,
                 comm,
                 start,
+                None,
             )
         }
-        ShardLevel::Parameters => Err(Error::InvalidArgument {
-            op: "train",
-            msg: format!(
-                "--shard 3 shards the parameters of units, and the {} has none marked (the \
-                 GPT's blocks are); use --shard 2",
-                format!("{:?}", config.model).to_lowercase()
-            ),
-        }),
+        ShardLevel::Parameters => {
+            let units = units.ok_or_else(|| Error::InvalidArgument {
+                op: "train",
+                msg: "--shard 3 needs the model's layers run as sharded units".into(),
+            })?;
+            let optimizer =
+                ShardedOptimizer::with_units(params, &units, DEFAULT_BUCKET_BYTES, |shares| {
+                    make_optimizer(config, shares)
+                })?;
+            let unit_bytes = units.peak_unit_bytes();
+            let state_bytes = move |o: &ShardedOptimizer<B, Box<dyn Optimizer<B>>>| {
+                o.peak_state_bytes() + unit_bytes
+            };
+            fit(
+                config,
+                model,
+                optimizer,
+                state_bytes,
+                data,
+                backend,
+                comm,
+                start,
+                Some(units),
+            )
+        }
         level => {
             let optimizer = ShardedOptimizer::new(
                 params,
@@ -305,6 +330,7 @@ fn train_model<B: Backend, M: Forward<B>>(
                 backend,
                 comm,
                 start,
+                None,
             )
         }
     }
@@ -329,6 +355,7 @@ fn fit<B, M, O, D, E>(
     backend: &B,
     comm: Arc<dyn Communicator<B>>,
     start: Instant,
+    units: Option<Arc<ShardedUnits<B>>>,
 ) -> Result<TrainReport>
 where
     B: Backend,
@@ -359,6 +386,9 @@ where
             epochs: config.epochs,
             shown: config.progress && rank == 0,
         }));
+    if let Some(units) = units {
+        learner = learner.sharded_units(units);
+    }
     if config.schedule == ScheduleKind::Cosine {
         let schedule = CosineAnnealing::new(config.lr, total_steps.max(1), 0.0)?;
         learner = learner.schedule(Box::new(schedule));

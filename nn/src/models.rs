@@ -1,14 +1,16 @@
 //! The two reference models of the `train` command and the benchmarks, as [`Sequential`]s whose
 //! parameter names match the PyTorch peers' (`0.weight`, `0.bias`, `2.weight`, ...).
 
+use crate::distributed::ShardedUnits;
 use crate::layers::{
     Conv2d, Conv2dConfig, Flatten, Linear, LinearConfig, MaxPool2d, Pool2dConfig, ReLU, Sequential,
 };
 use crate::module::{Forward, ModuleVisitor, ToBackend};
 use crate::precision::Precision;
 use crate::Module;
+use std::sync::Arc;
 use tessera_autograd::Var;
-use tessera_core::{Backend, DType, Generator, Result};
+use tessera_core::{Backend, DType, Error, Generator, Result};
 
 /// Which reference model to build.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,6 +155,62 @@ pub enum ReferenceModel<B: Backend> {
     Mlp(Mlp<B>),
     /// The [`Cnn`] (boxed: it is much larger than the MLP's handles).
     Cnn(Box<Cnn<B>>),
+    /// Either model with each layer that has parameters run as a unit of sharding level 3
+    /// ([`ReferenceModel::shard_layers`]).
+    Sharded(Box<ReferenceModel<B>>, Arc<ShardedUnits<B>>),
+}
+
+impl<B: Backend> ReferenceModel<B> {
+    /// The parameter-name prefix of each layer that has parameters (`"0"`, `"2"`, `"4"` for
+    /// the MLP; the convolutions and linear layers of the CNN): the units of
+    /// [`ReferenceModel::shard_layers`].
+    pub fn unit_prefixes(&self) -> Vec<String> {
+        let indices: &[usize] = match self {
+            ReferenceModel::Mlp(_) => &[0, 2, 4],
+            ReferenceModel::Cnn(_) => &[0, 3, 7, 9],
+            ReferenceModel::Sharded(inner, _) => return inner.unit_prefixes(),
+        };
+        indices.iter().map(|i| i.to_string()).collect()
+    }
+
+    /// The model with each layer that has parameters run through `units` (sharding level 3:
+    /// each layer's parameters gathered for its forward and backward passes only; see
+    /// [`ShardedUnits`]), whose units must be [`ReferenceModel::unit_prefixes`]. Parameter
+    /// names do not change.
+    pub fn shard_layers(self, units: Arc<ShardedUnits<B>>) -> Result<ReferenceModel<B>> {
+        let prefixes = self.unit_prefixes();
+        if units.len() != prefixes.len() || matches!(self, ReferenceModel::Sharded(..)) {
+            return Err(Error::InvalidArgument {
+                op: "ReferenceModel::shard_layers",
+                msg: format!(
+                    "{} units for the {} layers with parameters of a model not yet sharded",
+                    units.len(),
+                    prefixes.len()
+                ),
+            });
+        }
+        Ok(ReferenceModel::Sharded(Box::new(self), units))
+    }
+
+    /// [`Forward::forward`] with the layers that have parameters run through `units`.
+    fn forward_units(&self, x: &Var<B>, units: &Arc<ShardedUnits<B>>) -> Result<Var<B>> {
+        match self {
+            ReferenceModel::Mlp(m) => {
+                let (l0, r1, l2, r3, l4) = m.layers();
+                let x = r1.forward(&units.run(0, x, l0)?)?;
+                let x = r3.forward(&units.run(1, &x, l2)?)?;
+                units.run(2, &x, l4)
+            }
+            ReferenceModel::Cnn(m) => {
+                let (c0, r1, p2, c3, r4, p5, f6, l7, r8, l9) = m.layers();
+                let x = p2.forward(&r1.forward(&units.run(0, x, c0)?)?)?;
+                let x = p5.forward(&r4.forward(&units.run(1, &x, c3)?)?)?;
+                let x = r8.forward(&units.run(2, &f6.forward(&x)?, l7)?)?;
+                units.run(3, &x, l9)
+            }
+            ReferenceModel::Sharded(inner, _) => inner.forward_units(x, units),
+        }
+    }
 }
 
 impl<B: Backend> Module<B> for ReferenceModel<B> {
@@ -160,18 +218,21 @@ impl<B: Backend> Module<B> for ReferenceModel<B> {
         match self {
             ReferenceModel::Mlp(m) => m.visit(prefix, visitor),
             ReferenceModel::Cnn(m) => m.visit(prefix, visitor),
+            ReferenceModel::Sharded(m, _) => m.visit(prefix, visitor),
         }
     }
     fn set_training(&self, training: bool) {
         match self {
             ReferenceModel::Mlp(m) => m.set_training(training),
             ReferenceModel::Cnn(m) => m.set_training(training),
+            ReferenceModel::Sharded(m, _) => m.set_training(training),
         }
     }
     fn training_mode(&self) -> Option<bool> {
         match self {
             ReferenceModel::Mlp(m) => m.training_mode(),
             ReferenceModel::Cnn(m) => m.training_mode(),
+            ReferenceModel::Sharded(m, _) => m.training_mode(),
         }
     }
 }
@@ -182,6 +243,15 @@ impl<B: Backend> ToBackend<B> for ReferenceModel<B> {
         Ok(match self {
             ReferenceModel::Mlp(m) => ReferenceModel::Mlp(m.to_backend(backend)?),
             ReferenceModel::Cnn(m) => ReferenceModel::Cnn(m.to_backend(backend)?),
+            // Its parameters may be one rank's shares: gather them into a whole model first.
+            ReferenceModel::Sharded(..) => {
+                return Err(Error::InvalidArgument {
+                    op: "ReferenceModel::to_backend",
+                    msg: "a model whose layers are sharded units cannot move to another \
+                          backend (move the model before sharding it)"
+                        .into(),
+                })
+            }
         })
     }
 }
@@ -191,6 +261,7 @@ impl<B: Backend> Forward<B> for ReferenceModel<B> {
         match self {
             ReferenceModel::Mlp(m) => m.forward(x),
             ReferenceModel::Cnn(m) => m.forward(x),
+            ReferenceModel::Sharded(m, units) => m.forward_units(x, units),
         }
     }
 }

@@ -147,8 +147,8 @@ struct Args {
     device_per_rank: bool,
     /// With --distributed: how much of the training state each rank keeps. 0: everything
     /// (plain data parallelism); 1: the optimizer state is split over the ranks; 2: the
-    /// gradients too (reduce-scattered); 3: the parameters too, each GPT block gathered for its
-    /// forward and backward passes only (GPT only). Every level trains the same model (see
+    /// gradients too (reduce-scattered); 3: the parameters too, each GPT block (each linear or
+    /// convolution layer of the MLP and CNN) gathered for its forward and backward passes only. Every level trains the same model (see
     /// docs/DISTRIBUTED.md).
     #[arg(long, default_value = "0", value_parser = parse_shard)]
     shard: ShardLevel,

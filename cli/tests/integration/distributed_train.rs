@@ -227,7 +227,8 @@ fn sharded_levels_train_the_same_model_and_resume_across_levels() {
     let plain = summary(&out);
     assert_eq!(plain["shard"], 0, "{plain}");
     let plain_state = final_state(&plain_dir);
-    for level in ["1", "2"] {
+    // Level 3: each linear layer a unit, its parameters gathered for its passes only.
+    for level in ["1", "2", "3"] {
         let (dir, out) = run(&format!("level{level}"), &["--shard", level]);
         let sharded = summary(&out);
         assert_eq!(sharded["shard"].to_string(), level, "{sharded}");
@@ -313,22 +314,52 @@ fn sharded_gpts_train_like_the_plain_one_and_level_three_resumes_bit_for_bit() {
 }
 
 #[test]
-fn level_three_without_units_and_unknown_levels_are_refused_by_name() {
+fn level_three_runs_in_one_process_and_unknown_levels_are_refused_by_name() {
     if !data_available() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let out = train(&tmp.path().join("mlp"), &["--shard", "3"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(
-        stderr.contains("--shard 3") && stderr.contains("mlp"),
-        "{stderr}"
-    );
+    let out = train(&tmp.path().join("mlp"), &["--shard", "3", "--epochs", "1"]);
+    assert_eq!(summary(&out)["shard"], 3);
     let out = train(&tmp.path().join("four"), &["--shard", "4"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(stderr.contains("sharding level"), "{stderr}");
+}
+
+#[test]
+fn a_cnn_at_level_three_trains_the_plain_cnn_bit_for_bit() {
+    if let Some(reason) = skip_reason() {
+        println!("skipped: {reason}");
+        return;
+    }
+    let train = train_with_mpi();
+    let tmp = tempfile::tempdir().unwrap();
+    let cnn = [
+        "--model",
+        "cnn",
+        "--epochs",
+        "1",
+        "--train-limit",
+        "256",
+        "--test-limit",
+        "100",
+    ];
+    let run = |level: &'static str| {
+        let dir = tmp.path().join(level);
+        let mut args = cnn.to_vec();
+        args.extend(["--shard", level, "--batch-size", "32"]);
+        let report = summary(&mpi_train(&train, &dir, &args).output().unwrap());
+        (report, final_state(&dir))
+    };
+    let ((plain, plain_state), (units, units_state)) = (run("0"), run("3"));
+    assert_eq!(units["shard"], 3, "{units}");
+    assert_eq!(units["test_accuracy"], plain["test_accuracy"], "{units}");
+    assert_same_state(&plain_state, &units_state, "the CNN at level 3");
+    assert!(
+        units["state_bytes_per_rank"].as_u64() < plain["state_bytes_per_rank"].as_u64(),
+        "{units} vs {plain}"
+    );
 }
 
 /// `mpirun -np 4` of the MPI `train` with `args`, each rank's address space limited to

@@ -83,7 +83,9 @@ impl Conv2dConfig {
 ///
 /// Default initialisation (PyTorch's): `W, b ~ U(-1/√fan_in, 1/√fan_in)` with
 /// `fan_in = c · kh · kw`. Parameters: `weight`, `bias`.
-#[derive(Module)]
+///
+/// A clone shares the parameters (the same `Var`s); its training mode is a copy.
+#[derive(Module, Clone)]
 pub struct Conv2d<B: Backend> {
     weight: Var<B>,
     bias: Option<Var<B>>,

@@ -65,7 +65,7 @@ use self::progress::Progress;
 use super::{evaluate, train_step, train_step_scaled, train_step_scaled_across};
 use crate::data::{DataLoader, Dataset};
 use crate::distributed::{
-    save_on_rank0, Communicator, DistributedSampler, LocalCommunicator, Reduction,
+    save_on_rank0, Communicator, DistributedSampler, LocalCommunicator, Reduction, ShardedUnits,
 };
 use crate::module::Forward;
 use crate::optim::Optimizer;
@@ -126,6 +126,8 @@ pub struct Learner<B: Backend, M: Forward<B>, O: Optimizer<B>> {
     log_dir: Option<PathBuf>,
     log_every: usize,
     callbacks: Vec<Box<dyn Callback>>,
+    /// Sharding level 3: the model's units, released while training.
+    units: Option<Arc<ShardedUnits<B>>>,
 }
 
 impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
@@ -144,6 +146,7 @@ impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
             log_dir: None,
             log_every: 25,
             callbacks: Vec::new(),
+            units: None,
         }
     }
 
@@ -200,6 +203,26 @@ impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
             sharded: false,
         });
         self
+    }
+
+    /// Sharding level 3: the model runs some of its layers through `units` (e.g.
+    /// [`crate::models::ReferenceModel::shard_layers`]) and the optimizer is a
+    /// [`crate::distributed::ShardedOptimizer::with_units`] over them. The learner releases
+    /// the units' parameters for training (after restoring a checkpoint) and holds them whole
+    /// to evaluate and to save; [`Learner::fit`] returns with them whole.
+    pub fn sharded_units(mut self, units: Arc<ShardedUnits<B>>) -> Self {
+        self.units = Some(units);
+        self
+    }
+
+    /// Holds the units' parameters whole (a collective; nothing without units).
+    fn hold_units(&self) -> Result<()> {
+        self.units.as_ref().map_or(Ok(()), |u| u.gather_all())
+    }
+
+    /// Releases the units' parameters to this rank's shares (nothing without units).
+    fn release_units(&self) -> Result<()> {
+        self.units.as_ref().map_or(Ok(()), |u| u.release_all())
     }
 
     /// Writes the run folder's checkpoints sharded ([`run::save_sharded_checkpoint`]): each
@@ -311,6 +334,15 @@ impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
     /// Writes a whole-run checkpoint of `progress` (rank 0 writes; every rank holds the same
     /// model and optimizer state) and the newest model.
     fn save(&self, progress: &Progress) -> Result<()> {
+        // Level 3: the model whole while it is written (rank 0 writes `model.safetensors`).
+        self.hold_units()?;
+        let saved = self.save_held(progress);
+        self.release_units()?;
+        saved
+    }
+
+    /// [`Learner::save`] with the units held.
+    fn save_held(&self, progress: &Progress) -> Result<()> {
         let Some(run) = &self.run else {
             return Ok(());
         };
@@ -366,6 +398,8 @@ impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
             .map(|(_, p)| p)
             .collect();
         let (mut progress, resumed_from_step) = self.start(backend)?;
+        // Level 3: shares of the parameters (restored or not) from here on.
+        self.release_units()?;
         // Rank 0 logs the scalars (after a resume, without what the killed process logged
         // after its checkpoint).
         let mut metrics = match &self.log_dir {
@@ -502,7 +536,12 @@ impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
             }
             backend.synchronize()?;
             let train_seconds = progress.train_seconds + epoch_start.elapsed().as_secs_f64();
-            let eval = evaluate(&self.model, test, backend)?;
+            // Level 3: every rank evaluates the whole model (the ranks' test shares may
+            // differ in length, and a unit's pass is a collective).
+            self.hold_units()?;
+            let eval = evaluate(&self.model, test, backend);
+            self.release_units()?;
+            let eval = eval?;
             let (mut accuracy, mut test_loss, mut train_loss, mut samples) = (
                 eval.accuracy,
                 eval.mean_loss,
@@ -557,6 +596,7 @@ impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
             };
             self.save(&progress)?;
         }
+        self.hold_units()?;
         Ok(FitReport {
             stopped_early: progress.stopped && progress.epoch < self.epochs,
             epochs: progress.epochs,
