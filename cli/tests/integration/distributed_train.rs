@@ -466,6 +466,14 @@ fn a_gpt_over_a_memory_limit_trains_at_level_three_and_fails_typed_without_shard
     for file in &manifest.shards[1..] {
         assert!(file.bytes < total / 3, "{manifest:?}");
     }
+    // ...and resumes from it under the limit: each rank reads the model and its share of the
+    // optimizer state, not the whole checkpoint.
+    let mut resume = args_saving("3", true);
+    resume.push("--resume");
+    let out = four_ranks_under(&train, Some(limit), &resume)
+        .output()
+        .unwrap();
+    assert_eq!(summary(&out)["resumed_from_step"], 2);
 
     let out = four_ranks_under(&train, Some(limit), &args("0"))
         .output()

@@ -242,6 +242,35 @@ pub fn load_checked<B: Backend>(
     Ok((upload(path, &parsed, &names, backend)?, report))
 }
 
+/// A safetensors file opened for reading one tensor at a time: its header is read and
+/// validated as [`load`] does, each tensor's bytes only when [`CheckpointReader::read`] asks.
+pub struct CheckpointReader {
+    path: std::path::PathBuf,
+    parsed: ParsedFile,
+}
+
+impl CheckpointReader {
+    /// Opens `path` (see [`load`] for the errors).
+    pub fn open(path: impl AsRef<Path>) -> Result<CheckpointReader> {
+        let path = path.as_ref().to_path_buf();
+        let parsed = parse_file(&path)?;
+        Ok(CheckpointReader { path, parsed })
+    }
+
+    /// The tensors' names, dims and dtypes, and the metadata.
+    pub fn info(&self) -> &CheckpointInfo {
+        &self.parsed.info
+    }
+
+    /// Reads tensor `name` onto `backend`.
+    pub fn read<B: Backend>(&self, name: &str, backend: &B) -> Result<Tensor<B>> {
+        let mut one = upload(&self.path, &self.parsed, &[name], backend)?;
+        one.tensors
+            .remove(name)
+            .ok_or_else(|| Error::checkpoint(format!("tensor '{name}' is not in the file")))
+    }
+}
+
 /// Decodes and uploads the tensors `names` of a parsed file.
 fn upload<B: Backend>(
     path: &Path,

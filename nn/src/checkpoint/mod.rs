@@ -20,7 +20,7 @@ mod writer;
 
 pub(crate) use atomic_write::write_atomically_with;
 pub use atomic_write::{remove_stale_temporaries_in, write_atomically};
-pub use load::{inspect, load, load_checked, CheckpointInfo};
+pub use load::{inspect, load, load_checked, CheckpointInfo, CheckpointReader};
 pub use save::{save, serialize, METADATA_KEY};
 pub use tensor_spec::{check_specs, LoadMode, LoadReport, TensorSpec};
 pub(crate) use writer::{plan, write_safetensors};

@@ -2,7 +2,7 @@
 //! each step.
 
 use crate::distributed::reducer::GradientReducer;
-use crate::optim::{LocalShards, Optimizer};
+use crate::optim::{LocalShards, Optimizer, StateSource};
 use std::sync::Arc;
 use tessera_autograd::Var;
 use tessera_core::{Backend, Result, Tensor};
@@ -69,6 +69,10 @@ impl<B: Backend, O: Optimizer<B>> Optimizer<B> for DistributedOptimizer<B, O> {
 
     fn local_shards(&self) -> Result<Option<LocalShards<B>>> {
         self.inner.local_shards()
+    }
+
+    fn load_state_from(&mut self, source: &dyn StateSource<B>) -> Result<()> {
+        self.inner.load_state_from(source)
     }
 
     fn gradient_norm(&self, params: &[Var<B>]) -> Result<f64> {

@@ -17,11 +17,13 @@ mod adamw;
 mod local_shards;
 mod named_params;
 mod sgd;
+mod state_source;
 
 pub use adam::{Adam, AdamConfig};
 pub use adamw::{AdamW, AdamWConfig};
 pub use local_shards::{LocalShards, TensorPiece};
 pub use sgd::{Sgd, SgdConfig};
+pub use state_source::{Prefixed, StateSource};
 
 use tessera_autograd::Var;
 use tessera_core::{Backend, Result, Tensor};
@@ -49,6 +51,19 @@ pub trait Optimizer<B: Backend> {
     /// key of a parameter that has some, or a tensor of the wrong shape or dtype is an error
     /// and leaves the optimizer unchanged.
     fn load_state(&mut self, state: &[(String, Tensor<B>)]) -> Result<()>;
+
+    /// [`Optimizer::load_state`] from a source read on demand (the files of a sharded
+    /// checkpoint): keys as [`Optimizer::state`] names them when whole. By default every
+    /// tensor is read whole; an optimizer that keeps a share of the state
+    /// ([`crate::distributed::ShardedOptimizer`]) reads only its share.
+    fn load_state_from(&mut self, source: &dyn StateSource<B>) -> Result<()> {
+        let state = source
+            .keys()
+            .into_iter()
+            .map(|key| source.read(&key).map(|t| (key, t)))
+            .collect::<Result<Vec<_>>>()?;
+        self.load_state(&state)
+    }
 
     /// Makes [`Optimizer::state`] return the whole state on every rank until
     /// [`Optimizer::finish_checkpoint`]: a collective for an optimizer whose state is spread
@@ -115,6 +130,10 @@ impl<B: Backend, O: Optimizer<B> + ?Sized> Optimizer<B> for Box<O> {
 
     fn local_shards(&self) -> Result<Option<LocalShards<B>>> {
         (**self).local_shards()
+    }
+
+    fn load_state_from(&mut self, source: &dyn StateSource<B>) -> Result<()> {
+        (**self).load_state_from(source)
     }
 
     fn gradient_norm(&self, params: &[Var<B>]) -> Result<f64> {

@@ -46,17 +46,40 @@ impl ShardFile {
         }
     }
 
+    /// Errors unless the file at `path` is the file recorded (size and checksum), read in
+    /// blocks (never whole).
+    pub fn verify_file(&self, path: &Path) -> Result<()> {
+        use std::io::Read;
+        let io = |e| Error::io(path, e);
+        let mut file = std::fs::File::open(path).map_err(io)?;
+        let mut hasher = crc32fast::Hasher::new();
+        let mut block = vec![0u8; 1 << 20];
+        let mut bytes = 0u64;
+        loop {
+            let n = file.read(&mut block).map_err(io)?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&block[..n]);
+            bytes += n as u64;
+        }
+        self.check(bytes, hasher.finalize())
+    }
+
     /// Errors unless `bytes` are the file recorded (size and checksum).
     pub fn verify(&self, bytes: &[u8]) -> Result<()> {
-        if bytes.len() as u64 != self.bytes {
+        self.check(bytes.len() as u64, crc32fast::hash(bytes))
+    }
+
+    /// Errors unless a file of `bytes` bytes with CRC-32 `crc32` is the file recorded.
+    fn check(&self, bytes: u64, crc32: u32) -> Result<()> {
+        if bytes != self.bytes {
             return Err(Error::checkpoint(format!(
-                "{}: {} bytes where its manifest says {} (a torn write?)",
-                self.file,
-                bytes.len(),
-                self.bytes
+                "{}: {bytes} bytes where its manifest says {} (a torn write?)",
+                self.file, self.bytes
             )));
         }
-        let crc = format!("{:08x}", crc32fast::hash(bytes));
+        let crc = format!("{crc32:08x}");
         if crc != self.crc32 {
             return Err(Error::checkpoint(format!(
                 "{}: CRC-32 {crc} where its manifest says {} (corrupt)",

@@ -21,27 +21,24 @@ use super::manifest::{Manifest, ShardFile};
 use super::run_dir::RunDir;
 use super::snapshot::{
     check_group_names, check_head, head_metadata, model_vars, read_verified, write_run_config,
-    FORMAT_KEY, MODEL_PREFIX, OPTIM_PREFIX, STEP_KEY,
+    Opened, FORMAT_KEY, MODEL_PREFIX, OPTIM_PREFIX, STEP_KEY,
 };
-use crate::checkpoint::{self, Checkpoint};
+use crate::checkpoint::{self, CheckpointReader};
 use crate::distributed::{save_on_rank0, Communicator, Reduction};
 use crate::module::Module;
-use crate::optim::{Optimizer, TensorPiece};
+use crate::optim::{Optimizer, StateSource, TensorPiece};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use tessera_core::{Backend, Tensor};
+use tessera_core::{Backend, DType, Tensor};
 
 /// Metadata of every file of a sharded checkpoint: its rank, the number of files and its
 /// pieces.
 const RANK_KEY: &str = "run.rank";
 const WORLD_KEY: &str = "run.world_size";
 const PIECES_KEY: &str = "run.pieces";
-
-/// Pieces of one tensor: `(offset, rank-1 piece)`.
-type Pieces<B> = Vec<(usize, Tensor<B>)>;
 
 /// Where a piece stored in a file belongs.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -221,16 +218,95 @@ where
     })
 }
 
-/// Reads the sharded checkpoint `manifest` describes (every file checked against it) and puts
-/// its pieces together: the checkpoint a one-file save of the same state holds.
-pub(super) fn read_sharded<B: Backend>(
+/// Where one tensor of a sharded checkpoint is stored.
+enum Stored {
+    /// Whole, in rank 0's file, under its own name.
+    Whole { key: String },
+    /// In pieces: `(offset, elements, file, key)` sorted by offset, covering the tensor once.
+    Pieces {
+        dims: Vec<usize>,
+        dtype: DType,
+        parts: Vec<(usize, usize, usize, String)>,
+    },
+}
+
+/// The files of a sharded checkpoint, opened (headers read and checked, every file's size
+/// and checksum checked against the manifest), read one tensor or one range at a time.
+struct ShardedSource<B: Backend> {
+    backend: B,
+    files: Vec<CheckpointReader>,
+    index: BTreeMap<String, Stored>,
+}
+
+impl<B: Backend> StateSource<B> for ShardedSource<B> {
+    fn keys(&self) -> Vec<String> {
+        self.index.keys().cloned().collect()
+    }
+
+    fn spec(&self, key: &str) -> Option<(Vec<usize>, DType)> {
+        match self.index.get(key)? {
+            Stored::Whole { key } => {
+                let spec = self.files[0].info().tensors.get(key)?;
+                Some((spec.dims.clone(), spec.dtype))
+            }
+            Stored::Pieces { dims, dtype, .. } => Some((dims.clone(), *dtype)),
+        }
+    }
+
+    fn read(&self, key: &str) -> Result<Tensor<B>> {
+        match self.index.get(key) {
+            Some(Stored::Whole { key }) => self.files[0].read(key, &self.backend),
+            Some(Stored::Pieces { dims, .. }) => {
+                let numel = dims.iter().product();
+                self.read_range(key, 0, numel)?.reshape(dims.clone())
+            }
+            None => Err(Error::checkpoint(format!(
+                "the checkpoint has no tensor `{key}`"
+            ))),
+        }
+    }
+
+    fn read_range(&self, key: &str, offset: usize, len: usize) -> Result<Tensor<B>> {
+        let Some(Stored::Pieces { dims, parts, .. }) = self.index.get(key) else {
+            let whole = self.read(key)?;
+            let n = whole.numel();
+            return whole.reshape([n])?.narrow(0, offset, len)?.contiguous();
+        };
+        let numel: usize = dims.iter().product();
+        if offset + len > numel {
+            return Err(Error::checkpoint(format!(
+                "elements {offset}..{} of `{key}`, which has {numel}",
+                offset + len
+            )));
+        }
+        // Only the pieces that overlap the range are read.
+        let mut pieces = Vec::new();
+        for (start, n, file, stored) in parts {
+            let (a, b) = ((*start).max(offset), (start + n).min(offset + len));
+            if a < b {
+                let piece = self.files[*file].read(stored, &self.backend)?;
+                pieces.push(piece.narrow(0, a - start, b - a)?.contiguous()?);
+            }
+        }
+        match pieces.len() {
+            1 => Ok(pieces.pop().expect("one piece")),
+            _ => Tensor::cat(&pieces.iter().collect::<Vec<_>>(), 0),
+        }
+    }
+}
+
+/// Opens the sharded checkpoint `manifest` describes: every file checked against it (size and
+/// CRC-32, read in blocks) and its header read; the pieces' index checked to cover every
+/// tensor exactly once. No tensor is read yet.
+pub(super) fn open_sharded<B: Backend>(
     dir: &RunDir,
     manifest: &Manifest,
     backend: &B,
-) -> Result<Checkpoint<B>> {
+) -> Result<Opened<B>> {
     let (step, world) = (manifest.step, manifest.shards.len());
-    let mut merged = Checkpoint::new();
-    let mut pieces: BTreeMap<String, (Vec<usize>, Pieces<B>)> = BTreeMap::new();
+    let mut files = Vec::with_capacity(world);
+    let mut metadata = BTreeMap::new();
+    let mut index: BTreeMap<String, Stored> = BTreeMap::new();
     for (rank, shard) in manifest.shards.iter().enumerate() {
         let expected = RunDir::shard_file_name(step, rank, world);
         if shard.file != expected {
@@ -241,19 +317,18 @@ pub(super) fn read_sharded<B: Backend>(
             )));
         }
         let path = dir.shard_path(step, rank, world);
-        let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-        shard.verify(&bytes)?;
-        drop(bytes);
-        let mut file = checkpoint::load(&path, backend)?;
-        check_head(&file, step, &path)?;
-        let meta = |k: &str| file.metadata.get(k).cloned();
-        if meta(RANK_KEY) != Some(rank.to_string()) || meta(WORLD_KEY) != Some(world.to_string()) {
+        shard.verify_file(&path)?;
+        let file = CheckpointReader::open(&path)?;
+        let meta = &file.info().metadata;
+        check_head(meta, step, &path)?;
+        let get = |k: &str| meta.get(k).cloned();
+        if get(RANK_KEY) != Some(rank.to_string()) || get(WORLD_KEY) != Some(world.to_string()) {
             return Err(Error::checkpoint(format!(
                 "{}: not rank {rank}'s file of {world}",
                 path.display()
             )));
         }
-        let index: BTreeMap<String, PieceInfo> = match meta(PIECES_KEY) {
+        let pieces: BTreeMap<String, PieceInfo> = match get(PIECES_KEY) {
             Some(text) => serde_json::from_str(&text).map_err(|e| {
                 Error::checkpoint(format!(
                     "{}: its index of pieces is not valid: {e}",
@@ -262,8 +337,8 @@ pub(super) fn read_sharded<B: Backend>(
             })?,
             None => BTreeMap::new(),
         };
-        for key in index.keys() {
-            if !file.tensors.contains_key(key) {
+        for key in pieces.keys() {
+            if !file.info().tensors.contains_key(key) {
                 return Err(Error::checkpoint(format!(
                     "{}: the piece `{key}` its index names is missing",
                     path.display()
@@ -271,27 +346,45 @@ pub(super) fn read_sharded<B: Backend>(
             }
         }
         if rank == 0 {
-            merged.metadata = std::mem::take(&mut file.metadata);
+            metadata = meta.clone();
             for key in [RANK_KEY, WORLD_KEY, PIECES_KEY] {
-                merged.metadata.remove(key);
+                metadata.remove(key);
             }
         }
-        for (key, tensor) in std::mem::take(&mut file.tensors) {
-            match index.get(&key) {
+        for (key, spec) in &file.info().tensors {
+            match pieces.get(key) {
                 Some(info) => {
-                    let entry = pieces
+                    let entry = index
                         .entry(info.of.clone())
-                        .or_insert_with(|| (info.dims.clone(), Vec::new()));
-                    if entry.0 != info.dims {
-                        return Err(Error::checkpoint(format!(
-                            "the pieces of `{}` disagree on its dims ({:?} and {:?})",
-                            info.of, entry.0, info.dims
-                        )));
+                        .or_insert_with(|| Stored::Pieces {
+                            dims: info.dims.clone(),
+                            dtype: spec.dtype,
+                            parts: Vec::new(),
+                        });
+                    match entry {
+                        Stored::Pieces { dims, dtype, parts }
+                            if *dims == info.dims
+                                && *dtype == spec.dtype
+                                && spec.dims.len() == 1 =>
+                        {
+                            parts.push((info.offset, spec.dims[0], rank, key.clone()));
+                        }
+                        _ => {
+                            return Err(Error::checkpoint(format!(
+                                "the pieces of `{}` disagree on its dims or dtype, or one is not \
+                                 a vector",
+                                info.of
+                            )))
+                        }
                     }
-                    entry.1.push((info.offset, tensor));
                 }
                 None if rank == 0 => {
-                    merged.tensors.insert(key, tensor);
+                    let whole = Stored::Whole { key: key.clone() };
+                    if index.insert(key.clone(), whole).is_some() {
+                        return Err(Error::checkpoint(format!(
+                            "`{key}` is stored both whole and in pieces"
+                        )));
+                    }
                 }
                 None => {
                     return Err(Error::checkpoint(format!(
@@ -301,46 +394,39 @@ pub(super) fn read_sharded<B: Backend>(
                 }
             }
         }
+        files.push(file);
     }
-    for (name, (dims, parts)) in pieces {
-        let whole = join_pieces(&name, &dims, parts)?;
-        if merged.tensors.insert(name.clone(), whole).is_some() {
-            return Err(Error::checkpoint(format!(
-                "`{name}` is stored both whole and in pieces"
-            )));
+    for (name, stored) in index.iter_mut() {
+        if let Stored::Pieces { dims, parts, .. } = stored {
+            parts.sort();
+            let numel: usize = dims.iter().product();
+            let mut next = 0;
+            for (offset, n, _, _) in parts.iter() {
+                if *offset != next {
+                    return Err(Error::checkpoint(format!(
+                        "the pieces of `{name}` do not fit together: one of {n} elements starts \
+                         at {offset}, where {next} was expected"
+                    )));
+                }
+                next += n;
+            }
+            if next != numel {
+                return Err(Error::checkpoint(format!(
+                    "the pieces of `{name}` hold {next} elements, its dims {dims:?} need {numel}"
+                )));
+            }
         }
     }
-    Ok(merged)
-}
-
-/// The tensor of `dims` whose flattened elements `parts` (offset, rank-1 piece) cover exactly
-/// once.
-fn join_pieces<B: Backend>(name: &str, dims: &[usize], mut parts: Pieces<B>) -> Result<Tensor<B>> {
-    parts.sort_by_key(|(offset, _)| *offset);
-    let numel: usize = dims.iter().product();
-    let mut next = 0;
-    for (offset, piece) in &parts {
-        if *offset != next || piece.rank() != 1 || piece.dtype() != parts[0].1.dtype() {
-            return Err(Error::checkpoint(format!(
-                "the pieces of `{name}` do not fit together: one of {} {} elements starts at \
-                 {offset}, where {next} was expected",
-                piece.numel(),
-                piece.dtype()
-            )));
-        }
-        next += piece.numel();
-    }
-    if next != numel {
-        return Err(Error::checkpoint(format!(
-            "the pieces of `{name}` hold {next} elements, its dims {dims:?} need {numel}"
-        )));
-    }
-    let refs: Vec<&Tensor<B>> = parts.iter().map(|(_, t)| t).collect();
-    let flat = match refs.len() {
-        1 => refs[0].clone(),
-        _ => Tensor::cat(&refs, 0)?,
+    let tensors = ShardedSource {
+        backend: backend.clone(),
+        files,
+        index,
     };
-    flat.reshape(dims.to_vec())
+    Ok(Opened {
+        path: dir.manifest_path(step),
+        metadata,
+        tensors: Box::new(tensors),
+    })
 }
 
 /// Rewrites the sharded checkpoint of `step` in `dir` as the ordinary one-file checkpoint
@@ -353,10 +439,16 @@ pub fn consolidate_checkpoint<B: Backend>(dir: &RunDir, step: u64, backend: &B) 
     if !manifest.is_sharded() {
         return Ok(path);
     }
-    let merged = read_verified(dir, step, backend)?;
-    let entries = checkpoint::plan(merged.tensors.iter().map(|(n, t)| (n.as_str(), t)))?;
+    let opened = read_verified(dir, step, backend)?;
+    let tensors = opened
+        .tensors
+        .keys()
+        .into_iter()
+        .map(|key| opened.tensors.read(&key).map(|t| (key, t)))
+        .collect::<Result<Vec<_>>>()?;
+    let entries = checkpoint::plan(tensors.iter().map(|(n, t)| (n.as_str(), t)))?;
     let file = dir.write_file(&path, |out| {
-        checkpoint::write_safetensors(out, &entries, &merged.metadata, &path).map(|_| ())
+        checkpoint::write_safetensors(out, &entries, &opened.metadata, &path).map(|_| ())
     })?;
     // The manifest switches to the new file atomically; the ranks' files go after.
     dir.replace_manifest(&Manifest::of_one_file(step, file))?;

@@ -2,9 +2,9 @@
 
 use super::manifest::Manifest;
 use super::run_dir::RunDir;
-use crate::checkpoint::{self, Checkpoint, LoadMode, TensorSpec};
+use crate::checkpoint::{self, LoadMode, TensorSpec};
 use crate::module::{Module, RandomStream};
-use crate::optim::Optimizer;
+use crate::optim::{Optimizer, Prefixed, StateSource};
 use crate::{Error, Result};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -33,7 +33,7 @@ pub struct Resumed {
     pub config: Value,
     /// The job's host state, as given to [`save_checkpoint`].
     pub state: Value,
-    /// The checkpoint file restored.
+    /// The checkpoint file restored (a sharded checkpoint's manifest).
     pub path: PathBuf,
     /// Newer checkpoints that were torn or corrupt and skipped, each with the reason.
     pub skipped: Vec<String>,
@@ -178,14 +178,14 @@ pub(super) fn write_run_config(dir: &RunDir, config: &Value) -> Result<()> {
     checkpoint::write_atomically(&dir.run_config_path(), &config_text)
 }
 
-/// Errors unless `file` says it is the checkpoint of `step` (its format and step metadata);
-/// `path` names it.
-pub(super) fn check_head<B: Backend>(
-    file: &Checkpoint<B>,
+/// Errors unless `metadata` says its file is the checkpoint of `step` (its format and step);
+/// `path` names the file.
+pub(super) fn check_head(
+    metadata: &BTreeMap<String, String>,
     step: u64,
     path: &std::path::Path,
 ) -> Result<()> {
-    let meta = |k: &str| file.metadata.get(k).map(String::as_str);
+    let meta = |k: &str| metadata.get(k).map(String::as_str);
     if meta(FORMAT_KEY) != Some(CHECKPOINT_FORMAT) || meta(STEP_KEY) != Some(&step.to_string()) {
         return Err(Error::checkpoint(format!(
             "{}: not a {CHECKPOINT_FORMAT} file of step {step}",
@@ -195,12 +195,18 @@ pub(super) fn check_head<B: Backend>(
     Ok(())
 }
 
-/// Reads the checkpoint of `step` and checks it against its manifest.
-pub(super) fn read_verified<B: Backend>(
-    dir: &RunDir,
-    step: u64,
-    backend: &B,
-) -> Result<Checkpoint<B>> {
+/// A checkpoint opened for restoring: its (head file's) metadata, and its tensors, read on
+/// demand (a one-file checkpoint is read whole; a sharded one tensor by tensor, or range by
+/// range for an optimizer that keeps a share of the state).
+pub(super) struct Opened<B: Backend> {
+    /// The checkpoint file, or a sharded checkpoint's manifest.
+    pub path: PathBuf,
+    pub metadata: BTreeMap<String, String>,
+    pub tensors: Box<dyn StateSource<B>>,
+}
+
+/// Opens the checkpoint of `step` and checks it against its manifest.
+pub(super) fn read_verified<B: Backend>(dir: &RunDir, step: u64, backend: &B) -> Result<Opened<B>> {
     let manifest = Manifest::read(&dir.manifest_path(step))?;
     if manifest.step != step {
         return Err(Error::checkpoint(format!(
@@ -211,14 +217,19 @@ pub(super) fn read_verified<B: Backend>(
     }
     if manifest.is_sharded() {
         manifest.check_format()?;
-        return super::sharded::read_sharded(dir, &manifest, backend);
+        return super::sharded::open_sharded(dir, &manifest, backend);
     }
     let path = dir.checkpoint_path(step);
     let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
     manifest.verify(&bytes)?;
+    drop(bytes);
     let file = checkpoint::load(&path, backend)?;
-    check_head(&file, step, &path)?;
-    Ok(file)
+    check_head(&file.metadata, step, &path)?;
+    Ok(Opened {
+        path,
+        metadata: file.metadata.clone(),
+        tensors: Box::new(file),
+    })
 }
 
 /// Errors naming the first field where `found` (the checkpoint's configuration) and `want`
@@ -301,19 +312,20 @@ where
                 continue;
             }
         };
-        let found_config: Value = parse_meta(&file, CONFIG_KEY)?;
+        let found_config: Value = parse_meta(&file.metadata, CONFIG_KEY)?;
         check_config(
             &without(&found_config, may_differ),
             &without(config, may_differ),
             dir,
         )?;
-        let state: Value = parse_meta(&file, STATE_KEY)?;
+        let state: Value = parse_meta(&file.metadata, STATE_KEY)?;
+        let path = file.path.clone();
         restore(file, model, optimizers, &names)?;
         return Ok(Some(Resumed {
             step,
             config: found_config,
             state,
-            path: dir.checkpoint_path(step),
+            path,
             skipped,
         }));
     }
@@ -335,9 +347,8 @@ fn without(config: &Value, keys: &[&str]) -> Value {
     out
 }
 
-fn parse_meta<B: Backend>(file: &Checkpoint<B>, key: &str) -> Result<Value> {
-    let text = file
-        .metadata
+fn parse_meta(metadata: &BTreeMap<String, String>, key: &str) -> Result<Value> {
+    let text = metadata
         .get(key)
         .ok_or_else(|| Error::checkpoint(format!("the checkpoint has no `{key}`")))?;
     serde_json::from_str(text)
@@ -345,9 +356,10 @@ fn parse_meta<B: Backend>(file: &Checkpoint<B>, key: &str) -> Result<Value> {
 }
 
 /// Checks everything in `file` against the model and optimizers, then restores it; on an
-/// error nothing has changed.
+/// error nothing has changed. The model's tensors are read whole; each optimizer reads its
+/// group's state through [`Optimizer::load_state_from`] (a sharded optimizer only its share).
 fn restore<B, M>(
-    file: Checkpoint<B>,
+    file: Opened<B>,
     model: &M,
     optimizers: &mut [(&str, &mut dyn Optimizer<B>)],
     names: &[&str],
@@ -356,31 +368,28 @@ where
     B: Backend,
     M: Module<B> + ?Sized,
 {
-    let saved_groups = file.metadata.get(GROUPS_KEY).cloned().unwrap_or_default();
+    let Opened {
+        metadata, tensors, ..
+    } = file;
+    let saved_groups = metadata.get(GROUPS_KEY).cloned().unwrap_or_default();
     let saved: Vec<&str> = saved_groups.split(',').filter(|s| !s.is_empty()).collect();
     if saved != names {
         return Err(Error::checkpoint(format!(
             "the checkpoint holds the optimizer groups {saved:?}, this run has {names:?}"
         )));
     }
-    let mut model_part = BTreeMap::new();
-    let mut optim_part: BTreeMap<&str, Vec<(String, Tensor<B>)>> = BTreeMap::new();
-    for (name, tensor) in &file.tensors {
-        if let Some(rest) = name.strip_prefix(MODEL_PREFIX) {
-            model_part.insert(rest.to_string(), tensor.clone());
-        } else if let Some((group, key)) = name
+    let mut found = BTreeMap::new();
+    for key in tensors.keys() {
+        if let Some(rest) = key.strip_prefix(MODEL_PREFIX) {
+            let (dims, dtype) = tensors.spec(&key).expect("a listed key has a spec");
+            found.insert(rest.to_string(), TensorSpec::new(rest, dims, dtype));
+        } else if !key
             .strip_prefix(OPTIM_PREFIX)
             .and_then(|rest| rest.split_once('.'))
-            .filter(|(group, _)| names.contains(group))
+            .is_some_and(|(group, _)| names.contains(&group))
         {
-            let group = names[names.iter().position(|n| n == &group).expect("found")];
-            optim_part
-                .entry(group)
-                .or_default()
-                .push((key.to_string(), tensor.clone()));
-        } else {
             return Err(Error::checkpoint(format!(
-                "unexpected tensor `{name}` in the checkpoint"
+                "unexpected tensor `{key}` in the checkpoint"
             )));
         }
     }
@@ -390,25 +399,19 @@ where
         .iter()
         .map(|(name, var)| TensorSpec::new(name.clone(), var.dims().to_vec(), var.dtype()))
         .collect();
-    let found: BTreeMap<String, TensorSpec> = model_part
-        .iter()
-        .map(|(name, t)| (name.clone(), TensorSpec::of(name.clone(), t)))
-        .collect();
     checkpoint::check_specs(&found, &specs, LoadMode::Strict)?;
     // The random streams: the same names.
     let streams = model_streams(model);
     let mut positions = BTreeMap::new();
     for (name, _) in &streams {
-        let text = file
-            .metadata
+        let text = metadata
             .get(&format!("{STREAM_PREFIX}{name}"))
             .ok_or_else(|| {
                 Error::checkpoint(format!("the checkpoint has no random stream `{name}`"))
             })?;
         positions.insert(name.clone(), decode_stream(name, text)?);
     }
-    let saved_streams = file
-        .metadata
+    let saved_streams = metadata
         .keys()
         .filter(|k| k.starts_with(STREAM_PREFIX))
         .count();
@@ -418,20 +421,28 @@ where
             streams.len()
         )));
     }
+    // The model's values, read before anything changes.
+    let values = targets
+        .iter()
+        .map(|(name, _)| tensors.read(&format!("{MODEL_PREFIX}{name}")))
+        .collect::<Result<Vec<_>>>()?;
     // The optimizers, each rolled back if a later one refuses its state.
     let before: Vec<Vec<(String, Tensor<B>)>> = optimizers.iter().map(|(_, o)| o.state()).collect();
     for i in 0..optimizers.len() {
         let (group, optimizer) = &mut optimizers[i];
-        let state = optim_part.remove(*group).unwrap_or_default();
-        if let Err(e) = optimizer.load_state(&state) {
+        let view = Prefixed {
+            source: &*tensors,
+            prefix: format!("{OPTIM_PREFIX}{group}."),
+        };
+        if let Err(e) = optimizer.load_state_from(&view) {
             for (j, old) in before.iter().enumerate().take(i) {
                 optimizers[j].1.load_state(old)?;
             }
             return Err(e);
         }
     }
-    for (name, var) in &targets {
-        var.set_value(model_part[name].clone())?;
+    for ((_, var), value) in targets.iter().zip(values) {
+        var.set_value(value)?;
     }
     model.visit_random_streams("", &mut |name, stream| {
         if let Some(generator) = positions.get(name) {

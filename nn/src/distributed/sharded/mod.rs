@@ -12,7 +12,7 @@ pub use units::ShardedUnits;
 use crate::clip::{clip_grad_norm_across, grad_norm_across};
 use crate::distributed::buckets::plan_buckets;
 use crate::distributed::communicator::{Communicator, Reduction};
-use crate::optim::{LocalShards, Optimizer, TensorPiece};
+use crate::optim::{LocalShards, Optimizer, StateSource, TensorPiece};
 use flat::FlatBucket;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -481,107 +481,110 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
         Ok(by_bucket)
     }
 
-    /// This rank's shares of a consolidated state (per-parameter names), under the wrapped
-    /// optimizer's names.
-    fn shard_state(&self, state: &[(String, Tensor<B>)]) -> Result<Vec<(String, Tensor<B>)>> {
+    /// This rank's shares of a consolidated state (per-parameter keys, read from `source`: only
+    /// the ranges of this rank's shares are read), under the wrapped optimizer's names.
+    fn shard_state(&self, source: &dyn StateSource<B>) -> Result<Vec<(String, Tensor<B>)>> {
         const OP: &str = "ShardedOptimizer::load_state";
-        let mut entries: BTreeMap<&str, &Tensor<B>> = BTreeMap::new();
-        for (key, tensor) in state {
-            if entries.insert(key.as_str(), tensor).is_some() {
-                return Err(Error::InvalidArgument {
-                    op: OP,
-                    msg: format!("state key {key:?} appears twice"),
-                });
-            }
-        }
-        let world = self.comm.world_size();
+        let invalid = |msg: String| Error::InvalidArgument { op: OP, msg };
+        let keys = source.keys();
         let mut used = 0;
         let mut out = Vec::new();
         for (i, bucket) in self.buckets.iter().enumerate() {
             // The entries each parameter of the bucket has, by entry name.
-            let mut keys: Vec<Vec<String>> = Vec::new();
+            let mut entry_names: Vec<Vec<String>> = Vec::new();
             for &index in &bucket.params {
                 let prefix = format!("{}.", self.params[index].0);
-                let mut own: Vec<String> = entries
-                    .keys()
+                let own: Vec<String> = keys
+                    .iter()
                     .filter_map(|k| k.strip_prefix(prefix.as_str()))
                     .filter(|rest| !rest.contains('.'))
                     .map(str::to_string)
                     .collect();
-                own.sort();
-                keys.push(own);
+                entry_names.push(own);
             }
-            let first = keys[0].clone();
-            if let Some(pos) = keys.iter().position(|k| *k != first) {
-                return Err(Error::InvalidArgument {
-                    op: OP,
-                    msg: format!(
-                        "parameters {:?} and {:?} share a bucket but have different state \
-                         entries ({first:?} and {:?}): a sharded optimizer steps a bucket's \
-                         parameters together",
-                        self.params[bucket.params[0]].0,
-                        self.params[bucket.params[pos]].0,
-                        keys[pos]
-                    ),
-                });
+            let first = entry_names[0].clone();
+            if let Some(pos) = entry_names.iter().position(|k| *k != first) {
+                return Err(invalid(format!(
+                    "parameters {:?} and {:?} share a bucket but have different state entries \
+                     ({first:?} and {:?}): a sharded optimizer steps a bucket's parameters \
+                     together",
+                    self.params[bucket.params[0]].0,
+                    self.params[bucket.params[pos]].0,
+                    entry_names[pos]
+                )));
             }
             for entry in &first {
-                let take = |index: usize| -> Result<Tensor<B>> {
-                    let key = format!("{}.{entry}", self.params[index].0);
-                    Ok(entries[key.as_str()].clone())
-                };
+                let key_of = |index: usize| format!("{}.{entry}", self.params[index].0);
                 used += bucket.params.len();
-                let sample = take(bucket.params[0])?;
-                if sample.rank() == 0 {
+                let spec = |index: usize| {
+                    let key = key_of(index);
+                    source
+                        .spec(&key)
+                        .ok_or_else(|| invalid(format!("state key {key:?} is missing")))
+                };
+                let (dims, _) = spec(bucket.params[0])?;
+                if dims.is_empty() {
+                    // A scalar (a step count): the same for every parameter of the bucket.
+                    let sample = source.read(&key_of(bucket.params[0]))?;
                     let value = sample.to_scalar_f64()?;
                     for &index in &bucket.params[1..] {
-                        if take(index)?.to_scalar_f64()? != value {
-                            return Err(Error::InvalidArgument {
-                                op: OP,
-                                msg: format!(
-                                    "{entry} differs between parameters {:?} and {:?} of one \
-                                     bucket",
-                                    self.params[bucket.params[0]].0, self.params[index].0
-                                ),
-                            });
+                        if source.read(&key_of(index))?.to_scalar_f64()? != value {
+                            return Err(invalid(format!(
+                                "{entry} differs between parameters {:?} and {:?} of one bucket",
+                                self.params[bucket.params[0]].0, self.params[index].0
+                            )));
                         }
                     }
                     out.push((format!("{}.{entry}", shard_name(i)), sample));
                     continue;
                 }
-                let flat = bucket.flatten(&self.params, world, |v| {
-                    let index = self
-                        .params
-                        .iter()
-                        .position(|(_, p)| p.id() == v.id())
-                        .expect("a parameter of this optimizer");
-                    let tensor = take(index)?;
-                    if tensor.shape() != v.shape() || tensor.dtype() != v.dtype() {
-                        return Err(Error::InvalidArgument {
-                            op: OP,
-                            msg: format!(
-                                "{}.{entry}: expected a {} tensor of shape {}, got a {} tensor \
-                                 of shape {}",
-                                self.params[index].0,
-                                v.dtype(),
-                                v.shape(),
-                                tensor.dtype(),
-                                tensor.shape()
-                            ),
-                        });
+                // Every parameter's entry must have its shape and dtype, read or not.
+                for &index in &bucket.params {
+                    let var = &self.params[index].1;
+                    let (dims, dtype) = spec(index)?;
+                    if dims != var.dims() || dtype != var.dtype() {
+                        return Err(invalid(format!(
+                            "{}: expected a {} tensor of shape {}, got a {dtype} tensor of dims \
+                             {dims:?}",
+                            key_of(index),
+                            var.dtype(),
+                            var.shape()
+                        )));
                     }
-                    Ok(tensor)
-                })?;
-                out.push((
-                    format!("{}.{entry}", shard_name(i)),
-                    bucket.shard_of(&flat)?,
-                ));
+                }
+                let (lo, hi) = (bucket.shard_start, bucket.shard_start + bucket.shard_len);
+                let mut pieces = Vec::new();
+                let mut offset = 0;
+                let mut backend = None;
+                for &index in &bucket.params {
+                    let var = &self.params[index].1;
+                    let n = var.numel();
+                    let (a, b) = (offset.max(lo), (offset + n).min(hi));
+                    if a < b {
+                        pieces.push(source.read_range(&key_of(index), a - offset, b - a)?);
+                    }
+                    backend.get_or_insert_with(|| var.value().backend().clone());
+                    offset += n;
+                }
+                let covered: usize = pieces.iter().map(Tensor::numel).sum();
+                if covered < bucket.shard_len {
+                    let backend = backend.expect("a bucket holds at least one parameter");
+                    pieces.push(Tensor::zeros(
+                        [bucket.shard_len - covered],
+                        bucket.dtype,
+                        &backend,
+                    )?);
+                }
+                let share = match pieces.len() {
+                    1 => pieces.pop().expect("one piece"),
+                    _ => Tensor::cat(&pieces.iter().collect::<Vec<_>>(), 0)?,
+                };
+                out.push((format!("{}.{entry}", shard_name(i)), share));
             }
         }
-        if used != entries.len() {
-            let known: Vec<String> = out.iter().map(|(k, _)| k.clone()).collect();
-            let unexpected = entries
-                .keys()
+        if used != keys.len() {
+            let unexpected = keys
+                .iter()
                 .find(|k| {
                     !self.params.iter().any(|(name, _)| {
                         k.strip_prefix(name.as_str())
@@ -589,11 +592,9 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
                             .is_some_and(|rest| !rest.contains('.'))
                     })
                 })
-                .map_or_else(|| format!("{known:?}"), |k| format!("{k:?}"));
-            return Err(Error::InvalidArgument {
-                op: OP,
-                msg: format!("unexpected state key {unexpected}"),
-            });
+                .cloned()
+                .unwrap_or_else(|| format!("{keys:?}"));
+            return Err(invalid(format!("unexpected state key {unexpected:?}")));
         }
         Ok(out)
     }
@@ -651,7 +652,21 @@ impl<B: Backend, O: Optimizer<B>> Optimizer<B> for ShardedOptimizer<B, O> {
             // This rank's own shares, as [`Optimizer::state`] returns them unprepared.
             return self.inner.load_state(state);
         }
-        let shares = self.shard_state(state)?;
+        let mut seen = std::collections::BTreeSet::new();
+        if let Some((key, _)) = state.iter().find(|(k, _)| !seen.insert(k.as_str())) {
+            return Err(Error::InvalidArgument {
+                op: "ShardedOptimizer::load_state",
+                msg: format!("state key {key:?} appears twice"),
+            });
+        }
+        let shares = self.shard_state(&state)?;
+        self.inner.load_state(&shares)
+    }
+
+    /// [`Optimizer::load_state`] of a consolidated state read from `source`: only the ranges
+    /// of this rank's shares are read.
+    fn load_state_from(&mut self, source: &dyn StateSource<B>) -> Result<()> {
+        let shares = self.shard_state(source)?;
         self.inner.load_state(&shares)
     }
 
