@@ -439,3 +439,91 @@ mod level_three {
         }
     }
 }
+
+/// A state in memory that counts the elements read from it.
+struct Counting<'a> {
+    state: &'a [(String, Tensor<Cpu>)],
+    read: std::sync::atomic::AtomicUsize,
+}
+
+impl tessera_nn::optim::StateSource<Cpu> for Counting<'_> {
+    fn keys(&self) -> Vec<String> {
+        self.state.keys()
+    }
+    fn spec(&self, key: &str) -> Option<(Vec<usize>, DType)> {
+        self.state.spec(key)
+    }
+    fn read(&self, key: &str) -> tessera_core::Result<Tensor<Cpu>> {
+        let t = self.state.read(key)?;
+        self.read
+            .fetch_add(t.numel(), std::sync::atomic::Ordering::SeqCst);
+        Ok(t)
+    }
+    fn read_range(
+        &self,
+        key: &str,
+        offset: usize,
+        len: usize,
+    ) -> tessera_core::Result<Tensor<Cpu>> {
+        self.read
+            .fetch_add(len, std::sync::atomic::Ordering::SeqCst);
+        let whole = self.state.read(key)?;
+        let n = whole.numel();
+        whole.reshape([n])?.narrow(0, offset, len)?.contiguous()
+    }
+}
+
+#[test]
+fn a_sharded_optimizer_reads_only_its_share_of_a_state() {
+    // A consolidated AdamW state of the MLP after 2 steps, from one plain process.
+    let dev = Cpu::new();
+    let model = mlp(7, &dev);
+    let mut plain = adamw(model.parameters()).unwrap();
+    for s in 0..2 {
+        mlp_step(
+            &model,
+            &mut plain,
+            s,
+            &tessera_nn::distributed::LocalCommunicator::new(),
+        );
+    }
+    let state = plain.state();
+    let total: usize = state.iter().map(|(_, t)| t.numel()).sum();
+    let reads = on_ranks(4, |comm| {
+        let comm = comm_of(comm);
+        let model = mlp(7, &Cpu::new());
+        let level = ShardLevel::Gradients;
+        let make = || {
+            ShardedOptimizer::new(model.parameters(), comm.clone(), level, BUCKET_BYTES, adamw)
+                .unwrap()
+        };
+        let (mut opt, mut whole) = (make(), make());
+        let source = Counting {
+            state: &state,
+            read: Default::default(),
+        };
+        opt.load_state_from(&source).unwrap();
+        // The same shares as load_state takes from the whole state.
+        whole.load_state(&state).unwrap();
+        let bits = |o: &ShardedOptimizer<Cpu, AdamW<Cpu>>| -> Vec<(String, Vec<u64>)> {
+            o.state()
+                .iter()
+                .map(|(k, t)| {
+                    let v = t.to_vec_f64().unwrap().into_iter().map(f64::to_bits);
+                    (k.clone(), v.collect())
+                })
+                .collect()
+        };
+        assert_eq!(bits(&opt), bits(&whole));
+        (source.read.into_inner(), opt.state().len())
+    });
+    for (rank, (read, entries)) in reads.iter().enumerate() {
+        assert!(*entries > 0, "rank {rank} loaded nothing");
+        // Its shares of the two moments (a quarter, give or take a bucket's rounding) and the
+        // step counts.
+        assert!(
+            read * 4 <= total + 4 * 64,
+            "rank {rank} read {read} of {total} elements"
+        );
+    }
+}
