@@ -173,21 +173,41 @@ fn damaged_resume_in<B: FuzzBackend>(
     if let Err(e) = damaged {
         return Outcome::Err(e.to_string());
     }
-    let (fresh, mut fresh_opt) = match model(width, 99, b)
-        .and_then(|m| AdamW::new(m.parameters(), AdamWConfig::new(0.01)).map(|o| (m, o)))
-    {
+    // A sharded checkpoint is resumed into a plain AdamW or (every other time) a sharded one,
+    // which reads only its shares.
+    let into_sharded = sharded && rng.below(2) == 0;
+    let made = model(width, 99, b).and_then(|m| {
+        let adamw = |params| AdamW::new(params, AdamWConfig::new(0.01));
+        let o: Box<dyn Optimizer<B>> = match into_sharded {
+            true => {
+                let comm = std::sync::Arc::new(LocalCommunicator::new());
+                let level = ShardLevel::OptimizerState;
+                Box::new(ShardedOptimizer::new(m.parameters(), comm, level, 24, adamw)?)
+            }
+            false => Box::new(adamw(m.parameters())?),
+        };
+        Ok((m, o))
+    });
+    let (fresh, mut fresh_opt) = match made {
         Ok(v) => v,
         Err(e) => return Outcome::Err(e.to_string()),
     };
-    let before = fingerprint(&fresh, &fresh_opt);
+    let before = fingerprint(&fresh, &*fresh_opt);
     let outcome = resume(
         &run,
         &fresh,
-        &mut [(group, &mut fresh_opt)],
+        &mut [(group, &mut *fresh_opt)],
         &resume_config,
         b,
     );
-    let after = fingerprint(&fresh, &fresh_opt);
+    let mut after = fingerprint(&fresh, &*fresh_opt);
+    if outcome.as_ref().is_ok_and(Option::is_some) && into_sharded {
+        // The consolidated state, as the saved fingerprints hold it.
+        if let Err(e) = fresh_opt.prepare_checkpoint() {
+            return Outcome::Break(format!("no consolidated state after a resume: {e}"));
+        }
+        after = fingerprint(&fresh, &*fresh_opt);
+    }
     match outcome {
         Err(e) if after != before => Outcome::Break(format!(
             "resume failed ({e}) but changed the model or optimizer (damage {damage})"
