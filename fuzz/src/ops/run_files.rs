@@ -182,7 +182,13 @@ fn damaged_resume_in<B: FuzzBackend>(
             true => {
                 let comm = std::sync::Arc::new(LocalCommunicator::new());
                 let level = ShardLevel::OptimizerState;
-                Box::new(ShardedOptimizer::new(m.parameters(), comm, level, 24, adamw)?)
+                Box::new(ShardedOptimizer::new(
+                    m.parameters(),
+                    comm,
+                    level,
+                    24,
+                    adamw,
+                )?)
             }
             false => Box::new(adamw(m.parameters())?),
         };
