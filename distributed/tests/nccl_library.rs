@@ -1,7 +1,7 @@
 //! NCCL without and with a GPU: the library and every function Tessera calls are found in
 //! `libnccl.so.2` when it is installed (PyPI's `nvidia-nccl-cu12` provides it; no GPU needed),
-//! and on a machine with a CUDA device a one-rank communicator all-reduces and broadcasts
-//! device tensors. Each part skips, printing why, when the library or the GPU is absent (a
+//! and on a machine with a CUDA device a one-rank communicator all-reduces, broadcasts,
+//! reduce-scatters and all-gathers device tensors. Each part skips, printing why, when the library or the GPU is absent (a
 //! missing library fails instead with `TESSERA_REQUIRE_NCCL` set, as in CI).
 //! Built only with the `nccl` feature; `tests/nccl_build.rs` runs it from a plain
 //! `cargo test`.
@@ -96,4 +96,27 @@ fn one_rank_all_reduces_and_broadcasts_device_tensors() {
         (1 << 20) as f64
     );
     assert!(comm.broadcast(&mut big, 1).is_err());
+    // NCCL's own reduce-scatter and all-gather: one rank receives the whole, from a view with an
+    // offset too; a matrix or a non-vector shard is refused before NCCL is called.
+    for dtype in [DType::F32, DType::F64, DType::I64] {
+        let values: Vec<f64> = match dtype {
+            DType::I64 => (0..7).map(|i| i as f64 - 3.0).collect(),
+            _ => (0..7).map(|i| i as f64 * 1.5 - 3.25).collect(),
+        };
+        let t = Tensor::from_f64_values(&values, [7], dtype, &device).unwrap();
+        let view = t.narrow(0, 1, 5).unwrap();
+        for op in [Reduction::Sum, Reduction::Max, Reduction::Min] {
+            let reduced = comm.reduce_scatter(&view, op).unwrap();
+            assert_eq!(
+                reduced.to_vec_f64().unwrap(),
+                values[1..6],
+                "{dtype} {op:?}"
+            );
+        }
+        let gathered = comm.all_gather(&view).unwrap();
+        comm.synchronize().unwrap();
+        assert_eq!(gathered.to_vec_f64().unwrap(), values[1..6], "{dtype}");
+    }
+    let matrix = Tensor::ones([2, 3], DType::F32, &device).unwrap();
+    assert!(comm.all_gather(&matrix).is_err());
 }

@@ -74,6 +74,9 @@ pub(crate) type CollectiveFn = unsafe extern "C" fn(
     RawComm,
     *mut c_void,
 ) -> c_int;
+/// `ncclAllGather(send, recv, sendcount, datatype, comm, stream)`.
+pub(crate) type AllGatherFn =
+    unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, RawComm, *mut c_void) -> c_int;
 pub(crate) type GetErrorStringFn = unsafe extern "C" fn(c_int) -> *const c_char;
 pub(crate) type GetLastErrorFn = unsafe extern "C" fn(RawComm) -> *const c_char;
 
@@ -101,6 +104,10 @@ pub struct NcclLibrary {
     pub(crate) all_reduce: CollectiveFn,
     /// `ncclBroadcast(send, recv, count, datatype, root, comm, stream)`.
     pub(crate) broadcast: CollectiveFn,
+    /// `ncclReduceScatter(send, recv, recvcount, datatype, op, comm, stream)`.
+    pub(crate) reduce_scatter: CollectiveFn,
+    /// `ncclAllGather(send, recv, sendcount, datatype, comm, stream)`.
+    pub(crate) all_gather: AllGatherFn,
     /// `ncclGetErrorString(ncclResult_t)`.
     pub(crate) get_error_string: GetErrorStringFn,
     /// `ncclGetLastError(ncclComm_t)`.
@@ -141,6 +148,8 @@ impl NcclLibrary {
                 comm_cu_device: library.symbol("ncclCommCuDevice")?,
                 all_reduce: library.symbol("ncclAllReduce")?,
                 broadcast: library.symbol("ncclBroadcast")?,
+                reduce_scatter: library.symbol("ncclReduceScatter")?,
+                all_gather: library.symbol("ncclAllGather")?,
                 get_error_string: library.symbol("ncclGetErrorString")?,
                 get_last_error: library.symbol("ncclGetLastError")?,
                 library,

@@ -27,7 +27,8 @@ pub mod library;
 
 use crate::bootstrap::Bootstrap;
 use crate::signature::{
-    dtype_code, shape_hash, Signature, ALL_REDUCE_CODE, BROADCAST_CODE, ENCODED_LEN,
+    dtype_code, shape_hash, Signature, ALL_GATHER_CODE, ALL_REDUCE_CODE, BROADCAST_CODE,
+    ENCODED_LEN, REDUCE_SCATTER_CODE,
 };
 use crate::timeout::timeout_from_env;
 use cuda_interop::Cuda;
@@ -37,7 +38,9 @@ use std::ffi::c_int;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tessera_core::{CommFailure, DType, Error, Result, Tensor};
-use tessera_nn::distributed::{check_reducible, check_root, Communicator, Reduction};
+use tessera_nn::distributed::{
+    check_gatherable, check_reducible, check_root, check_shardable, Communicator, Reduction,
+};
 
 const LIBRARY: &str = "nccl";
 
@@ -315,37 +318,46 @@ impl NcclCommunicator {
             *mut std::ffi::c_void,
         ) -> c_int,
     ) -> Result<()> {
-        let datatype = match tensor.dtype() {
+        let count = tensor.numel();
+        let output = cuda_interop::output_like(tensor)?;
+        *tensor = self.queue_into(
+            op,
+            tensor,
+            output,
+            |lib, send, recv, datatype, comm, stream| {
+                launch(lib, send, recv, count, datatype, comm, stream)
+            },
+        )?;
+        Ok(())
+    }
+
+    /// Queues a collective that reads `input` and writes `output` (a fresh contiguous device
+    /// tensor of the size the collective fills); returns `output`. `launch` gets the library,
+    /// the two device addresses, NCCL's datatype, the communicator and the stream.
+    fn queue_into(
+        &self,
+        op: &'static str,
+        input: &Tensor<Cuda>,
+        output: Tensor<Cuda>,
+        launch: impl FnOnce(&NcclLibrary, u64, u64, c_int, RawComm, *mut std::ffi::c_void) -> c_int,
+    ) -> Result<Tensor<Cuda>> {
+        let datatype = match input.dtype() {
             DType::F32 => data_type::FLOAT32,
             DType::F64 => data_type::FLOAT64,
             DType::I64 => data_type::INT64,
             DType::Bool => data_type::UINT8,
             // No CUDA storage holds the 16-bit floats yet.
-            other => {
-                return Err(tessera_core::Error::UnsupportedDType {
-                    op: "all_reduce",
-                    dtype: other,
-                })
-            }
+            other => return Err(tessera_core::Error::UnsupportedDType { op, dtype: other }),
         };
-        let (input, send) = cuda_interop::device_address(tensor)?;
-        let output = cuda_interop::output_like(tensor)?;
+        let (input, send) = cuda_interop::device_address(input)?;
         let (output, recv) = cuda_interop::device_address(&output)?;
         let (Some(send), Some(recv)) = (send, recv) else {
-            return Ok(()); // nothing to exchange
+            return Ok(output); // nothing to exchange
         };
         let mut state = self.lock();
         let comm = self.healthy(&state, op)?.0;
         let stream = cuda_interop::stream(&self.device)?;
-        let rc = launch(
-            &self.library,
-            send,
-            recv,
-            tensor.numel(),
-            datatype,
-            comm,
-            stream,
-        );
+        let rc = launch(&self.library, send, recv, datatype, comm, stream);
         if rc != SUCCESS {
             // SAFETY: `comm` is live.
             let detail = unsafe { self.library.last_error(comm) };
@@ -355,8 +367,7 @@ impl NcclCommunicator {
         // `input` may be dropped now: its buffer is only reused by work queued later on the
         // same stream, after the collective.
         drop(input);
-        *tensor = output;
-        Ok(())
+        Ok(output)
     }
 }
 
@@ -450,6 +461,85 @@ impl Communicator<Cuda> for NcclCommunicator {
                 }
             },
         )
+    }
+
+    /// NCCL's own `ncclReduceScatter` (each rank receives its block of the reduction), not the
+    /// trait's all-reduce-then-cut: `1/N` of the traffic.
+    fn reduce_scatter(&self, tensor: &Tensor<Cuda>, op: Reduction) -> Result<Tensor<Cuda>> {
+        const OP: &str = "reduce_scatter";
+        check_reducible(tensor.dtype(), op)?;
+        let block = check_shardable(OP, tensor, self.world_size)?;
+        self.agree(
+            OP,
+            Signature {
+                collective: REDUCE_SCATTER_CODE,
+                reduction: op as u64 + 1,
+                dtype: dtype_code(tensor.dtype()),
+                count: tensor.numel() as u64,
+                root: 0,
+                shape: 0,
+            },
+        )?;
+        let nccl_op = match op {
+            Reduction::Sum | Reduction::Mean => red_op::SUM,
+            Reduction::Max => red_op::MAX,
+            Reduction::Min => red_op::MIN,
+        };
+        let output = Tensor::zeros([block], tensor.dtype(), tensor.backend())?;
+        let output = self.queue_into(OP, tensor, output, |lib, send, recv, dt, comm, stream| {
+            // SAFETY: `send` addresses `N * block` elements and `recv` `block` elements of
+            // `dt` on this communicator's device, kept allocated until the stream has run the
+            // call; `stream` is the device's stream, with its context current.
+            unsafe {
+                (lib.reduce_scatter)(
+                    send as *const std::ffi::c_void,
+                    recv as *mut std::ffi::c_void,
+                    block,
+                    dt,
+                    nccl_op,
+                    comm,
+                    stream,
+                )
+            }
+        })?;
+        if op == Reduction::Mean && self.world_size > 1 {
+            return output.div_scalar(self.world_size as f64);
+        }
+        Ok(output)
+    }
+
+    /// NCCL's own `ncclAllGather` (every rank's shard, in rank order).
+    fn all_gather(&self, shard: &Tensor<Cuda>) -> Result<Tensor<Cuda>> {
+        const OP: &str = "all_gather";
+        check_gatherable(shard)?;
+        self.agree(
+            OP,
+            Signature {
+                collective: ALL_GATHER_CODE,
+                reduction: 0,
+                dtype: dtype_code(shard.dtype()),
+                count: shard.numel() as u64,
+                root: 0,
+                shape: 0,
+            },
+        )?;
+        let count = shard.numel();
+        let output = Tensor::zeros([count * self.world_size], shard.dtype(), shard.backend())?;
+        self.queue_into(OP, shard, output, |lib, send, recv, dt, comm, stream| {
+            // SAFETY: `send` addresses `count` elements and `recv` `N * count` elements of
+            // `dt` on this communicator's device, kept allocated until the stream has run the
+            // call; `stream` is the device's stream, with its context current.
+            unsafe {
+                (lib.all_gather)(
+                    send as *const std::ffi::c_void,
+                    recv as *mut std::ffi::c_void,
+                    count,
+                    dt,
+                    comm,
+                    stream,
+                )
+            }
+        })
     }
 
     fn barrier(&self) -> Result<()> {
