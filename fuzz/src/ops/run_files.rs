@@ -6,7 +6,9 @@
 //! untouched; a success must restore exactly one saved checkpoint, the one it names; nothing
 //! may panic. The same for sharded checkpoints (`save_sharded_checkpoint` of a
 //! `ShardedOptimizer`, one file per rank and a manifest naming them), with manifests that name
-//! the wrong files too, resumed into a plain optimizer. And `Learner::fit` with odd sizes into a
+//! the wrong files too, maybe consolidated into one file first (`consolidate_checkpoint`), resumed
+//! into a plain or a sharded optimizer. A configuration naming another number of ranks resumes
+//! through `resume_allowing(.., ["world_size"])` and is refused otherwise. And `Learner::fit` with odd sizes into a
 //! run folder: typed errors or a report of exactly the epochs and steps asked for.
 
 use super::files::make_bytes;
@@ -20,7 +22,10 @@ use tessera_core::{DType, Generator, Tensor};
 use tessera_nn::distributed::{LocalCommunicator, ShardLevel, ShardedOptimizer};
 use tessera_nn::layers::{Dropout, DropoutConfig, Linear, LinearConfig, Sequential};
 use tessera_nn::optim::{AdamW, AdamWConfig, Optimizer};
-use tessera_nn::run::{resume, save_checkpoint, save_sharded_checkpoint, Manifest, RunDir};
+use tessera_nn::run::{
+    consolidate_checkpoint, resume_allowing, save_checkpoint, save_sharded_checkpoint, Manifest,
+    RunDir,
+};
 use tessera_nn::{Forward, Module};
 
 type Model<B> = Sequential<(Linear<B>, Dropout, Linear<B>)>;
@@ -75,7 +80,7 @@ fn step<B: FuzzBackend>(m: &Model<B>, o: &mut dyn Optimizer<B>, b: &B) -> tesser
 /// Saves checkpoints after steps 1..=`count` into a fresh folder (sharded ones with
 /// `sharded`), damages it as `damage` says, resumes, and checks the outcome.
 fn damaged_resume<B: FuzzBackend>(c: &Ctx<'_, B>, sharded: bool) -> Outcome<B> {
-    let kinds = if sharded { 12 } else { 10 };
+    let kinds = if sharded { 13 } else { 11 };
     let (count, damage) = (1 + c.size(0) % 3, c.size(1) % kinds);
     let mut rng = Rng::new(c.seed(3));
     let dir = c.dir().join(format!("run-{}", rng.next_u64() % 1_000_000));
@@ -97,7 +102,7 @@ fn damaged_resume_in<B: FuzzBackend>(
     rng: &mut Rng,
 ) -> Outcome<B> {
     let b = c.backend();
-    let config = json!({"model": "fuzz", "lr": 0.01});
+    let config = json!({"model": "fuzz", "lr": 0.01, "world_size": 1});
     let setup = || -> tessera_core::Result<(RunDir, Vec<Fingerprint>)> {
         let run = RunDir::open(dir)?.keep_last(2);
         let m = model(4, 1, b)?;
@@ -157,12 +162,14 @@ fn damaged_resume_in<B: FuzzBackend>(
             4 => std::fs::remove_file(&file)?,
             5 => std::fs::remove_file(run.manifest_path(newest))?,
             6 => std::fs::write(run.checkpoints_dir().join("latest"), b"step-999999999999")?,
-            7 => resume_config = json!({"model": "fuzz", "lr": 0.02}),
+            7 => resume_config = json!({"model": "fuzz", "lr": 0.02, "world_size": 1}),
             8 => width = 5,
             9 => group = "decay",
+            // Another number of ranks: resumed where that may differ, refused otherwise.
+            10 => resume_config = json!({"model": "fuzz", "lr": 0.01, "world_size": 3}),
             // Sharded only: a second rank whose file is rank 0's, then a file outside the
             // folder.
-            10 => misnamed(&|m| {
+            11 => misnamed(&|m| {
                 let first = m.shards[0].clone();
                 m.shards.push(first);
             })?,
@@ -173,6 +180,33 @@ fn damaged_resume_in<B: FuzzBackend>(
     if let Err(e) = damaged {
         return Outcome::Err(e.to_string());
     }
+    // Every other time, a sharded checkpoint (maybe a damaged one, maybe a step never saved) is
+    // consolidated into one file first: resuming must then find what it would have found.
+    if sharded && rng.below(2) == 0 {
+        let at = 1 + rng.below(count + 1) as u64;
+        if consolidate_checkpoint(&run, at, b).is_ok() {
+            let left = run.shard_path(at, 0, 1);
+            if left.exists() {
+                return Outcome::Break(format!(
+                    "step {at} was consolidated but its rank file {} is still there",
+                    left.display()
+                ));
+            }
+            match Manifest::read(&run.manifest_path(at)) {
+                Ok(m) if m.is_sharded() => {
+                    return Outcome::Break(format!(
+                        "step {at} was consolidated but its manifest still names rank files"
+                    ))
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    return Outcome::Break(format!("step {at} consolidated, manifest lost: {e}"))
+                }
+            }
+        }
+    }
+    // Resuming where the number of ranks may differ, or (every other time) nothing may.
+    let allow_world = rng.below(2) == 0;
     // A sharded checkpoint is resumed into a plain AdamW or (every other time) a sharded one,
     // which reads only its shares.
     let into_sharded = sharded && rng.below(2) == 0;
@@ -199,13 +233,23 @@ fn damaged_resume_in<B: FuzzBackend>(
         Err(e) => return Outcome::Err(e.to_string()),
     };
     let before = fingerprint(&fresh, &*fresh_opt);
-    let outcome = resume(
+    let may_differ: &[&str] = if allow_world { &["world_size"] } else { &[] };
+    let outcome = resume_allowing(
         &run,
         &fresh,
         &mut [(group, &mut *fresh_opt)],
         &resume_config,
         b,
+        may_differ,
     );
+    if let Ok(Some(found)) = &outcome {
+        if found.config != config {
+            return Outcome::Break(format!(
+                "resumed step {} reports configuration {} where {config} was saved",
+                found.step, found.config
+            ));
+        }
+    }
     let mut after = fingerprint(&fresh, &*fresh_opt);
     if outcome.as_ref().is_ok_and(Option::is_some) && into_sharded {
         // The consolidated state, as the saved fingerprints hold it.
@@ -222,11 +266,13 @@ fn damaged_resume_in<B: FuzzBackend>(
         // Only when no manifest is left (a checkpoint without one is not a checkpoint).
         Ok(None) if run.steps().is_ok_and(|s| s.is_empty()) => Outcome::Ok(Vec::new()),
         Ok(None) => Outcome::Break(format!("no checkpoint found after {count} saves")),
-        Ok(Some(found)) if (7..=9).contains(&damage) => Outcome::Break(format!(
-            "resumed step {} despite a mismatch (damage {damage})",
-            found.step
-        )),
-        Ok(Some(found)) if damage >= 10 && found.step == newest => Outcome::Break(format!(
+        Ok(Some(found)) if (7..=9).contains(&damage) || (damage == 10 && !allow_world) => {
+            Outcome::Break(format!(
+                "resumed step {} despite a mismatch (damage {damage})",
+                found.step
+            ))
+        }
+        Ok(Some(found)) if damage >= 11 && found.step == newest => Outcome::Break(format!(
             "resumed step {} through a manifest naming the wrong files (damage {damage})",
             found.step
         )),

@@ -1,7 +1,9 @@
 //! Sharding level 3 for the reference models (`ReferenceModel::shard_layers`, one rank): a
 //! model whose layers run as sharded units must refuse units that do not match its layers, and
 //! otherwise compute what the plain model computes: the same loss (or the same kind of
-//! failure) and, after a training step, the same parameters bit for bit.
+//! failure) and, after a training step, the same parameters bit for bit. The same for a whole
+//! `Learner::fit` at level 3 (`Learner::sharded_units`, maybe with sharded checkpoints in a run
+//! folder) against the plain learner: the same epochs' figures and parameters, or both failing.
 
 use super::kinds::*;
 use super::{op, FuzzBackend, Op};
@@ -107,14 +109,116 @@ fn level_three<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
     }
 }
 
+/// `n` images of 784 pixels, labels of 10 classes.
+#[derive(Clone)]
+struct Pixels(usize);
+
+impl tessera_nn::data::Dataset for Pixels {
+    fn len(&self) -> usize {
+        self.0
+    }
+    fn item_dims(&self) -> &[usize] {
+        &[784]
+    }
+    fn fill_batch(&self, at: &[usize], x: &mut Vec<f32>, y: &mut Vec<i64>) -> Result<()> {
+        for &i in at {
+            x.extend((0..784).map(|p| ((i * 31 + p * 7) % 97) as f32 / 97.0));
+            y.push((i % 10) as i64);
+        }
+        Ok(())
+    }
+}
+
+/// What a fit left: its epochs' figures (throughput zeroed) and the model's parameter bits.
+type Fitted = (Vec<tessera_nn::training::EpochReport>, Vec<u64>);
+
+/// `Learner::fit` of the plain MLP, and of the same MLP at level 3 on one rank (its layers as
+/// units, a sharded optimizer, maybe a run folder of sharded checkpoints).
+fn learner_level_three<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
+    use tessera_nn::data::{DataLoader, LoaderConfig};
+    use tessera_nn::run::RunDir;
+    use tessera_nn::training::Learner;
+    let b = c.backend();
+    let (items, batch, epochs) = (c.size(0) % 12, c.size(1) % 5, 1 + c.size(2) % 2);
+    let (seed, with_run_dir) = (c.seed(3), c.flag(4));
+    let config = SgdConfig::new(0.05).momentum(0.9);
+    let loaders = || -> Result<_> {
+        let train = DataLoader::new(Pixels(items), LoaderConfig::new(batch).shuffled(seed))?;
+        let test = DataLoader::new(Pixels(items / 2), LoaderConfig::new(batch).sequential())?;
+        Ok((train, test))
+    };
+    let fitted = |mut report: tessera_nn::training::FitReport, model: &ReferenceModel<B>| {
+        for epoch in &mut report.epochs {
+            epoch.samples_per_s = 0.0;
+        }
+        bits(model).map(|bits| (report.epochs, bits))
+    };
+    let plain = || -> Result<Fitted> {
+        let (train, test) = loaders()?;
+        let model = ModelKind::Mlp.build(DType::F32, seed, b)?;
+        let optimizer = Sgd::new(model.parameters(), config)?;
+        let mut learner = Learner::new(model, optimizer).epochs(epochs);
+        let report = learner.fit(&train, &test, b)?;
+        fitted(report, learner.model())
+    };
+    let sharded = || -> Result<Fitted> {
+        let (train, test) = loaders()?;
+        let model = ModelKind::Mlp.build(DType::F32, seed, b)?;
+        let comm: Arc<dyn Communicator<B>> = Arc::new(LocalCommunicator::new());
+        let units = ShardedUnits::new(comm.clone(), model.unit_prefixes())?;
+        let model = model.shard_layers(units.clone())?;
+        let optimizer = ShardedOptimizer::with_units(model.parameters(), &units, 4096, |s| {
+            Sgd::new(s, config)
+        })?;
+        let mut learner = Learner::new(model, optimizer)
+            .epochs(epochs)
+            .communicator(comm)
+            .sharded_units(units);
+        if with_run_dir {
+            let dir = c.dir().join(format!("level3-run-{seed}"));
+            let _ = std::fs::remove_dir_all(&dir);
+            let run_config = serde_json::json!({"items": items, "batch": batch});
+            learner = learner
+                .run_dir(RunDir::open(&dir)?, run_config, Some(1), false)
+                .sharded_checkpoints();
+        }
+        let report = learner.fit(&train, &test, b)?;
+        fitted(report, learner.model())
+    };
+    match (plain(), sharded()) {
+        (Ok(want), Ok(got)) if want != got => Outcome::Break(format!(
+            "Learner::fit at level 3 gave epochs {:?} (or other parameters) where the plain \
+             learner gave {:?}",
+            got.0, want.0
+        )),
+        (Ok(_), Ok(_)) => Outcome::Ok(Vec::new()),
+        (Err(_), Err(e)) => Outcome::Err(e.to_string()),
+        (want, got) => Outcome::Break(format!(
+            "the plain learner gave {:?}, level 3 gave {:?}",
+            want.map(|w| w.0),
+            got.map(|g| g.0)
+        )),
+    }
+}
+
 /// The entries of this family.
 pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
-    vec![op(
-        "ReferenceModel::shard_layers: a level-3 MLP step against the plain one",
-        1,
-        &[SIZE, SIZE, SIZE, SEED, SIZE],
-        NONE,
-        |c| Ok(level_three(c)),
-    )
-    .work(|_| Ok(1 << 21))]
+    vec![
+        op(
+            "ReferenceModel::shard_layers: a level-3 MLP step against the plain one",
+            1,
+            &[SIZE, SIZE, SIZE, SEED, SIZE],
+            NONE,
+            |c| Ok(level_three(c)),
+        )
+        .work(|_| Ok(1 << 21)),
+        op(
+            "Learner::sharded_units: a level-3 MLP's fit against the plain one",
+            1,
+            &[SIZE, SIZE, SIZE, SEED, B],
+            NONE,
+            |c| Ok(learner_level_three(c)),
+        )
+        .work(|_| Ok(1 << 23)),
+    ]
 }
