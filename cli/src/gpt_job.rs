@@ -748,15 +748,30 @@ pub fn run_gpt_training_with<B: Backend>(
                         &*comm,
                     )
                 })?;
+            } else if world_size > 1 {
+                // A sharded state is gathered a bucket at a time (a collective), level 3's
+                // parameters whole.
+                optimizers.hold()?;
+                let groups = &optimizers.groups();
+                let saved = bar.suspend(|| {
+                    run::save_gathered_checkpoint(
+                        dir,
+                        step,
+                        model,
+                        groups,
+                        &run_config,
+                        &state,
+                        &*comm,
+                    )
+                });
+                optimizers.release()?;
+                saved?;
             } else {
-                // A sharded state is gathered on every rank first (a collective).
+                // One rank: a sharded state is its whole state, gathered from itself.
                 optimizers.prepare_checkpoint()?;
                 let groups = &optimizers.groups();
                 let saved = bar.suspend(|| {
-                    save_on_rank0(&*comm, || {
-                        run::save_checkpoint(dir, step, model, groups, &run_config, &state)
-                            .map(|_| ())
-                    })
+                    run::save_checkpoint(dir, step, model, groups, &run_config, &state)
                 });
                 optimizers.finish_checkpoint()?;
                 saved?;

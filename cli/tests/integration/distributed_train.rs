@@ -362,6 +362,14 @@ fn a_cnn_at_level_three_trains_the_plain_cnn_bit_for_bit() {
     );
 }
 
+/// What a run of the memory test saves.
+#[derive(Clone, Copy)]
+enum Save {
+    Nothing,
+    Sharded,
+    OneFile,
+}
+
 /// `mpirun -np 4` of the MPI `train` with `args`, each rank's address space limited to
 /// `limit_bytes` (`ulimit -v`) when given, one thread per rank.
 fn four_ranks_under(train: &std::path::Path, limit_bytes: Option<u64>, args: &[&str]) -> Command {
@@ -385,7 +393,8 @@ fn four_ranks_under(train: &std::path::Path, limit_bytes: Option<u64>, args: &[&
 /// address-space limit set halfway between what level 3 and plain data parallelism were measured
 /// to need (`peak_virtual_bytes`, the largest rank's `VmPeak`): level 3 trains under it, and
 /// plain data parallelism stops with a typed out-of-memory error (not an abort) on its ranks.
-/// Level 3 also saves under the limit with sharded checkpoints (each rank writes its share).
+/// Level 3 also saves and resumes under the limit, with sharded checkpoints (each rank writes
+/// its share) and with one-file checkpoints (gathered a bucket at a time).
 #[test]
 fn a_gpt_over_a_memory_limit_trains_at_level_three_and_fails_typed_without_sharding() {
     if let Some(reason) = skip_reason() {
@@ -396,11 +405,14 @@ fn a_gpt_over_a_memory_limit_trains_at_level_three_and_fails_typed_without_shard
     let tmp = tempfile::tempdir().unwrap();
     let corpus = write_corpus(tmp.path(), &"Many hands make light work.\n%\n".repeat(200));
     let saved = tmp.path().join("saved").display().to_string();
-    let args_saving = |level: &'static str, save: bool| {
+    let gathered = tmp.path().join("gathered").display().to_string();
+    // `save`: none, sharded checkpoints or (gathered a bucket at a time) one-file ones.
+    let args_saving = |level: &'static str, save: Save| {
         let mut a = vec!["--model", "gpt", "--data", &corpus, "--steps", "2"];
         match save {
-            true => a.extend(["--save", &saved, "--sharded-checkpoints"]),
-            false => a.push("--no-save"),
+            Save::Sharded => a.extend(["--save", &saved, "--sharded-checkpoints"]),
+            Save::OneFile => a.extend(["--save", &gathered]),
+            Save::Nothing => a.push("--no-save"),
         }
         a.extend(["--block-size", "16", "--batch-size", "2", "--n-layer", "8"]);
         a.extend(["--n-head", "6", "--n-embd", "384", "--dropout", "0"]);
@@ -415,7 +427,7 @@ fn a_gpt_over_a_memory_limit_trains_at_level_three_and_fails_typed_without_shard
         a.extend(["--shard", level]);
         a
     };
-    let args = |level| args_saving(level, false);
+    let args = |level| args_saving(level, Save::Nothing);
     let measured = |level| {
         summary(
             &four_ranks_under(&train, None, &args(level))
@@ -453,9 +465,8 @@ fn a_gpt_over_a_memory_limit_trains_at_level_three_and_fails_typed_without_shard
         .unwrap();
     let report = summary(&out);
     assert_eq!(report["shard"], 3, "{report}");
-    // Level 3 saves under the limit too when every rank writes its own share (a consolidated
-    // checkpoint would gather the whole state on every rank).
-    let out = four_ranks_under(&train, Some(limit), &args_saving("3", true))
+    // Level 3 saves under the limit too when every rank writes its own share...
+    let out = four_ranks_under(&train, Some(limit), &args_saving("3", Save::Sharded))
         .output()
         .unwrap();
     summary(&out);
@@ -468,7 +479,22 @@ fn a_gpt_over_a_memory_limit_trains_at_level_three_and_fails_typed_without_shard
     }
     // ...and resumes from it under the limit: each rank reads the model and its share of the
     // optimizer state, not the whole checkpoint.
-    let mut resume = args_saving("3", true);
+    let mut resume = args_saving("3", Save::Sharded);
+    resume.push("--resume");
+    let out = four_ranks_under(&train, Some(limit), &resume)
+        .output()
+        .unwrap();
+    assert_eq!(summary(&out)["resumed_from_step"], 2);
+    // ...and when the one-file checkpoint is gathered a bucket at a time (rank 0 spools it),
+    // which then resumes under the limit too.
+    let out = four_ranks_under(&train, Some(limit), &args_saving("3", Save::OneFile))
+        .output()
+        .unwrap();
+    summary(&out);
+    let run = RunDir::open(&gathered).unwrap();
+    let manifest = tessera_nn::run::Manifest::read(&run.manifest_path(2)).unwrap();
+    assert!(!manifest.is_sharded(), "{manifest:?}");
+    let mut resume = args_saving("3", Save::OneFile);
     resume.push("--resume");
     let out = four_ranks_under(&train, Some(limit), &resume)
         .output()

@@ -640,7 +640,9 @@ pub fn tokenizers_panics_on(bytes: &[u8]) -> Option<&'static str> {
                 if m.get("type").and_then(Value::as_str) == Some("TemplateProcessing") =>
             {
                 let special = m.get("special_tokens").and_then(Value::as_object);
-                ["single", "pair"].iter().any(|key| match m.get(*key) {
+                // Only the single-sequence template: `tessera-tokenizer` never encodes pairs,
+                // so a damaged `pair` template loads and is never used (no panic).
+                ["single"].iter().any(|key| match m.get(*key) {
                     None => false,
                     Some(Value::Array(pieces)) => pieces.iter().any(|piece| {
                         match piece.get("SpecialToken").map(|t| t.get("id")) {

@@ -15,6 +15,7 @@ mod atomic_write;
 mod codec;
 mod load;
 mod save;
+mod spooled_writer;
 mod tensor_spec;
 mod writer;
 
@@ -22,6 +23,7 @@ pub(crate) use atomic_write::write_atomically_with;
 pub use atomic_write::{remove_stale_temporaries_in, write_atomically};
 pub use load::{inspect, load, load_checked, CheckpointInfo, CheckpointReader};
 pub use save::{save, serialize, METADATA_KEY};
+pub(crate) use spooled_writer::SpooledSafetensors;
 pub use tensor_spec::{check_specs, LoadMode, LoadReport, TensorSpec};
 pub(crate) use writer::{plan, write_safetensors};
 

@@ -12,7 +12,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::Path;
-use tessera_core::{Backend, Tensor};
+use tessera_core::{Backend, DType, Tensor};
 
 /// One tensor of a file to write, checked.
 pub struct Entry<'a, B: Backend> {
@@ -35,20 +35,7 @@ where
     let mut entries = Vec::new();
     for (name, tensor) in tensors {
         let name = name.as_ref();
-        if name.is_empty() || name == METADATA_KEY {
-            return Err(Error::checkpoint(format!(
-                "invalid tensor name '{name}' (names must be non-empty and not {METADATA_KEY})"
-            )));
-        }
-        if !seen.insert(name.to_string()) {
-            return Err(Error::checkpoint(format!("tensor '{name}' is given twice")));
-        }
-        let dtype = to_safetensors_dtype(tensor.dtype()).ok_or_else(|| {
-            Error::checkpoint(format!(
-                "tensor '{name}' has dtype {}, which safetensors cannot store",
-                tensor.dtype()
-            ))
-        })?;
+        let dtype = check_entry(&mut seen, name, tensor.dtype())?;
         entries.push(Entry {
             name: name.to_string(),
             tensor,
@@ -61,6 +48,24 @@ where
     Ok(entries)
 }
 
+/// Checks one tensor to write: its name non-empty, not `__metadata__` and not in `seen` (then
+/// added), its dtype one safetensors stores (returned).
+pub(super) fn check_entry(seen: &mut BTreeSet<String>, name: &str, dtype: DType) -> Result<Dtype> {
+    if name.is_empty() || name == METADATA_KEY {
+        return Err(Error::checkpoint(format!(
+            "invalid tensor name '{name}' (names must be non-empty and not {METADATA_KEY})"
+        )));
+    }
+    if !seen.insert(name.to_string()) {
+        return Err(Error::checkpoint(format!("tensor '{name}' is given twice")));
+    }
+    to_safetensors_dtype(dtype).ok_or_else(|| {
+        Error::checkpoint(format!(
+            "tensor '{name}' has dtype {dtype}, which safetensors cannot store"
+        ))
+    })
+}
+
 /// How the header describes one tensor, its fields in the order the safetensors crate writes
 /// them.
 #[derive(serde::Serialize)]
@@ -70,25 +75,29 @@ struct TensorInfo<'a> {
     data_offsets: (usize, usize),
 }
 
-/// The header: `metadata` (omitted when empty), then every entry's dtype, dims and byte range
-/// in the order the data is laid out, as JSON padded with spaces to a multiple of 8 bytes (so
-/// the data starts aligned): byte for byte what the safetensors crate writes for these tensors.
-fn header<B: Backend>(entries: &[Entry<B>], metadata: &BTreeMap<String, String>) -> Vec<u8> {
-    let mut fields = Vec::with_capacity(entries.len() + 1);
+/// The header: `metadata` (omitted when empty), then every tensor's dtype, dims and byte
+/// range, given as `(name, dtype, dims, bytes)` in the order the data is laid out, as JSON
+/// padded with spaces to a multiple of 8 bytes (so the data starts aligned): byte for byte what
+/// the safetensors crate writes for these tensors.
+pub(super) fn header<'a>(
+    tensors: impl IntoIterator<Item = (&'a str, Dtype, &'a [usize], usize)>,
+    metadata: &BTreeMap<String, String>,
+) -> Vec<u8> {
+    let mut fields = Vec::new();
     let quoted = |name: &str| Value::String(name.to_string()).to_string();
     if !metadata.is_empty() {
         fields.push(format!("{}:{}", quoted(METADATA_KEY), json!(metadata)));
     }
     let mut offset = 0usize;
-    for e in entries {
+    for (name, dtype, shape, bytes) in tensors {
         let info = TensorInfo {
-            dtype: e.dtype,
-            shape: e.tensor.dims(),
-            data_offsets: (offset, offset + e.bytes),
+            dtype,
+            shape,
+            data_offsets: (offset, offset + bytes),
         };
         let info = serde_json::to_string(&info).unwrap_or_default();
-        fields.push(format!("{}:{info}", quoted(&e.name)));
-        offset += e.bytes;
+        fields.push(format!("{}:{info}", quoted(name)));
+        offset += bytes;
     }
     let mut text = format!("{{{}}}", fields.join(",")).into_bytes();
     text.resize(text.len().next_multiple_of(8), b' ');
@@ -104,39 +113,46 @@ pub fn write_safetensors<B: Backend>(
     metadata: &BTreeMap<String, String>,
     path: &Path,
 ) -> Result<u64> {
-    let header = header(entries, metadata);
+    let header = header(
+        entries
+            .iter()
+            .map(|e| (e.name.as_str(), e.dtype, e.tensor.dims(), e.bytes)),
+        metadata,
+    );
     let io = |e| Error::io(path, e);
     out.write_all(&(header.len() as u64).to_le_bytes())
         .map_err(io)?;
     out.write_all(&header).map_err(io)?;
     let mut written = 8 + header.len() as u64;
     for e in entries {
-        let host = e.tensor.to_host().map_err(|err| {
-            Error::checkpoint(format!(
-                "cannot read tensor '{}' back from the device: {err}",
-                e.name
-            ))
-        })?;
-        let bytes = host_to_le_bytes(&host).ok_or_else(|| {
-            Error::checkpoint(format!(
-                "tensor '{}' has dtype {}, which safetensors cannot store",
-                e.name,
-                e.tensor.dtype()
-            ))
-        })?;
-        drop(host);
-        if bytes.len() != e.bytes {
-            return Err(Error::checkpoint(format!(
-                "tensor '{}' read back {} bytes where its dims say {}",
-                e.name,
-                bytes.len(),
-                e.bytes
-            )));
-        }
+        let bytes = tensor_bytes(&e.name, e.tensor)?;
         out.write_all(&bytes).map_err(io)?;
         written += bytes.len() as u64;
     }
     Ok(written)
+}
+
+/// The little-endian bytes of `tensor` (named `name` in errors), read back from its device.
+pub(super) fn tensor_bytes<B: Backend>(name: &str, tensor: &Tensor<B>) -> Result<Vec<u8>> {
+    let host = tensor.to_host().map_err(|err| {
+        Error::checkpoint(format!(
+            "cannot read tensor '{name}' back from the device: {err}"
+        ))
+    })?;
+    let bytes = host_to_le_bytes(&host).ok_or_else(|| {
+        Error::checkpoint(format!(
+            "tensor '{name}' has dtype {}, which safetensors cannot store",
+            tensor.dtype()
+        ))
+    })?;
+    let want = tensor.numel() * tensor.dtype().size_in_bytes();
+    if bytes.len() != want {
+        return Err(Error::checkpoint(format!(
+            "tensor '{name}' read back {} bytes where its dims say {want}",
+            bytes.len()
+        )));
+    }
+    Ok(bytes)
 }
 
 #[cfg(test)]

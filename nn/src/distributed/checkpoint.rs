@@ -17,17 +17,32 @@ pub fn save_on_rank0<B: Backend>(
     write: impl FnOnce() -> Result<()>,
 ) -> Result<()> {
     let outcome = if comm.rank() == 0 { write() } else { Ok(()) };
-    let mut failed = [f64::from(u8::from(outcome.is_err()))];
+    all_ranks_ok(comm, outcome, "write the checkpoint")
+}
+
+/// Makes every rank learn whether `outcome` failed on any rank (a collective): a rank's own
+/// error is returned as it is; a rank that succeeded while another failed returns an
+/// [`Error::Checkpoint`] saying which work (`what`, e.g. "write the checkpoint") failed
+/// elsewhere, so that every rank stops together.
+pub(crate) fn all_ranks_ok<B: Backend, T>(
+    comm: &dyn Communicator<B>,
+    outcome: Result<T>,
+    what: &str,
+) -> Result<T> {
+    // The maximum over the ranks of `world_size - rank` where it failed, 0 where not: the
+    // lowest rank that failed, if any.
+    let world = comm.world_size();
+    let mut failed = [f64::from(u8::from(outcome.is_err())) * (world - comm.rank()) as f64];
     comm.all_reduce_host(&mut failed, Reduction::Max)?;
     match outcome {
         Err(e) => Err(e),
-        Ok(()) if failed[0] != 0.0 => Err(Error::Checkpoint {
+        Ok(_) if failed[0] != 0.0 => Err(Error::Checkpoint {
             msg: format!(
-                "rank 0 could not write the checkpoint (its error is in its own output); \
-                 rank {} stops too",
+                "rank {} could not {what} (its error is in its own output); rank {} stops too",
+                world - failed[0] as usize,
                 comm.rank()
             ),
         }),
-        Ok(()) => Ok(()),
+        Ok(value) => Ok(value),
     }
 }

@@ -53,6 +53,7 @@ mod sampler;
 mod sharded;
 
 pub use buckets::{plan_buckets, Bucket, DEFAULT_BUCKET_BYTES};
+pub(crate) use checkpoint::all_ranks_ok;
 pub use checkpoint::save_on_rank0;
 pub use communicator::{
     check_gatherable, check_reducible, check_root, check_shardable, Communicator, Reduction,

@@ -2,7 +2,7 @@
 //! each step.
 
 use crate::distributed::reducer::GradientReducer;
-use crate::optim::{LocalShards, Optimizer, StateSource};
+use crate::optim::{ConsolidatedVisitor, LocalShards, Optimizer, StateSource};
 use std::sync::Arc;
 use tessera_autograd::Var;
 use tessera_core::{Backend, Result, Tensor};
@@ -65,6 +65,10 @@ impl<B: Backend, O: Optimizer<B>> Optimizer<B> for DistributedOptimizer<B, O> {
 
     fn finish_checkpoint(&self) {
         self.inner.finish_checkpoint()
+    }
+
+    fn visit_consolidated_state(&self, visit: &mut ConsolidatedVisitor<'_, B>) -> Result<()> {
+        self.inner.visit_consolidated_state(visit)
     }
 
     fn local_shards(&self) -> Result<Option<LocalShards<B>>> {

@@ -28,6 +28,9 @@ pub use state_source::{Prefixed, StateSource};
 use tessera_autograd::Var;
 use tessera_core::{Backend, Result, Tensor};
 
+/// What [`Optimizer::visit_consolidated_state`] hands each part of the state to.
+pub type ConsolidatedVisitor<'a, B> = dyn FnMut(Vec<(String, Tensor<B>)>) -> Result<()> + 'a;
+
 /// A first-order optimizer over a fixed set of named parameters.
 pub trait Optimizer<B: Backend> {
     /// Applies one update to every parameter that has a gradient.
@@ -75,6 +78,16 @@ pub trait Optimizer<B: Backend> {
 
     /// Frees what [`Optimizer::prepare_checkpoint`] gathered.
     fn finish_checkpoint(&self) {}
+
+    /// Hands the whole state (what [`Optimizer::state`] returns after
+    /// [`Optimizer::prepare_checkpoint`]) to `visit` in parts, so that no rank holds all of it
+    /// at once: a [`crate::distributed::ShardedOptimizer`] gathers one bucket at a time (a
+    /// collective: every rank calls it and sees the same parts). By default one part,
+    /// [`Optimizer::state`]. An error of `visit` is returned after the last part (the
+    /// collectives still run on every rank) and `visit` is not called again after it.
+    fn visit_consolidated_state(&self, visit: &mut ConsolidatedVisitor<'_, B>) -> Result<()> {
+        visit(self.state())
+    }
 
     /// This rank's part of the parameters and state, for an optimizer whose state is spread
     /// over ranks ([`crate::distributed::ShardedOptimizer`]): what each rank writes into a
@@ -126,6 +139,10 @@ impl<B: Backend, O: Optimizer<B> + ?Sized> Optimizer<B> for Box<O> {
 
     fn finish_checkpoint(&self) {
         (**self).finish_checkpoint()
+    }
+
+    fn visit_consolidated_state(&self, visit: &mut ConsolidatedVisitor<'_, B>) -> Result<()> {
+        (**self).visit_consolidated_state(visit)
     }
 
     fn local_shards(&self) -> Result<Option<LocalShards<B>>> {

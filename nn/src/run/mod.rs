@@ -28,7 +28,8 @@
 //! (a [`crate::distributed::ShardedOptimizer`]'s): every rank writes its own file
 //! (`step-N.rank-R-of-W.safetensors`) and rank 0 the manifest naming them all; [`resume`] reads
 //! either kind, into any number of ranks ([`resume_allowing`] lets `world_size` differ), and
-//! [`consolidate_checkpoint`] rewrites a sharded one as one file.
+//! [`consolidate_checkpoint`] rewrites a sharded one as one file. [`save_gathered_checkpoint`]
+//! writes the one-file checkpoint of such a state directly, gathering it a bucket at a time.
 //!
 //! [`MetricsLog`] writes a run's scalars for TensorBoard (event files, see [`tfevents`]) and as
 //! `metrics.jsonl`.
@@ -36,6 +37,7 @@
 //! Floating-point host values go through [`f64_to_json`] and [`f64_from_json`], which keep
 //! their bits exactly (JSON numbers do not, for NaN and infinities).
 
+mod gathered_save;
 mod host_value;
 mod manifest;
 mod metrics_log;
@@ -44,6 +46,7 @@ mod sharded;
 mod snapshot;
 pub mod tfevents;
 
+pub use gathered_save::save_gathered_checkpoint;
 pub use host_value::{f64_from_json, f64_to_json, scaler_from_json, scaler_to_json, u64_from_json};
 pub use manifest::{Manifest, ShardFile};
 pub use metrics_log::MetricsLog;

@@ -6,6 +6,7 @@ use crate::checkpoint::{
 };
 use crate::module::Module;
 use crate::{Error, Result};
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use tessera_core::Backend;
@@ -206,7 +207,9 @@ impl RunDir {
         Ok(ShardFile::new(Self::file_name(path), bytes, crc32))
     }
 
-    fn write_manifest(&self, manifest: &Manifest) -> Result<()> {
+    /// Writes (or replaces, e.g. by a consolidated one) the manifest of its step, atomically,
+    /// without touching the `latest` pointer or other checkpoints.
+    pub(crate) fn write_manifest(&self, manifest: &Manifest) -> Result<()> {
         let text = serde_json::to_vec_pretty(manifest)
             .map_err(|e| Error::checkpoint(format!("cannot write a manifest: {e}")))?;
         write_atomically(&self.manifest_path(manifest.step), &text)
@@ -224,44 +227,38 @@ impl RunDir {
         self.prune()
     }
 
-    /// Replaces the manifest of `step` (e.g. by a consolidated one) without touching the
-    /// `latest` pointer or other checkpoints.
-    pub(crate) fn replace_manifest(&self, manifest: &Manifest) -> Result<()> {
-        self.write_manifest(manifest)
-    }
-
     /// The files of the sharded checkpoint of `step` present in the folder (any world size).
     pub(crate) fn shard_files(&self, step: u64) -> Result<Vec<PathBuf>> {
-        let prefix = format!("{}.rank-", Self::stem(step));
-        let dir = self.checkpoints_dir();
-        let entries = fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))?;
-        Ok(entries
-            .flatten()
-            .filter(|e| {
-                e.file_name()
-                    .to_str()
-                    .is_some_and(|name| name.starts_with(&prefix) && name.ends_with(".safetensors"))
-            })
-            .map(|e| e.path())
-            .collect())
+        Ok(self
+            .shard_files_by_step()?
+            .remove(&step)
+            .unwrap_or_default())
     }
 
-    /// The steps of which the folder holds sharded-checkpoint files, whether or not a
-    /// manifest names them.
-    fn steps_with_shard_files(&self) -> Result<Vec<u64>> {
+    /// Every sharded-checkpoint file in the folder (whether or not a manifest names it), by
+    /// step: one scan of the folder.
+    fn shard_files_by_step(&self) -> Result<BTreeMap<u64, Vec<PathBuf>>> {
         let dir = self.checkpoints_dir();
         let entries = fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))?;
-        let mut steps: Vec<u64> = entries
-            .flatten()
-            .filter_map(|e| {
-                let name = e.file_name().into_string().ok()?;
-                let (digits, rest) = name.strip_prefix("step-")?.split_once('.')?;
-                (digits.len() == 12 && rest.starts_with("rank-")).then(|| digits.parse().ok())?
-            })
-            .collect();
-        steps.sort_unstable();
-        steps.dedup();
-        Ok(steps)
+        let mut out: BTreeMap<u64, Vec<PathBuf>> = BTreeMap::new();
+        for entry in entries.flatten() {
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            let step = name
+                .strip_prefix("step-")
+                .and_then(|n| n.split_once('.'))
+                .filter(|(digits, rest)| {
+                    digits.len() == 12
+                        && rest.starts_with("rank-")
+                        && rest.ends_with(".safetensors")
+                })
+                .and_then(|(digits, _)| digits.parse::<u64>().ok());
+            if let Some(step) = step {
+                out.entry(step).or_default().push(entry.path());
+            }
+        }
+        Ok(out)
     }
 
     /// Removes every checkpoint but the newest [`RunDir::kept`]: the manifest first, so that
@@ -269,18 +266,19 @@ impl RunDir {
     fn prune(&self) -> Result<()> {
         let steps = self.steps()?;
         let excess = steps.len().saturating_sub(self.keep_last);
+        let mut shard_files = self.shard_files_by_step()?;
         for &step in &steps[..excess] {
             let mut paths = vec![self.manifest_path(step), self.checkpoint_path(step)];
-            paths.extend(self.shard_files(step)?);
+            paths.extend(shard_files.remove(&step).unwrap_or_default());
             remove_files(&paths)?;
         }
         // The files of a sharded save that was never committed (a rank failed, or the job
         // was killed before rank 0 wrote the manifest), older than the newest checkpoint.
-        let kept: Vec<u64> = steps[excess..].to_vec();
+        let kept = &steps[excess..];
         if let Some(&newest) = kept.last() {
-            for step in self.steps_with_shard_files()? {
+            for (step, files) in shard_files {
                 if step < newest && !kept.contains(&step) {
-                    remove_files(&self.shard_files(step)?)?;
+                    remove_files(&files)?;
                 }
             }
         }

@@ -23,7 +23,7 @@ use super::snapshot::{
     check_group_names, check_head, head_metadata, model_vars, read_verified, write_run_config,
     Opened, FORMAT_KEY, MODEL_PREFIX, OPTIM_PREFIX, STEP_KEY,
 };
-use crate::checkpoint::{self, CheckpointReader};
+use crate::checkpoint::{self, CheckpointReader, SpooledSafetensors};
 use crate::distributed::{save_on_rank0, Communicator, Reduction};
 use crate::module::Module;
 use crate::optim::{Optimizer, StateSource, TensorPiece};
@@ -103,7 +103,7 @@ where
     let names: Vec<&str> = optimizers.iter().map(|(n, _)| *n).collect();
     check_group_names(&names)?;
     let (rank, world) = (comm.rank(), comm.world_size());
-    let written = write_rank_file(dir, step, model, optimizers, config, state, rank, world);
+    let written = write_rank_file(dir, step, model, optimizers, &names, config, state, comm);
     // Every rank's outcome, size and checksum (exact in f64: both fit in 53 bits).
     let mut records = vec![0.0; 3 * world];
     if let Ok(file) = &written {
@@ -135,22 +135,24 @@ where
     Ok(dir.manifest_path(step))
 }
 
-/// Writes rank `rank`'s file of the sharded checkpoint of `step`.
+/// Writes this rank's file of the sharded checkpoint of `step` (`groups`: the optimizers'
+/// names, checked).
 #[allow(clippy::too_many_arguments)]
 fn write_rank_file<B, M>(
     dir: &RunDir,
     step: u64,
     model: &M,
     optimizers: &[(&str, &dyn Optimizer<B>)],
+    groups: &[&str],
     config: &Value,
     state: &Value,
-    rank: usize,
-    world: usize,
+    comm: &dyn Communicator<B>,
 ) -> Result<ShardFile>
 where
     B: Backend,
     M: Module<B> + ?Sized,
 {
+    let (rank, world) = (comm.rank(), comm.world_size());
     let mut file = RankFile {
         tensors: Vec::new(),
         pieces: BTreeMap::new(),
@@ -197,9 +199,8 @@ where
             None => {}
         }
     }
-    let groups: Vec<&str> = optimizers.iter().map(|(n, _)| *n).collect();
     let mut meta = if rank == 0 {
-        head_metadata(step, model, config, state, &groups)
+        head_metadata(step, model, config, state, groups)
     } else {
         let mut m = BTreeMap::new();
         m.insert(FORMAT_KEY.to_string(), super::CHECKPOINT_FORMAT.to_string());
@@ -431,8 +432,9 @@ pub(super) fn open_sharded<B: Backend>(
 
 /// Rewrites the sharded checkpoint of `step` in `dir` as the ordinary one-file checkpoint
 /// (what [`super::save_checkpoint`] writes for the same state; the run's `latest` pointer is
-/// left alone), then removes the ranks' files. One process does it, with `backend` holding the
-/// whole state. A one-file checkpoint is left as it is. Returns the checkpoint's path.
+/// left alone), then removes the ranks' files. One process does it, tensor by tensor: `backend`
+/// holds one whole tensor at a time, spooled to disk. A one-file checkpoint is left as it is.
+/// Returns the checkpoint's path.
 pub fn consolidate_checkpoint<B: Backend>(dir: &RunDir, step: u64, backend: &B) -> Result<PathBuf> {
     let manifest = Manifest::read(&dir.manifest_path(step))?;
     let path = dir.checkpoint_path(step);
@@ -440,18 +442,15 @@ pub fn consolidate_checkpoint<B: Backend>(dir: &RunDir, step: u64, backend: &B) 
         return Ok(path);
     }
     let opened = read_verified(dir, step, backend)?;
-    let tensors = opened
-        .tensors
-        .keys()
-        .into_iter()
-        .map(|key| opened.tensors.read(&key).map(|t| (key, t)))
-        .collect::<Result<Vec<_>>>()?;
-    let entries = checkpoint::plan(tensors.iter().map(|(n, t)| (n.as_str(), t)))?;
+    let mut spool = SpooledSafetensors::new(dir.checkpoints_dir());
+    for key in opened.tensors.keys() {
+        spool.add(&key, &opened.tensors.read(&key)?)?;
+    }
     let file = dir.write_file(&path, |out| {
-        checkpoint::write_safetensors(out, &entries, &opened.metadata, &path).map(|_| ())
+        spool.finish(out, &opened.metadata, &path).map(|_| ())
     })?;
     // The manifest switches to the new file atomically; the ranks' files go after.
-    dir.replace_manifest(&Manifest::of_one_file(step, file))?;
+    dir.write_manifest(&Manifest::of_one_file(step, file))?;
     for shard in dir.shard_files(step)? {
         std::fs::remove_file(&shard).map_err(|e| Error::io(&shard, e))?;
     }

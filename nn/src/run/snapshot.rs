@@ -2,14 +2,14 @@
 
 use super::manifest::Manifest;
 use super::run_dir::RunDir;
-use crate::checkpoint::{self, LoadMode, TensorSpec};
+use crate::checkpoint::{self, CheckpointReader, LoadMode, TensorSpec};
 use crate::module::{Module, RandomStream};
 use crate::optim::{Optimizer, Prefixed, StateSource};
 use crate::{Error, Result};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use tessera_core::{Backend, Generator, Tensor};
+use tessera_core::{Backend, DType, Generator, Tensor};
 
 /// The `format` of a run checkpoint (in its metadata and its manifest).
 pub const CHECKPOINT_FORMAT: &str = "tessera-run-checkpoint-v1";
@@ -219,17 +219,42 @@ pub(super) fn read_verified<B: Backend>(dir: &RunDir, step: u64, backend: &B) ->
         manifest.check_format()?;
         return super::sharded::open_sharded(dir, &manifest, backend);
     }
+    // Checked in blocks, then read one tensor at a time: a rank never holds the whole file.
+    manifest.check_format()?;
     let path = dir.checkpoint_path(step);
-    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-    manifest.verify(&bytes)?;
-    drop(bytes);
-    let file = checkpoint::load(&path, backend)?;
-    check_head(&file.metadata, step, &path)?;
+    manifest.head().verify_file(&path)?;
+    let reader = CheckpointReader::open(&path)?;
+    let metadata = reader.info().metadata.clone();
+    check_head(&metadata, step, &path)?;
     Ok(Opened {
         path,
-        metadata: file.metadata.clone(),
-        tensors: Box::new(file),
+        metadata,
+        tensors: Box::new(FileSource {
+            reader,
+            backend: backend.clone(),
+        }),
     })
+}
+
+/// A one-file checkpoint read one tensor at a time onto `backend`.
+struct FileSource<B: Backend> {
+    reader: CheckpointReader,
+    backend: B,
+}
+
+impl<B: Backend> StateSource<B> for FileSource<B> {
+    fn keys(&self) -> Vec<String> {
+        self.reader.info().tensors.keys().cloned().collect()
+    }
+
+    fn spec(&self, key: &str) -> Option<(Vec<usize>, DType)> {
+        let spec = self.reader.info().tensors.get(key)?;
+        Some((spec.dims.clone(), spec.dtype))
+    }
+
+    fn read(&self, key: &str) -> Result<Tensor<B>> {
+        self.reader.read(key, &self.backend)
+    }
 }
 
 /// Errors naming the first field where `found` (the checkpoint's configuration) and `want`

@@ -7,7 +7,7 @@ mod learner;
 mod state;
 mod step;
 
-pub use evaluate::{evaluate, Evaluation};
+pub use evaluate::{evaluate, evaluate_in_lockstep, Evaluation};
 pub use learner::{
     Callback, Control, EarlyStopping, EpochReport, EpochStart, FitReport, Learner, StepEnd,
 };

@@ -2,7 +2,9 @@
 //! file holds only its pieces, the pieces put together are what a one-file save of the same
 //! state holds (checked through `run::consolidate_checkpoint`), and a run resumes from them
 //! at another number of ranks bit for bit, at levels 2 and 3. A damaged rank file is skipped
-//! for the checkpoint before, as a damaged one-file checkpoint is.
+//! for the checkpoint before, as a damaged one-file checkpoint is. The one-file checkpoint
+//! written a bucket at a time (`run::save_gathered_checkpoint`) is the one-file save's, bit
+//! for bit.
 
 use crate::thread_comm::{on_ranks, ThreadComm};
 use serde_json::json;
@@ -113,9 +115,10 @@ fn contents(path: &Path) -> (Vec<TensorBits>, Vec<(String, String)>) {
     (tensors, file.metadata.into_iter().collect())
 }
 
-/// Trains an MLP for 3 steps on `world` ranks at `level`, then saves the same state both ways:
-/// gathered and written by rank 0, and sharded.
-fn save_both_ways(world: usize, level: ShardLevel, whole: &Path, sharded: &Path) {
+/// Trains an MLP for 3 steps on `world` ranks at `level`, then saves the same state three
+/// ways: gathered whole and written by rank 0, sharded, and gathered a bucket at a time
+/// (`run::save_gathered_checkpoint`, into `gathered`).
+fn save_three_ways(world: usize, level: ShardLevel, whole: &Path, sharded: &Path, gathered: &Path) {
     on_ranks(world, |comm| {
         let dev = Cpu::new();
         let comm = comm_of(comm);
@@ -139,6 +142,18 @@ fn save_both_ways(world: usize, level: ShardLevel, whole: &Path, sharded: &Path)
         let groups: &[(&str, &dyn Optimizer<Cpu>)] = &[("opt", &opt)];
         run::save_sharded_checkpoint(&sharded, 3, &model, groups, &config(world), &state, &*comm)
             .unwrap();
+        let gathered = RunDir::open(gathered).unwrap();
+        let path = run::save_gathered_checkpoint(
+            &gathered,
+            3,
+            &model,
+            groups,
+            &config(world),
+            &state,
+            &*comm,
+        )
+        .unwrap();
+        assert_eq!(path, gathered.checkpoint_path(3));
     });
 }
 
@@ -151,7 +166,8 @@ fn a_sharded_save_puts_together_into_what_a_one_file_save_writes() {
     ] {
         let tmp = tempfile::tempdir().unwrap();
         let (whole, sharded) = (tmp.path().join("whole"), tmp.path().join("sharded"));
-        save_both_ways(world, level, &whole, &sharded);
+        let gathered = tmp.path().join("gathered");
+        save_three_ways(world, level, &whole, &sharded, &gathered);
         let sharded_dir = RunDir::open(&sharded).unwrap();
         let files: Vec<_> = (0..world)
             .map(|r| sharded_dir.shard_path(3, r, world))
@@ -187,7 +203,127 @@ fn a_sharded_save_puts_together_into_what_a_one_file_save_writes() {
         let manifest = run::Manifest::read(&sharded_dir.manifest_path(3)).unwrap();
         assert!(!manifest.is_sharded());
         manifest.verify(&std::fs::read(&path).unwrap()).unwrap();
+        // Gathered a bucket at a time: the same file content, an ordinary manifest.
+        let gathered_dir = RunDir::open(&gathered).unwrap();
+        let path = gathered_dir.checkpoint_path(3);
+        assert_eq!(
+            contents(&path),
+            contents(&whole_dir.checkpoint_path(3)),
+            "{world} ranks, gathered a bucket at a time"
+        );
+        let manifest = run::Manifest::read(&gathered_dir.manifest_path(3)).unwrap();
+        manifest.verify(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(gathered_dir.steps().unwrap(), [3]);
     }
+}
+
+/// The elements of some named tensors.
+fn numel_of(tensors: &[(String, Tensor<Cpu>)]) -> usize {
+    tensors.iter().map(|(_, t)| t.numel()).sum()
+}
+
+/// Named tensors as (name, bits), sorted by name.
+fn sorted_bits(tensors: Vec<(String, Tensor<Cpu>)>) -> Vec<(String, Vec<u64>)> {
+    let mut out: Vec<_> = tensors
+        .into_iter()
+        .map(|(n, t)| {
+            let values = t.to_vec_f64().unwrap();
+            (n, values.into_iter().map(f64::to_bits).collect())
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn a_sharded_optimizer_hands_its_whole_state_over_a_bucket_at_a_time() {
+    on_ranks(2, |comm| {
+        let dev = Cpu::new();
+        let comm = comm_of(comm);
+        let model = mlp(7, &dev);
+        let level = ShardLevel::Gradients;
+        let mut opt =
+            ShardedOptimizer::new(model.parameters(), comm.clone(), level, BUCKET_BYTES, adamw)
+                .unwrap();
+        for s in 0..3 {
+            mlp_step(&model, &mut opt, s, &*comm);
+        }
+        let mut parts = Vec::new();
+        opt.visit_consolidated_state(&mut |part| {
+            parts.push(part);
+            Ok(())
+        })
+        .unwrap();
+        opt.prepare_checkpoint().unwrap();
+        let whole = opt.state();
+        opt.finish_checkpoint();
+        // Several parts, none holding more than one bucket's state (two moments of at most
+        // a bucket's capacity or its one larger parameter, and step counts), together the
+        // whole state bit for bit.
+        assert!(parts.len() > 2, "{} parts", parts.len());
+        let largest = parts.iter().map(|p| numel_of(p)).max().unwrap();
+        let params = model.parameters();
+        let biggest = params.iter().map(|(_, v)| v.numel()).max().unwrap();
+        let bound = 2 * biggest.max(BUCKET_BYTES / 8) + params.len();
+        assert!(
+            largest <= bound && largest < numel_of(&whole),
+            "a part of {largest} elements of {} (bound {bound})",
+            numel_of(&whole)
+        );
+        assert_eq!(sorted_bits(parts.concat()), sorted_bits(whole));
+        // A visitor that fails on rank 0: rank 0 gets its error after the last gather and is
+        // not visited again; rank 1 (which never fails) is visited throughout; no rank hangs.
+        let mut visits = 0;
+        let outcome = opt.visit_consolidated_state(&mut |_| {
+            visits += 1;
+            match comm.rank() {
+                0 => Err(tessera_core::Error::checkpoint("disk full")),
+                _ => Ok(()),
+            }
+        });
+        match comm.rank() {
+            0 => {
+                assert!(outcome.unwrap_err().to_string().contains("disk full"));
+                assert_eq!(visits, 1);
+            }
+            _ => {
+                outcome.unwrap();
+                assert_eq!(visits, parts.len());
+            }
+        }
+    });
+}
+
+#[test]
+fn a_gathered_save_that_rank_0_cannot_write_fails_on_every_rank_without_a_manifest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = RunDir::open(tmp.path().join("run")).unwrap();
+    // Where rank 0 spools and writes is a file, not a folder.
+    std::fs::remove_dir_all(dir.checkpoints_dir()).unwrap();
+    std::fs::write(dir.checkpoints_dir(), b"not a folder").unwrap();
+    let errors = on_ranks(3, |comm| {
+        let dev = Cpu::new();
+        let comm = comm_of(comm);
+        let model = mlp(7, &dev);
+        let level = ShardLevel::OptimizerState;
+        let mut opt =
+            ShardedOptimizer::new(model.parameters(), comm.clone(), level, BUCKET_BYTES, adamw)
+                .unwrap();
+        mlp_step(&model, &mut opt, 0, &*comm);
+        let groups: &[(&str, &dyn Optimizer<Cpu>)] = &[("opt", &opt)];
+        let saved =
+            run::save_gathered_checkpoint(&dir, 1, &model, groups, &config(3), &json!({}), &*comm);
+        saved.unwrap_err().to_string()
+    });
+    for (rank, error) in errors.iter().enumerate().skip(1) {
+        assert!(
+            error.contains("rank 0 could not write its part of the checkpoint")
+                && error.contains(&format!("rank {rank} stops too")),
+            "rank {rank}: {error}"
+        );
+    }
+    assert!(!errors[0].contains("stops too"), "rank 0: {}", errors[0]);
+    assert!(!dir.manifest_path(1).exists());
 }
 
 /// The parameters after 6 steps at `level` on 2 ranks, with the run saved sharded after 3

@@ -260,3 +260,76 @@ mod level_three {
         );
     }
 }
+
+/// Level 3's evaluation (`evaluate_in_lockstep`): ranks whose test shares differ in length run
+/// as many forward passes as the longest, each unit gathered as it runs.
+mod lockstep_evaluation {
+    use crate::thread_comm::on_ranks;
+    use std::sync::Arc;
+    use tessera_core::{DType, Result};
+    use tessera_cpu::Cpu;
+    use tessera_nn::data::{DataLoader, Dataset, LoaderConfig};
+    use tessera_nn::distributed::{Communicator, ShardedOptimizer, ShardedUnits};
+    use tessera_nn::models::ModelKind;
+    use tessera_nn::optim::{Sgd, SgdConfig};
+    use tessera_nn::training::{evaluate, evaluate_in_lockstep};
+    use tessera_nn::Module;
+
+    /// `n` images of 784 pixels (from item `first` on), labels of 10 classes.
+    #[derive(Clone)]
+    struct Pixels {
+        n: usize,
+        first: usize,
+    }
+
+    impl Dataset for Pixels {
+        fn len(&self) -> usize {
+            self.n
+        }
+        fn item_dims(&self) -> &[usize] {
+            &[784]
+        }
+        fn fill_batch(&self, at: &[usize], x: &mut Vec<f32>, y: &mut Vec<i64>) -> Result<()> {
+            for &i in at {
+                let i = i + self.first;
+                x.extend((0..784).map(|p| ((i * 31 + p * 7) % 97) as f32 / 97.0));
+                y.push((i % 10) as i64);
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn ranks_with_test_shares_of_different_lengths_evaluate_level_three_in_lockstep() {
+        // Batches of 2: 3, 1 and no batches.
+        let lens = [5usize, 2, 0];
+        let results = on_ranks(3, |comm| {
+            let comm: Arc<dyn Communicator<Cpu>> = Arc::new(comm);
+            let rank = comm.rank();
+            let dev = Cpu::new();
+            let plain = ModelKind::Mlp.build(DType::F32, 3, &dev).unwrap();
+            let model = ModelKind::Mlp.build(DType::F32, 3, &dev).unwrap();
+            let units = ShardedUnits::new(comm.clone(), model.unit_prefixes()).unwrap();
+            let model = model.shard_layers(units.clone()).unwrap();
+            let _optimizer = ShardedOptimizer::with_units(model.parameters(), &units, 4096, |s| {
+                Sgd::new(s, SgdConfig::new(0.1))
+            })
+            .unwrap();
+            units.release_all().unwrap();
+            let data = Pixels {
+                n: lens[rank],
+                first: 10 * rank,
+            };
+            let loader = DataLoader::new(data, LoaderConfig::new(2).sequential()).unwrap();
+            let got = evaluate_in_lockstep(&model, &loader, &dev, &*comm).unwrap();
+            let want = evaluate(&plain, &loader, &dev).unwrap();
+            // The parameters stay released (nothing held them whole).
+            assert!(!units.is_held());
+            (got, want)
+        });
+        for (rank, (got, want)) in results.iter().enumerate() {
+            assert_eq!(got, want, "rank {rank}");
+            assert_eq!(got.samples, lens[rank]);
+        }
+    }
+}

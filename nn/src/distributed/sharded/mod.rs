@@ -12,7 +12,7 @@ pub use units::ShardedUnits;
 use crate::clip::{clip_grad_norm_across, grad_norm_across};
 use crate::distributed::buckets::plan_buckets;
 use crate::distributed::communicator::{Communicator, Reduction};
-use crate::optim::{LocalShards, Optimizer, StateSource, TensorPiece};
+use crate::optim::{ConsolidatedVisitor, LocalShards, Optimizer, StateSource, TensorPiece};
 use flat::FlatBucket;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -387,23 +387,40 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
     /// all-gathered and cut into its parameters, a scalar entry (a step count) given to each.
     fn consolidated_state(&self) -> Result<Vec<(String, Tensor<B>)>> {
         let mut out = Vec::new();
+        self.visit_buckets_consolidated(&mut |part| {
+            out.extend(part);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// The consolidated state one bucket at a time (a collective: each bucket's shares are
+    /// all-gathered): `visit` gets every parameter's entries of that bucket, then the flat
+    /// bucket is dropped. After an error of `visit` the gathers go on (every rank makes the
+    /// same calls) without visiting; the error is returned at the end.
+    fn visit_buckets_consolidated(&self, visit: &mut ConsolidatedVisitor<'_, B>) -> Result<()> {
+        let mut failed = None;
         for (i, entries) in self.state_by_bucket()? {
             let bucket = &self.buckets[i];
+            let mut part = Vec::new();
             for (entry, tensor) in entries {
                 if tensor.rank() == 0 {
                     for &index in &bucket.params {
-                        out.push((format!("{}.{entry}", self.params[index].0), tensor.clone()));
+                        part.push((format!("{}.{entry}", self.params[index].0), tensor.clone()));
                     }
                     continue;
                 }
                 let flat = self.comm.all_gather(&tensor)?;
                 for (index, piece) in bucket.pieces(&self.params, &flat)? {
                     let name = format!("{}.{entry}", self.params[index].0);
-                    out.push((name, piece.contiguous()?));
+                    part.push((name, piece.contiguous()?));
                 }
             }
+            if failed.is_none() {
+                failed = visit(part).err();
+            }
         }
-        Ok(out)
+        failed.map_or(Ok(()), Err)
     }
 
     /// This rank's pieces of the parameters and of the wrapped optimizer's state (what it
@@ -678,6 +695,11 @@ impl<B: Backend, O: Optimizer<B>> Optimizer<B> for ShardedOptimizer<B, O> {
 
     fn finish_checkpoint(&self) {
         *self.gathered.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// One bucket's consolidated state at a time (a collective; see the trait).
+    fn visit_consolidated_state(&self, visit: &mut ConsolidatedVisitor<'_, B>) -> Result<()> {
+        self.visit_buckets_consolidated(visit)
     }
 
     fn local_shards(&self) -> Result<Option<LocalShards<B>>> {

@@ -62,7 +62,9 @@ pub use callback::{Callback, Control, EarlyStopping, EpochStart, StepEnd};
 pub use progress::EpochReport;
 
 use self::progress::Progress;
-use super::{evaluate, train_step, train_step_scaled, train_step_scaled_across};
+use super::{
+    evaluate, evaluate_in_lockstep, train_step, train_step_scaled, train_step_scaled_across,
+};
 use crate::data::{DataLoader, Dataset};
 use crate::distributed::{
     save_on_rank0, Communicator, DistributedSampler, LocalCommunicator, Reduction, ShardedUnits,
@@ -208,8 +210,9 @@ impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
     /// Sharding level 3: the model runs some of its layers through `units` (e.g.
     /// [`crate::models::ReferenceModel::shard_layers`]) and the optimizer is a
     /// [`crate::distributed::ShardedOptimizer::with_units`] over them. The learner releases
-    /// the units' parameters for training (after restoring a checkpoint) and holds them whole
-    /// to evaluate and to save; [`Learner::fit`] returns with them whole.
+    /// the units' parameters for training (after restoring a checkpoint), evaluates with the
+    /// ranks in lockstep (each unit gathered as it runs, [`crate::training::evaluate_in_lockstep`]),
+    /// holds them whole to save; [`Learner::fit`] returns with them whole.
     pub fn sharded_units(mut self, units: Arc<ShardedUnits<B>>) -> Self {
         self.units = Some(units);
         self
@@ -362,12 +365,23 @@ impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
             )?;
             return save_on_rank0(&*self.comm, || run.dir.save_model(&self.model));
         }
-        // A sharded optimizer gathers its state on every rank first (a collective).
+        if self.comm.world_size() > 1 {
+            // A state spread over the ranks is gathered a bucket at a time (a collective).
+            run::save_gathered_checkpoint(
+                &run.dir,
+                step,
+                &self.model,
+                groups,
+                &run.config,
+                &state,
+                &*self.comm,
+            )?;
+            return save_on_rank0(&*self.comm, || run.dir.save_model(&self.model));
+        }
+        // One rank: a sharded optimizer's state is its whole state, gathered from itself.
         self.optimizer.prepare_checkpoint()?;
-        let saved = save_on_rank0(&*self.comm, || {
-            run::save_checkpoint(&run.dir, step, &self.model, groups, &run.config, &state)?;
-            run.dir.save_model(&self.model)
-        });
+        let saved = run::save_checkpoint(&run.dir, step, &self.model, groups, &run.config, &state)
+            .and_then(|_| run.dir.save_model(&self.model));
         self.optimizer.finish_checkpoint();
         saved
     }
@@ -536,12 +550,12 @@ impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
             }
             backend.synchronize()?;
             let train_seconds = progress.train_seconds + epoch_start.elapsed().as_secs_f64();
-            // Level 3: every rank evaluates the whole model (the ranks' test shares may
-            // differ in length, and a unit's pass is a collective).
-            self.hold_units()?;
-            let eval = evaluate(&self.model, test, backend);
-            self.release_units()?;
-            let eval = eval?;
+            // Level 3: a unit's pass is a collective and the ranks' test shares may differ
+            // in length, so the ranks evaluate in lockstep, each unit gathered as it runs.
+            let eval = match self.units {
+                Some(_) => evaluate_in_lockstep(&self.model, test, backend, &*self.comm)?,
+                None => evaluate(&self.model, test, backend)?,
+            };
             let (mut accuracy, mut test_loss, mut train_loss, mut samples) = (
                 eval.accuracy,
                 eval.mean_loss,
