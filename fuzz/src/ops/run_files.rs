@@ -6,9 +6,12 @@
 //! untouched; a success must restore exactly one saved checkpoint, the one it names; nothing
 //! may panic. The same for sharded checkpoints (`save_sharded_checkpoint` of a
 //! `ShardedOptimizer`, one file per rank and a manifest naming them), with manifests that name
-//! the wrong files too, maybe consolidated into one file first (`consolidate_checkpoint`), resumed
-//! into a plain or a sharded optimizer. A configuration naming another number of ranks resumes
-//! through `resume_allowing(.., ["world_size"])` and is refused otherwise. And `Learner::fit` with odd sizes into a
+//! the wrong files too, and for one-file checkpoints of a sharded optimizer gathered a bucket
+//! at a time (`save_gathered_checkpoint`). Sharded ones are maybe consolidated into one file
+//! first (`consolidate_checkpoint`); both are resumed into a plain or a sharded optimizer. A
+//! configuration naming another number of ranks resumes through
+//! `resume_allowing(.., ["world_size"])` and is refused otherwise. And `Learner::fit` with odd
+//! sizes into a
 //! run folder: typed errors or a report of exactly the epochs and steps asked for.
 
 use super::files::make_bytes;
@@ -23,8 +26,8 @@ use tessera_nn::distributed::{LocalCommunicator, ShardLevel, ShardedOptimizer};
 use tessera_nn::layers::{Dropout, DropoutConfig, Linear, LinearConfig, Sequential};
 use tessera_nn::optim::{AdamW, AdamWConfig, Optimizer};
 use tessera_nn::run::{
-    consolidate_checkpoint, resume_allowing, save_checkpoint, save_sharded_checkpoint, Manifest,
-    RunDir,
+    consolidate_checkpoint, resume_allowing, save_checkpoint, save_gathered_checkpoint,
+    save_sharded_checkpoint, Manifest, RunDir,
 };
 use tessera_nn::{Forward, Module};
 
@@ -77,9 +80,21 @@ fn step<B: FuzzBackend>(m: &Model<B>, o: &mut dyn Optimizer<B>, b: &B) -> tesser
     o.step()
 }
 
-/// Saves checkpoints after steps 1..=`count` into a fresh folder (sharded ones with
-/// `sharded`), damages it as `damage` says, resumes, and checks the outcome.
-fn damaged_resume<B: FuzzBackend>(c: &Ctx<'_, B>, sharded: bool) -> Outcome<B> {
+/// How the checkpoints of [`damaged_resume`] are written.
+#[derive(Clone, Copy, PartialEq)]
+enum Saved {
+    /// `save_checkpoint` of a plain AdamW.
+    OneFile,
+    /// `save_sharded_checkpoint` of a `ShardedOptimizer`: a file per rank and a manifest.
+    Sharded,
+    /// `save_gathered_checkpoint` of a `ShardedOptimizer`: one file, gathered a bucket at a time.
+    Gathered,
+}
+
+/// Saves checkpoints after steps 1..=`count` into a fresh folder as `saved` says, damages it
+/// as `damage` says, resumes, and checks the outcome.
+fn damaged_resume<B: FuzzBackend>(c: &Ctx<'_, B>, saved: Saved) -> Outcome<B> {
+    let sharded = saved == Saved::Sharded;
     let kinds = if sharded { 13 } else { 11 };
     let (count, damage) = (1 + c.size(0) % 3, c.size(1) % kinds);
     let mut rng = Rng::new(c.seed(3));
@@ -87,7 +102,7 @@ fn damaged_resume<B: FuzzBackend>(c: &Ctx<'_, B>, sharded: bool) -> Outcome<B> {
     // Fresh: an earlier step drawing the same seed (an edge value, say) used the same name,
     // and its newer checkpoints would be resumed.
     let _ = std::fs::remove_dir_all(&dir);
-    let outcome = damaged_resume_in(c, &dir, count, damage, sharded, &mut rng);
+    let outcome = damaged_resume_in(c, &dir, count, damage, saved, &mut rng);
     let _ = std::fs::remove_dir_all(&dir);
     outcome
 }
@@ -98,9 +113,10 @@ fn damaged_resume_in<B: FuzzBackend>(
     dir: &std::path::Path,
     count: usize,
     damage: usize,
-    sharded: bool,
+    saved_as: Saved,
     rng: &mut Rng,
 ) -> Outcome<B> {
+    let sharded = saved_as == Saved::Sharded;
     let b = c.backend();
     let config = json!({"model": "fuzz", "lr": 0.01, "world_size": 1});
     let setup = || -> tessera_core::Result<(RunDir, Vec<Fingerprint>)> {
@@ -108,7 +124,7 @@ fn damaged_resume_in<B: FuzzBackend>(
         let m = model(4, 1, b)?;
         let adamw = |params| AdamW::new(params, AdamWConfig::new(0.01));
         let mut saved = Vec::new();
-        if sharded {
+        if saved_as != Saved::OneFile {
             // One rank, small buckets: its file holds pieces of every parameter and moment.
             let comm = std::sync::Arc::new(LocalCommunicator::new());
             let level = ShardLevel::Gradients;
@@ -116,7 +132,13 @@ fn damaged_resume_in<B: FuzzBackend>(
             for s in 1..=count as u64 {
                 step(&m, &mut o, b)?;
                 let state = json!({"s": s});
-                save_sharded_checkpoint(&run, s, &m, &[("adamw", &o)], &config, &state, &*comm)?;
+                let groups: &[(&str, &dyn Optimizer<B>)] = &[("adamw", &o)];
+                match saved_as {
+                    Saved::Sharded => {
+                        save_sharded_checkpoint(&run, s, &m, groups, &config, &state, &*comm)?
+                    }
+                    _ => save_gathered_checkpoint(&run, s, &m, groups, &config, &state, &*comm)?,
+                };
                 // The consolidated state: what a plain AdamW holds after the resume.
                 o.prepare_checkpoint()?;
                 saved.push(fingerprint(&m, &o));
@@ -209,7 +231,7 @@ fn damaged_resume_in<B: FuzzBackend>(
     let allow_world = rng.below(2) == 0;
     // A sharded checkpoint is resumed into a plain AdamW or (every other time) a sharded one,
     // which reads only its shares.
-    let into_sharded = sharded && rng.below(2) == 0;
+    let into_sharded = saved_as != Saved::OneFile && rng.below(2) == 0;
     let made = model(width, 99, b).and_then(|m| {
         let adamw = |params| AdamW::new(params, AdamWConfig::new(0.01));
         let o: Box<dyn Optimizer<B>> = match into_sharded {
@@ -309,7 +331,7 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             3,
             &[SIZE, SIZE, BYTES, SEED],
             NONE,
-            |c| Ok(damaged_resume(c, false)),
+            |c| Ok(damaged_resume(c, Saved::OneFile)),
         )
         .work(|_| Ok(1 << 14)),
         op(
@@ -317,7 +339,15 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             3,
             &[SIZE, SIZE, BYTES, SEED],
             NONE,
-            |c| Ok(damaged_resume(c, true)),
+            |c| Ok(damaged_resume(c, Saved::Sharded)),
+        )
+        .work(|_| Ok(1 << 14)),
+        op(
+            "one-file run checkpoints gathered a bucket at a time: damage, then resume",
+            3,
+            &[SIZE, SIZE, BYTES, SEED],
+            NONE,
+            |c| Ok(damaged_resume(c, Saved::Gathered)),
         )
         .work(|_| Ok(1 << 14)),
         op(
