@@ -544,6 +544,21 @@ fn mpi_train_on(
     cmd
 }
 
+/// Copies the files of folder `from` (and its subfolders) into a new folder `to`.
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        match entry.file_type().unwrap().is_dir() {
+            true => copy_dir(&entry.path(), &target),
+            false => {
+                std::fs::copy(entry.path(), target).unwrap();
+            }
+        }
+    }
+}
+
 /// Whether the newest checkpoint of `dir` is sharded over `ranks` files.
 fn newest_is_sharded_over(dir: &std::path::Path, ranks: usize) -> bool {
     let run = RunDir::open(dir).unwrap();
@@ -553,7 +568,7 @@ fn newest_is_sharded_over(dir: &std::path::Path, ranks: usize) -> bool {
 }
 
 #[test]
-fn sharded_checkpoints_resume_bit_for_bit_and_at_epoch_ends_on_other_numbers_of_ranks() {
+fn sharded_checkpoints_resume_bit_for_bit_and_on_other_numbers_of_ranks() {
     if let Some(reason) = skip_reason() {
         println!("skipped: {reason}");
         return;
@@ -578,14 +593,27 @@ fn sharded_checkpoints_resume_bit_for_bit_and_at_epoch_ends_on_other_numbers_of_
     );
     assert_eq!(RunDir::open(&pieces).unwrap().steps().unwrap(), vec![3]);
     assert!(newest_is_sharded_over(&pieces, 2));
-    // Four ranks cannot take over an epoch two ranks had split...
-    let out = mpi_train_on(4, &train, &pieces, &with(&["--resume"]))
+    // Four ranks take over the rest of an epoch two ranks had split (in a copy of the run)...
+    let four_ranks = tmp.path().join("four-ranks");
+    copy_dir(&pieces, &four_ranks);
+    let out = mpi_train_on(4, &train, &four_ranks, &with(&["--resume"]))
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(stderr.contains("middle of epoch 1"), "{stderr}");
-    // ...two ranks continue bit for bit.
+    assert!(
+        stderr.contains("resuming inside epoch 1 on 4 ranks"),
+        "{stderr}"
+    );
+    let four = summary(&out);
+    assert_eq!(
+        (
+            four["resumed_from_step"].as_u64(),
+            four["world_size"].as_u64()
+        ),
+        (Some(3), Some(4)),
+        "{four}"
+    );
+    // ...and two ranks continue bit for bit.
     let resumed = summary(
         &mpi_train(&train, &pieces, &with(&["--resume"]))
             .output()

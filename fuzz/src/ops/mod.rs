@@ -36,6 +36,7 @@ pub mod nn_ops;
 pub mod optim;
 pub mod pretrained_files;
 pub mod run_files;
+pub mod sampler_ops;
 pub mod sharded_units;
 pub mod tensors;
 pub mod tokenizer_ops;
@@ -208,6 +209,7 @@ pub fn table<B: FuzzBackend>() -> Vec<Op<B>> {
     t.extend(files::ops());
     t.extend(run_files::ops());
     t.extend(sharded_units::ops());
+    t.extend(sampler_ops::ops());
     t.extend(consistent::ops());
     t.extend(differential::ops());
     t.extend(transformer::ops());

@@ -87,6 +87,11 @@ impl DistributedSampler {
         }
     }
 
+    /// Items of the data set it deals.
+    pub fn dataset_len(&self) -> usize {
+        self.len
+    }
+
     /// Items of an epoch over all ranks: `num_samples() * world_size`.
     pub fn total_size(&self) -> usize {
         self.num_samples() * self.world_size
@@ -94,12 +99,27 @@ impl DistributedSampler {
 
     /// This rank's items of epoch `epoch`, in the order to visit them.
     pub fn indices(&self, epoch: u64) -> Vec<usize> {
+        self.indices_from(epoch, 0)
+    }
+
+    /// This rank's items of what is left of epoch `epoch` after its first `offset` items (in
+    /// the epoch's order over all ranks, before padding): those items are dealt round-robin to
+    /// the ranks, padded (repeating the first of them) to a multiple of the world size, or cut
+    /// to one with `drop_last`. With `offset` 0, [`DistributedSampler::indices`]. A run resumed
+    /// inside an epoch on another number of ranks continues with the items the earlier ranks
+    /// had not reached.
+    pub fn indices_from(&self, epoch: u64, offset: usize) -> Vec<usize> {
         let mut order = if self.shuffle {
             epoch_permutation(self.len, self.seed, epoch)
         } else {
             (0..self.len).collect()
         };
-        let total = self.total_size();
+        order.drain(..offset.min(order.len()));
+        let left = order.len();
+        let total = match self.drop_last {
+            true => left / self.world_size * self.world_size,
+            false => left.div_ceil(self.world_size) * self.world_size,
+        };
         if order.is_empty() {
             return Vec::new();
         }

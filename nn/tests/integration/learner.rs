@@ -233,3 +233,133 @@ fn the_log_holds_the_scalars_of_every_interval_and_epoch() {
     }
     assert!(lines[2]["test/accuracy"].as_f64().unwrap() > 0.3);
 }
+
+/// A run checkpointed inside an epoch on 2 ranks and resumed on 3: the items the 2 ranks had
+/// trained on are not dealt again, every other item of the epoch is (once, but for the padding
+/// that makes the 3 shares equal).
+mod another_number_of_ranks {
+    use super::{CrashAt, Points};
+    use crate::thread_comm::on_ranks;
+    use serde_json::json;
+    use std::sync::{Arc, Mutex};
+    use tessera_core::{DType, Generator, Result, Tensor};
+    use tessera_cpu::Cpu;
+    use tessera_nn::data::{DataLoader, Dataset, LoaderConfig};
+    use tessera_nn::distributed::{Communicator, DistributedSampler, ShardLevel, ShardedOptimizer};
+    use tessera_nn::layers::{LinearConfig, ReLU, Sequential};
+    use tessera_nn::optim::{AdamW, AdamWConfig};
+    use tessera_nn::run::RunDir;
+    use tessera_nn::training::Learner;
+    use tessera_nn::Module;
+
+    /// [`Points`] that logs every item it is asked for.
+    #[derive(Clone)]
+    struct Logged {
+        points: Points,
+        log: Arc<Mutex<Vec<usize>>>,
+    }
+
+    impl Dataset for Logged {
+        fn len(&self) -> usize {
+            self.points.len()
+        }
+        fn item_dims(&self) -> &[usize] {
+            self.points.item_dims()
+        }
+        fn fill_batch(&self, at: &[usize], x: &mut Vec<f32>, y: &mut Vec<i64>) -> Result<()> {
+            self.log.lock().unwrap().extend_from_slice(at);
+            self.points.fill_batch(at, x, y)
+        }
+    }
+
+    const ITEMS: usize = 50;
+    const BATCH: usize = 4;
+
+    /// Fits one epoch on `world` thread ranks into `dir` (resuming with `resume`, checkpoints
+    /// every 2 steps, crashing after step `crash_at` if given); returns the items fetched for
+    /// training, over all ranks, and rank 0's outcome.
+    fn fit_on(
+        world: usize,
+        dir: &std::path::Path,
+        resume: bool,
+        crash_at: Option<usize>,
+    ) -> (Vec<usize>, Result<tessera_nn::training::FitReport>) {
+        let dev = Cpu::new();
+        let values = Tensor::<Cpu>::randn([ITEMS, 5], DType::F32, 3, &dev).unwrap();
+        let points = Points(values.to_vec::<f32>().unwrap());
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let outcomes = on_ranks(world, |comm| {
+            let dev = Cpu::new();
+            let comm: Arc<dyn Communicator<Cpu>> = Arc::new(comm);
+            let rank = comm.rank();
+            let train = Logged {
+                points: points.clone(),
+                log: log.clone(),
+            };
+            // No read-ahead: the items fetched are the items trained on.
+            let train = DataLoader::new(train, LoaderConfig::new(BATCH).prefetch(0)).unwrap();
+            let test = DataLoader::new(points.clone(), LoaderConfig::new(16).sequential()).unwrap();
+            let mut g = Generator::new(1);
+            let model = Sequential::new((
+                LinearConfig::new(5, 8).init(&dev, &mut g).unwrap(),
+                ReLU::new(),
+                LinearConfig::new(8, 3).init(&dev, &mut g).unwrap(),
+            ));
+            let adamw = |p| AdamW::new(p, AdamWConfig::new(0.01));
+            let level = ShardLevel::Gradients;
+            let optimizer =
+                ShardedOptimizer::new(model.parameters(), comm.clone(), level, 64, adamw).unwrap();
+            let sampler = DistributedSampler::new(ITEMS, rank, world)
+                .unwrap()
+                .shuffled(9);
+            let mut learner = Learner::new(model, optimizer)
+                .epochs(1)
+                .communicator(comm)
+                .sampler(sampler)
+                .run_dir(
+                    RunDir::open(dir).unwrap(),
+                    json!({ "world_size": world }),
+                    Some(2),
+                    resume,
+                );
+            if let Some(step) = crash_at {
+                learner = learner.callback(Box::new(CrashAt(step)));
+            }
+            learner.fit(&train, &test, &dev)
+        });
+        let fetched = log.lock().unwrap().clone();
+        (fetched, outcomes.into_iter().next().unwrap())
+    }
+
+    #[test]
+    fn a_checkpoint_inside_an_epoch_resumes_on_another_number_of_ranks_with_the_rest_of_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("run");
+        // 2 ranks: 2 steps of 2 batches of 4 (16 items), a checkpoint, a crash.
+        let (before, crashed) = fit_on(2, &dir, false, Some(2));
+        assert!(crashed.is_err());
+        assert_eq!(before.len(), 2 * 2 * BATCH);
+        // 3 ranks: the 34 items left, padded to 36, 12 per rank: 3 steps of 4.
+        let (after, report) = fit_on(3, &dir, true, None);
+        let report = report.unwrap();
+        assert_eq!(report.resumed_from_step, Some(2));
+        assert_eq!(report.global_step, 2 + 3);
+        assert_eq!(report.epochs.len(), 1);
+        assert_eq!(after.len(), 36);
+        let mut seen = [0usize; ITEMS];
+        for &item in before.iter().chain(&after) {
+            seen[item] += 1;
+        }
+        assert!(
+            seen.iter().all(|&n| n >= 1),
+            "an item was never trained on: {seen:?}"
+        );
+        for &item in &before {
+            assert_eq!(
+                seen[item], 1,
+                "item {item}, trained before the checkpoint, came again"
+            );
+        }
+        assert_eq!(seen.iter().sum::<usize>(), ITEMS + 2);
+    }
+}

@@ -287,8 +287,9 @@ impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
         }
         let groups: &mut [(&str, &mut dyn Optimizer<B>)] =
             &mut [("optimizer", &mut self.optimizer)];
-        // The model and optimizer state load into any number of ranks; the position in an
-        // epoch does not (each rank's share of the epoch depends on the number of ranks).
+        // The model and optimizer state load into any number of ranks; so does the position in
+        // an epoch, dealt anew in [`Learner::fit`] (each rank's share of the epoch depends on
+        // the number of ranks).
         const WORLD: &str = "world_size";
         let Some(found) = run::resume_allowing(
             &run.dir,
@@ -302,21 +303,25 @@ impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
             return Ok((Progress::default(), None));
         };
         let mut progress = Progress::from_json(&found.state)?;
-        let (saved, now) = (&found.config[WORLD], &run.config[WORLD]);
-        if saved != now && progress.batch_in_epoch != 0 {
-            return Err(Error::checkpoint(format!(
-                "the checkpoint of step {} was written in the middle of epoch {} (after {} \
-                 batches) by a run with `{WORLD}` = {saved}, and this run has {now}: a \
-                 checkpoint taken inside an epoch resumes on the same number of ranks only \
-                 (each rank's share of the epoch depends on it); resume on {saved} ranks, or \
-                 from a checkpoint taken at the end of an epoch",
-                found.step,
-                progress.epoch + 1,
-                progress.batch_in_epoch
-            )));
-        }
-        if let Some(&(loss_sum, samples)) = progress.ranks.get(rank) {
-            (progress.loss_sum, progress.samples) = (loss_sum, samples);
+        let saved_world = progress.ranks.len().max(1);
+        if saved_world == self.comm.world_size() {
+            if let Some(&(loss_sum, samples)) = progress.ranks.get(rank) {
+                (progress.loss_sum, progress.samples) = (loss_sum, samples);
+            }
+        } else {
+            // Another number of ranks: rank 0 carries the epoch's partial sums of them all
+            // (the epoch's figures are sums over the ranks), the others start from zero.
+            let (loss_sum, samples) = match progress.ranks.is_empty() {
+                true => (progress.loss_sum, progress.samples),
+                false => progress
+                    .ranks
+                    .iter()
+                    .fold((0.0, 0), |(l, n), &(rl, rn)| (l + rl, n + rn)),
+            };
+            (progress.loss_sum, progress.samples) = match rank {
+                0 => (loss_sum, samples),
+                _ => (0.0, 0),
+            };
         }
         if let (Some(scaler), Some((scale, n))) = (self.scaler.as_mut(), progress.scaler) {
             scaler.set_position(scale, n)?;
@@ -412,6 +417,29 @@ impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
             .map(|(_, p)| p)
             .collect();
         let (mut progress, resumed_from_step) = self.start(backend)?;
+        let batch_size = train.config().batch_size;
+        let saved_world = progress.ranks.len().max(1);
+        if resumed_from_step.is_some() && saved_world != world_size && progress.batch_in_epoch > 0 {
+            // Inside an epoch, on another number of ranks: the items the earlier ranks trained
+            // on (each `batch_in_epoch` full batches of its round-robin share) are the first of
+            // what was left of the epoch; the rest is dealt to these ranks.
+            let len = match &self.sampler {
+                Some(sampler) => sampler.dataset_len(),
+                None => train.dataset().len(),
+            };
+            let left = len.saturating_sub(progress.epoch_offset);
+            let done = (saved_world * progress.batch_in_epoch * batch_size).min(left);
+            if rank == 0 {
+                eprintln!(
+                    "resuming inside epoch {} on {world_size} ranks (the checkpoint's run had \
+                     {saved_world}): the {} items of the epoch left are dealt anew",
+                    progress.epoch + 1,
+                    left - done
+                );
+            }
+            progress.epoch_offset += done;
+            progress.batch_in_epoch = 0;
+        }
         // Level 3: shares of the parameters (restored or not) from here on.
         self.release_units()?;
         // Rank 0 logs the scalars (after a resume, without what the killed process logged
@@ -420,12 +448,15 @@ impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
             Some(dir) if rank == 0 => Some(MetricsLog::open_resumed(dir, resumed_from_step)?),
             _ => None,
         };
-        let order = |epoch: usize| match &self.sampler {
-            Some(s) => s.indices(epoch as u64),
-            None => train.epoch_order(epoch as u64),
+        // This rank's items of an epoch, after its first `offset` items over all ranks.
+        let order = |epoch: usize, offset: usize| match &self.sampler {
+            Some(s) => s.indices_from(epoch as u64, offset),
+            None => {
+                let mut all = train.epoch_order(epoch as u64);
+                all.drain(..offset.min(all.len()));
+                all
+            }
         };
-        let steps_per_epoch = train.batches_for(order(0).len());
-        let batch_size = train.config().batch_size;
         let checkpoint_every = self.run.as_ref().and_then(|r| r.checkpoint_every);
 
         while progress.epoch < self.epochs && !progress.stopped {
@@ -433,6 +464,8 @@ impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
             self.model.train();
             // A resumed epoch skips the batches it had done (the order is fixed by the seed).
             let done = progress.batch_in_epoch;
+            let all = order(epoch, progress.epoch_offset);
+            let steps_per_epoch = train.batches_for(all.len());
             let start = EpochStart {
                 epoch,
                 epochs: self.epochs,
@@ -442,7 +475,6 @@ impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
             for c in &mut self.callbacks {
                 c.on_epoch_start(&start)?;
             }
-            let all = order(epoch);
             let rest = all[(done * batch_size).min(all.len())..].to_vec();
             let epoch_start = Instant::now();
             let mut pending = Vec::new();

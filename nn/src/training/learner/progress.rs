@@ -49,7 +49,11 @@ pub(crate) struct Progress {
     pub global_step: usize,
     /// The epoch under way (0-based; `epochs` when done).
     pub epoch: usize,
-    /// Batches of that epoch done.
+    /// Items of that epoch (in its order over all ranks) done before the current number of
+    /// ranks took over: a run resumed inside an epoch on another number of ranks deals the
+    /// rest of the epoch anew ([`crate::distributed::DistributedSampler::indices_from`]).
+    pub epoch_offset: usize,
+    /// Batches of that epoch done (after `epoch_offset`).
     pub batch_in_epoch: usize,
     /// Sum of `loss * batch size` over this rank's batches of that epoch, and their samples.
     pub loss_sum: f64,
@@ -76,6 +80,7 @@ impl Progress {
             "global_step": self.global_step,
             "epoch": self.epoch,
             "batch_in_epoch": self.batch_in_epoch,
+            "epoch_offset": self.epoch_offset,
             "loss_sum": f64_to_json(self.loss_sum),
             "samples": self.samples,
             "ranks": self.ranks.iter().map(|(l, n)| json!([f64_to_json(*l), n])).collect::<Vec<_>>(),
@@ -113,6 +118,11 @@ impl Progress {
             global_step: count("global_step")?,
             epoch: count("epoch")?,
             batch_in_epoch: count("batch_in_epoch")?,
+            // Absent from checkpoints written before it existed: no offset.
+            epoch_offset: match v.get("epoch_offset") {
+                None => 0,
+                Some(_) => count("epoch_offset")?,
+            },
             loss_sum: f64_from_json(&v["loss_sum"], "loss_sum")?,
             samples: count("samples")?,
             ranks,
@@ -136,6 +146,7 @@ mod tests {
             global_step: 12,
             epoch: 1,
             batch_in_epoch: 2,
+            epoch_offset: 40,
             loss_sum: 0.1 + 0.2,
             samples: 128,
             ranks: vec![(0.3, 64), (f64::MIN_POSITIVE, 64)],
@@ -157,5 +168,8 @@ mod tests {
         broken["epochs"] = Value::from(3);
         let e = Progress::from_json(&broken).unwrap_err().to_string();
         assert!(e.contains("epochs"), "{e}");
+        let mut older = p.to_json();
+        older.as_object_mut().unwrap().remove("epoch_offset");
+        assert_eq!(Progress::from_json(&older).unwrap().epoch_offset, 0);
     }
 }
