@@ -1,20 +1,24 @@
-//! The recorded graph and reverse-mode propagation: nodes, topological order, `backward`.
+//! The recorded graph and reverse-mode propagation: nodes, scheduling, `backward`.
 //!
 //! Every op result holds a [`Node`]: its backward closure and its parent `Var`s. `backward`
-//! collects the nodes reachable from the output through Vars that require grad (an iterative
-//! depth-first search, so graphs thousands of nodes deep are fine), visits them from the output
-//! towards the leaves, sums the gradients arriving at each node, calls each closure exactly once,
-//! and finally adds the totals into the leaves' `grad`.
+//! counts the consumers of each node reachable from the output through Vars that require grad
+//! (an iterative depth-first search, so graphs thousands of nodes deep are fine), then runs each
+//! node once all of its consumers have run, the most recently created first (PyTorch's order),
+//! summing the gradients arriving at each node and calling each closure exactly once; a leaf's
+//! gradient is complete as soon as its last consumer has run. The totals are added into the
+//! leaves' `grad` at the end.
 //!
 //! Unless [`Var::backward_retain`] is used, `backward` frees every node it visits (closure, saved
 //! tensors and parent links) as soon as that node's rule has run, so memory is returned during the
 //! pass; running `backward` again through a freed node is an error, as in PyTorch. Leaf gradients
 //! are only written once the whole pass has succeeded: a failing `backward` changes no `grad`
-//! (but may have freed part of the graph). Dropping the last handle on a long chain
+//! (but may have freed part of the graph), except on leaves with a gradient-ready hook
+//! ([`Var::set_grad_ready_hook`]), which get theirs, and run the hook, as soon as their last
+//! consumer has run. Dropping the last handle on a long chain
 //! is iterative too, so it cannot overflow the stack.
 
 use crate::var::{lock, Var, VarInner};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::sync::Arc;
 use tessera_core::{Backend, Error, Result, Tensor};
 
@@ -48,7 +52,7 @@ impl<B: Backend> VarInner<B> {
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         match std::mem::replace(grad_fn, GradFn::Freed) {
             // Only a `backward` running on another thread can hold another reference; its
-            // topological order keeps the ancestors alive, so dropping its handle is shallow.
+            // scheduled nodes keep their ancestors alive, so dropping its handle is shallow.
             GradFn::Op(node) => Arc::try_unwrap(node)
                 .map(|node| node.parents)
                 .unwrap_or_default(),
@@ -97,31 +101,47 @@ fn parents_requiring_grad<B: Backend>(var: &Var<B>) -> Result<Vec<Var<B>>> {
     }
 }
 
-/// The Vars that require grad reachable from `root`, each after all of its consumers: the order
-/// in which gradients can be propagated. Iterative post-order DFS, reversed.
-fn topological_order<B: Backend>(root: &Var<B>) -> Result<Vec<Var<B>>> {
-    let mut post_order = Vec::new();
+/// How many edges of the graph of Vars that require grad reachable from `root` consume each
+/// node, by id (an op using a Var twice counts twice). Iterative depth-first search; an error
+/// if it reaches a node whose graph was freed.
+fn count_consumers<B: Backend>(root: &Var<B>) -> Result<HashMap<u64, usize>> {
     let mut visited = HashSet::new();
-    // (var, parents_done): a Var is emitted when popped the second time, after its parents.
-    let mut stack = vec![(root.clone(), false)];
-    while let Some((var, parents_done)) = stack.pop() {
-        if parents_done {
-            post_order.push(var);
-            continue;
-        }
-        if !visited.insert(var.id()) {
-            continue;
-        }
-        let parents = parents_requiring_grad(&var)?;
-        stack.push((var, true));
-        for parent in parents {
-            if !visited.contains(&parent.id()) {
-                stack.push((parent, false));
+    let mut consumers: HashMap<u64, usize> = HashMap::new();
+    let mut stack = vec![root.clone()];
+    visited.insert(root.id());
+    while let Some(var) = stack.pop() {
+        for parent in parents_requiring_grad(&var)? {
+            *consumers.entry(parent.id()).or_default() += 1;
+            if visited.insert(parent.id()) {
+                stack.push(parent);
             }
         }
     }
-    post_order.reverse();
-    Ok(post_order)
+    Ok(consumers)
+}
+
+/// An op node whose consumers have all run, ordered by id: the most recently created runs
+/// first (PyTorch's order), so the backward pass goes back through the forward pass in step.
+struct Ready<B: Backend>(Var<B>);
+
+impl<B: Backend> PartialEq for Ready<B> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.id() == other.0.id()
+    }
+}
+
+impl<B: Backend> Eq for Ready<B> {}
+
+impl<B: Backend> PartialOrd for Ready<B> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<B: Backend> Ord for Ready<B> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.id().cmp(&other.0.id())
+    }
 }
 
 /// Checks that a gradient produced for `var` has its shape and dtype.
@@ -157,6 +177,28 @@ fn accumulate<B: Backend>(
     Ok(())
 }
 
+/// A leaf's gradient of this pass is complete: with a gradient-ready hook it is added now and
+/// the hook runs; otherwise it waits in `pending` for the end of the pass.
+fn complete_leaf<B: Backend>(
+    leaf: &Var<B>,
+    grad: Option<Tensor<B>>,
+    pending: &mut Vec<(Var<B>, Tensor<B>)>,
+) -> Result<()> {
+    match (leaf.grad_ready_hook(), grad) {
+        (Some(hook), grad) => {
+            if let Some(grad) = grad {
+                leaf.accumulate_grad(&grad)?;
+            }
+            hook(leaf)
+        }
+        (None, Some(grad)) => {
+            pending.push((leaf.clone(), grad));
+            Ok(())
+        }
+        (None, None) => Ok(()),
+    }
+}
+
 /// Propagates `seed` (the gradient of the loss with respect to `root`) back through the graph.
 fn run_backward<B: Backend>(root: &Var<B>, seed: Tensor<B>, retain_graph: bool) -> Result<()> {
     if !root.requires_grad() {
@@ -168,24 +210,27 @@ fn run_backward<B: Backend>(root: &Var<B>, seed: Tensor<B>, retain_graph: bool) 
         });
     }
     check_grad_matches(root, &seed)?;
-    let order = topological_order(root)?;
+    let mut consumers = count_consumers(root)?;
     let mut totals: HashMap<u64, Tensor<B>> = HashMap::new();
     totals.insert(root.id(), seed);
     let mut leaf_grads = Vec::new();
-    for var in &order {
-        let Some(grad) = totals.remove(&var.id()) else {
-            continue; // nothing flowed into this node
-        };
+    let mut ready = BinaryHeap::new();
+    if root.is_leaf() {
+        complete_leaf(root, totals.remove(&root.id()), &mut leaf_grads)?;
+    } else {
+        ready.push(Ready(root.clone()));
+    }
+    while let Some(Ready(var)) = ready.pop() {
         let node = match &*lock(&var.inner.grad_fn) {
-            GradFn::Leaf => None,
-            GradFn::Op(node) => Some(node.clone()),
-            GradFn::Freed => return Err(freed_graph_error()),
+            GradFn::Op(node) => node.clone(),
+            // Only op nodes are scheduled; a freed one was checked by `count_consumers`.
+            GradFn::Leaf | GradFn::Freed => return Err(freed_graph_error()),
         };
-        let Some(node) = node else {
-            leaf_grads.push((var.clone(), grad));
-            continue;
+        let parent_grads = match totals.remove(&var.id()) {
+            // Nothing flowed into this node: its parents get nothing from it.
+            None => vec![None; node.parents.len()],
+            Some(grad) => (node.backward)(&grad)?,
         };
-        let parent_grads = (node.backward)(&grad)?;
         if parent_grads.len() != node.parents.len() {
             return Err(Error::InvalidArgument {
                 op: "backward",
@@ -197,9 +242,23 @@ fn run_backward<B: Backend>(root: &Var<B>, seed: Tensor<B>, retain_graph: bool) 
             });
         }
         for (parent, parent_grad) in node.parents.iter().zip(parent_grads) {
-            if let (true, Some(g)) = (parent.requires_grad(), parent_grad) {
+            if !parent.requires_grad() {
+                continue;
+            }
+            if let Some(g) = parent_grad {
                 check_grad_matches(parent, &g)?;
                 accumulate(&mut totals, parent.id(), g)?;
+            }
+            let left = consumers.get_mut(&parent.id()).map(|n| {
+                *n = n.saturating_sub(1);
+                *n
+            });
+            if left == Some(0) {
+                // Every consumer has run: the parent's gradient is complete.
+                match parent.is_leaf() {
+                    true => complete_leaf(parent, totals.remove(&parent.id()), &mut leaf_grads)?,
+                    false => ready.push(Ready(parent.clone())),
+                }
             }
         }
         if !retain_graph {
@@ -210,15 +269,6 @@ fn run_backward<B: Backend>(root: &Var<B>, seed: Tensor<B>, retain_graph: bool) 
     }
     for (leaf, grad) in &leaf_grads {
         leaf.accumulate_grad(grad)?;
-    }
-    if !retain_graph {
-        // Nodes nothing flowed into were skipped above; free them too.
-        for var in &order {
-            let mut grad_fn = lock(&var.inner.grad_fn);
-            if matches!(*grad_fn, GradFn::Op(_)) {
-                *grad_fn = GradFn::Freed;
-            }
-        }
     }
     Ok(())
 }

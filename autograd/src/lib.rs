@@ -11,6 +11,8 @@
 //! * [`Var::backward`] propagates from a scalar into the leaves' [`Var::grad`], where gradients
 //!   accumulate until [`Var::zero_grad`]. The graph is freed afterwards unless
 //!   [`Var::backward_retain`] is used.
+//! * [`Var::set_grad_ready_hook`] runs a function on a leaf as soon as its gradient of a pass
+//!   is complete (data-parallel wrappers reduce gradients during the pass with it).
 //! * [`no_grad`] switches recording off for a block (evaluation, optimizer updates).
 //! * [`gradcheck`] compares analytic gradients with finite differences.
 //!
@@ -33,6 +35,7 @@
 
 #![warn(missing_docs)]
 
+mod grad_hook;
 mod grad_mode;
 mod gradcheck;
 mod graph;
@@ -40,6 +43,7 @@ mod ops;
 mod std_ops;
 mod var;
 
+pub use grad_hook::GradReadyHook;
 pub use grad_mode::{enable_grad, is_grad_enabled, no_grad, GradModeGuard};
 pub use gradcheck::{gradcheck, GradcheckOptions, GradcheckReport};
 pub use graph::BackwardFn;

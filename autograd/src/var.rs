@@ -47,6 +47,9 @@ pub(crate) struct VarInner<B: Backend> {
     pub(crate) grad: Mutex<Option<Tensor<B>>>,
     /// How this node was made: a leaf, an op (until its graph is freed), or a freed op.
     pub(crate) grad_fn: Mutex<GradFn<B>>,
+    /// Called once the leaf's gradient of a `backward` pass is complete (see
+    /// [`Var::set_grad_ready_hook`]).
+    pub(crate) grad_hook: Mutex<Option<crate::grad_hook::GradReadyHook<B>>>,
 }
 
 /// Locks a mutex, recovering the data if another thread panicked while holding it (the values
@@ -86,6 +89,7 @@ impl<B: Backend> Var<B> {
                 value: RwLock::new(value),
                 grad: Mutex::new(None),
                 grad_fn: Mutex::new(grad_fn),
+                grad_hook: Mutex::new(None),
             }),
         }
     }

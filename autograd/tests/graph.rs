@@ -1,8 +1,8 @@
 //! Unit tests of the graph machinery: accumulation, freeing, no_grad, detach, deep graphs,
-//! requires_grad propagation, leaf updates, and closed-form gradients.
+//! requires_grad propagation, leaf updates, gradient-ready hooks, and closed-form gradients.
 
-use std::sync::Arc;
-use tessera_autograd::{is_grad_enabled, no_grad, Var};
+use std::sync::{Arc, Mutex};
+use tessera_autograd::{is_grad_enabled, no_grad, GradReadyHook, Var};
 use tessera_core::{DType, Error, Tensor};
 use tessera_cpu::Cpu;
 
@@ -422,4 +422,153 @@ fn casts_between_float_dtypes_pass_the_gradient_through_the_reverse_cast_exactly
             "{low}"
         );
     }
+}
+
+/// Per run of a hook: its leaf's name, gradient, and how many watched leaves had one.
+type HookLog = Vec<(&'static str, Vec<f64>, usize)>;
+
+/// A hook that records, each time it runs, the leaf's name and gradient, and how many of the
+/// watched leaves held a gradient at that moment.
+fn recording_hook(
+    name: &'static str,
+    log: &Arc<Mutex<HookLog>>,
+    watched: &[Var<Cpu>],
+) -> GradReadyHook<Cpu> {
+    let (log, watched) = (log.clone(), watched.to_vec());
+    Arc::new(move |leaf: &Var<Cpu>| {
+        let with_grad = watched.iter().filter(|v| v.grad().is_some()).count();
+        let grad = leaf.grad().map(|g| g.to_vec::<f64>()).transpose()?;
+        log.lock()
+            .unwrap()
+            .push((name, grad.unwrap_or_default(), with_grad));
+        Ok(())
+    })
+}
+
+#[test]
+fn grad_ready_hooks_run_once_per_pass_as_soon_as_the_leaf_is_complete() {
+    // y = sum(tanh(tanh(x·w1)·w2)·w3): w3's gradient is complete first, w1's last.
+    let x = Var::constant(t(&[0.5, -1.0, 2.0, 0.25], &[2, 2]));
+    let ws: Vec<Var<Cpu>> = (0..3)
+        .map(|i| Var::param(t(&[0.3 + i as f64, -0.2, 0.1, 0.7], &[2, 2])))
+        .collect();
+    // An identity op between the first two layers logs when its backward runs: w3's and w2's
+    // hooks run before it (as soon as they are complete, not at the end of the pass).
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let forward = || -> tessera_core::Result<Var<Cpu>> {
+        let h1 = x.matmul(&ws[0])?.tanh()?;
+        let probe_log = log.clone();
+        let h1 = Var::from_op(h1.value(), vec![h1.clone()], move |g| {
+            probe_log.lock().unwrap().push(("probe", Vec::new(), 0));
+            Ok(vec![Some(g.clone())])
+        });
+        let h = h1.matmul(&ws[1])?.tanh()?;
+        h.matmul(&ws[2])?.sum_all()
+    };
+    // The reference: plain backward.
+    forward().unwrap().backward().unwrap();
+    let expected: Vec<Vec<f64>> = ws.iter().map(grad_of).collect();
+    ws.iter().for_each(Var::zero_grad);
+    log.lock().unwrap().clear();
+    for (w, name) in ws.iter().zip(["w1", "w2", "w3"]) {
+        w.set_grad_ready_hook(Some(recording_hook(name, &log, &ws)))
+            .unwrap();
+    }
+    forward().unwrap().backward().unwrap();
+    let mut runs = log.lock().unwrap().clone();
+    let names: Vec<_> = runs.iter().map(|r| r.0).collect();
+    assert_eq!(names, ["w3", "w2", "probe", "w1"]);
+    runs.remove(2);
+    // Each saw its complete gradient, and the ones before it had theirs already.
+    for (i, (_, grad, with_grad)) in runs.iter().enumerate() {
+        assert_eq!(grad, &expected[2 - i]);
+        assert_eq!(*with_grad, i + 1);
+    }
+    // A second pass: once more each, the gradients accumulated.
+    forward().unwrap().backward().unwrap();
+    assert_eq!(log.lock().unwrap().len(), 8);
+    let doubled: Vec<f64> = expected[0].iter().map(|g| 2.0 * g).collect();
+    assert_eq!(grad_of(&ws[0]), doubled);
+}
+
+#[test]
+fn a_leaf_used_twice_runs_its_hook_after_both_uses_and_hook_errors_stop_backward() {
+    let w = Var::param(t(&[1.0, 2.0], &[2]));
+    let log = Arc::new(Mutex::new(Vec::new()));
+    w.set_grad_ready_hook(Some(recording_hook("w", &log, std::slice::from_ref(&w))))
+        .unwrap();
+    // d/dw sum(w*w + w) = 2w + 1
+    w.mul(&w)
+        .unwrap()
+        .add(&w)
+        .unwrap()
+        .sum_all()
+        .unwrap()
+        .backward()
+        .unwrap();
+    assert_eq!(log.lock().unwrap().as_slice(), &[("w", vec![3.0, 5.0], 1)]);
+    // A hook on the root leaf itself runs too.
+    let s = Var::param(t(&[4.0], &[1]));
+    s.set_grad_ready_hook(Some(recording_hook("s", &log, std::slice::from_ref(&s))))
+        .unwrap();
+    s.backward().unwrap();
+    assert_eq!(log.lock().unwrap().last().unwrap().1, vec![1.0]);
+    // An error of a hook is backward's error.
+    w.zero_grad();
+    w.set_grad_ready_hook(Some(Arc::new(|_: &Var<Cpu>| {
+        Err(tessera_core::Error::InvalidArgument {
+            op: "test hook",
+            msg: "refused".into(),
+        })
+    })))
+    .unwrap();
+    let err = w
+        .mul(&w)
+        .unwrap()
+        .sum_all()
+        .unwrap()
+        .backward()
+        .unwrap_err();
+    assert!(err.to_string().contains("refused"), "{err}");
+    // The hooked leaf got its gradient before its hook ran, and keeps it.
+    assert_eq!(grad_of(&w), vec![2.0, 4.0]);
+    w.zero_grad();
+    // Only leaves that require grad take one; None removes it.
+    let c = Var::constant(t(&[1.0], &[1]));
+    assert!(c
+        .set_grad_ready_hook(Some(recording_hook("c", &log, &[])))
+        .is_err());
+    let op = w.mul(&w).unwrap();
+    assert!(op
+        .set_grad_ready_hook(Some(recording_hook("op", &log, &[])))
+        .is_err());
+    w.set_grad_ready_hook(None).unwrap();
+    assert!(w.grad_ready_hook().is_none());
+    w.mul(&w).unwrap().sum_all().unwrap().backward().unwrap();
+    assert_eq!(grad_of(&w), vec![2.0, 4.0]);
+}
+
+#[test]
+fn a_hooked_leaf_nothing_flows_into_still_runs_its_hook_without_a_gradient() {
+    // argmax-like ops give no gradient: the custom op below returns None for its parent.
+    let w = Var::param(t(&[1.0, 2.0], &[2]));
+    let v = Var::param(t(&[3.0], &[1]));
+    let log = Arc::new(Mutex::new(Vec::new()));
+    w.set_grad_ready_hook(Some(recording_hook("w", &log, std::slice::from_ref(&w))))
+        .unwrap();
+    let blocked = Var::from_op(
+        w.value().sum_all().unwrap().reshape([1]).unwrap(),
+        vec![w.clone()],
+        |_| Ok(vec![None]),
+    );
+    blocked
+        .add(&v)
+        .unwrap()
+        .sum_all()
+        .unwrap()
+        .backward()
+        .unwrap();
+    assert_eq!(log.lock().unwrap().as_slice(), &[("w", vec![], 0)]);
+    assert!(w.grad().is_none());
+    assert_eq!(grad_of(&v), vec![1.0]);
 }

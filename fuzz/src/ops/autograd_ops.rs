@@ -1,10 +1,124 @@
-//! Autograd: variables from tensors, differentiable ops, backward passes and gradients.
+//! Autograd: variables from tensors, differentiable ops, backward passes and gradients, and
+//! gradient-ready hooks (each runs once per pass, seeing the gradient a plain pass gives).
 
 use super::kinds::*;
 use super::{op, FuzzBackend, Op};
-use crate::machine::{Outcome, Skip, Value};
-use tessera_autograd::{no_grad, Var};
-use tessera_core::UnaryOp;
+use crate::machine::{Ctx, Outcome, Skip, Value};
+use std::sync::{Arc, Mutex};
+use tessera_autograd::{no_grad, GradReadyHook, Var};
+use tessera_core::{Tensor, UnaryOp};
+
+/// A small graph over two leaves made from `t`, chosen by `shape`: a leaf used twice, through
+/// a view, through a non-differentiable step, or not at all.
+fn hooked_graph<B: FuzzBackend>(
+    a: &Var<B>,
+    b: &Var<B>,
+    shape: usize,
+) -> tessera_core::Result<Var<B>> {
+    let y = match shape % 4 {
+        0 => a.mul(b)?.add(a)?.tanh()?,
+        1 => a
+            .reshape([a.numel()])?
+            .mul(&b.reshape([b.numel()])?)?
+            .sin()?,
+        2 => a.square()?.add(&b.sign()?)?,
+        _ => a.exp()?.mul_scalar(0.5)?,
+    };
+    y.sum_all()
+}
+
+/// Which leaf's hook ran, and the gradient it saw.
+type HookRuns<B> = Vec<(usize, Option<Tensor<B>>)>;
+
+/// Hooks on two leaves: a pass with them gives the gradients a pass without gives, bit for
+/// bit, and runs each hook once (for a leaf the output does not depend on: never); a hook that
+/// fails fails the pass; a non-leaf takes no hook.
+fn hooks<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
+    let (t, shape, other) = match (c.t(0), c.v(2)) {
+        (Ok(t), Ok(v)) => (t, c.size(1), v),
+        _ => return Outcome::Err("no operands".into()),
+    };
+    if !t.dtype().is_float() || t.numel() > 1 << 12 {
+        return Outcome::Err("not a float tensor of at most 4096 elements".into());
+    }
+    let leaves = || (Var::param(t.clone()), Var::param(t.clone()));
+    let plain = {
+        let (a, b) = leaves();
+        match hooked_graph(&a, &b, shape).and_then(|y| y.backward()) {
+            Ok(()) => [a.grad(), b.grad()],
+            Err(e) => return Outcome::Err(e.to_string()),
+        }
+    };
+    let (a, b) = leaves();
+    let seen: Arc<Mutex<HookRuns<B>>> = Arc::default();
+    for (i, leaf) in [&a, &b].into_iter().enumerate() {
+        let log = seen.clone();
+        let hook: GradReadyHook<B> = Arc::new(move |v: &Var<B>| {
+            log.lock().unwrap().push((i, v.grad()));
+            Ok(())
+        });
+        if let Err(e) = leaf.set_grad_ready_hook(Some(hook)) {
+            return Outcome::Break(format!("a parameter refused a hook: {e}"));
+        }
+    }
+    if let Err(e) = hooked_graph(&a, &b, shape).and_then(|y| y.backward()) {
+        return Outcome::Break(format!(
+            "a pass with hooks failed where one without passed: {e}"
+        ));
+    }
+    let same = |x: &Option<Tensor<B>>, y: &Option<Tensor<B>>| match (x, y) {
+        (None, None) => true,
+        (Some(x), Some(y)) => {
+            let bits = |t: &Tensor<B>| {
+                t.to_vec_f64()
+                    .map(|v| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>())
+                    .ok()
+            };
+            bits(x) == bits(y)
+        }
+        _ => false,
+    };
+    let seen = seen.lock().unwrap().clone();
+    let reached = [true, shape % 4 != 3];
+    for i in 0..2 {
+        let runs: Vec<_> = seen.iter().filter(|(j, _)| *j == i).collect();
+        if runs.len() != reached[i] as usize {
+            return Outcome::Break(format!("leaf {i}'s hook ran {} times", runs.len()));
+        }
+        let grad = [a.grad(), b.grad()][i].clone();
+        if !same(&grad, &plain[i]) || runs.iter().any(|(_, g)| !same(g, &plain[i])) {
+            return Outcome::Break(format!("leaf {i}'s gradient differs with a hook"));
+        }
+    }
+    // A failing hook fails the pass.
+    let fail: GradReadyHook<B> = Arc::new(|_| {
+        Err(tessera_core::Error::InvalidArgument {
+            op: "fuzz hook",
+            msg: "refused".into(),
+        })
+    });
+    if a.set_grad_ready_hook(Some(fail)).is_err() {
+        return Outcome::Break("a parameter refused a second hook".into());
+    }
+    if hooked_graph(&a, &b, shape)
+        .and_then(|y| y.backward())
+        .is_ok()
+    {
+        return Outcome::Break("a pass whose hook failed succeeded".into());
+    }
+    // Any other variable: a leaf that requires grad takes one (removed again), others refuse.
+    let takes = other.is_leaf() && other.requires_grad();
+    let noop: GradReadyHook<B> = Arc::new(|_| Ok(()));
+    match (other.set_grad_ready_hook(Some(noop)), takes) {
+        (Ok(()), true) => match other.set_grad_ready_hook(None) {
+            Ok(()) => Outcome::Ok(Vec::new()),
+            Err(e) => Outcome::Break(format!("removing a hook failed: {e}")),
+        },
+        (Err(e), false) => Outcome::Err(e.to_string()),
+        (Ok(()), false) => Outcome::Break("a non-leaf took a hook".into()),
+        (Err(e), true) => Outcome::Break(format!("a parameter refused a hook: {e}")),
+    }
+}
 
 /// The documented shape of a variable output: that of variable argument 0.
 fn like_var<B: FuzzBackend>(
@@ -176,6 +290,14 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
         op("Var::detach", 1, &[V], OUT_V, |c| {
             Ok(Ok::<_, String>(c.v(0)?.detach()).into())
         }),
+        op(
+            "Var::set_grad_ready_hook: once per pass, plain gradients",
+            2,
+            &[T, SIZE, V],
+            NONE,
+            |c| Ok(hooks(c)),
+        )
+        .work(|c| Ok(c.t(0)?.numel().saturating_mul(64))),
         op("no_grad(Var::mul)", 1, &[V, V], OUT_V, |c| {
             let (a, b) = (c.v(0)?, c.v(1)?);
             Ok(no_grad(|| a.mul(&b)).into())
