@@ -2,6 +2,7 @@
 //! per file would link (and instantiate the generic code it shares with the others) once each,
 //! which is most of their build time.
 
+mod backward_reduction;
 mod checkpoint_corrupt;
 mod checkpoint_python;
 mod checkpoint_roundtrip;

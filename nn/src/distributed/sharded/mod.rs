@@ -2,6 +2,7 @@
 //! and parameters between uses (level 3, with [`ShardedUnits`]) are split over the ranks,
 //! ZeRO's stages. See [`ShardLevel`].
 
+mod backward_reducer;
 mod flat;
 mod level;
 mod units;
@@ -13,6 +14,7 @@ use crate::clip::{clip_grad_norm_across, grad_norm_across};
 use crate::distributed::buckets::plan_buckets;
 use crate::distributed::communicator::{Communicator, Reduction};
 use crate::optim::{ConsolidatedVisitor, LocalShards, Optimizer, StateSource, TensorPiece};
+use backward_reducer::BackwardReducer;
 use flat::FlatBucket;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -60,6 +62,8 @@ pub struct ShardedOptimizer<B: Backend, O> {
     /// between uses and their gradients reduced during backward).
     units: Option<Arc<ShardedUnits<B>>>,
     unit_bucket: Vec<bool>,
+    /// Levels 2 and 3: reduces the (non-unit) buckets during backward, unless switched off.
+    reducer: Option<Arc<BackwardReducer<B>>>,
     inner: O,
     /// Whether the shares' gradients hold this step's reduced gradients.
     synced: bool,
@@ -136,7 +140,7 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
             .map(|(i, v)| (shard_name(i), v.clone()))
             .collect();
         let inner = make(named)?;
-        Ok(ShardedOptimizer {
+        let mut optimizer = ShardedOptimizer {
             level,
             comm,
             params,
@@ -144,10 +148,15 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
             unit_bucket: vec![false; shards.len()],
             shards,
             units: None,
+            reducer: None,
             inner,
             synced: false,
             gathered: Mutex::new(None),
-        })
+        };
+        if level == ShardLevel::Gradients {
+            optimizer.set_reduce_during_backward(true)?;
+        }
+        Ok(optimizer)
     }
 
     /// Level 3 over `units`: the parameters of `params` that belong to a unit (by name,
@@ -231,7 +240,7 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
             .map(|(i, v)| (shard_name(i), v.clone()))
             .collect();
         let inner = make(named)?;
-        Ok(ShardedOptimizer {
+        let mut optimizer = ShardedOptimizer {
             level: ShardLevel::Parameters,
             comm,
             params: all,
@@ -239,10 +248,13 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
             shards,
             units: Some(units.clone()),
             unit_bucket,
+            reducer: None,
             inner,
             synced: false,
             gathered: Mutex::new(None),
-        })
+        };
+        optimizer.set_reduce_during_backward(true)?;
+        Ok(optimizer)
     }
 
     /// The level.
@@ -267,7 +279,14 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
     /// [`Optimizer::step`] unless called since the last step.
     pub fn sync_gradients(&mut self) -> Result<()> {
         let world = self.comm.world_size();
+        let reduced_in_backward = match &self.reducer {
+            Some(reducer) => reducer.finish()?,
+            None => Vec::new(),
+        };
         for (i, (bucket, shard)) in self.buckets.iter().zip(&self.shards).enumerate() {
+            if reduced_in_backward.contains(&i) {
+                continue;
+            }
             if self.unit_bucket[i] {
                 // Reduced during backward ([`ShardedUnits::run`]); an unused unit has none.
                 if shard.grad().is_none() {
@@ -302,6 +321,62 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
         Ok(())
     }
 
+    /// Whether levels 2 and 3 reduce-scatter gradients during the backward pass (the default):
+    /// each bucket (about `bucket_bytes`) as soon as the pass has completed the gradients of all
+    /// its parameters, in bucket order (every rank the same), dropping the whole gradients, so a
+    /// rank never holds all of them at once (at level 3 this concerns the parameters outside
+    /// the units; the units' are reduced as each unit's backward ends). Switched off, the
+    /// gradients stay whole until [`ShardedOptimizer::sync_gradients`].
+    ///
+    /// Every rank must switch alike, and every pass must reach the same parameters on every
+    /// rank (as PyTorch's DDP requires). Several backward passes before a step (gradient
+    /// accumulation) each reduce their own gradients, and the shares add them up: equal to
+    /// reducing the sum up to rounding; switch this off for results bit for bit equal to plain
+    /// data parallelism then. Level 1 keeps whole gradients anyway: switching it on there is
+    /// an error.
+    pub fn set_reduce_during_backward(&mut self, on: bool) -> Result<()> {
+        if let Some(reducer) = self.reducer.take() {
+            reducer.detach();
+        }
+        if !on {
+            return Ok(());
+        }
+        if self.level == ShardLevel::OptimizerState {
+            return Err(Error::InvalidArgument {
+                op: "ShardedOptimizer::set_reduce_during_backward",
+                msg: "level 1 keeps the whole gradients' mean on the parameters: there is \
+                      nothing to reduce early"
+                    .into(),
+            });
+        }
+        let buckets: Vec<_> = (0..self.buckets.len())
+            .filter(|&i| !self.unit_bucket[i])
+            .map(|i| (i, self.buckets[i].clone(), self.shards[i].clone()))
+            .collect();
+        if !buckets.is_empty() {
+            self.reducer = Some(BackwardReducer::attach(
+                self.comm.clone(),
+                self.params.clone(),
+                buckets,
+            )?);
+        }
+        Ok(())
+    }
+
+    /// Whether gradients are reduced during the backward pass
+    /// ([`ShardedOptimizer::set_reduce_during_backward`]).
+    pub fn reduces_during_backward(&self) -> bool {
+        self.reducer.is_some()
+    }
+
+    /// The most bytes of whole gradients the parameters outside units held at once during the
+    /// backward passes so far, when reduced during backward
+    /// ([`ShardedOptimizer::set_reduce_during_backward`]); `None` otherwise (or before the
+    /// first pass): then every whole gradient exists at the end of a pass.
+    pub fn peak_whole_gradient_bytes(&self) -> Option<usize> {
+        self.reducer.as_ref().and_then(|r| r.peak_held_bytes())
+    }
+
     /// The global L2 norm of the reduced gradients (a collective, after
     /// [`ShardedOptimizer::sync_gradients`]): what `clip::grad_norm` gives on the whole mean.
     pub fn grad_norm(&self) -> Result<f64> {
@@ -317,12 +392,16 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
     }
 
     /// Bytes of parameters, gradients and optimizer state this rank holds at most during a
-    /// step, not counting communication buffers (about one bucket, at every level). Backward
-    /// leaves the whole gradients on the parameters at both levels (they are reduced after
-    /// it), so the peak is at its end: the whole parameters and gradients, this rank's shares
-    /// of the parameters and the wrapped optimizer's state. (The shares' gradients are views
-    /// of the reduced whole gradients at level 1, and replace the whole gradients at level 2.)
-    /// Between steps level 2 holds the whole parameters and only shares of the rest.
+    /// step, not counting communication buffers (about one bucket, at every level) nor the
+    /// running sums autograd keeps of gradients not yet complete. At level 1 backward leaves
+    /// the whole gradients on the parameters (they are reduced after it), so the peak is at its
+    /// end: the whole parameters and gradients, this rank's shares of the parameters and the
+    /// wrapped optimizer's state (the shares' gradients are views of the reduced whole
+    /// gradients). At level 2 the gradients count as the most bytes of whole gradients the
+    /// parameters held at once during the backward passes so far, measured (reduced during
+    /// backward, see [`ShardedOptimizer::set_reduce_during_backward`]; all of them before the
+    /// first pass, or when switched off), plus the shares' reduced gradients. Level 3 counts
+    /// the same for the parameters outside the units, and the units' as shares.
     pub fn peak_state_bytes(&self) -> usize {
         let bytes = |v: &Var<B>| v.numel() * v.dtype().size_in_bytes();
         let whole: usize = self.params.iter().map(|(_, v)| bytes(v)).sum();
@@ -333,28 +412,31 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
             .iter()
             .map(|(_, t)| t.numel() * t.dtype().size_in_bytes())
             .sum();
-        match &self.units {
-            None => 2 * whole + shares + state,
-            Some(units) => {
-                // The root's parameters and gradients whole, the units' as shares (gradients
-                // too); add `ShardedUnits::peak_unit_bytes` once for all groups.
-                let unit_whole: usize = self
-                    .buckets
-                    .iter()
-                    .zip(&self.unit_bucket)
-                    .filter(|(_, &unit)| unit)
-                    .map(|(b, _)| b.numel * b.dtype.size_in_bytes())
-                    .sum();
-                let unit_shares: usize = self
-                    .shards
-                    .iter()
-                    .zip(&self.unit_bucket)
-                    .filter(|(_, &unit)| unit)
-                    .map(|(v, _)| bytes(v))
-                    .sum();
-                let _ = units;
-                2 * (whole - unit_whole) + shares + unit_shares + state
-            }
+        let unit_whole: usize = self
+            .buckets
+            .iter()
+            .zip(&self.unit_bucket)
+            .filter(|(_, &unit)| unit)
+            .map(|(b, _)| b.numel * b.dtype.size_in_bytes())
+            .sum();
+        let root_whole = whole - unit_whole;
+        let unit_shares: usize = self
+            .shards
+            .iter()
+            .zip(&self.unit_bucket)
+            .filter(|(_, &unit)| unit)
+            .map(|(v, _)| bytes(v))
+            .sum();
+        let measured = self.peak_whole_gradient_bytes();
+        match (self.level, measured) {
+            (ShardLevel::Replicated | ShardLevel::OptimizerState, _) => 2 * whole + shares + state,
+            // Reduced during backward: the parameters, the whole gradients held at once, the
+            // shares and their reduced gradients (the units' parameters and gradients are
+            // shares too; add `ShardedUnits::peak_unit_bytes` once for all groups).
+            (_, Some(held)) => root_whole + held + 2 * shares + state,
+            // Reduced after backward: every whole gradient outside the units at its end, the
+            // shares' gradients made as they are dropped (the units' gradients are shares).
+            (_, None) => 2 * root_whole + shares + unit_shares + state,
         }
     }
 
@@ -640,6 +722,9 @@ impl<B: Backend, O: Optimizer<B>> Optimizer<B> for ShardedOptimizer<B, O> {
             var.zero_grad();
         }
         self.inner.zero_grad();
+        if let Some(reducer) = &self.reducer {
+            reducer.reset();
+        }
         self.synced = false;
     }
 
@@ -708,5 +793,14 @@ impl<B: Backend, O: Optimizer<B>> Optimizer<B> for ShardedOptimizer<B, O> {
 
     fn gradient_norm(&self, _params: &[Var<B>]) -> Result<f64> {
         self.grad_norm()
+    }
+}
+
+impl<B: Backend, O> Drop for ShardedOptimizer<B, O> {
+    /// Takes the gradient-ready hooks off the parameters.
+    fn drop(&mut self) {
+        if let Some(reducer) = &self.reducer {
+            reducer.detach();
+        }
     }
 }
