@@ -16,7 +16,8 @@ use tessera_autograd::{no_grad, Var};
 use tessera_core::{Backend, DType, Error, Generator, Result, Tensor};
 use tessera_nn::data::{CharTokenizer, SplitMix64, TextCorpus, TokenWindows, FORTUNES_DIR};
 use tessera_nn::distributed::{
-    save_on_rank0, Communicator, DistributedDataParallel, LocalCommunicator, Reduction, ShardLevel,
+    save_on_rank0, Communicator, DdpConfig, DistributedDataParallel, LocalCommunicator, Reduction,
+    ShardLevel, DEFAULT_BUCKET_BYTES,
 };
 use tessera_nn::gpt::{generate, save_checkpoint, Gpt, GptConfig, SamplingConfig};
 use tessera_nn::precision::{DynamicLossScaler, Precision, ScalerStep};
@@ -142,6 +143,10 @@ pub struct GptTrainConfig {
     /// ([`run::save_sharded_checkpoint`]) instead of every rank gathering the whole state
     /// for rank 0 to write.
     pub sharded_checkpoints: bool,
+    /// With several ranks: most bytes of gradients in one collective (buckets of the
+    /// all-reduce at level 0, of the sharded optimizer at levels 1-3; default
+    /// [`DEFAULT_BUCKET_BYTES`]). Smaller buckets at level 2 hold fewer whole gradients at once.
+    pub bucket_bytes: usize,
 }
 
 impl GptTrainConfig {
@@ -164,6 +169,7 @@ impl GptTrainConfig {
             precision: Precision::F32,
             shard: ShardLevel::Replicated,
             sharded_checkpoints: false,
+            bucket_bytes: DEFAULT_BUCKET_BYTES,
         }
     }
 
@@ -430,9 +436,13 @@ pub fn run_gpt_training_with<B: Backend>(
     .dtype(config.dtype)
     .precision(config.precision);
     // Rank 0's initial model on every rank.
-    let ddp = DistributedDataParallel::new(
+    let ddp = DistributedDataParallel::with_config(
         model_config.init(backend, &mut Generator::new(config.seed))?,
         comm.clone(),
+        DdpConfig {
+            bucket_bytes: config.bucket_bytes,
+            ..DdpConfig::default()
+        },
     )?;
     let model = ddp.module();
     model.train();

@@ -9,7 +9,6 @@ use tessera_core::{Backend, Result};
 use tessera_nn::clip::{clip_grad_norm, clip_grad_norm_across, grad_norm, grad_norm_across};
 use tessera_nn::distributed::{
     Communicator, DistributedDataParallel, ShardLevel, ShardedOptimizer, ShardedUnits,
-    DEFAULT_BUCKET_BYTES,
 };
 use tessera_nn::gpt::Gpt;
 use tessera_nn::optim::{AdamW, AdamWConfig, Optimizer};
@@ -66,7 +65,7 @@ impl<B: Backend> GptOptimizers<B> {
             ShardLevel::Parameters => {
                 let units = ShardedUnits::new(comm.clone(), model.block_prefixes())?;
                 let shard = |params, c: AdamWConfig| {
-                    ShardedOptimizer::with_units(params, &units, DEFAULT_BUCKET_BYTES, |shares| {
+                    ShardedOptimizer::with_units(params, &units, config.bucket_bytes, |shares| {
                         AdamW::new(shares, c)
                     })
                 };
@@ -84,7 +83,7 @@ impl<B: Backend> GptOptimizers<B> {
                         params,
                         comm.clone(),
                         level,
-                        DEFAULT_BUCKET_BYTES,
+                        config.bucket_bytes,
                         |shares| AdamW::new(shares, c),
                     )
                 };

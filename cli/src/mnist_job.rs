@@ -14,8 +14,8 @@ use tessera_nn::data::{
     DataLoader, Dataset, LoaderConfig, MnistDataset, MnistLike, Normalization, Split, Subset,
 };
 use tessera_nn::distributed::{
-    Communicator, DistributedDataParallel, DistributedOptimizer, DistributedSampler,
-    LocalCommunicator, ShardLevel, ShardedOptimizer, ShardedUnits, DEFAULT_BUCKET_BYTES,
+    Communicator, DdpConfig, DistributedDataParallel, DistributedOptimizer, DistributedSampler,
+    LocalCommunicator, ShardLevel, ShardedOptimizer, ShardedUnits,
 };
 use tessera_nn::models::ModelKind;
 use tessera_nn::optim::{Adam, AdamConfig, AdamW, AdamWConfig, Optimizer, Sgd, SgdConfig};
@@ -98,6 +98,10 @@ pub struct TrainConfig {
     /// Each rank writes its own part of the run checkpoints
     /// ([`tessera_nn::run::save_sharded_checkpoint`]) instead of gathering the whole state.
     pub sharded_checkpoints: bool,
+    /// With several ranks: most bytes of gradients in one collective (buckets of the
+    /// all-reduce at level 0, of the sharded optimizer at levels 1-3; default
+    /// [`tessera_nn::distributed::DEFAULT_BUCKET_BYTES`]). Smaller buckets at level 2 hold fewer whole gradients at once.
+    pub bucket_bytes: usize,
 }
 
 /// The exit status of a run stopped by [`TrainConfig::halt_after_step`].
@@ -257,7 +261,11 @@ fn train_model<B: Backend, M: Forward<B>>(
     )?;
 
     // Rank 0's initial model on every rank; gradients averaged inside the optimizer's step.
-    let model = DistributedDataParallel::new(model, comm.clone())?;
+    let ddp_config = DdpConfig {
+        bucket_bytes: config.bucket_bytes,
+        ..DdpConfig::default()
+    };
+    let model = DistributedDataParallel::with_config(model, comm.clone(), ddp_config)?;
     let params = model.parameters();
     let param_bytes: usize = params
         .iter()
@@ -293,7 +301,7 @@ fn train_model<B: Backend, M: Forward<B>>(
                 msg: "--shard 3 needs the model's layers run as sharded units".into(),
             })?;
             let optimizer =
-                ShardedOptimizer::with_units(params, &units, DEFAULT_BUCKET_BYTES, |shares| {
+                ShardedOptimizer::with_units(params, &units, config.bucket_bytes, |shares| {
                     make_optimizer(config, shares)
                 })?;
             let unit_bytes = units.peak_unit_bytes();
@@ -317,7 +325,7 @@ fn train_model<B: Backend, M: Forward<B>>(
                 params,
                 comm.clone(),
                 level,
-                DEFAULT_BUCKET_BYTES,
+                config.bucket_bytes,
                 |shares| make_optimizer(config, shares),
             )?;
             let state_bytes = |o: &ShardedOptimizer<B, Box<dyn Optimizer<B>>>| o.peak_state_bytes();

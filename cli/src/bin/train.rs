@@ -158,6 +158,12 @@ struct Args {
     /// ranks; `checkpoint consolidate DIR` turns one into the ordinary one-file checkpoint.
     #[arg(long, conflicts_with = "no_save")]
     sharded_checkpoints: bool,
+    /// With --distributed: most MiB of gradients in one collective (the buckets of the
+    /// all-reduce, or of the sharded optimizer). With --shard 2 or 3 the gradients are
+    /// reduce-scattered a bucket at a time during the backward pass, so smaller buckets hold
+    /// fewer whole gradients at once (for more, smaller messages).
+    #[arg(long, default_value = "25", value_parser = parse_bucket_mb, requires = "distributed")]
+    bucket_mb: f64,
     /// With --distributed: the library that carries the gradients.
     #[arg(long, value_enum, default_value = "auto", requires = "distributed")]
     comm: CommArg,
@@ -260,6 +266,7 @@ fn main() -> ExitCode {
         precision: args.precision,
         shard: args.shard,
         sharded_checkpoints: args.sharded_checkpoints,
+        bucket_bytes: bucket_bytes(args.bucket_mb),
     };
     let Some(launch) = join(args.distributed) else {
         return ExitCode::FAILURE;
@@ -389,6 +396,7 @@ fn gpt_main(args: &Args) -> ExitCode {
         precision: args.precision,
         shard: args.shard,
         sharded_checkpoints: args.sharded_checkpoints,
+        bucket_bytes: bucket_bytes(args.bucket_mb),
     };
     let backend_name = args.backend.name();
     let options = device_options(args, &launch);
@@ -440,6 +448,20 @@ fn gpt_main(args: &Args) -> ExitCode {
 }
 
 /// `--shard N`: a sharding level, 0 to 3.
+fn parse_bucket_mb(text: &str) -> std::result::Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(mb) if mb.is_finite() && mb > 0.0 && mb <= 1e6 => Ok(mb),
+        _ => Err(format!(
+            "`{text}` is not a bucket size in MiB (above 0, at most 1e6)"
+        )),
+    }
+}
+
+/// `--bucket-mb` in bytes (at least one).
+fn bucket_bytes(mb: f64) -> usize {
+    ((mb * 1024.0 * 1024.0) as usize).max(1)
+}
+
 fn parse_shard(text: &str) -> std::result::Result<ShardLevel, String> {
     let level: usize = text
         .parse()

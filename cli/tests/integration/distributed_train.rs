@@ -274,14 +274,18 @@ fn sharded_gpts_train_like_the_plain_one_and_level_three_resumes_bit_for_bit() {
         &"All that glitters is not gold.\n%\n".repeat(60),
     );
     let mut reference = None;
-    for level in ["0", "2", "3"] {
+    let mut level_two_bytes = Vec::new();
+    // Level 2 also with buckets of about 1 KB: many reduce-scattered during backward.
+    for (level, bucket_mb) in [("0", "25"), ("2", "25"), ("2", "0.001"), ("3", "25")] {
         let mut args = gpt_args(&corpus);
-        args.extend(["--shard", level]);
-        let out = mpi_train(&train, &tmp.path().join(level), &args)
-            .output()
-            .unwrap();
+        args.extend(["--shard", level, "--bucket-mb", bucket_mb]);
+        let folder = tmp.path().join(format!("{level}-{bucket_mb}"));
+        let out = mpi_train(&train, &folder, &args).output().unwrap();
         let report = summary(&out);
         assert_eq!(report["shard"].to_string(), level, "{report}");
+        if level == "2" {
+            level_two_bytes.push(report["state_bytes_per_rank"].as_u64().unwrap());
+        }
         let loss = report["val_loss"].as_f64().unwrap();
         match reference {
             None => reference = Some(loss),
@@ -292,6 +296,11 @@ fn sharded_gpts_train_like_the_plain_one_and_level_three_resumes_bit_for_bit() {
             ),
         }
     }
+    // Smaller buckets: fewer whole gradients held at once.
+    assert!(
+        level_two_bytes[1] < level_two_bytes[0],
+        "{level_two_bytes:?}"
+    );
     // Level 3 interrupted after step 5 and resumed (from step 4): bit for bit its whole run.
     let mut args = gpt_args(&corpus);
     args.extend(["--shard", "3"]);
@@ -307,14 +316,14 @@ fn sharded_gpts_train_like_the_plain_one_and_level_three_resumes_bit_for_bit() {
     let again = summary(&mpi_train(&train, &pieces, &args).output().unwrap());
     assert_eq!(again["resumed_from_step"], 4);
     assert_same_state(
-        &final_state(&tmp.path().join("3")),
+        &final_state(&tmp.path().join("3-25")),
         &final_state(&pieces),
         "level-3 GPT",
     );
 }
 
 #[test]
-fn level_three_runs_in_one_process_and_unknown_levels_are_refused_by_name() {
+fn level_three_runs_in_one_process_and_unknown_levels_and_bucket_sizes_are_refused_by_name() {
     if !data_available() {
         return;
     }
@@ -325,6 +334,13 @@ fn level_three_runs_in_one_process_and_unknown_levels_are_refused_by_name() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(stderr.contains("sharding level"), "{stderr}");
+    for bad in ["0", "-1", "nan", "lots"] {
+        let arg = format!("--bucket-mb={bad}");
+        let out = train(&tmp.path().join("bucket"), &["--distributed", &arg]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(stderr.contains("bucket size in MiB"), "{bad}: {stderr}");
+    }
 }
 
 #[test]

@@ -25,6 +25,7 @@
 
 pub mod autograd_ops;
 pub mod backend_calls;
+pub mod backward_reduction;
 pub mod consistent;
 pub mod differential;
 pub mod files;
@@ -210,6 +211,7 @@ pub fn table<B: FuzzBackend>() -> Vec<Op<B>> {
     t.extend(run_files::ops());
     t.extend(sharded_units::ops());
     t.extend(sampler_ops::ops());
+    t.extend(backward_reduction::ops());
     t.extend(consistent::ops());
     t.extend(differential::ops());
     t.extend(transformer::ops());

@@ -29,8 +29,13 @@ fn attention_work<B: FuzzBackend>(c: &Ctx<'_, B>, q: usize, k: usize, v: usize) 
     let rows = |t: &Tensor<B>| t.dims().iter().rev().nth(1).copied().unwrap_or(1);
     let width = |t: &Tensor<B>| t.dims().last().copied().unwrap_or(1);
     let per_pair = width(&q).saturating_add(width(&v)).max(1);
-    q.numel()
-        .saturating_div(width(&q).max(1))
+    // Every query row (all dimensions but the last: an empty last axis still has rows) meets
+    // every key row.
+    let dims = q.dims();
+    let query_rows = dims[..dims.len().saturating_sub(1)]
+        .iter()
+        .fold(1usize, |n, &d| n.saturating_mul(d));
+    query_rows
         .saturating_mul(rows(&k))
         .saturating_mul(per_pair)
         .saturating_add(k.numel())

@@ -91,8 +91,8 @@ enum Way {
 }
 
 /// Trains 4 steps on 3 ranks (step 1 only reaches the second layer, step 2 takes two passes
-/// when `two_passes`); every rank's parameter bits, the most bytes of whole gradients held at
-/// once, and the whole gradients held at the end of the last backward pass.
+/// when `two_passes`); every rank's parameter bits, the most bytes of gradients held at once
+/// (whole ones and reduced shares), and the whole gradients left at the end of the last pass.
 fn train(way: Way, two_passes: bool) -> Vec<(Vec<u64>, Option<usize>, usize)> {
     on_ranks(3, |comm: ThreadComm| {
         let comm: Arc<dyn Communicator<Cpu>> = Arc::new(comm);
@@ -124,7 +124,7 @@ fn train(way: Way, two_passes: bool) -> Vec<(Vec<u64>, Option<usize>, usize)> {
                 .count();
             opt.step().unwrap();
         }
-        (net.bits(), opt.peak_whole_gradient_bytes(), left)
+        (net.bits(), opt.peak_gradient_bytes(), left)
     })
 }
 
@@ -139,9 +139,10 @@ fn reducing_during_backward_gives_the_same_parameters_and_holds_fewer_gradients(
         // The last step reached every parameter: none kept a whole gradient.
         assert_eq!(during[rank].2, 0);
         assert_eq!(after[rank].2, 4);
-        // At most the largest bucket's gradients (w1: 48 values), not all 83; measured only
-        // when reduced during backward.
-        assert_eq!(during[rank].1, Some(48 * 8));
+        // At most the largest bucket's whole gradients (w1: 48 values) and the reduced shares'
+        // of the two buckets before it (9 + 3 values on each of 3 ranks), not all 83; measured
+        // only when reduced during backward.
+        assert_eq!(during[rank].1, Some((48 + 9 + 3) * 8));
         assert_eq!(after[rank].1, None);
     }
     // The ranks agree.

@@ -44,7 +44,8 @@ struct PassState {
     reduced: Vec<bool>,
     /// Per bucket: bytes of whole gradients its parameters hold, not yet reduced.
     held: Vec<usize>,
-    /// The most bytes of whole gradients held at once, over every pass so far.
+    /// The most bytes of gradients held at once, over every pass so far: whole gradients not
+    /// yet reduced, and the reduced shares' gradients.
     peak_held: Option<usize>,
 }
 
@@ -138,7 +139,12 @@ impl<B: Backend> BackwardReducer<B> {
             if leaf.grad().is_some() {
                 pass.held[b] += leaf.numel() * leaf.dtype().size_in_bytes();
             }
-            let held: usize = pass.held.iter().sum();
+            let whole: usize = pass.held.iter().sum();
+            let reduced: usize = (0..self.shards.len())
+                .filter(|&i| pass.reduced[i])
+                .map(|i| self.shards[i].numel() * self.shards[i].dtype().size_in_bytes())
+                .sum();
+            let held = whole + reduced;
             pass.peak_held = Some(pass.peak_held.map_or(held, |p| p.max(held)));
         }
         while pass.next < self.buckets.len() && pass.ready[pass.next].iter().all(|&r| r) {
@@ -208,8 +214,9 @@ impl<B: Backend> BackwardReducer<B> {
         }
     }
 
-    /// The most bytes of whole gradients the parameters held at once during the backward
-    /// passes so far (`None` before the first).
+    /// The most bytes of gradients held at once during the backward passes so far: whole
+    /// gradients not yet reduced and the reduced shares' gradients (`None` before the first
+    /// pass).
     pub fn peak_held_bytes(&self) -> Option<usize> {
         self.lock().peak_held
     }

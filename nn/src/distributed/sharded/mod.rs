@@ -369,11 +369,12 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
         self.reducer.is_some()
     }
 
-    /// The most bytes of whole gradients the parameters outside units held at once during the
-    /// backward passes so far, when reduced during backward
+    /// The most bytes of gradients of the parameters outside units held at once during the
+    /// backward passes so far (whole gradients not yet reduced, and the reduced shares'
+    /// gradients), when reduced during backward
     /// ([`ShardedOptimizer::set_reduce_during_backward`]); `None` otherwise (or before the
     /// first pass): then every whole gradient exists at the end of a pass.
-    pub fn peak_whole_gradient_bytes(&self) -> Option<usize> {
+    pub fn peak_gradient_bytes(&self) -> Option<usize> {
         self.reducer.as_ref().and_then(|r| r.peak_held_bytes())
     }
 
@@ -397,11 +398,10 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
     /// the whole gradients on the parameters (they are reduced after it), so the peak is at its
     /// end: the whole parameters and gradients, this rank's shares of the parameters and the
     /// wrapped optimizer's state (the shares' gradients are views of the reduced whole
-    /// gradients). At level 2 the gradients count as the most bytes of whole gradients the
-    /// parameters held at once during the backward passes so far, measured (reduced during
-    /// backward, see [`ShardedOptimizer::set_reduce_during_backward`]; all of them before the
-    /// first pass, or when switched off), plus the shares' reduced gradients. Level 3 counts
-    /// the same for the parameters outside the units, and the units' as shares.
+    /// gradients). At levels 2 and 3 the gradients outside units count as measured
+    /// ([`ShardedOptimizer::peak_gradient_bytes`]: reduced a bucket at a time during backward,
+    /// a rank holds one or a few buckets of whole gradients at once); before the first pass,
+    /// or reduced after backward, as all of them at its end.
     pub fn peak_state_bytes(&self) -> usize {
         let bytes = |v: &Var<B>| v.numel() * v.dtype().size_in_bytes();
         let whole: usize = self.params.iter().map(|(_, v)| bytes(v)).sum();
@@ -427,13 +427,14 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
             .filter(|(_, &unit)| unit)
             .map(|(v, _)| bytes(v))
             .sum();
-        let measured = self.peak_whole_gradient_bytes();
+        let measured = self.peak_gradient_bytes();
         match (self.level, measured) {
             (ShardLevel::Replicated | ShardLevel::OptimizerState, _) => 2 * whole + shares + state,
-            // Reduced during backward: the parameters, the whole gradients held at once, the
-            // shares and their reduced gradients (the units' parameters and gradients are
-            // shares too; add `ShardedUnits::peak_unit_bytes` once for all groups).
-            (_, Some(held)) => root_whole + held + 2 * shares + state,
+            // Reduced during backward: the parameters (outside units whole, the rest as
+            // shares), the state, the most gradients outside units held at once (measured),
+            // and the units' reduced gradients (shares; add `ShardedUnits::peak_unit_bytes`
+            // once for all groups).
+            (_, Some(held)) => root_whole + shares + state + held + unit_shares,
             // Reduced after backward: every whole gradient outside the units at its end, the
             // shares' gradients made as they are dropped (the units' gradients are shares).
             (_, None) => 2 * root_whole + shares + unit_shares + state,
