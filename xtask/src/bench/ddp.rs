@@ -34,8 +34,9 @@ pub struct DdpArgs {
     /// Measured steps per run.
     #[arg(long, default_value_t = 30)]
     pub steps: usize,
-    /// Pairs of runs (one on 1 rank, one on 2 ranks, in alternating order).
-    #[arg(long, default_value_t = 3)]
+    /// Pairs of runs (one on 1 rank, one on 2 ranks, in alternating order): `bench`'s global
+    /// `--pairs` (one argument of that name only: two made clap panic on access).
+    #[arg(skip = 3usize)]
     pub pairs: usize,
     /// Instead: the GPT's sharding levels (`train --shard 0-3`) on 2 and 4 ranks, their
     /// training state and peak RSS per rank and their tokens/s (`--steps` steps of `--batch`

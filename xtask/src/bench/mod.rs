@@ -367,7 +367,11 @@ fn guard_regressions(args: &BenchArgs, records: &[Record]) -> TaskResult<()> {
 pub fn run(args: &BenchArgs) -> TaskResult<()> {
     // Runs under mpirun, not in tessera-bench: see `ddp`.
     if let Some(SuiteCommand::Ddp(ddp_args)) = &args.suite {
-        return ddp::run(ddp_args);
+        let ddp_args = ddp::DdpArgs {
+            pairs: args.pairs as usize,
+            ..ddp_args.clone()
+        };
+        return ddp::run(&ddp_args);
     }
     let backends = if args.backends.is_empty() {
         backend::present()
@@ -417,6 +421,17 @@ mod tests {
     struct Cli {
         #[command(flatten)]
         bench: BenchArgs,
+    }
+
+    #[test]
+    fn the_ddp_suite_parses_with_the_global_pairs() {
+        // Two arguments named `pairs` (the global u64, the suite's usize) made clap panic here.
+        let cli = Cli::try_parse_from(["bench", "ddp", "--shards", "--pairs", "2"]).unwrap();
+        assert_eq!(cli.bench.pairs, 2);
+        match cli.bench.suite {
+            Some(SuiteCommand::Ddp(ddp)) => assert!(ddp.shards),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
