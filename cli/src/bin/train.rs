@@ -447,7 +447,7 @@ fn gpt_main(args: &Args) -> ExitCode {
     }
 }
 
-/// `--shard N`: a sharding level, 0 to 3.
+/// `--bucket-mb MB`: a bucket size in MiB, above 0 and at most 1e6.
 fn parse_bucket_mb(text: &str) -> std::result::Result<f64, String> {
     match text.parse::<f64>() {
         Ok(mb) if mb.is_finite() && mb > 0.0 && mb <= 1e6 => Ok(mb),
@@ -462,6 +462,7 @@ fn bucket_bytes(mb: f64) -> usize {
     ((mb * 1024.0 * 1024.0) as usize).max(1)
 }
 
+/// `--shard N`: a sharding level, 0 to 3.
 fn parse_shard(text: &str) -> std::result::Result<ShardLevel, String> {
     let level: usize = text
         .parse()

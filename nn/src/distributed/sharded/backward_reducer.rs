@@ -159,10 +159,7 @@ impl<B: Backend> BackwardReducer<B> {
     /// earlier pass left there since the step) and drops the parameters' gradients.
     fn reduce(&self, pass: &mut PassState, b: usize) -> Result<()> {
         let bucket = &self.buckets[b];
-        let flat = bucket.flatten(&self.params, self.comm.world_size(), |v| match v.grad() {
-            Some(g) => Ok(g),
-            None => v.value().zeros_like(),
-        })?;
+        let flat = bucket.flatten_grads(&self.params, self.comm.world_size())?;
         let mine = self.comm.reduce_scatter(&flat, Reduction::Mean)?;
         drop(flat);
         for &index in &bucket.params {

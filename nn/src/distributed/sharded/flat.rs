@@ -67,6 +67,19 @@ impl FlatBucket {
         Tensor::cat(&refs, 0)
     }
 
+    /// The bucket's parameters' gradients, flattened and padded as by [`FlatBucket::flatten`]
+    /// (zeros for a parameter without one): what a reduction of the bucket sends.
+    pub fn flatten_grads<B: Backend>(
+        &self,
+        params: &[(String, Var<B>)],
+        world_size: usize,
+    ) -> Result<Tensor<B>> {
+        self.flatten(params, world_size, |v| match v.grad() {
+            Some(g) => Ok(g),
+            None => v.value().zeros_like(),
+        })
+    }
+
     /// This rank's share of the flat vector of `pick(param)`, read from the parameters'
     /// tensors directly (only the elements of the share are copied).
     pub fn share<B: Backend>(

@@ -294,10 +294,7 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
                 }
                 continue;
             }
-            let flat = bucket.flatten(&self.params, world, |v| match v.grad() {
-                Some(g) => Ok(g),
-                None => v.value().zeros_like(),
-            })?;
+            let flat = bucket.flatten_grads(&self.params, world)?;
             let mine = match self.level {
                 ShardLevel::Gradients | ShardLevel::Parameters => {
                     let mine = self.comm.reduce_scatter(&flat, Reduction::Mean)?;

@@ -208,12 +208,7 @@ impl<B: Backend> ShardedUnits<B> {
             let mut grads = vec![input.grad()];
             let world = units.comm.world_size();
             for part in &parts {
-                let flat = part
-                    .layout
-                    .flatten(&part.params, world, |v| match v.grad() {
-                        Some(g) => Ok(g),
-                        None => v.value().zeros_like(),
-                    })?;
+                let flat = part.layout.flatten_grads(&part.params, world)?;
                 for (_, v) in &part.params {
                     v.set_grad(None);
                 }

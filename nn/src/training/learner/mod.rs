@@ -303,7 +303,7 @@ impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
             return Ok((Progress::default(), None));
         };
         let mut progress = Progress::from_json(&found.state)?;
-        let saved_world = progress.ranks.len().max(1);
+        let saved_world = progress.saved_world_size();
         if saved_world == self.comm.world_size() {
             if let Some(&(loss_sum, samples)) = progress.ranks.get(rank) {
                 (progress.loss_sum, progress.samples) = (loss_sum, samples);
@@ -418,7 +418,7 @@ impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
             .collect();
         let (mut progress, resumed_from_step) = self.start(backend)?;
         let batch_size = train.config().batch_size;
-        let saved_world = progress.ranks.len().max(1);
+        let saved_world = progress.saved_world_size();
         if resumed_from_step.is_some() && saved_world != world_size && progress.batch_in_epoch > 0 {
             // Inside an epoch, on another number of ranks: the items the earlier ranks trained
             // on (each `batch_in_epoch` full batches of its round-robin share) are the first of

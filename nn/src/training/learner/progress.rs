@@ -75,6 +75,11 @@ pub(crate) struct Progress {
 }
 
 impl Progress {
+    /// The number of ranks of the run that wrote it (one when it kept no per-rank sums).
+    pub fn saved_world_size(&self) -> usize {
+        self.ranks.len().max(1)
+    }
+
     pub fn to_json(&self) -> Value {
         json!({
             "global_step": self.global_step,
