@@ -10,9 +10,10 @@
 //! `(panel * pairs + pair) * MR + row`, and B as panels of [`NR`] columns, word
 //! `(panel, pair, col)` at `(panel * pairs + pair) * NR + col` (zeros past the last row, column
 //! or step). A micro-kernel multiplies one A panel by
-//! one B panel over a block of pairs into an `MR x NR` f32 tile, which is added to the f32
-//! output; the output is rounded once to bf16 at the end (nearest even), as every other
-//! 16-bit op of this backend.
+//! one B panel over a block of pairs and adds the `MR x NR` products into the f32 output in
+//! place (its accumulators start from the output's values; tiles cut by the output's edge go
+//! through a small buffer); the output is rounded once to bf16 at the end (nearest even), as
+//! every other 16-bit op of this backend.
 //!
 //! The instruction treats bf16 subnormal inputs as zero and flushes subnormal results (as
 //! PyTorch's and oneDNN's bf16 GEMMs on the same instruction do); with f32 accumulation over
@@ -23,9 +24,10 @@
 //! packing and blocking under Miri (`miri_` tests).
 
 use super::gemm::{chosen_path, GemmPath};
-use crate::alloc::try_zeroed;
+use crate::alloc::{assume_init, try_uninit, try_zeroed};
 use crate::CpuStorage;
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 use tessera_core::{bf16, Error, Layout, Result};
 
 /// Rows of an A panel (and of the micro-kernel's tile).
@@ -234,30 +236,64 @@ fn halves(word: u32) -> (f32, f32) {
     )
 }
 
-/// A micro-kernel: the `MR x NR` tile (row-major) of one A panel block (`pairs * MR` words) by
-/// one B panel block (`pairs * NR` words), written over `tile`.
-type TileFn = fn(&[u32], &[u32], &mut [f32; MR * NR]);
+/// A micro-kernel: the `MR x NR` products of one A panel block (`pairs * MR` words) by one B
+/// panel block (`pairs * NR` words), added into (`accumulate`) or written over (otherwise, the
+/// tile is then not read) the tile whose row `i` is `c[i * ldc..i * ldc + NR]` (`c` holds at
+/// least `(MR - 1) * ldc + NR` values, `ldc >= NR`; it panics otherwise). It writes every
+/// value of the tile.
+///
+/// # Safety
+/// With `accumulate`, every value of the tile must be initialised.
+type TileFn = unsafe fn(&[u32], &[u32], &mut [MaybeUninit<f32>], usize, bool);
 
-/// The tile in scalar f32, each pair's odd product added before its even one (the order of
-/// `vdpbf16ps`). The tests' twin of the kernel, and what runs the packing and blocking under
-/// Miri (which has no AVX-512); CPUs without the instruction never reach this module.
-#[cfg(test)]
-fn portable_tile(a: &[u32], b: &[u32], tile: &mut [f32; MR * NR]) {
+/// Checks a [`TileFn`]'s operands (panics on a violated contract: the callers are this module's
+/// loops) and returns the number of pairs.
+fn tile_pairs(a: &[u32], b: &[u32], c: &[MaybeUninit<f32>], ldc: usize) -> usize {
     let pairs = a.len() / MR;
     assert!(
         a.len() == pairs * MR && b.len() == pairs * NR,
         "panel lengths"
     );
-    tile.fill(0.0);
+    assert!(
+        ldc >= NR && c.len() >= (MR - 1) * ldc + NR,
+        "tile of {} values with row stride {ldc}",
+        c.len()
+    );
+    pairs
+}
+
+/// The tile in scalar f32, each pair's odd product added before its even one (the order of
+/// `vdpbf16ps`). The tests' twin of the kernel, and what runs the packing and blocking under
+/// Miri (which has no AVX-512); CPUs without the instruction never reach this module.
+///
+/// # Safety
+/// As for [`TileFn`].
+#[cfg(test)]
+unsafe fn portable_tile(
+    a: &[u32],
+    b: &[u32],
+    c: &mut [MaybeUninit<f32>],
+    ldc: usize,
+    accumulate: bool,
+) {
+    let pairs = tile_pairs(a, b, c, ldc);
+    if !accumulate {
+        for i in 0..MR {
+            c[i * ldc..i * ldc + NR].fill(MaybeUninit::new(0.0));
+        }
+    }
+    // SAFETY: the tile's values were written above, or by the caller (`accumulate`, the
+    // contract).
+    let value = |c: &[MaybeUninit<f32>], at: usize| unsafe { c[at].assume_init() };
     for p in 0..pairs {
         let (a_words, b_words) = (&a[p * MR..(p + 1) * MR], &b[p * NR..(p + 1) * NR]);
         for (i, &aw) in a_words.iter().enumerate() {
             let (a0, a1) = halves(aw);
             for (j, &bw) in b_words.iter().enumerate() {
                 let (b0, b1) = halves(bw);
-                let acc = &mut tile[i * NR + j];
-                *acc += a1 * b1;
-                *acc += a0 * b0;
+                let at = i * ldc + j;
+                let sum = value(c, at) + a1 * b1;
+                c[at] = MaybeUninit::new(sum + a0 * b0);
             }
         }
     }
@@ -270,28 +306,65 @@ mod avx512 {
     #![allow(clippy::incompatible_msrv)]
     use super::{MR, NR};
     use std::arch::x86_64::*;
+    use std::mem::MaybeUninit;
 
-    /// [`super::portable_tile`] on `vdpbf16ps`: 24 accumulators (12 rows x 2 vectors).
-    pub(super) fn tile(a: &[u32], b: &[u32], tile: &mut [f32; MR * NR]) {
-        let pairs = a.len() / MR;
-        assert!(
-            a.len() == pairs * MR && b.len() == pairs * NR,
-            "panel lengths"
-        );
+    /// [`super::portable_tile`] on `vdpbf16ps`: 24 accumulators (12 rows x 2 vectors), loaded
+    /// from the tile when accumulating (zeros otherwise) and stored back into it.
+    ///
+    /// # Safety
+    /// As for [`super::TileFn`].
+    pub(super) unsafe fn tile(
+        a: &[u32],
+        b: &[u32],
+        c: &mut [MaybeUninit<f32>],
+        ldc: usize,
+        accumulate: bool,
+    ) {
+        let pairs = super::tile_pairs(a, b, c, ldc);
         assert!(
             std::is_x86_feature_detected!("avx512bf16"),
             "the CPU lacks avx512_bf16"
         );
         // SAFETY: the CPU has the features (asserted above; `kernel()` only hands this out
-        // when it does); the slices hold `pairs` steps of both panels (asserted).
-        unsafe { tile_avx512(pairs, a.as_ptr(), b.as_ptr(), tile) }
+        // when it does); the slices hold `pairs` steps of both panels and `MR` rows of `NR`
+        // values `ldc` apart (asserted by `tile_pairs`), initialised when `accumulate` (the
+        // caller's contract).
+        unsafe {
+            tile_avx512(
+                pairs,
+                a.as_ptr(),
+                b.as_ptr(),
+                c.as_mut_ptr().cast(),
+                ldc,
+                accumulate,
+            )
+        }
     }
 
     /// # Safety
-    /// The CPU has AVX-512F and AVX-512 BF16; `a` holds `pairs * MR` words, `b` `pairs * NR`.
+    /// The CPU has AVX-512F and AVX-512 BF16; `a` holds `pairs * MR` words, `b` `pairs * NR`,
+    /// and `c` `MR` rows of `NR` floats `ldc` apart (initialised when `accumulate`), not aliased
+    /// by `a` or `b`.
     #[target_feature(enable = "avx512f,avx512bf16")]
-    unsafe fn tile_avx512(pairs: usize, a: *const u32, b: *const u32, tile: &mut [f32; MR * NR]) {
+    unsafe fn tile_avx512(
+        pairs: usize,
+        a: *const u32,
+        b: *const u32,
+        c: *mut f32,
+        ldc: usize,
+        accumulate: bool,
+    ) {
         let mut acc = [[_mm512_setzero_ps(); 2]; MR];
+        if accumulate {
+            for (i, row) in acc.iter_mut().enumerate() {
+                // SAFETY: row `i < MR` of the tile has `NR` = 32 initialised floats at
+                // `c + i * ldc`.
+                unsafe {
+                    let src = c.add(i * ldc);
+                    *row = [_mm512_loadu_ps(src), _mm512_loadu_ps(src.add(16))];
+                }
+            }
+        }
         for p in 0..pairs {
             // SAFETY: step `p < pairs` of both panels is in bounds (see the contract).
             unsafe {
@@ -308,9 +381,9 @@ mod avx512 {
             }
         }
         for (i, row) in acc.iter().enumerate() {
-            // SAFETY: row `i < MR` of the tile has `NR` = 32 floats.
+            // SAFETY: as for the loads above.
             unsafe {
-                let out = tile.as_mut_ptr().add(i * NR);
+                let out = c.add(i * ldc);
                 _mm512_storeu_ps(out, row[0]);
                 _mm512_storeu_ps(out.add(16), row[1]);
             }
@@ -347,22 +420,25 @@ pub(crate) fn gemm_bf16(
     a.check_in_bounds()?;
     b.check_in_bounds()?;
     let pairs = k.div_ceil(2);
-    let mut c = zeroed::<f32>(m.checked_mul(n).ok_or_else(|| Error::SizeOverflow {
+    let len = m.checked_mul(n).ok_or_else(|| Error::SizeOverflow {
         op: "matmul",
         msg: format!("{m} x {n}"),
-    })?)?;
+    })?;
     if m == 0 || n == 0 || k == 0 {
-        return Ok(c);
+        return zeroed::<f32>(len);
     }
+    let mut c = try_uninit::<f32>(len)?;
     let packed_a = pack_a(a, pairs)?;
     let packed_b = pack_b(b, pairs)?;
     let rows_per_task = MR * PANELS_PER_TASK;
-    let task = |(t, rows): (usize, &mut [f32])| {
+    let task = |(t, rows): (usize, &mut [MaybeUninit<f32>])| {
         let first_panel = t * PANELS_PER_TASK;
         let panels = rows.len().div_ceil(n).div_ceil(MR);
-        let mut tile = [0.0f32; MR * NR];
+        let mut edge = [MaybeUninit::new(0.0f32); MR * NR];
         for p0 in (0..pairs).step_by(KC) {
             let depth = KC.min(pairs - p0);
+            // The first block of pairs writes every tile; the later ones add to it.
+            let accumulate = p0 > 0;
             for jp in 0..n.div_ceil(NR) {
                 let b_block = &packed_b[(jp * pairs + p0) * NR..(jp * pairs + p0 + depth) * NR];
                 let cols = NR.min(n - jp * NR);
@@ -370,13 +446,27 @@ pub(crate) fn gemm_bf16(
                     let panel = first_panel + ip;
                     let a_block =
                         &packed_a[(panel * pairs + p0) * MR..(panel * pairs + p0 + depth) * MR];
-                    kernel(a_block, b_block, &mut tile);
                     let row_count = MR.min(rows.len() / n - ip * MR);
-                    for i in 0..row_count {
-                        let at = (ip * MR + i) * n + jp * NR;
-                        for (out, v) in rows[at..at + cols].iter_mut().zip(&tile[i * NR..]) {
-                            *out += v;
+                    let first = ip * MR * n + jp * NR;
+                    if row_count == MR && cols == NR {
+                        // SAFETY: when accumulating, the first block wrote this tile.
+                        unsafe { kernel(a_block, b_block, &mut rows[first..], n, accumulate) };
+                        continue;
+                    }
+                    // A tile cut by the output's edge: through a buffer (initialised, so that
+                    // its rows and columns past the edge are zeros), in and out.
+                    edge.fill(MaybeUninit::new(0.0));
+                    if accumulate {
+                        for i in 0..row_count {
+                            let at = first + i * n;
+                            edge[i * NR..i * NR + cols].copy_from_slice(&rows[at..at + cols]);
                         }
+                    }
+                    // SAFETY: every value of `edge` is initialised.
+                    unsafe { kernel(a_block, b_block, &mut edge, NR, true) };
+                    for i in 0..row_count {
+                        let at = first + i * n;
+                        rows[at..at + cols].copy_from_slice(&edge[i * NR..i * NR + cols]);
                     }
                 }
             }
@@ -389,7 +479,9 @@ pub(crate) fn gemm_bf16(
     } else {
         c.chunks_mut(rows_per_task * n).enumerate().for_each(task);
     }
-    Ok(c)
+    // SAFETY: the first block of pairs (`k > 0`) wrote every tile of every task, and the
+    // tiles cover the output (panels of `MR` rows by `NR` columns, the edges' copied back).
+    Ok(unsafe { assume_init(c) })
 }
 
 /// Where the f32 results of a bf16 product go: rounded once to bf16, or kept in f32 (for
