@@ -65,11 +65,15 @@ impl Backend for Cpu {
 
     fn computes_16_bit(&self, op: HalfOp, dtype: DType) -> bool {
         // The bf16 GEMMs of `kernels::gemm_amx` / `kernels::gemm_bf16` (on CPUs without
-        // either, `matmul` below widens), and the convolutions built on them where present.
+        // either, `matmul` below widens), the convolutions built on them where present, and
+        // the element-wise maps, which read bf16 into f32 lanes and round each result once
+        // (`kernels::lanes`: one pass instead of widen, compute, round).
         dtype == DType::BF16
-            && (op == HalfOp::Matmul
-                || (matches!(op, HalfOp::Conv2d | HalfOp::Conv2dBackward)
-                    && nn_ops::bf16_convolutions()))
+            && (matches!(
+                op,
+                HalfOp::Matmul | HalfOp::Unary | HalfOp::Binary | HalfOp::GeluBackward
+            ) || (matches!(op, HalfOp::Conv2d | HalfOp::Conv2dBackward)
+                && nn_ops::bf16_convolutions()))
     }
 
     fn download(&self, x: Operand<'_, CpuStorage>) -> Result<HostData> {

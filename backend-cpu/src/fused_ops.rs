@@ -3,7 +3,7 @@
 //! backend falls back to the composite default.
 
 use tessera_core::backend::{AdamTensors, AdamUpdate};
-use tessera_core::{Layout, Result, Tensor};
+use tessera_core::{bf16, Layout, Result, Tensor};
 
 use crate::checks::check_storage;
 use crate::kernels::adam::{self, AdamFloat, AdamInputs};
@@ -81,6 +81,12 @@ pub(crate) fn gelu_backward(x: &Tensor<Cpu>, grad: &Tensor<Cpu>) -> Result<Optio
     match x.storage() {
         CpuStorage::F32(_) => typed::<f32>(x, grad, gelu_grad::gelu_backward_f32),
         CpuStorage::F64(_) => typed::<f64>(x, grad, gelu_grad::gelu_backward_exact),
+        // Declared in `computes_16_bit`, so never left to the composite (which would round
+        // after each of its steps): strided or broadcast operands are made contiguous first.
+        CpuStorage::BF16(_) if x.dims() == grad.dims() => {
+            let (x, grad) = (x.contiguous()?, grad.contiguous()?);
+            typed::<bf16>(&x, &grad, gelu_grad::gelu_backward_f32)
+        }
         _ => Ok(None),
     }
 }

@@ -2,7 +2,7 @@
 
 use super::map::map2;
 use super::num::Num;
-use crate::alloc::Zeroable;
+use super::lanes::Lane;
 use crate::checks::{dtype_mismatch, unsupported};
 use crate::CpuStorage;
 use tessera_core::{BackendStorage, BinaryOp, Element, FloatElement, Layout, Result};
@@ -25,6 +25,11 @@ pub(crate) fn binary(
         (CpuStorage::F64(x), CpuStorage::F64(y)) => {
             CpuStorage::F64(binary_float(op, x, la, y, lb)?)
         }
+        // In f32 lanes, rounded once per element (the result tensor-core's widening gives);
+        // F16 is widened to f32 before it gets here (`tessera_core::dispatch`).
+        (CpuStorage::BF16(x), CpuStorage::BF16(y)) => {
+            CpuStorage::BF16(binary_float::<f32, _>(op, x, la, y, lb)?)
+        }
         (CpuStorage::I64(x), CpuStorage::I64(y)) => CpuStorage::I64(binary_int(op, x, la, y, lb)?),
         (CpuStorage::Bool(x), CpuStorage::Bool(y)) => {
             CpuStorage::Bool(binary_bool(op, x, la, y, lb)?)
@@ -33,22 +38,30 @@ pub(crate) fn binary(
     })
 }
 
-/// The float ops; maximum and minimum return NaN when either operand is NaN.
-fn binary_float<T: FloatElement + Num + Zeroable>(
+/// The float ops, computed in `T` on values stored as `S` (see [`Lane`]); maximum and minimum
+/// return NaN when either operand is NaN.
+fn binary_float<T: FloatElement + Num, S: Lane<T>>(
     op: BinaryOp,
-    a: &[T],
+    a: &[S],
     la: &Layout,
-    b: &[T],
+    b: &[S],
     lb: &Layout,
-) -> Result<Vec<T>> {
+) -> Result<Vec<S>> {
+    // A macro, not a closure taking `f`, so that `f` is inlined into the loop.
+    macro_rules! map {
+        ($f:expr) => {{
+            let f = $f;
+            map2(a, la, b, lb, move |x: S, y: S| S::store(f(x.load(), y.load())))
+        }};
+    }
     match op {
-        BinaryOp::Add => map2(a, la, b, lb, |x: T, y: T| x + y),
-        BinaryOp::Sub => map2(a, la, b, lb, |x: T, y: T| x - y),
-        BinaryOp::Mul => map2(a, la, b, lb, |x: T, y: T| x * y),
-        BinaryOp::Div => map2(a, la, b, lb, |x: T, y: T| x / y),
-        BinaryOp::Pow => map2(a, la, b, lb, |x: T, y: T| x.powf(y)),
-        BinaryOp::Maximum => map2(a, la, b, lb, T::max_nan),
-        BinaryOp::Minimum => map2(a, la, b, lb, T::min_nan),
+        BinaryOp::Add => map!(|x: T, y: T| x + y),
+        BinaryOp::Sub => map!(|x: T, y: T| x - y),
+        BinaryOp::Mul => map!(|x: T, y: T| x * y),
+        BinaryOp::Div => map!(|x: T, y: T| x / y),
+        BinaryOp::Pow => map!(|x: T, y: T| x.powf(y)),
+        BinaryOp::Maximum => map!(T::max_nan),
+        BinaryOp::Minimum => map!(T::min_nan),
     }
 }
 

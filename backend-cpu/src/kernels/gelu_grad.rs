@@ -4,6 +4,7 @@ use rayon::prelude::*;
 use std::mem::MaybeUninit;
 use tessera_core::{Element, FloatElement, Result};
 
+use super::lanes::Lane;
 use super::vector_math;
 use super::wide::zip_contiguous;
 use crate::alloc::{assume_init, try_uninit, try_with_capacity};
@@ -12,15 +13,17 @@ use crate::parallel::{chunk_len, worth_parallel};
 /// `1 / √(2π)`.
 const INV_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
 
-/// The f32 gradient in vector arithmetic: `Φ` from [`vector_math::normal_cdf`] (relative error
-/// below 2e-6 in both tails, where `(1 + erf(x/√2)) / 2` cancels) and `φ` from
+/// The gradient computed in f32 vector arithmetic on values stored as `S` (f32, or bf16 widened
+/// and rounded once per element, see [`Lane`]): `Φ` from [`vector_math::normal_cdf`] (relative
+/// error below 2e-6 in both tails, where `(1 + erf(x/√2)) / 2` cancels) and `φ` from
 /// [`vector_math::exp`]; within a few ulp of the exact gradient wherever it is not tiny.
-pub(crate) fn gelu_backward_f32(x: &[f32], grad: &[f32]) -> Result<Vec<f32>> {
+pub(crate) fn gelu_backward_f32<S: Lane<f32>>(x: &[S], grad: &[S]) -> Result<Vec<S>> {
     let len = x.len().min(grad.len());
-    let mut out = try_uninit::<f32>(len)?;
-    let slope = |v: f32, g: f32| {
+    let mut out = try_uninit::<S>(len)?;
+    let slope = |v: S, g: S| {
+        let (v, g) = (v.load(), g.load());
         let pdf = vector_math::exp(-0.5 * (v * v)) * INV_SQRT_2PI as f32;
-        MaybeUninit::new(g * (vector_math::normal_cdf(v) + v * pdf))
+        MaybeUninit::new(S::store(g * (vector_math::normal_cdf(v) + v * pdf)))
     };
     if worth_parallel(len) {
         let chunk = chunk_len(len, 4096);

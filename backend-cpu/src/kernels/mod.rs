@@ -19,6 +19,7 @@ pub(crate) mod gemm_amx;
 pub(crate) mod gemm_bf16;
 pub(crate) mod index_check;
 pub(crate) mod index_select;
+pub(crate) mod lanes;
 pub(crate) mod layer_norm;
 pub(crate) mod map;
 pub(crate) mod matmul;

@@ -1,8 +1,8 @@
 //! Element-wise maps of one operand ([`UnaryOp`]).
 
 use super::map::map1;
+use super::lanes::Lane;
 use super::vector_math;
-use crate::alloc::Zeroable;
 use crate::checks::unsupported;
 use crate::CpuStorage;
 use tessera_core::{BackendStorage, Element, FloatElement, Layout, Result, UnaryOp};
@@ -13,31 +13,50 @@ pub(crate) fn unary(op: UnaryOp, x: &CpuStorage, layout: &Layout) -> Result<CpuS
         return Err(unsupported(op.name(), x.dtype()));
     }
     Ok(match x {
-        CpuStorage::F32(v) => CpuStorage::F32(match op {
-            // In vector arithmetic (see `vector_math`): the C library's `expf` and `erff` are
-            // scalar calls that keep the loop one element at a time.
-            UnaryOp::Exp => map1(v, layout, vector_math::exp)?,
-            UnaryOp::Gelu => map1(v, layout, |v: f32| v * vector_math::normal_cdf(v))?,
-            UnaryOp::Tanh => map1(v, layout, vector_math::tanh)?,
-            _ => unary_float(op, v, layout)?,
-        }),
-        CpuStorage::F64(v) => CpuStorage::F64(unary_float(op, v, layout)?),
+        CpuStorage::F32(v) => CpuStorage::F32(unary_f32(op, v, layout)?),
+        CpuStorage::F64(v) => CpuStorage::F64(unary_float::<f64, f64>(op, v, layout)?),
+        // In f32 lanes, rounded once per element (the result tensor-core's widening gives).
+        CpuStorage::BF16(v) => CpuStorage::BF16(unary_f32(op, v, layout)?),
         CpuStorage::I64(v) => CpuStorage::I64(unary_int(op, v, layout)?),
         CpuStorage::Bool(v) => CpuStorage::Bool(map1(v, layout, |b: u8| u8::from(b == 0))?),
-        // The 16-bit floats are widened to f32 before they get here (`tessera_core::dispatch`).
+        // F16 is widened to f32 before it gets here (`tessera_core::dispatch`).
         other => return Err(unsupported(op.name(), other.dtype())),
     })
 }
 
-/// The float ops (f32 exp, tanh and GELU take the vector versions above). Sigmoid evaluates `e^x / (1 + e^x)` for negative `x` so that neither branch
-/// overflows; ReLU keeps NaN; GELU is the exact erf form.
-fn unary_float<T: FloatElement + Zeroable>(op: UnaryOp, x: &[T], l: &Layout) -> Result<Vec<T>> {
+/// The ops on values computed in f32 (stored as `S`, see [`Lane`]). Exp, tanh and GELU take
+/// the vector versions of `vector_math`: the C library's `expf` and `erff` are scalar calls
+/// that keep the loop one element at a time.
+fn unary_f32<S: Lane<f32>>(op: UnaryOp, x: &[S], l: &Layout) -> Result<Vec<S>> {
+    match op {
+        UnaryOp::Exp => map1(x, l, |v: S| S::store(vector_math::exp(v.load()))),
+        UnaryOp::Gelu => map1(x, l, |v: S| {
+            let v = v.load();
+            S::store(v * vector_math::normal_cdf(v))
+        }),
+        UnaryOp::Tanh => map1(x, l, |v: S| S::store(vector_math::tanh(v.load()))),
+        _ => unary_float::<f32, S>(op, x, l),
+    }
+}
+
+/// The float ops computed in `T` (f32 exp, tanh and GELU take the vector versions above).
+/// Sigmoid evaluates `e^x / (1 + e^x)` for negative `x` so that neither branch overflows; ReLU
+/// keeps NaN; GELU is the exact erf form.
+fn unary_float<T: FloatElement, S: Lane<T>>(op: UnaryOp, x: &[S], l: &Layout) -> Result<Vec<S>> {
+    // `f` in the computation's type, each value loaded and stored through the lane (a macro,
+    // not a closure taking `f`, so that `f` is inlined into the loop).
+    macro_rules! map {
+        ($f:expr) => {{
+            let f = $f;
+            map1(x, l, move |v: S| S::store(f(v.load())))
+        }};
+    }
     let zero = T::zero();
     let one = T::one();
     match op {
-        UnaryOp::Neg => map1(x, l, |v: T| -v),
-        UnaryOp::Abs => map1(x, l, |v: T| v.abs()),
-        UnaryOp::Sign => map1(x, l, |v: T| {
+        UnaryOp::Neg => map!(|v: T| -v),
+        UnaryOp::Abs => map!(|v: T| v.abs()),
+        UnaryOp::Sign => map!(|v: T| {
             if v > zero {
                 one
             } else if v < zero {
@@ -46,15 +65,15 @@ fn unary_float<T: FloatElement + Zeroable>(op: UnaryOp, x: &[T], l: &Layout) -> 
                 v
             }
         }),
-        UnaryOp::Square => map1(x, l, |v: T| v * v),
-        UnaryOp::Recip => map1(x, l, |v: T| one / v),
-        UnaryOp::Sqrt => map1(x, l, |v: T| v.sqrt()),
-        UnaryOp::Exp => map1(x, l, |v: T| v.exp()),
-        UnaryOp::Log => map1(x, l, |v: T| v.ln()),
-        UnaryOp::Sin => map1(x, l, |v: T| v.sin()),
-        UnaryOp::Cos => map1(x, l, |v: T| v.cos()),
-        UnaryOp::Tanh => map1(x, l, |v: T| v.tanh()),
-        UnaryOp::Sigmoid => map1(x, l, |v: T| {
+        UnaryOp::Square => map!(|v: T| v * v),
+        UnaryOp::Recip => map!(|v: T| one / v),
+        UnaryOp::Sqrt => map!(|v: T| v.sqrt()),
+        UnaryOp::Exp => map!(|v: T| v.exp()),
+        UnaryOp::Log => map!(|v: T| v.ln()),
+        UnaryOp::Sin => map!(|v: T| v.sin()),
+        UnaryOp::Cos => map!(|v: T| v.cos()),
+        UnaryOp::Tanh => map!(|v: T| v.tanh()),
+        UnaryOp::Sigmoid => map!(|v: T| {
             if v >= zero {
                 one / (one + (-v).exp())
             } else {
@@ -62,15 +81,15 @@ fn unary_float<T: FloatElement + Zeroable>(op: UnaryOp, x: &[T], l: &Layout) -> 
                 e / (one + e)
             }
         }),
-        UnaryOp::Relu => map1(x, l, |v: T| if v > zero || v.is_nan() { v } else { zero }),
+        UnaryOp::Relu => map!(|v: T| if v > zero || v.is_nan() { v } else { zero }),
         UnaryOp::Gelu => {
             let half = <T as Element>::from_f64(0.5);
             let inv_sqrt2 = T::FRAC_1_SQRT_2();
-            map1(x, l, move |v: T| half * v * (one + (v * inv_sqrt2).erf()))
+            map!(move |v: T| half * v * (one + (v * inv_sqrt2).erf()))
         }
-        UnaryOp::Erf => map1(x, l, |v: T| v.erf()),
-        UnaryOp::Floor => map1(x, l, |v: T| v.floor()),
-        UnaryOp::Ceil => map1(x, l, |v: T| v.ceil()),
+        UnaryOp::Erf => map!(|v: T| v.erf()),
+        UnaryOp::Floor => map!(|v: T| v.floor()),
+        UnaryOp::Ceil => map!(|v: T| v.ceil()),
         UnaryOp::Not => Err(unsupported(op.name(), T::DTYPE)),
     }
 }

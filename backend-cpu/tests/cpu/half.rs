@@ -4,7 +4,8 @@
 
 use super::common::cpu;
 use tessera_core::{
-    bf16, f16, BinaryOp, CmpOp, DType, Distribution, Error, Generator, ReduceOp, Tensor, UnaryOp,
+    bf16, dispatch, f16, BinaryOp, CmpOp, DType, Distribution, Error, Generator, ReduceOp, Tensor,
+    UnaryOp,
 };
 use tessera_cpu::{Cpu, CpuTensor};
 
@@ -197,4 +198,56 @@ fn the_16_bit_element_types_round_trip_through_the_host() {
     assert_eq!(t.to_vec::<bf16>().unwrap(), v);
     let z = Tensor::<Cpu>::full([2], 0.1, DType::F16, &cpu()).unwrap();
     assert_eq!(z.to_vec::<f16>().unwrap(), vec![f16::from_f64(0.1); 2]);
+}
+
+/// The bits of `t` (bf16).
+fn bf16_bits(t: &CpuTensor) -> Vec<u16> {
+    t.to_vec::<bf16>()
+        .unwrap()
+        .iter()
+        .map(|x| x.to_bits())
+        .collect()
+}
+
+/// `t` widened to f32, `f` applied there, and the result rounded once to bf16: the 16-bit rule
+/// the CPU's native bf16 maps must reproduce bit for bit.
+fn in_f32(t: &[&CpuTensor], f: impl Fn(&[CpuTensor]) -> CpuTensor) -> CpuTensor {
+    let wide: Vec<CpuTensor> = t.iter().map(|x| x.to_dtype(DType::F32).unwrap()).collect();
+    f(&wide).to_dtype(DType::BF16).unwrap()
+}
+
+#[test]
+fn bf16_maps_equal_the_f32_result_rounded_once() {
+    // Values over several binades (both signs, around 0 and past GELU's and exp's knees), a
+    // contiguous operand, a transposed view and a broadcast row.
+    let data: Vec<f64> = (0..96)
+        .map(|i| (i as f64 - 47.5) * 0.173 * if i % 3 == 0 { 7.0 } else { 1.0 })
+        .collect();
+    let x = half_tensor(&data, &[8, 12], DType::BF16);
+    let xt = half_tensor(&data, &[12, 8], DType::BF16)
+        .transpose(0, 1)
+        .unwrap();
+    let row = half_tensor(&data[..12], &[1, 12], DType::BF16);
+    for a in [&x, &xt] {
+        for op in UnaryOp::ALL {
+            if !op.supports(DType::BF16) {
+                continue;
+            }
+            let got = a.unary(op).unwrap();
+            let want = in_f32(&[a], |w| w[0].unary(op).unwrap());
+            assert_eq!(got.dtype(), DType::BF16);
+            assert_eq!(bf16_bits(&got), bf16_bits(&want), "{op:?}");
+        }
+        for op in BinaryOp::ALL {
+            for b in [&x, &xt, &row] {
+                let got = a.binary(op, b).unwrap();
+                let want = in_f32(&[a, b], |w| w[0].binary(op, &w[1]).unwrap());
+                assert_eq!(bf16_bits(&got), bf16_bits(&want), "{op:?}");
+            }
+        }
+        let grad = xt.unary(UnaryOp::Sin).unwrap();
+        let got = dispatch::gelu_backward(a, &grad).unwrap();
+        let want = in_f32(&[a, &grad], |w| dispatch::gelu_backward(&w[0], &w[1]).unwrap());
+        assert_eq!(bf16_bits(&got), bf16_bits(&want), "gelu_backward");
+    }
 }

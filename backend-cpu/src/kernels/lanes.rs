@@ -1,0 +1,72 @@
+//! How an element-wise kernel reads and writes its storage type while computing in another:
+//! the identity for f32, f64 and the integers, and for bf16 a widening to f32 (exact) on the
+//! way in and one rounding to nearest even on the way out, bit for bit what
+//! [`super::cast::cast`] does. Written per element inside the map's loop, the conversions
+//! vectorise with it: a bf16 map is then one pass over 16-bit memory instead of the three
+//! passes (widen, compute in f32, round) and two f32 buffers of tensor-core's widening.
+
+use tessera_core::bf16;
+
+use super::cast::f32_to_bf16;
+
+/// A storage element read as `C` and written from `C` (see the module docs).
+pub(crate) trait Lane<C>: Copy + Send + Sync + 'static {
+    /// The value as the computation's type.
+    fn load(self) -> C;
+    /// A computed value rounded to the storage type.
+    fn store(value: C) -> Self;
+}
+
+macro_rules! identity_lane {
+    ($($t:ty),*) => {$(
+        impl Lane<$t> for $t {
+            #[inline(always)]
+            fn load(self) -> $t {
+                self
+            }
+            #[inline(always)]
+            fn store(value: $t) -> $t {
+                value
+            }
+        }
+    )*};
+}
+identity_lane!(f32, f64, i64, u8);
+
+impl Lane<f32> for bf16 {
+    #[inline(always)]
+    fn load(self) -> f32 {
+        f32::from_bits(u32::from(self.to_bits()) << 16)
+    }
+    #[inline(always)]
+    fn store(value: f32) -> bf16 {
+        f32_to_bf16(value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn miri_bf16_lanes_widen_exactly_and_round_like_the_cast() {
+        // Every bf16 bit pattern widens to the value `half` gives (NaNs stay NaN).
+        for bits in (0..=u16::MAX).step_by(7) {
+            let h = bf16::from_bits(bits);
+            let wide = <bf16 as Lane<f32>>::load(h);
+            if h.is_nan() {
+                assert!(wide.is_nan());
+            } else {
+                assert_eq!(wide.to_bits(), h.to_f32().to_bits(), "{bits:#06x}");
+            }
+        }
+        // Ties round to even, NaNs stay quiet NaNs, infinities and overflow as the cast.
+        for v in [1.0f32, 1.003_906_2, 1.011_718_8, -3.4e38, f32::INFINITY, 1e-40, f32::NAN] {
+            let got = <bf16 as Lane<f32>>::store(v);
+            let want = f32_to_bf16(v);
+            assert_eq!(got.to_bits(), want.to_bits(), "{v}");
+        }
+        assert_eq!(<bf16 as Lane<f32>>::store(1.003_906_25).to_f32(), 1.0);
+        assert_eq!(<bf16 as Lane<f32>>::store(1.011_718_75).to_f32(), 1.015625);
+    }
+}
