@@ -85,7 +85,7 @@ pub(crate) fn gelu_backward(x: &Tensor<Cpu>, grad: &Tensor<Cpu>) -> Result<Optio
         // after each of its steps): strided or broadcast operands are made contiguous first.
         CpuStorage::BF16(_) if x.dims() == grad.dims() => {
             let (x, grad) = (x.contiguous()?, grad.contiguous()?);
-            typed::<bf16>(&x, &grad, gelu_grad::gelu_backward_f32)
+            typed::<bf16>(&x, &grad, gelu_grad::gelu_backward_bf16)
         }
         _ => Ok(None),
     }

@@ -1,8 +1,8 @@
 //! Element-wise ops of two operands ([`BinaryOp`]), broadcast already applied by zero strides.
 
+use super::lanes::Lane;
 use super::map::map2;
 use super::num::Num;
-use super::lanes::Lane;
 use crate::checks::{dtype_mismatch, unsupported};
 use crate::CpuStorage;
 use tessera_core::{BackendStorage, BinaryOp, Element, FloatElement, Layout, Result};
@@ -51,7 +51,9 @@ fn binary_float<T: FloatElement + Num, S: Lane<T>>(
     macro_rules! map {
         ($f:expr) => {{
             let f = $f;
-            map2(a, la, b, lb, move |x: S, y: S| S::store(f(x.load(), y.load())))
+            map2(a, la, b, lb, move |x: S, y: S| {
+                S::store(f(x.load(), y.load()))
+            })
         }};
     }
     match op {

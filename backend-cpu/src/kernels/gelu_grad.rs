@@ -2,9 +2,9 @@
 
 use rayon::prelude::*;
 use std::mem::MaybeUninit;
-use tessera_core::{Element, FloatElement, Result};
+use tessera_core::{bf16, Element, FloatElement, Result};
 
-use super::lanes::Lane;
+use super::lanes::zip_through_f32;
 use super::vector_math;
 use super::wide::zip_contiguous;
 use crate::alloc::{assume_init, try_uninit, try_with_capacity};
@@ -13,28 +13,60 @@ use crate::parallel::{chunk_len, worth_parallel};
 /// `1 / √(2π)`.
 const INV_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
 
-/// The gradient computed in f32 vector arithmetic on values stored as `S` (f32, or bf16 widened
-/// and rounded once per element, see [`Lane`]): `Φ` from [`vector_math::normal_cdf`] (relative
-/// error below 2e-6 in both tails, where `(1 + erf(x/√2)) / 2` cancels) and `φ` from
+/// The f32 gradient in vector arithmetic: `Φ` from [`vector_math::normal_cdf`] (relative error
+/// below 2e-6 in both tails, where `(1 + erf(x/√2)) / 2` cancels) and `φ` from
 /// [`vector_math::exp`]; within a few ulp of the exact gradient wherever it is not tiny.
-pub(crate) fn gelu_backward_f32<S: Lane<f32>>(x: &[S], grad: &[S]) -> Result<Vec<S>> {
+#[inline(always)]
+fn slope(v: f32, g: f32) -> f32 {
+    let pdf = vector_math::exp(-0.5 * (v * v)) * INV_SQRT_2PI as f32;
+    g * (vector_math::normal_cdf(v) + v * pdf)
+}
+
+/// The gradient on f32 values, [`slope`] per element in one pass.
+pub(crate) fn gelu_backward_f32(x: &[f32], grad: &[f32]) -> Result<Vec<f32>> {
+    // SAFETY: `zip_contiguous` writes every output of the chunk (all three lengths agree).
+    unsafe {
+        in_chunks(x, grad, |out, x, g| {
+            zip_contiguous(out, x, g, &|v, g| MaybeUninit::new(slope(v, g)))
+        })
+    }
+}
+
+/// The gradient on bf16 values computed in f32 and rounded once per element (what
+/// tensor-core's widening gives, bit for bit), through f32 blocks on the stack
+/// ([`zip_through_f32`]: the f32 loop of [`gelu_backward_f32`], which the conversions would
+/// keep from being inlined).
+pub(crate) fn gelu_backward_bf16(x: &[bf16], grad: &[bf16]) -> Result<Vec<bf16>> {
+    // SAFETY: `zip_through_f32` writes every output of the chunk (all three lengths agree).
+    unsafe {
+        in_chunks(x, grad, |out, x, g| {
+            zip_through_f32(out, x, g, |out, x, g| zip_contiguous(out, x, g, &slope))
+        })
+    }
+}
+
+/// `kernel(out, x, grad)` over the common length, split into chunks over rayon's threads when
+/// that pays.
+///
+/// # Safety
+/// `kernel` must write every output of the chunk it is given.
+unsafe fn in_chunks<S: Copy + Send + Sync>(
+    x: &[S],
+    grad: &[S],
+    kernel: impl Fn(&mut [MaybeUninit<S>], &[S], &[S]) + Sync,
+) -> Result<Vec<S>> {
     let len = x.len().min(grad.len());
     let mut out = try_uninit::<S>(len)?;
-    let slope = |v: S, g: S| {
-        let (v, g) = (v.load(), g.load());
-        let pdf = vector_math::exp(-0.5 * (v * v)) * INV_SQRT_2PI as f32;
-        MaybeUninit::new(S::store(g * (vector_math::normal_cdf(v) + v * pdf)))
-    };
     if worth_parallel(len) {
         let chunk = chunk_len(len, 4096);
         out.par_chunks_mut(chunk)
             .zip(x.par_chunks(chunk).zip(grad.par_chunks(chunk)))
-            .for_each(|(out, (x, g))| zip_contiguous(out, x, g, &slope));
+            .for_each(|(out, (x, g))| kernel(out, x, g));
     } else {
-        zip_contiguous(&mut out, &x[..len], &grad[..len], &slope);
+        kernel(&mut out, &x[..len], &grad[..len]);
     }
-    // SAFETY: the loops above write every one of the `len` outputs (the chunks of `out`, `x`
-    // and `grad` line up, all `len` long).
+    // SAFETY: `kernel` writes every one of the `len` outputs of its chunks (the contract; the
+    // chunks of `out`, `x` and `grad` line up, all `len` long).
     Ok(unsafe { assume_init(out) })
 }
 

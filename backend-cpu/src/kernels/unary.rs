@@ -1,7 +1,7 @@
 //! Element-wise maps of one operand ([`UnaryOp`]).
 
-use super::map::map1;
 use super::lanes::Lane;
+use super::map::map1;
 use super::vector_math;
 use crate::checks::unsupported;
 use crate::CpuStorage;

@@ -1,6 +1,9 @@
 //! Wider vectors for the compiler-vectorised element-wise loops: each function here runs its
-//! loop compiled with AVX2 enabled when the CPU has it (detected at run time, cached by
-//! `std`), so the maps use 256-bit vectors instead of the x86-64 baseline's 128-bit SSE2. The
+//! loop compiled with AVX-512F or else AVX2 enabled when the CPU has it (detected at run time,
+//! cached by `std`), so the maps use 512- or 256-bit vectors instead of the x86-64 baseline's
+//! 128-bit SSE2. AVX-512 also gives the long loops (GELU and its gradient, `exp`) 32 vector
+//! registers instead of 16, so their constants stay in registers: GELU's forward and gradient
+//! ran 1.8-1.9x faster than with AVX2 on a Zen 4 (which splits 512-bit operations in two). The
 //! loops are ordinary safe code; only the call through the target-feature wrapper is `unsafe`.
 //! Results are bit-for-bit those of the baseline build: Rust never contracts a multiply and an
 //! add into an FMA, and the loops do the same operations on wider registers.
@@ -16,6 +19,20 @@ fn avx2() -> bool {
         std::is_x86_feature_detected!("avx2")
     }
     #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+    {
+        false
+    }
+}
+
+/// Whether to take the AVX-512 copies: where the build has the intrinsics' target features
+/// stable and the CPU has AVX-512F (never under Miri).
+#[inline(always)]
+fn avx512() -> bool {
+    #[cfg(all(target_arch = "x86_64", tessera_avx512, not(miri)))]
+    {
+        std::is_x86_feature_detected!("avx512f")
+    }
+    #[cfg(not(all(target_arch = "x86_64", tessera_avx512, not(miri))))]
     {
         false
     }
@@ -40,6 +57,20 @@ fn zip_loop<A: Copy, B: Copy, U, F: Fn(A, B) -> U>(dst: &mut [U], a: &[A], b: &[
 /// `dst[i] = f(src[i])` over the common length, with AVX2 where the CPU has it.
 #[inline(always)]
 pub(crate) fn map_contiguous<T: Copy, U, F: Fn(T) -> U>(dst: &mut [U], src: &[T], f: &F) {
+    #[cfg(all(target_arch = "x86_64", tessera_avx512))]
+    if avx512() {
+        /// [`map_loop`] compiled for AVX-512.
+        ///
+        /// # Safety
+        /// The CPU must have AVX-512F.
+        #[target_feature(enable = "avx512f")]
+        unsafe fn wide512<T: Copy, U, F: Fn(T) -> U>(dst: &mut [U], src: &[T], f: &F) {
+            map_loop(dst, src, f)
+        }
+        // SAFETY: AVX-512F was detected just above; the loop is safe code.
+        unsafe { wide512(dst, src, f) };
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
     if avx2() {
         /// [`map_loop`] compiled for AVX2.
@@ -65,6 +96,25 @@ pub(crate) fn zip_contiguous<A: Copy, B: Copy, U, F: Fn(A, B) -> U>(
     b: &[B],
     f: &F,
 ) {
+    #[cfg(all(target_arch = "x86_64", tessera_avx512))]
+    if avx512() {
+        /// [`zip_loop`] compiled for AVX-512.
+        ///
+        /// # Safety
+        /// The CPU must have AVX-512F.
+        #[target_feature(enable = "avx512f")]
+        unsafe fn wide512<A: Copy, B: Copy, U, F: Fn(A, B) -> U>(
+            dst: &mut [U],
+            a: &[A],
+            b: &[B],
+            f: &F,
+        ) {
+            zip_loop(dst, a, b, f)
+        }
+        // SAFETY: AVX-512F was detected just above; the loop is safe code.
+        unsafe { wide512(dst, a, b, f) };
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
     if avx2() {
         /// [`zip_loop`] compiled for AVX2.

@@ -247,7 +247,9 @@ fn bf16_maps_equal_the_f32_result_rounded_once() {
         }
         let grad = xt.unary(UnaryOp::Sin).unwrap();
         let got = dispatch::gelu_backward(a, &grad).unwrap();
-        let want = in_f32(&[a, &grad], |w| dispatch::gelu_backward(&w[0], &w[1]).unwrap());
+        let want = in_f32(&[a, &grad], |w| {
+            dispatch::gelu_backward(&w[0], &w[1]).unwrap()
+        });
         assert_eq!(bf16_bits(&got), bf16_bits(&want), "gelu_backward");
     }
 }
