@@ -103,8 +103,14 @@ mod tests {
             let want = f32_to_bf16(v);
             assert_eq!(got.to_bits(), want.to_bits(), "{v}");
         }
-        assert_eq!(<bf16 as Lane<f32>>::store(1.003_906_25).to_f32(), 1.0);
-        assert_eq!(<bf16 as Lane<f32>>::store(1.011_718_75).to_f32(), 1.015625);
+        assert_eq!(
+            <bf16 as Lane<f32>>::store(1.0 + 2f32.powi(-8)).to_f32(),
+            1.0
+        );
+        assert_eq!(
+            <bf16 as Lane<f32>>::store(1.0 + 3.0 * 2f32.powi(-8)).to_f32(),
+            1.015625
+        );
     }
 
     #[test]
