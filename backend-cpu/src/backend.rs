@@ -71,7 +71,11 @@ impl Backend for Cpu {
         dtype == DType::BF16
             && (matches!(
                 op,
-                HalfOp::Matmul | HalfOp::Unary | HalfOp::Binary | HalfOp::GeluBackward
+                HalfOp::Matmul
+                    | HalfOp::Unary
+                    | HalfOp::Binary
+                    | HalfOp::GeluBackward
+                    | HalfOp::ReluBackward
             ) || (matches!(op, HalfOp::Conv2d | HalfOp::Conv2dBackward)
                 && nn_ops::bf16_convolutions()))
     }

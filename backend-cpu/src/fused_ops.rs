@@ -58,6 +58,19 @@ pub(crate) fn relu_backward(x: &Tensor<Cpu>, grad: &Tensor<Cpu>) -> Result<Optio
     match x.storage() {
         CpuStorage::F32(_) => typed::<f32>(x, grad),
         CpuStorage::F64(_) => typed::<f64>(x, grad),
+        // Declared in `computes_16_bit`, so never left to the composite: strided or broadcast
+        // operands are made contiguous first.
+        CpuStorage::BF16(_) if x.dims() == grad.dims() => {
+            let (x, grad) = (x.contiguous()?, grad.contiguous()?);
+            let dims = x.dims();
+            let (Some(xv), Some(gv)) = (
+                contiguous::<bf16>("relu_backward", &x, dims)?,
+                contiguous::<bf16>("relu_backward", &grad, dims)?,
+            ) else {
+                return Ok(None);
+            };
+            tensor(x.backend(), relu_grad::relu_backward_bf16(xv, gv)?, dims).map(Some)
+        }
         _ => Ok(None),
     }
 }

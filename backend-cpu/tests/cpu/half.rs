@@ -251,5 +251,10 @@ fn bf16_maps_equal_the_f32_result_rounded_once() {
             dispatch::gelu_backward(&w[0], &w[1]).unwrap()
         });
         assert_eq!(bf16_bits(&got), bf16_bits(&want), "gelu_backward");
+        let got = dispatch::relu_backward(a, &grad).unwrap();
+        let want = in_f32(&[a, &grad], |w| {
+            dispatch::relu_backward(&w[0], &w[1]).unwrap()
+        });
+        assert_eq!(bf16_bits(&got), bf16_bits(&want), "relu_backward");
     }
 }
