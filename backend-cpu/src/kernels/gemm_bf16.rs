@@ -103,15 +103,55 @@ pub(crate) fn zeroed<T: Clone + Default>(len: usize) -> Result<Vec<T>> {
     Ok(v)
 }
 
-/// A (`m x k`) packed into panels of [`MR`] rows of k-pair words (see the module docs).
+/// A (`m x k`) packed into panels of [`MR`] rows of k-pair words (see the module docs),
+/// walking whichever of A's dimensions is contiguous in memory (the words past the last row
+/// or step stay zero).
 fn pack_a(a: &Bf16Matrix, pairs: usize) -> Result<Vec<u32>> {
     let panels = a.rows.div_ceil(MR);
     let mut out = zeroed(panels * pairs * MR)?;
+    let word = |lo: bf16, hi: bf16| u32::from(lo.to_bits()) | (u32::from(hi.to_bits()) << 16);
+    let whole_pairs = a.cols / 2;
     for (panel, words) in out.chunks_exact_mut(pairs * MR).enumerate() {
-        for (pair, step) in words.chunks_exact_mut(MR).enumerate() {
-            for (row, word) in step.iter_mut().enumerate() {
-                let r = panel * MR + row;
-                *word = a.bits(r, 2 * pair) | (a.bits(r, 2 * pair + 1) << 16);
+        let first = panel * MR;
+        let rows = MR.min(a.rows - first);
+        if a.cs == 1 {
+            // Row-major: each row's pairs are adjacent in memory.
+            for row in 0..rows {
+                let start = a.offset + (first + row) * a.rs;
+                let values = &a.data[start..start + a.cols];
+                let dst = words[row..].iter_mut().step_by(MR);
+                let (even, last) = values.split_at(2 * whole_pairs);
+                let pairs = even.chunks_exact(2).map(|p| word(p[0], p[1]));
+                let tail = last.iter().map(|&v| word(v, bf16::ZERO));
+                for (w, v) in dst.zip(pairs.chain(tail)) {
+                    *w = v;
+                }
+            }
+        } else if a.rs == 1 {
+            // Column-major (a transposed view): a panel's rows of one step are adjacent.
+            let column = |c: usize| {
+                let start = a.offset + c * a.cs + first;
+                &a.data[start..start + rows]
+            };
+            for (pair, step) in words.chunks_exact_mut(MR).enumerate() {
+                let lo = column(2 * pair);
+                if 2 * pair + 1 < a.cols {
+                    let hi = column(2 * pair + 1);
+                    for ((w, &l), &h) in step.iter_mut().zip(lo).zip(hi) {
+                        *w = word(l, h);
+                    }
+                } else {
+                    for (w, &l) in step.iter_mut().zip(lo) {
+                        *w = word(l, bf16::ZERO);
+                    }
+                }
+            }
+        } else {
+            for (pair, step) in words.chunks_exact_mut(MR).enumerate() {
+                for (row, w) in step.iter_mut().enumerate() {
+                    let r = first + row;
+                    *w = a.bits(r, 2 * pair) | (a.bits(r, 2 * pair + 1) << 16);
+                }
             }
         }
     }
@@ -715,6 +755,30 @@ pub(super) mod tests {
         ] {
             check(kernel, shape, false, 1);
             check(kernel, shape, true, 2);
+        }
+    }
+
+    #[test]
+    fn miri_operands_with_no_unit_stride_pack_like_the_definition() {
+        // Every other element of a larger buffer, from an offset: neither stride is 1, so the
+        // packing takes its general paths (A and B), on shapes with odd k and partial panels.
+        for (m, k, n) in [(3, 5, 2), (13, 3, 33)] {
+            let (da, db) = (values(4 * m * k + 3, 3), values(4 * k * n + 3, 4));
+            fn strided(data: &[bf16], rows: usize, cols: usize) -> Bf16Matrix<'_> {
+                Bf16Matrix {
+                    data,
+                    offset: 3,
+                    rows,
+                    cols,
+                    rs: 2 * cols,
+                    cs: 2,
+                }
+            }
+            let (a, b) = (strided(&da, m, k), strided(&db, k, n));
+            let got = gemm_bf16(&a, &b, portable_tile, 1).unwrap();
+            for (idx, (g, w)) in got.iter().zip(&reference(&a, &b)).enumerate() {
+                assert_eq!(f64::from(*g), *w, "({m}, {k}, {n}) at {idx}");
+            }
         }
     }
 
