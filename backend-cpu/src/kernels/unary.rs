@@ -24,7 +24,7 @@ pub(crate) fn unary(op: UnaryOp, x: &CpuStorage, layout: &Layout) -> Result<CpuS
     })
 }
 
-/// The ops on values computed in f32 (stored as `S`, see [`Lane`]). Exp, tanh and GELU take
+/// The ops on values computed in f32 (stored as `S`, see [`Lane`]). Exp, tanh, sigmoid and GELU take
 /// the vector versions of `vector_math`: the C library's `expf` and `erff` are scalar calls
 /// that keep the loop one element at a time.
 fn unary_f32<S: Lane<f32>>(op: UnaryOp, x: &[S], l: &Layout) -> Result<Vec<S>> {
@@ -35,11 +35,13 @@ fn unary_f32<S: Lane<f32>>(op: UnaryOp, x: &[S], l: &Layout) -> Result<Vec<S>> {
             S::store(v * vector_math::normal_cdf(v))
         }),
         UnaryOp::Tanh => map1(x, l, |v: S| S::store(vector_math::tanh(v.load()))),
+        UnaryOp::Sigmoid => map1(x, l, |v: S| S::store(vector_math::sigmoid(v.load()))),
         _ => unary_float::<f32, S>(op, x, l),
     }
 }
 
-/// The float ops computed in `T` (f32 exp, tanh and GELU take the vector versions above).
+/// The float ops computed in `T` (f32 exp, tanh, sigmoid and GELU take the vector versions
+/// above).
 /// Sigmoid evaluates `e^x / (1 + e^x)` for negative `x` so that neither branch overflows; ReLU
 /// keeps NaN; GELU is the exact erf form.
 fn unary_float<T: FloatElement, S: Lane<T>>(op: UnaryOp, x: &[S], l: &Layout) -> Result<Vec<S>> {

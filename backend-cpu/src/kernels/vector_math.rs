@@ -1,4 +1,4 @@
-//! `exp` and the normal distribution's tail for f32 in straight-line arithmetic (no calls, no
+//! `exp`, the logistic function and the normal distribution's tail for f32 in straight-line arithmetic (no calls, no
 //! branches), so that the element-wise loops that use them compile to vector code; the C
 //! library's `expf` and `erff` are scalar calls that keep a loop one element at a time.
 //!
@@ -16,6 +16,9 @@
 //!   `-0.0` and NaN stay what they are. Within 4 ulp of the exact value (tested). The C
 //!   library's `tanhf` is a scalar call that goes through `expm1f`, and was a sixth of a
 //!   GPT-2 prefill (its tanh-approximated GELU).
+//! * [`sigmoid`]: `1 / (1 + e)` or `e / (1 + e)` with `e = e^-|x|` (never overflows) through
+//!   [`exp`]. Within 4 ulp of the exact value where the result is normal (tested). The
+//!   scalar `expf` call it replaces was 3% of a Llama prefill (SwiGLU's SiLU).
 
 /// `e^x` for f32, vectorisable (see the module docs).
 #[inline(always)]
@@ -46,6 +49,20 @@ pub(crate) fn exp(x: f32) -> f32 {
     let two_a = f32::from_bits(((a + 127) as u32) << 23);
     let two_b = f32::from_bits(((b + 127) as u32) << 23);
     p * two_a * two_b
+}
+
+/// The logistic function `1 / (1 + e^-x)` for f32, vectorisable: `e = e^-|x|` never
+/// overflows, and the result is `1 / (1 + e)` for `x >= 0` and `e / (1 + e)` below (a select,
+/// not a branch). NaN stays NaN.
+#[inline(always)]
+pub(crate) fn sigmoid(x: f32) -> f32 {
+    let e = exp(-x.abs());
+    let s = 1.0 / (1.0 + e);
+    if x >= 0.0 {
+        s
+    } else {
+        e * s
+    }
 }
 
 /// `Φ(-|x|)`, the standard normal distribution's mass beyond `|x|` on one side, for f32,
@@ -170,6 +187,31 @@ mod tests {
         assert!(tanh(f32::NAN).is_nan());
         assert_eq!(tanh(f32::MIN_POSITIVE), f32::MIN_POSITIVE);
         assert_eq!(tanh(1e-30), 1e-30);
+    }
+
+    #[test]
+    fn sigmoid_is_within_four_ulp_of_f64_over_its_range() {
+        let mut worst: f64 = 0.0;
+        let mut x = -100.0f32;
+        while x < 30.0 {
+            let want = 1.0 / (1.0 + (-(x as f64)).exp());
+            // Below about -87 the result is subnormal (or 0), where ulps are absolute.
+            if want > f32::MIN_POSITIVE as f64 {
+                worst = worst.max(ulps(sigmoid(x), want));
+            }
+            x += 0.000_93;
+        }
+        assert!(worst <= 4.0, "worst error {worst} ulp");
+    }
+
+    #[test]
+    fn sigmoid_handles_the_ends_and_specials() {
+        assert_eq!(sigmoid(0.0), 0.5);
+        assert_eq!(sigmoid(f32::INFINITY), 1.0);
+        assert_eq!(sigmoid(f32::NEG_INFINITY), 0.0);
+        assert_eq!(sigmoid(200.0), 1.0);
+        assert_eq!(sigmoid(-200.0), 0.0);
+        assert!(sigmoid(f32::NAN).is_nan());
     }
 
     #[test]
