@@ -85,6 +85,26 @@ pub(super) unsafe fn gemm<T: GemmElement>(
                         let src = source(src.ptr, src.cs, src.rs);
                         pack(b_pack, src, cols, depth, nr, kernel.transpose_pack);
                     }
+                    // The B block packed next (the next columns, else the next steps of this
+                    // A block's rows, else the first B block of the next A block).
+                    let next = if ic + nc < n {
+                        Some((pc, ic + nc))
+                    } else if pc + kc < k {
+                        Some((pc + kc, 0))
+                    } else if jc + mc < m {
+                        Some((0, 0))
+                    } else {
+                        None
+                    };
+                    let upcoming = next.and_then(|(pc, ic)| {
+                        // SAFETY: (pc, ic) is inside B.
+                        let src = unsafe { b.at(pc, ic) };
+                        Upcoming::of(
+                            source(src.ptr, src.cs, src.rs),
+                            nc.min(n - ic),
+                            kc.min(k - pc),
+                        )
+                    });
                     let block = Block {
                         a_pack,
                         a_stride: if row_major_a { a_stride } else { depth },
@@ -95,6 +115,7 @@ pub(super) unsafe fn gemm<T: GemmElement>(
                         depth,
                         beta,
                         load_c,
+                        upcoming,
                     };
                     // SAFETY: the block's tile of C starts at (jc, ic), inside C, and spans
                     // `rows x cols` elements of it.
@@ -126,6 +147,66 @@ struct Block<'p, T> {
     depth: usize,
     beta: T,
     load_c: bool,
+    /// The source of the B block packed after this one, fetched into the caches a share at a
+    /// time between this block's tiles.
+    upcoming: Option<Upcoming>,
+}
+
+/// The memory of a B block still to be packed, as `runs` runs of `run_bytes` contiguous bytes
+/// `run_stride` bytes apart, to be prefetched while the current block multiplies: a weight
+/// matrix read once per pass (a prompt's forward pass) comes from DRAM, and the packing loop
+/// alone does not keep enough reads in flight to hide the latency.
+#[derive(Clone, Copy)]
+struct Upcoming {
+    base: *const u8,
+    runs: usize,
+    run_stride: isize,
+    run_bytes: usize,
+}
+
+impl Upcoming {
+    /// The block of `lines x depth` elements of `src`, when its lines or its steps are
+    /// contiguous runs (otherwise nothing is prefetched).
+    fn of<T>(src: Source<T>, lines: usize, depth: usize) -> Option<Upcoming> {
+        let size = std::mem::size_of::<T>();
+        let (runs, run_stride, run_len) = if src.step_stride == 1 {
+            (lines, src.line_stride, depth)
+        } else if src.line_stride == 1 {
+            (depth, src.step_stride, lines)
+        } else {
+            return None;
+        };
+        Some(Upcoming {
+            base: src.ptr.cast(),
+            runs,
+            run_stride: run_stride * size as isize,
+            run_bytes: run_len * size,
+        })
+    }
+
+    /// Prefetches share `part` of `parts` of the block's runs into L2.
+    #[inline]
+    fn fetch(&self, part: usize, parts: usize) {
+        let (first, last) = (self.runs * part / parts, self.runs * (part + 1) / parts);
+        for run in first..last {
+            let start = self.base.wrapping_offset(run as isize * self.run_stride);
+            for offset in (0..self.run_bytes).step_by(64) {
+                prefetch_l2(start.wrapping_add(offset));
+            }
+        }
+    }
+}
+
+/// A hint to fetch the cache line at `at` into L2; never faults, whatever `at` is.
+#[inline(always)]
+fn prefetch_l2(at: *const u8) {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    // SAFETY: a prefetch is a hint: it reads nothing architecturally and cannot fault.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T1 }>(at.cast());
+    }
+    #[cfg(any(not(target_arch = "x86_64"), miri))]
+    let _ = at;
 }
 
 impl<T: GemmElement> Block<'_, T> {
@@ -141,6 +222,8 @@ impl<T: GemmElement> Block<'_, T> {
                 && self.b_pack.len() >= self.cols.div_ceil(nr) * nr * depth,
             "packed blocks too short"
         );
+        let tiles = self.rows.div_ceil(mr) * self.cols.div_ceil(nr);
+        let mut tile = 0;
         for jr in (0..self.rows).step_by(mr) {
             let tile_rows = mr.min(self.rows - jr);
             // Panel `jr / mr` of A: `mr * a_stride` elements from `jr * a_stride`.
@@ -148,6 +231,10 @@ impl<T: GemmElement> Block<'_, T> {
             for ir in (0..self.cols).step_by(nr) {
                 let tile_cols = nr.min(self.cols - ir);
                 let b_panel = self.b_pack[ir * depth..].as_ptr();
+                if let Some(upcoming) = &self.upcoming {
+                    upcoming.fetch(tile, tiles);
+                }
+                tile += 1;
                 // SAFETY: the panels hold `mr * a_stride` and `nr * depth` elements (asserted
                 // above); tile (jr, ir) is inside the region; a short kernel reads the same
                 // panels and writes only its own rows.

@@ -318,3 +318,61 @@ fn best_of_five(mut run: impl FnMut()) -> f64 {
         })
         .fold(f64::INFINITY, f64::min)
 }
+
+/// The products of a batch-1 prompt's forward pass (prefill): `m` = 128 rows of activations
+/// times weights that come from memory, not from the caches (a model's weights are read once
+/// per pass). Times `X·Wᵀ` (a `Linear` weight stored `[out, in]`, the transposing pack) beside
+/// `X·W` (stored `[in, out]`, packed by row copies) over a rotation of weights larger than L3.
+#[test]
+#[ignore = "a tuning tool: run by hand, pinned, on a quiet machine"]
+fn cold_weight_products() {
+    let m: usize = std::env::var("TESSERA_SWEEP_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(128);
+    for (k, n) in [
+        (768usize, 768usize),
+        (768, 256),
+        (768, 2048),
+        (2048, 768),
+        (768, 32000),
+    ] {
+        let megabytes: usize = std::env::var("TESSERA_SWEEP_MIB")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(256);
+        let copies = ((megabytes << 20) / (k * n * 4)).max(1);
+        let weights: Vec<Vec<f32>> = (0..copies)
+            .map(|c| (0..k * n).map(|i| ((i + c) % 7) as f32 * 0.1).collect())
+            .collect();
+        let x = vec![0.5f32; m * k];
+        let mut out = vec![0f32; m * n];
+        for (what, transposed) in [("X·Wᵀ (W [out, in])", true), ("X·W (W [in, out])", false)] {
+            let best = best_of_five(|| {
+                for w in &weights {
+                    let b = if transposed {
+                        MatRef::row_major(w, k).t()
+                    } else {
+                        MatRef::row_major(w, n)
+                    };
+                    // SAFETY: `x` is m x k, `w` holds k x n in either layout, `out` is m x n.
+                    unsafe {
+                        super::try_gemm(
+                            (m, k, n),
+                            MatRef::row_major(&x, k),
+                            b,
+                            0.0,
+                            MatMut::row_major(&mut out, n),
+                        )
+                        .unwrap()
+                    };
+                }
+            });
+            let flops = 2.0 * (m * k * n * copies) as f64;
+            println!(
+                "m {m} k {k} n {n}, {what}: {:.1} GFLOP/s",
+                flops / best / 1e9
+            );
+        }
+    }
+}

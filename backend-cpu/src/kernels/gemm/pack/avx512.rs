@@ -10,6 +10,9 @@
 
 use core::arch::x86_64::*;
 
+/// How many lines ahead the transposing packers prefetch.
+const AHEAD_LINES: isize = 32;
+
 /// Packs `used` lines (`used <= width`) of `depth` steps from `src` (line `i`, step `p` at
 /// `src + i*line_stride + p`) into the panel at `dst` (`dst[p*width + i]`); slots of lines
 /// `used..width` are left as they are.
@@ -36,6 +39,24 @@ pub(crate) unsafe fn transpose_f32(
                 let steps = 16.min(depth - p0);
                 let step_mask: __mmask16 = ((1u32 << steps) - 1) as __mmask16;
                 let mut r = [_mm512_setzero_ps(); 16];
+                if lines == 16 && steps == 16 {
+                    // A whole block: plain loads and stores (masked ones are slower on
+                    // some CPUs, e.g. stores on AMD Zen 4).
+                    for (i, row) in r.iter_mut().enumerate() {
+                        let line = src.offset((i0 + i) as isize * line_stride).add(p0);
+                        *row = _mm512_loadu_ps(line);
+                        // The same steps of the lines two groups on, read about twenty blocks
+                        // from now: far enough ahead to hide a DRAM read (a hint: it cannot
+                        // fault, even past the block).
+                        let ahead = line.wrapping_offset(AHEAD_LINES * line_stride);
+                        _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
+                    }
+                    let t = transpose_16x16(r);
+                    for (s, col) in t.iter().enumerate() {
+                        _mm512_storeu_ps(dst.add((p0 + s) * width + i0), *col);
+                    }
+                    continue;
+                }
                 for (i, row) in r.iter_mut().enumerate().take(lines) {
                     let line = src.offset((i0 + i) as isize * line_stride).add(p0);
                     *row = _mm512_maskz_loadu_ps(step_mask, line);
@@ -71,6 +92,17 @@ pub(crate) unsafe fn transpose_f64(
                 let steps = 8.min(depth - p0);
                 let step_mask: __mmask8 = ((1u32 << steps) - 1) as __mmask8;
                 let mut r = [_mm512_setzero_pd(); 8];
+                if lines == 8 && steps == 8 {
+                    // A whole block: plain loads and stores (see `transpose_f32`).
+                    for (i, row) in r.iter_mut().enumerate() {
+                        *row = _mm512_loadu_pd(src.offset((i0 + i) as isize * line_stride).add(p0));
+                    }
+                    let t = transpose_8x8(r);
+                    for (s, col) in t.iter().enumerate() {
+                        _mm512_storeu_pd(dst.add((p0 + s) * width + i0), *col);
+                    }
+                    continue;
+                }
                 for (i, row) in r.iter_mut().enumerate().take(lines) {
                     let line = src.offset((i0 + i) as isize * line_stride).add(p0);
                     *row = _mm512_maskz_loadu_pd(step_mask, line);
