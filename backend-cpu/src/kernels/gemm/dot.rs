@@ -13,52 +13,67 @@
 #![allow(clippy::incompatible_msrv)]
 
 /// Dot products computed together.
-pub(super) const COLUMNS: usize = 4;
+pub(super) const COLUMNS: usize = 8;
 
-/// `out[c] = Σ_{p<k} x[p]·cols[c][p]` for `c < COLUMNS`.
+/// `out[c] = Σ_{p<k} x[p]·cols[c][p]` for `c < COLUMNS`; `(k, x, cols, ahead)`. While it
+/// reads element `p` of each column, the kernel prefetches the cache lines `ahead` elements
+/// further on (the columns of a later call, so that a weight read from memory streams: the
+/// hardware's prefetchers lose each column's stream at its end). A hint only: `ahead` may
+/// point anywhere, and 0 prefetches nothing new.
 ///
 /// # Safety
 /// `x` and every `cols[c]` must address `k` readable contiguous elements; the CPU must have
 /// the kernel's target features.
-pub(super) type DotFn<T> = unsafe fn(usize, *const T, [*const T; COLUMNS]) -> [T; COLUMNS];
+pub(super) type DotFn<T> = unsafe fn(usize, *const T, [*const T; COLUMNS], isize) -> [T; COLUMNS];
 
-/// Writes a kernel: two vectors of `x` per step (eight accumulators for four columns), then
-/// one vector, then a scalar tail; lanes summed at the end.
+/// Writes a kernel: `unroll` vectors of `x` per step (`unroll · COLUMNS` accumulators), then
+/// one vector at a time, then a scalar tail; lanes summed at the end.
 macro_rules! dot_kernel {
     ($(#[$doc:meta])* $name:ident: $t:ty, $feature:literal, lanes = $lanes:literal,
-     $vec:ty, $zero:ident, $load:ident, $store:ident, $fma:ident, $add:ident) => {
+     unroll = $unroll:literal, $vec:ty, $zero:ident, $load:ident, $fma:ident, $add:ident,
+     $reduce:ident) => {
         $(#[$doc])*
         ///
         /// # Safety
         /// As [`DotFn`].
         #[target_feature(enable = $feature)]
-        pub(in crate::kernels::gemm) unsafe fn $name(k: usize, x: *const $t, cols: [*const $t; COLUMNS]) -> [$t; COLUMNS] {
-            // SAFETY: every read is at an index below `k` of `x` or of a column.
+        pub(in crate::kernels::gemm) unsafe fn $name(
+            k: usize,
+            x: *const $t,
+            cols: [*const $t; COLUMNS],
+            ahead: isize,
+        ) -> [$t; COLUMNS] {
+            // SAFETY: every read is at an index below `k` of `x` or of a column; the
+            // prefetches are hints, which cannot fault.
             unsafe {
-                let mut lo: [$vec; COLUMNS] = [$zero(); COLUMNS];
-                let mut hi: [$vec; COLUMNS] = [$zero(); COLUMNS];
+                let mut acc: [[$vec; COLUMNS]; $unroll] = [[$zero(); COLUMNS]; $unroll];
                 let mut p = 0;
-                while p + 2 * $lanes <= k {
-                    let x0 = $load(x.add(p));
-                    let x1 = $load(x.add(p + $lanes));
-                    for c in 0..COLUMNS {
-                        lo[c] = $fma(x0, $load(cols[c].add(p)), lo[c]);
-                        hi[c] = $fma(x1, $load(cols[c].add(p + $lanes)), hi[c]);
+                while p + $unroll * $lanes <= k {
+                    for (u, acc) in acc.iter_mut().enumerate() {
+                        let at = p + u * $lanes;
+                        let xs = $load(x.add(at));
+                        for c in 0..COLUMNS {
+                            let later = cols[c].add(at).wrapping_offset(ahead);
+                            prefetch(later.cast());
+                            acc[c] = $fma(xs, $load(cols[c].add(at)), acc[c]);
+                        }
                     }
-                    p += 2 * $lanes;
+                    p += $unroll * $lanes;
                 }
-                if p + $lanes <= k {
-                    let x0 = $load(x.add(p));
+                while p + $lanes <= k {
+                    let xs = $load(x.add(p));
                     for c in 0..COLUMNS {
-                        lo[c] = $fma(x0, $load(cols[c].add(p)), lo[c]);
+                        acc[0][c] = $fma(xs, $load(cols[c].add(p)), acc[0][c]);
                     }
                     p += $lanes;
                 }
                 let mut out = [0.0; COLUMNS];
                 for c in 0..COLUMNS {
-                    let mut lanes = [0.0 as $t; $lanes];
-                    $store(lanes.as_mut_ptr(), $add(lo[c], hi[c]));
-                    let mut sum = lanes.iter().sum::<$t>();
+                    let mut lanes = acc[0][c];
+                    for acc in &acc[1..] {
+                        lanes = $add(lanes, acc[c]);
+                    }
+                    let mut sum = $reduce(lanes);
                     for q in p..k {
                         sum += *x.add(q) * *cols[c].add(q);
                     }
@@ -70,40 +85,65 @@ macro_rules! dot_kernel {
     };
 }
 
+/// A hint to fetch the cache line at `at` into L1; it cannot fault, wherever `at` points.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn prefetch(at: *const i8) {
+    // SAFETY: a prefetch reads nothing architecturally and never faults.
+    unsafe { core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(at) }
+}
+
 /// AVX-512F kernels.
 #[cfg(all(target_arch = "x86_64", tessera_avx512))]
 pub(super) mod avx512 {
-    use super::COLUMNS;
+    use super::{prefetch, COLUMNS};
     use core::arch::x86_64::*;
 
     dot_kernel!(
         /// f32, 16 lanes.
-        f32_dot: f32, "avx512f", lanes = 16, __m512, _mm512_setzero_ps, _mm512_loadu_ps,
-        _mm512_storeu_ps, _mm512_fmadd_ps, _mm512_add_ps
+        f32_dot: f32, "avx512f", lanes = 16, unroll = 2, __m512, _mm512_setzero_ps, _mm512_loadu_ps,
+        _mm512_fmadd_ps, _mm512_add_ps, _mm512_reduce_add_ps
     );
     dot_kernel!(
         /// f64, 8 lanes.
-        f64_dot: f64, "avx512f", lanes = 8, __m512d, _mm512_setzero_pd, _mm512_loadu_pd,
-        _mm512_storeu_pd, _mm512_fmadd_pd, _mm512_add_pd
+        f64_dot: f64, "avx512f", lanes = 8, unroll = 2, __m512d, _mm512_setzero_pd, _mm512_loadu_pd,
+        _mm512_fmadd_pd, _mm512_add_pd, _mm512_reduce_add_pd
     );
 }
 
 /// AVX2 + FMA kernels.
 #[cfg(target_arch = "x86_64")]
 pub(super) mod avx2 {
-    use super::COLUMNS;
+    use super::{prefetch, COLUMNS};
     use core::arch::x86_64::*;
 
     dot_kernel!(
         /// f32, 8 lanes.
-        f32_dot: f32, "avx2,fma", lanes = 8, __m256, _mm256_setzero_ps, _mm256_loadu_ps,
-        _mm256_storeu_ps, _mm256_fmadd_ps, _mm256_add_ps
+        f32_dot: f32, "avx2,fma", lanes = 8, unroll = 1, __m256, _mm256_setzero_ps, _mm256_loadu_ps,
+        _mm256_fmadd_ps, _mm256_add_ps, reduce_add_ps
     );
     dot_kernel!(
         /// f64, 4 lanes.
-        f64_dot: f64, "avx2,fma", lanes = 4, __m256d, _mm256_setzero_pd, _mm256_loadu_pd,
-        _mm256_storeu_pd, _mm256_fmadd_pd, _mm256_add_pd
+        f64_dot: f64, "avx2,fma", lanes = 4, unroll = 1, __m256d, _mm256_setzero_pd, _mm256_loadu_pd,
+        _mm256_fmadd_pd, _mm256_add_pd, reduce_add_pd
     );
+
+    /// The sum of a vector's 8 lanes, by halves.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn reduce_add_ps(v: __m256) -> f32 {
+        let quad = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+        let pair = _mm_add_ps(quad, _mm_movehl_ps(quad, quad));
+        _mm_cvtss_f32(_mm_add_ss(pair, _mm_movehdup_ps(pair)))
+    }
+
+    /// The sum of a vector's 4 lanes, by halves.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn reduce_add_pd(v: __m256d) -> f64 {
+        let pair = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd::<1>(v));
+        _mm_cvtsd_f64(_mm_add_sd(pair, _mm_unpackhi_pd(pair, pair)))
+    }
 }
 
 #[cfg(test)]
@@ -128,7 +168,7 @@ mod tests {
                     .collect();
                 let ptrs = std::array::from_fn(|c| cols[c].as_ptr());
                 // SAFETY: x and every column hold k elements; `path` is supported.
-                let got = unsafe { dot(k, x.as_ptr(), ptrs) };
+                let got = unsafe { dot(k, x.as_ptr(), ptrs, k as isize) };
                 for c in 0..COLUMNS {
                     let want: f64 = (0..k).map(|p| x[p].into() * cols[c][p].into()).sum();
                     let scale: f64 = (0..k)
