@@ -15,16 +15,12 @@
 /// Dot products computed together.
 pub(super) const COLUMNS: usize = 8;
 
-/// `out[c] = Σ_{p<k} x[p]·cols[c][p]` for `c < COLUMNS`; `(k, x, cols, ahead)`. While it
-/// reads element `p` of each column, the kernel prefetches the cache lines `ahead` elements
-/// further on (the columns of a later call, so that a weight read from memory streams: the
-/// hardware's prefetchers lose each column's stream at its end). A hint only: `ahead` may
-/// point anywhere, and 0 prefetches nothing new.
+/// `out[c] = Σ_{p<k} x[p]·cols[c][p]` for `c < COLUMNS`.
 ///
 /// # Safety
 /// `x` and every `cols[c]` must address `k` readable contiguous elements; the CPU must have
 /// the kernel's target features.
-pub(super) type DotFn<T> = unsafe fn(usize, *const T, [*const T; COLUMNS], isize) -> [T; COLUMNS];
+pub(super) type DotFn<T> = unsafe fn(usize, *const T, [*const T; COLUMNS]) -> [T; COLUMNS];
 
 /// Writes a kernel: `unroll` vectors of `x` per step (`unroll · COLUMNS` accumulators), then
 /// one vector at a time, then a scalar tail; lanes summed at the end.
@@ -41,10 +37,8 @@ macro_rules! dot_kernel {
             k: usize,
             x: *const $t,
             cols: [*const $t; COLUMNS],
-            ahead: isize,
         ) -> [$t; COLUMNS] {
-            // SAFETY: every read is at an index below `k` of `x` or of a column; the
-            // prefetches are hints, which cannot fault.
+            // SAFETY: every read is at an index below `k` of `x` or of a column.
             unsafe {
                 let mut acc: [[$vec; COLUMNS]; $unroll] = [[$zero(); COLUMNS]; $unroll];
                 let mut p = 0;
@@ -53,8 +47,6 @@ macro_rules! dot_kernel {
                         let at = p + u * $lanes;
                         let xs = $load(x.add(at));
                         for c in 0..COLUMNS {
-                            let later = cols[c].add(at).wrapping_offset(ahead);
-                            prefetch(later.cast());
                             acc[c] = $fma(xs, $load(cols[c].add(at)), acc[c]);
                         }
                     }
@@ -85,18 +77,10 @@ macro_rules! dot_kernel {
     };
 }
 
-/// A hint to fetch the cache line at `at` into L1; it cannot fault, wherever `at` points.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn prefetch(at: *const i8) {
-    // SAFETY: a prefetch reads nothing architecturally and never faults.
-    unsafe { core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(at) }
-}
-
 /// AVX-512F kernels.
 #[cfg(all(target_arch = "x86_64", tessera_avx512))]
 pub(super) mod avx512 {
-    use super::{prefetch, COLUMNS};
+    use super::COLUMNS;
     use core::arch::x86_64::*;
 
     dot_kernel!(
@@ -114,7 +98,7 @@ pub(super) mod avx512 {
 /// AVX2 + FMA kernels.
 #[cfg(target_arch = "x86_64")]
 pub(super) mod avx2 {
-    use super::{prefetch, COLUMNS};
+    use super::COLUMNS;
     use core::arch::x86_64::*;
 
     dot_kernel!(
@@ -168,7 +152,7 @@ mod tests {
                     .collect();
                 let ptrs = std::array::from_fn(|c| cols[c].as_ptr());
                 // SAFETY: x and every column hold k elements; `path` is supported.
-                let got = unsafe { dot(k, x.as_ptr(), ptrs, k as isize) };
+                let got = unsafe { dot(k, x.as_ptr(), ptrs) };
                 for c in 0..COLUMNS {
                     let want: f64 = (0..k).map(|p| x[p].into() * cols[c][p].into()).sum();
                     let scale: f64 = (0..k)

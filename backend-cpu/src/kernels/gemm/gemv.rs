@@ -5,8 +5,9 @@
 //! * B with adjacent columns (a row-major matrix): `y[j0..j0+w] += x[p] · B[p][j0..j0+w]` for a
 //!   chunk of columns held in registers while `p` runs down the rows.
 //! * B with adjacent rows (a transposed row-major matrix, as `x·Wᵀ` with a `[n, k]` weight `W`
-//!   in a linear layer): `y[j] = x · B[:, j]`, dot products over contiguous columns, four at a
-//!   time, in vector lanes summed at the end: the intrinsics kernels of `dot` on the SIMD
+//!   in a linear layer): `y[j] = x · B[:, j]`, dot products over contiguous columns, eight at a
+//!   time (eight rows of a weight read from memory at once keep enough reads in flight), in
+//!   vector lanes summed at the end: the intrinsics kernels of `dot` on the SIMD
 //!   paths (the compiler left the generic loops scalar), the generic loops otherwise.
 //! * Anything else: plain loops.
 //!
@@ -27,11 +28,6 @@ const CHUNK: usize = 64;
 const LANES: usize = 16;
 /// Dot products computed together in the transposed form.
 use super::dot::COLUMNS;
-
-/// How far ahead (in bytes of the weight) the dot kernels prefetch: about the distance a
-/// read from memory needs to arrive in time at a core's streaming rate, without evicting
-/// the lines still to be read from L1 and L2 (measured on a Zen 4, k = 768 and 2048).
-const AHEAD_BYTES: usize = 48 << 10;
 
 /// `y[j*incy] = Σ_p x[p*incx]·B[p][j] + beta·y[j*incy]` for `j < n` (y is not read when
 /// `beta == 0`).
@@ -221,9 +217,6 @@ impl<T: GemmElement> Vector<T> {
             let body = k / LANES * LANES;
             let mut j = 0;
             if let Some(dot) = self.dot {
-                // Whole columns ahead: element p of a later column.
-                let column_bytes = (cs.unsigned_abs() * std::mem::size_of::<T>()).max(1);
-                let ahead = (AHEAD_BYTES / column_bytes).max(1) as isize * cs;
                 while j < n {
                     // The last group repeats its last column in the lanes past `n` (computed,
                     // never stored), so no output takes the scalar loops below.
@@ -233,7 +226,7 @@ impl<T: GemmElement> Vector<T> {
                     });
                     // SAFETY: x and the columns hold k contiguous elements each; `dot` is the
                     // kernel of the path, which was chosen to be supported.
-                    let sums = dot(k, self.x, cols, ahead);
+                    let sums = dot(k, self.x, cols);
                     for (c, &sum) in sums[..width].iter().enumerate() {
                         self.store(j + c, sum);
                     }

@@ -382,29 +382,41 @@ fn cold_weight_products() {
 #[test]
 #[ignore = "a tuning tool: run by hand, pinned, on a quiet machine"]
 fn cold_weight_vector_products() {
-    for (k, n) in [(768usize, 2048usize), (2048, 768), (768, 32000)] {
-        let copies = ((256usize << 20) / (k * n * 4)).max(1);
+    for (k, n, megabytes) in [
+        (768usize, 2048usize, 256usize),
+        (2048, 768, 256),
+        (768, 32000, 256),
+        (784, 512, 0),
+        (512, 512, 0),
+    ] {
+        // `megabytes` 0: one weight, read again and again from the caches (batch-1 inference
+        // of a small model).
+        let copies = ((megabytes << 20) / (k * n * 4)).max(1);
         let weights: Vec<Vec<f32>> = (0..copies)
             .map(|c| (0..k * n).map(|i| ((i + c) % 7) as f32 * 0.1).collect())
             .collect();
         let x = vec![0.5f32; k];
         let mut out = vec![0f32; n];
+        let repeats = if copies == 1 { 200 } else { 1 };
         let best = best_of_five(|| {
-            for w in &weights {
-                // SAFETY: `x` is 1 x k, `w` holds n x k, `out` is 1 x n.
-                unsafe {
-                    super::try_gemm(
-                        (1, k, n),
-                        MatRef::row_major(&x, k),
-                        MatRef::row_major(w, k).t(),
-                        0.0,
-                        MatMut::row_major(&mut out, n),
-                    )
-                    .unwrap()
-                };
+            for _ in 0..repeats {
+                for w in &weights {
+                    // SAFETY: `x` is 1 x k, `w` holds n x k, `out` is 1 x n.
+                    unsafe {
+                        super::try_gemm(
+                            (1, k, n),
+                            MatRef::row_major(&x, k),
+                            MatRef::row_major(w, k).t(),
+                            0.0,
+                            MatMut::row_major(&mut out, n),
+                        )
+                        .unwrap()
+                    };
+                }
             }
         });
-        let bytes = (k * n * 4 * copies) as f64;
-        println!("x·Wᵀ k {k} n {n}: {:.1} GB/s", bytes / best / 1e9);
+        let bytes = (k * n * 4 * copies * repeats) as f64;
+        let place = if copies == 1 { "cached" } else { "from memory" };
+        println!("x·Wᵀ k {k} n {n}, {place}: {:.1} GB/s", bytes / best / 1e9);
     }
 }
