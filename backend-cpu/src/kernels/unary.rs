@@ -24,9 +24,9 @@ pub(crate) fn unary(op: UnaryOp, x: &CpuStorage, layout: &Layout) -> Result<CpuS
     })
 }
 
-/// The ops on values computed in f32 (stored as `S`, see [`Lane`]). Exp, tanh, sigmoid and GELU take
-/// the vector versions of `vector_math`: the C library's `expf` and `erff` are scalar calls
-/// that keep the loop one element at a time.
+/// The ops on values computed in f32 (stored as `S`, see [`Lane`]). Exp, tanh, sigmoid and
+/// GELU take the vector versions of `vector_math`: the C library's `expf` and `erff` are
+/// scalar calls that keep the loop one element at a time.
 fn unary_f32<S: Lane<f32>>(op: UnaryOp, x: &[S], l: &Layout) -> Result<Vec<S>> {
     match op {
         UnaryOp::Exp => map1(x, l, |v: S| S::store(vector_math::exp(v.load()))),

@@ -1,6 +1,7 @@
-//! `exp`, the logistic function and the normal distribution's tail for f32 in straight-line arithmetic (no calls, no
-//! branches), so that the element-wise loops that use them compile to vector code; the C
-//! library's `expf` and `erff` are scalar calls that keep a loop one element at a time.
+//! `exp`, the logistic function and the normal distribution's tail for f32 in straight-line
+//! arithmetic (no calls, no branches), so that the element-wise loops that use them compile to
+//! vector code; the C library's `expf` and `erff` are scalar calls that keep a loop one element
+//! at a time.
 //!
 //! * [`exp`]: Cody and Waite's reduction `x = n ln 2 + r`, `|r| <= ln 2 / 2`, then the
 //!   degree-7 Taylor polynomial of `e^r` (truncation below 1e-8 relative) and `2^n` built from

@@ -26,15 +26,11 @@ fn layout_at<B: FuzzBackend>(c: &Ctx<'_, B>, i: usize) -> Result<(Tensor<B>, Lay
     Ok((t, layout))
 }
 
-/// Work of a call reading the operand at `i`: the elements of its layout (an unchecked
-/// layout that does not fit is rejected at once, so it costs nothing).
+/// Work of a call reading the operand at `i` and allocating as many elements: those of its
+/// layout ([`read_work`]), except that 2^32 or more cost nothing ([`alloc_work`]: the
+/// allocation fails at once).
 fn layout_work<B: FuzzBackend>(c: &Ctx<'_, B>, i: usize) -> Result<usize, Skip> {
-    let (t, l) = layout_at(c, i)?;
-    Ok(if l.check_fits("work", t.storage().len()).is_ok() {
-        alloc_work(l.numel())
-    } else {
-        0
-    })
+    read_work(c, i).map(alloc_work)
 }
 
 /// Work of a call that reads every element of the operand at `i` without allocating as many

@@ -85,13 +85,13 @@ pub(super) mod avx512 {
 
     dot_kernel!(
         /// f32, 16 lanes.
-        f32_dot: f32, "avx512f", lanes = 16, unroll = 2, __m512, _mm512_setzero_ps, _mm512_loadu_ps,
-        _mm512_fmadd_ps, _mm512_add_ps, _mm512_reduce_add_ps
+        f32_dot: f32, "avx512f", lanes = 16, unroll = 2, __m512, _mm512_setzero_ps,
+        _mm512_loadu_ps, _mm512_fmadd_ps, _mm512_add_ps, _mm512_reduce_add_ps
     );
     dot_kernel!(
         /// f64, 8 lanes.
-        f64_dot: f64, "avx512f", lanes = 8, unroll = 2, __m512d, _mm512_setzero_pd, _mm512_loadu_pd,
-        _mm512_fmadd_pd, _mm512_add_pd, _mm512_reduce_add_pd
+        f64_dot: f64, "avx512f", lanes = 8, unroll = 2, __m512d, _mm512_setzero_pd,
+        _mm512_loadu_pd, _mm512_fmadd_pd, _mm512_add_pd, _mm512_reduce_add_pd
     );
 }
 
@@ -103,13 +103,13 @@ pub(super) mod avx2 {
 
     dot_kernel!(
         /// f32, 8 lanes.
-        f32_dot: f32, "avx2,fma", lanes = 8, unroll = 1, __m256, _mm256_setzero_ps, _mm256_loadu_ps,
-        _mm256_fmadd_ps, _mm256_add_ps, reduce_add_ps
+        f32_dot: f32, "avx2,fma", lanes = 8, unroll = 1, __m256, _mm256_setzero_ps,
+        _mm256_loadu_ps, _mm256_fmadd_ps, _mm256_add_ps, reduce_add_ps
     );
     dot_kernel!(
         /// f64, 4 lanes.
-        f64_dot: f64, "avx2,fma", lanes = 4, unroll = 1, __m256d, _mm256_setzero_pd, _mm256_loadu_pd,
-        _mm256_fmadd_pd, _mm256_add_pd, reduce_add_pd
+        f64_dot: f64, "avx2,fma", lanes = 4, unroll = 1, __m256d, _mm256_setzero_pd,
+        _mm256_loadu_pd, _mm256_fmadd_pd, _mm256_add_pd, reduce_add_pd
     );
 
     /// The sum of a vector's 8 lanes, by halves.

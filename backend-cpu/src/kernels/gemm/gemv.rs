@@ -7,8 +7,8 @@
 //! * B with adjacent rows (a transposed row-major matrix, as `x·Wᵀ` with a `[n, k]` weight `W`
 //!   in a linear layer): `y[j] = x · B[:, j]`, dot products over contiguous columns, eight at a
 //!   time (eight rows of a weight read from memory at once keep enough reads in flight), in
-//!   vector lanes summed at the end: the intrinsics kernels of `dot` on the SIMD
-//!   paths (the compiler left the generic loops scalar), the generic loops otherwise.
+//!   vector lanes summed at the end: the intrinsics kernels of `dot` on the SIMD paths (the
+//!   compiler left the generic loops scalar), the generic loops otherwise.
 //! * Anything else: plain loops.
 //!
 //! The loops are generic Rust written in lanes that the compiler vectorises, compiled once per

@@ -11,6 +11,10 @@
 //! `TESSERA_SWEEP_SIZES=256,1024` and `TESSERA_SWEEP_BLOCKINGS="256,1536,512;320,1536,304"`
 //! (`kc,mc,nc` each) override the defaults: the sizes of `cargo xtask bench gemm`, and the
 //! kernel's constants, the blocking chosen for this machine's caches and a few around it.
+//!
+//! Beside it, `cold_weight_products` and `cold_weight_vector_products` time the products of
+//! batch-1 prefill and decoding against weights read from memory (`TESSERA_SWEEP_ROWS`, default
+//! 128, sets the prefill's rows; `TESSERA_SWEEP_MIB`, default 256, the weights' rotation).
 
 use std::time::Instant;
 
@@ -319,6 +323,24 @@ fn best_of_five(mut run: impl FnMut()) -> f64 {
         .fold(f64::INFINITY, f64::min)
 }
 
+/// `name` parsed as a number, or `default`.
+fn env_number(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Distinct `k x n` f32 weights filling about `megabytes` MiB (at least one), so that a pass
+/// over them reads each from memory rather than from a cache (0: one weight, which stays in
+/// the caches when read again).
+fn weight_rotation(k: usize, n: usize, megabytes: usize) -> Vec<Vec<f32>> {
+    let copies = ((megabytes << 20) / (k * n * 4)).max(1);
+    (0..copies)
+        .map(|c| (0..k * n).map(|i| ((i + c) % 7) as f32 * 0.1).collect())
+        .collect()
+}
+
 /// The products of a batch-1 prompt's forward pass (prefill): `m` = 128 rows of activations
 /// times weights that come from memory, not from the caches (a model's weights are read once
 /// per pass). Times `X·Wᵀ` (a `Linear` weight stored `[out, in]`, the transposing pack) beside
@@ -326,10 +348,8 @@ fn best_of_five(mut run: impl FnMut()) -> f64 {
 #[test]
 #[ignore = "a tuning tool: run by hand, pinned, on a quiet machine"]
 fn cold_weight_products() {
-    let m: usize = std::env::var("TESSERA_SWEEP_ROWS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(128);
+    let m = env_number("TESSERA_SWEEP_ROWS", 128);
+    let megabytes = env_number("TESSERA_SWEEP_MIB", 256);
     for (k, n) in [
         (768usize, 768usize),
         (768, 256),
@@ -337,14 +357,7 @@ fn cold_weight_products() {
         (2048, 768),
         (768, 32000),
     ] {
-        let megabytes: usize = std::env::var("TESSERA_SWEEP_MIB")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(256);
-        let copies = ((megabytes << 20) / (k * n * 4)).max(1);
-        let weights: Vec<Vec<f32>> = (0..copies)
-            .map(|c| (0..k * n).map(|i| ((i + c) % 7) as f32 * 0.1).collect())
-            .collect();
+        let weights = weight_rotation(k, n, megabytes);
         let x = vec![0.5f32; m * k];
         let mut out = vec![0f32; m * n];
         for (what, transposed) in [("X·Wᵀ (W [out, in])", true), ("X·W (W [in, out])", false)] {
@@ -368,7 +381,7 @@ fn cold_weight_products() {
                     };
                 }
             });
-            let flops = 2.0 * (m * k * n * copies) as f64;
+            let flops = 2.0 * (m * k * n * weights.len()) as f64;
             println!(
                 "m {m} k {k} n {n}, {what}: {:.1} GFLOP/s",
                 flops / best / 1e9
@@ -391,10 +404,8 @@ fn cold_weight_vector_products() {
     ] {
         // `megabytes` 0: one weight, read again and again from the caches (batch-1 inference
         // of a small model).
-        let copies = ((megabytes << 20) / (k * n * 4)).max(1);
-        let weights: Vec<Vec<f32>> = (0..copies)
-            .map(|c| (0..k * n).map(|i| ((i + c) % 7) as f32 * 0.1).collect())
-            .collect();
+        let weights = weight_rotation(k, n, megabytes);
+        let copies = weights.len();
         let x = vec![0.5f32; k];
         let mut out = vec![0f32; n];
         let repeats = if copies == 1 { 200 } else { 1 };
