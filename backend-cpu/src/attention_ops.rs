@@ -1,9 +1,13 @@
 //! The CPU overrides of scaled dot-product attention and its gradient: f32/f64 operands go to
-//! the fused kernels of `kernels::attention`, read in place through their strides; anything
-//! else returns `None` and the backend falls back to the composite default.
+//! the fused kernels of `kernels::attention`, read in place through their strides; 16-bit
+//! operands (`F16`, `BF16`, all of one dtype) are widened to f32 for the same kernels and the
+//! results rounded back once, the backward pass computing `D` without the rounded forward
+//! output (see `Saved::out`) instead of running the forward pass again as the dispatch's
+//! widening rule does; anything else returns `None` and the backend falls back to the
+//! composite default.
 
 use tessera_core::attention::{AttentionGrads, AttentionOutput, AttentionParams};
-use tessera_core::{Layout, Result, Tensor};
+use tessera_core::{DType, Layout, Result, Tensor};
 
 use crate::checks::check_storage;
 use crate::kernels::attention::{AttentionFloat, MaskData, Operand, Problem, Saved};
@@ -86,10 +90,52 @@ pub(crate) fn attention(
         }))
     }
     match q.dtype() {
-        tessera_core::DType::F32 => typed::<f32>(q, k, v, mask, params),
-        tessera_core::DType::F64 => typed::<f64>(q, k, v, mask, params),
+        DType::F32 => typed::<f32>(q, k, v, mask, params),
+        DType::F64 => typed::<f64>(q, k, v, mask, params),
+        half if half.is_half() => {
+            let Some([q, k, v]) = widened(half, [q, k, v])? else {
+                return Ok(None);
+            };
+            let mask = widened_mask(half, mask)?;
+            let Some(f) = typed::<f32>(&q, &k, &v, mask.as_ref(), params)? else {
+                return Ok(None);
+            };
+            Ok(Some(AttentionOutput {
+                out: f.out.to_dtype(half)?,
+                logsumexp: f.logsumexp,
+            }))
+        }
         _ => Ok(None),
     }
+}
+
+/// `operands` widened to f32 when every one is `half`; `None` otherwise (a mismatch the
+/// composite reports).
+fn widened<const N: usize>(
+    half: DType,
+    operands: [&Tensor<Cpu>; N],
+) -> Result<Option<[Tensor<Cpu>; N]>> {
+    if operands.iter().any(|t| t.dtype() != half) {
+        return Ok(None);
+    }
+    let wide = operands
+        .iter()
+        .map(|t| t.to_dtype(DType::F32))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(wide.try_into().ok())
+}
+
+/// A mask for a problem widened from `half`: an additive mask of that dtype widened to f32,
+/// any other (bool, or a dtype the kernel then refuses) as it is.
+fn widened_mask(half: DType, mask: Option<&Tensor<Cpu>>) -> Result<Option<Tensor<Cpu>>> {
+    mask.map(|m| {
+        if m.dtype() == half {
+            m.to_dtype(DType::F32)
+        } else {
+            Ok(m.clone())
+        }
+    })
+    .transpose()
 }
 
 /// [`tessera_core::Backend::scaled_dot_product_attention_backward`] on the CPU.
@@ -107,8 +153,10 @@ pub(crate) fn attention_backward(
         forward: &AttentionOutput<Cpu>,
         params: &AttentionParams,
     ) -> Result<Option<AttentionGrads<Cpu>>> {
+        // A 16-bit problem's output was rounded: not read (see `Saved::out`).
+        let widened = forward.out.dtype() != q.dtype();
         let out = forward.out.contiguous()?;
-        let lse = forward.logsumexp.contiguous()?;
+        let lse = forward.logsumexp.to_dtype(q.dtype())?.contiguous()?;
         let (Some(qd), Some(kd), Some(vd), Some(gd), Some(m)) = (
             data::<T>(q)?,
             data::<T>(k)?,
@@ -118,13 +166,21 @@ pub(crate) fn attention_backward(
         ) else {
             return Ok(None);
         };
-        let (Some(od), Some(ld)) = (data::<T>(&out)?, data::<T>(&lse)?) else {
+        let od = if widened {
+            &[][..]
+        } else {
+            match data::<T>(&out)? {
+                Some(od) => od,
+                None => return Ok(None),
+            }
+        };
+        let Some(ld) = data::<T>(&lse)? else {
             return Ok(None);
         };
         let range = |t: &Tensor<Cpu>| t.layout().contiguous_range().unwrap_or(0..0);
         let saved = Saved {
             grad_out: Operand::new(gd, grad_out.layout()),
-            out: &od[range(&out)],
+            out: (!widened).then(|| &od[range(&out)]),
             lse: &ld[range(&lse)],
         };
         let problem = Problem::new(
@@ -143,8 +199,26 @@ pub(crate) fn attention_backward(
         }))
     }
     match q.dtype() {
-        tessera_core::DType::F32 => typed::<f32>(grad_out, (q, k, v), mask, forward, params),
-        tessera_core::DType::F64 => typed::<f64>(grad_out, (q, k, v), mask, forward, params),
+        DType::F32 => typed::<f32>(grad_out, (q, k, v), mask, forward, params),
+        DType::F64 => typed::<f64>(grad_out, (q, k, v), mask, forward, params),
+        half if half.is_half() => {
+            if forward.out.dtype() != half {
+                return Ok(None);
+            }
+            let Some([g, q, k, v]) = widened(half, [grad_out, q, k, v])? else {
+                return Ok(None);
+            };
+            let mask = widened_mask(half, mask)?;
+            let Some(grads) = typed::<f32>(&g, (&q, &k, &v), mask.as_ref(), forward, params)?
+            else {
+                return Ok(None);
+            };
+            Ok(Some(AttentionGrads {
+                q: grads.q.to_dtype(half)?,
+                k: grads.k.to_dtype(half)?,
+                v: grads.v.to_dtype(half)?,
+            }))
+        }
         _ => Ok(None),
     }
 }

@@ -67,17 +67,20 @@ impl Backend for Cpu {
         // The bf16 GEMMs of `kernels::gemm_amx` / `kernels::gemm_bf16` (on CPUs without
         // either, `matmul` below widens), the convolutions built on them where present, and
         // the element-wise maps, which read bf16 into f32 lanes and round each result once
-        // (`kernels::lanes`: one pass instead of widen, compute, round).
-        dtype == DType::BF16
-            && (matches!(
-                op,
-                HalfOp::Matmul
-                    | HalfOp::Unary
-                    | HalfOp::Binary
-                    | HalfOp::GeluBackward
-                    | HalfOp::ReluBackward
-            ) || (matches!(op, HalfOp::Conv2d | HalfOp::Conv2dBackward)
-                && nn_ops::bf16_convolutions()))
+        // (`kernels::lanes`: one pass instead of widen, compute, round); and attention in
+        // either 16-bit dtype, whose backward pass then needs no second forward pass
+        // (`attention_ops`).
+        (dtype.is_half() && matches!(op, HalfOp::Attention | HalfOp::AttentionBackward))
+            || dtype == DType::BF16
+                && (matches!(
+                    op,
+                    HalfOp::Matmul
+                        | HalfOp::Unary
+                        | HalfOp::Binary
+                        | HalfOp::GeluBackward
+                        | HalfOp::ReluBackward
+                ) || (matches!(op, HalfOp::Conv2d | HalfOp::Conv2dBackward)
+                    && nn_ops::bf16_convolutions()))
     }
 
     fn download(&self, x: Operand<'_, CpuStorage>) -> Result<HostData> {

@@ -12,7 +12,9 @@
 //! recomputed and turned back into probabilities with the saved log-sum-exp, and four GEMMs
 //! accumulate `dV += Pᵀ·dO`, `dQ += dS·K` and `dK += dSᵀ·Q` with
 //! `dS = scale · P ∘ (dO·Vᵀ - D)`, `D = rowsum(dO ∘ O)`; the only scratch is two
-//! `BLOCK_ROWS × BLOCK_COLS` tiles.
+//! `BLOCK_ROWS × BLOCK_COLS` tiles. For 16-bit operands (widened to f32 by the caller) the
+//! saved output is rounded, so `D` is computed as `rowsum(P ∘ dP)` instead, which needs a
+//! whole row block's `P` and `dP` (`BLOCK_ROWS × S` each) before its gradients.
 //!
 //! Operands are read in place through their strides (a head split of a fused projection needs
 //! no copy); dropout factors are recomputed from the counter-based generator. Batch elements
@@ -427,14 +429,34 @@ fn per_batch<T>(mut data: &mut [T], n: usize, each: usize) -> Result<Vec<&mut [T
 pub(crate) struct Saved<'a, T> {
     /// The upstream gradient `dO` (strided, `[..b, L, Ev]`).
     pub(crate) grad_out: Operand<'a, T>,
-    /// The forward output, contiguous `[batch, L, Ev]`.
-    pub(crate) out: &'a [T],
+    /// The forward output, contiguous `[batch, L, Ev]`, when it holds f32/f64 values; `None`
+    /// for a 16-bit problem, whose saved output was rounded to 16 bits (`D = rowsum(dO ∘ O)`
+    /// subtracted from `dP` cancels, so that rounding would cost the gradients of `q` and `k`
+    /// more than an ulp): the backward pass then computes `D` from `P` and `dP` instead.
+    pub(crate) out: Option<&'a [T]>,
     /// The log-sum-exp, contiguous `[batch, L]`.
     pub(crate) lse: &'a [T],
 }
 
 /// One backward job: a batch index and its `dQ`, `dK`, `dV` slices.
 type BackwardJob<'g, T> = (usize, ((&'g mut [T], &'g mut [T]), &'g mut [T]));
+
+/// The queries `rows = (i0, br)` and keys `cols = (j0, bc)` of batch element `b`.
+#[derive(Clone, Copy)]
+struct Tile {
+    b: usize,
+    rows: (usize, usize),
+    cols: (usize, usize),
+}
+
+impl Tile {
+    /// Where the tile lies in a row block's scratch buffer (tiles of `br` rows one after
+    /// another, key block by key block).
+    fn span(&self) -> std::ops::Range<usize> {
+        let (br, (j0, bc)) = (self.rows.1, self.cols);
+        br * j0..br * (j0 + bc)
+    }
+}
 
 /// Gradient buffers of one batch element: `dQ [L, E]`, `dK [S, E]`, `dV [S, Ev]`.
 struct GradsOf<'g, T> {
@@ -477,12 +499,18 @@ impl<T: AttentionFloat> Problem<'_, T> {
     }
 
     /// The gradients of batch element `b`.
-    fn backward_batch(&self, b: usize, saved: &Saved<'_, T>, g: GradsOf<'_, T>) {
-        let (l, e, ev) = (self.l(), self.e(), self.ev());
+    fn backward_batch(&self, b: usize, saved: &Saved<'_, T>, mut g: GradsOf<'_, T>) {
+        let (l, ev) = (self.l(), self.ev());
         let offs = self.offsets.offsets_at(b);
         let go = &saved.grad_out;
-        let out = &saved.out[b * l * ev..(b + 1) * l * ev];
         let lse = &saved.lse[b * l..(b + 1) * l];
+        let mut p = Vec::new();
+        let mut dp = Vec::new();
+        let Some(out) = saved.out else {
+            self.backward_batch_without_output(b, &offs, go, lse, g);
+            return;
+        };
+        let out = &out[b * l * ev..(b + 1) * l * ev];
         // D[i] = dO[i] · O[i]
         let d: Vec<T> = (0..l)
             .map(|i| {
@@ -492,8 +520,6 @@ impl<T: AttentionFloat> Problem<'_, T> {
                 })
             })
             .collect();
-        let mut p = Vec::new();
-        let mut dp = Vec::new();
         let mut i0 = 0;
         while i0 < l {
             let br = BLOCK_ROWS.min(l - i0);
@@ -504,63 +530,158 @@ impl<T: AttentionFloat> Problem<'_, T> {
                 p.resize(br * bc, T::ZERO);
                 dp.resize(br * bc, T::ZERO);
                 let (p, dp) = (&mut p[..br * bc], &mut dp[..br * bc]);
-                self.scores(&offs, (i0, br), (j0, bc), p);
-                for r in 0..br {
-                    let shift = lse[i0 + r];
-                    let row = &mut p[r * bc..(r + 1) * bc];
-                    if shift == T::neg_infinity() {
-                        row.fill(T::ZERO);
-                    } else {
-                        for x in row {
-                            *x = (*x - shift).exp_in_loop();
-                        }
-                    }
-                }
-                // dp = dO[i0..] · V[j0..]ᵀ
-                checked_gemm(
-                    (br, ev, bc),
-                    (go.data, offs[4] + i0 * go.rs, go.rs, go.cs),
-                    (self.v.data, offs[2] + j0 * self.v.rs, self.v.cs, self.v.rs),
-                    T::ZERO,
-                    (dp, 0, bc),
-                );
-                if self.dropout.is_some() {
-                    // dV uses the dropped probabilities; dS uses P ∘ (dP ∘ factors - D).
-                    let mut dropped = p.to_vec();
-                    self.apply_dropout(b, (i0, br), (j0, bc), &mut dropped);
-                    self.apply_dropout(b, (i0, br), (j0, bc), dp);
-                    self.accumulate_dv(&dropped, (i0, br), (j0, bc), &offs, go, g.dv);
-                } else {
-                    self.accumulate_dv(p, (i0, br), (j0, bc), &offs, go, g.dv);
-                }
-                // dS = scale · P ∘ (dP - D), into dp.
-                for r in 0..br {
-                    let di = d[i0 + r];
-                    let rows = p[r * bc..(r + 1) * bc].iter();
-                    for (x, &pr) in dp[r * bc..(r + 1) * bc].iter_mut().zip(rows) {
-                        *x = pr * (*x - di) * self.scale;
-                    }
-                }
-                // dQ[i0..] += dS · K[j0..]
-                checked_gemm(
-                    (br, bc, e),
-                    (dp, 0, bc, 1),
-                    (self.k.data, offs[1] + j0 * self.k.rs, self.k.rs, self.k.cs),
-                    T::ONE,
-                    (g.dq, i0 * e, e),
-                );
-                // dK[j0..] += dSᵀ · Q[i0..]
-                checked_gemm(
-                    (bc, br, e),
-                    (dp, 0, 1, bc),
-                    (self.q.data, offs[0] + i0 * self.q.rs, self.q.rs, self.q.cs),
-                    T::ONE,
-                    (g.dk, j0 * e, e),
-                );
+                let tile = Tile {
+                    b,
+                    rows: (i0, br),
+                    cols: (j0, bc),
+                };
+                self.probabilities_and_dp(&offs, go, lse, tile, p, dp);
+                self.tile_gradients(&offs, go, &d[i0..i0 + br], tile, p, dp, &mut g);
                 j0 += bc;
             }
             i0 += br;
         }
+    }
+
+    /// [`Problem::backward_batch`] without the forward output (16-bit problems: the saved
+    /// output was rounded to 16 bits, see [`Saved::out`]): `D = rowsum(P ∘ dP)` (with dP
+    /// carrying the dropout factors), which equals `rowsum(dO ∘ O)` since `O = P·V` and
+    /// `dP = dO·Vᵀ`, from f32 intermediates. A whole row block's `P` and `dP` are kept for
+    /// that (two `BLOCK_ROWS x S` scratch buffers, tile after tile) before its gradients are
+    /// accumulated.
+    fn backward_batch_without_output(
+        &self,
+        b: usize,
+        offs: &[usize; 5],
+        go: &Operand<'_, T>,
+        lse: &[T],
+        mut g: GradsOf<'_, T>,
+    ) {
+        let l = self.l();
+        let mut p_row = Vec::new();
+        let mut dp_row = Vec::new();
+        let mut d = [T::ZERO; BLOCK_ROWS];
+        let mut i0 = 0;
+        while i0 < l {
+            let br = BLOCK_ROWS.min(l - i0);
+            let end = self.key_end(i0 + br);
+            // Tile `(i0, j0)` lives at `br * j0..br * (j0 + bc)` of the row buffers.
+            p_row.resize(br * end, T::ZERO);
+            dp_row.resize(br * end, T::ZERO);
+            let d = &mut d[..br];
+            d.fill(T::ZERO);
+            let tiles = || {
+                (0..end).step_by(BLOCK_COLS).map(move |j0| Tile {
+                    b,
+                    rows: (i0, br),
+                    cols: (j0, BLOCK_COLS.min(end - j0)),
+                })
+            };
+            for tile in tiles() {
+                let span = tile.span();
+                let (p, dp) = (&mut p_row[span.clone()], &mut dp_row[span]);
+                self.probabilities_and_dp(offs, go, lse, tile, p, dp);
+                let bc = tile.cols.1;
+                for (r, sum) in d.iter_mut().enumerate() {
+                    let row = r * bc..(r + 1) * bc;
+                    *sum = p[row.clone()]
+                        .iter()
+                        .zip(&dp[row])
+                        .fold(*sum, |acc, (&x, &y)| acc + x * y);
+                }
+            }
+            for tile in tiles() {
+                let span = tile.span();
+                let (p, dp) = (&mut p_row[span.clone()], &mut dp_row[span]);
+                self.tile_gradients(offs, go, d, tile, p, dp, &mut g);
+            }
+            i0 += br;
+        }
+    }
+
+    /// The probabilities of `tile` into `p` (recomputed from the scores and the saved
+    /// log-sum-exp) and `dP = dO·Vᵀ` into `dp`, times the dropout factors (0 where a weight
+    /// was dropped) under dropout; both row-major with row stride `tile.cols.1`.
+    fn probabilities_and_dp(
+        &self,
+        offs: &[usize; 5],
+        go: &Operand<'_, T>,
+        lse: &[T],
+        tile: Tile,
+        p: &mut [T],
+        dp: &mut [T],
+    ) {
+        let ((i0, br), (j0, bc)) = (tile.rows, tile.cols);
+        self.scores(offs, (i0, br), (j0, bc), p);
+        for r in 0..br {
+            let shift = lse[i0 + r];
+            let row = &mut p[r * bc..(r + 1) * bc];
+            if shift == T::neg_infinity() {
+                row.fill(T::ZERO);
+            } else {
+                for x in row {
+                    *x = (*x - shift).exp_in_loop();
+                }
+            }
+        }
+        // dp = dO[i0..] · V[j0..]ᵀ
+        checked_gemm(
+            (br, self.ev(), bc),
+            (go.data, offs[4] + i0 * go.rs, go.rs, go.cs),
+            (self.v.data, offs[2] + j0 * self.v.rs, self.v.cs, self.v.rs),
+            T::ZERO,
+            (dp, 0, bc),
+        );
+        self.apply_dropout(tile.b, (i0, br), (j0, bc), dp);
+    }
+
+    /// Accumulates `tile`'s share of the gradients from its probabilities `p` and `dp` (as
+    /// [`Problem::probabilities_and_dp`] left them) and the rows' `d` (`D` of rows `i0..`):
+    /// `dV += Pᵀ·dO` (with the dropped probabilities under dropout), then
+    /// `dS = scale · P ∘ (dP - D)` into `dp`, `dQ += dS·K` and `dK += dSᵀ·Q`.
+    #[allow(clippy::too_many_arguments)]
+    fn tile_gradients(
+        &self,
+        offs: &[usize; 5],
+        go: &Operand<'_, T>,
+        d: &[T],
+        tile: Tile,
+        p: &[T],
+        dp: &mut [T],
+        g: &mut GradsOf<'_, T>,
+    ) {
+        let ((i0, br), (j0, bc)) = (tile.rows, tile.cols);
+        let e = self.e();
+        if self.dropout.is_some() {
+            let mut dropped = p.to_vec();
+            self.apply_dropout(tile.b, (i0, br), (j0, bc), &mut dropped);
+            self.accumulate_dv(&dropped, (i0, br), (j0, bc), offs, go, g.dv);
+        } else {
+            self.accumulate_dv(p, (i0, br), (j0, bc), offs, go, g.dv);
+        }
+        // dS = scale · P ∘ (dP - D), into dp.
+        for (r, &di) in d.iter().enumerate().take(br) {
+            let rows = p[r * bc..(r + 1) * bc].iter();
+            for (x, &pr) in dp[r * bc..(r + 1) * bc].iter_mut().zip(rows) {
+                *x = pr * (*x - di) * self.scale;
+            }
+        }
+        // dQ[i0..] += dS · K[j0..]
+        checked_gemm(
+            (br, bc, e),
+            (dp, 0, bc, 1),
+            (self.k.data, offs[1] + j0 * self.k.rs, self.k.rs, self.k.cs),
+            T::ONE,
+            (g.dq, i0 * e, e),
+        );
+        // dK[j0..] += dSᵀ · Q[i0..]
+        checked_gemm(
+            (bc, br, e),
+            (dp, 0, 1, bc),
+            (self.q.data, offs[0] + i0 * self.q.rs, self.q.rs, self.q.cs),
+            T::ONE,
+            (g.dk, j0 * e, e),
+        );
     }
 
     /// `dV[j0..] += Pᵀ · dO[i0..]`.
@@ -635,4 +756,76 @@ fn checked_gemm<T: GemmElement>(
     // A and B pointers are never read), C is borrowed mutably so it aliases neither, and the
     // call runs on this thread.
     unsafe { gemm((m, k, n), a_ref, b_ref, beta, c_mut) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_core::attention::AttentionDropout;
+
+    /// `n` values in `[-1.5, 1.5)` from `seed`.
+    fn values(seed: u64, n: usize) -> Vec<f64> {
+        (0..n)
+            .map(|i| 3.0 * f64::uniform(seed, i as u64) - 1.5)
+            .collect()
+    }
+
+    /// `D` from the forward output and `D` from `P ∘ dP` (the 16-bit problems' route) are the
+    /// same quantity: the gradients of both routes agree to f64 rounding, over several row and
+    /// key blocks, with causal masking, an additive mask and dropout.
+    #[test]
+    fn gradients_without_the_forward_output_equal_those_with_it() {
+        let (batch, l, s, e, ev) = (2, 2 * BLOCK_ROWS + 5, BLOCK_COLS + 40, 6, 5);
+        let q = values(1, batch * l * e);
+        let k = values(2, batch * s * e);
+        let v = values(3, batch * s * ev);
+        let go = values(4, batch * l * ev);
+        let additive = values(5, l * s);
+        let layout = |rows, cols| Layout::contiguous(vec![batch, rows, cols]);
+        let (ql, kl, vl, gl) = (layout(l, e), layout(s, e), layout(s, ev), layout(l, ev));
+        // The mask broadcast over the batch.
+        let mask_layout = Layout::contiguous(vec![l, s])
+            .broadcast_to(&tessera_core::Shape::new(vec![batch, l, s]))
+            .expect("broadcastable");
+        for causal in [false, true] {
+            for dropout in [None, Some(0.25)] {
+                for masked in [false, true] {
+                    let params = AttentionParams {
+                        scale: 0.4,
+                        causal,
+                        dropout: dropout.map(|p| AttentionDropout {
+                            p,
+                            seed: 7,
+                            offset: 11,
+                        }),
+                    };
+                    let mask = masked.then(|| (MaskData::Additive(&additive[..]), &mask_layout));
+                    let problem =
+                        Problem::new((&q, &k, &v), [&ql, &kl, &vl], mask, Some(&gl), &params);
+                    let (out, lse) = problem.forward().expect("forward");
+                    let saved = |out| Saved {
+                        grad_out: Operand::new(&go, &gl),
+                        out,
+                        lse: &lse,
+                    };
+                    let with = problem.backward(&saved(Some(&out))).expect("with O");
+                    let without = problem.backward(&saved(None)).expect("without O");
+                    let case = format!("causal {causal}, dropout {dropout:?}, mask {masked}");
+                    for (name, a, b) in [
+                        ("dq", &with.0, &without.0),
+                        ("dk", &with.1, &without.1),
+                        ("dv", &with.2, &without.2),
+                    ] {
+                        let scale = a.iter().fold(1.0f64, |m, x| m.max(x.abs()));
+                        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                            assert!(
+                                (x - y).abs() <= 1e-12 * scale,
+                                "{case}: {name}[{i}] {x} vs {y}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
