@@ -6,11 +6,13 @@
 //! widening rule does; anything else returns `None` and the backend falls back to the
 //! composite default.
 
+use std::sync::Arc;
 use tessera_core::attention::{AttentionGrads, AttentionOutput, AttentionParams};
-use tessera_core::{DType, Layout, Result, Tensor};
+use tessera_core::{BackendStorage, DType, Layout, Result, Tensor};
 
 use crate::checks::check_storage;
 use crate::kernels::attention::{AttentionFloat, MaskData, Operand, Problem, Saved};
+use crate::kernels::cast;
 use crate::storage::CpuElement;
 use crate::Cpu;
 
@@ -109,8 +111,14 @@ pub(crate) fn attention(
     }
 }
 
-/// `operands` widened to f32 when every one is `half`; `None` otherwise (a mismatch the
-/// composite reports).
+/// `operands` widened to f32 when every one is `half`, each the same view (strides) of an f32
+/// copy of the storage it reaches; `None` otherwise (a mismatch the composite reports).
+///
+/// Heads are strided views of one projection (`[b, t, 3E]` split into `q`, `k` and `v`), and a
+/// view-by-view cast walks runs of one head's width: the span of storage the operands that
+/// share a storage reach is converted once instead, as one contiguous run, when it holds at
+/// most twice their elements (otherwise each operand's own span, or, for a sparse view, the
+/// view itself through `to_dtype`).
 fn widened<const N: usize>(
     half: DType,
     operands: [&Tensor<Cpu>; N],
@@ -118,10 +126,57 @@ fn widened<const N: usize>(
     if operands.iter().any(|t| t.dtype() != half) {
         return Ok(None);
     }
-    let wide = operands
-        .iter()
-        .map(|t| t.to_dtype(DType::F32))
-        .collect::<Result<Vec<_>>>()?;
+    // The storage range each operand reaches.
+    let span = |t: &Tensor<Cpu>| -> Option<std::ops::Range<usize>> {
+        let last = t.layout().checked_max_offset()?;
+        (t.numel() > 0).then(|| t.layout().offset()..last + 1)
+    };
+    let spans: Vec<_> = operands.iter().map(|t| span(t)).collect();
+    let same = |a: &Tensor<Cpu>, b: &Tensor<Cpu>| Arc::ptr_eq(a.storage_arc(), b.storage_arc());
+    let mut copies: Vec<(usize, std::ops::Range<usize>, Arc<crate::CpuStorage>)> = Vec::new();
+    let mut wide = Vec::with_capacity(N);
+    for (i, t) in operands.iter().enumerate() {
+        let Some(own) = spans[i].clone() else {
+            wide.push(t.to_dtype(DType::F32)?);
+            continue;
+        };
+        // The union of the spans of the operands sharing this storage, if dense enough; else
+        // the operand's own span, if dense enough; else the view by itself.
+        let (mut union, mut elements) = (own.clone(), 0);
+        for (j, u) in operands.iter().enumerate() {
+            if let (true, Some(r)) = (same(t, u), &spans[j]) {
+                union = union.start.min(r.start)..union.end.max(r.end);
+                elements += u.numel();
+            }
+        }
+        let range = if union.len() <= 2 * elements {
+            union
+        } else if own.len() <= 2 * t.numel() {
+            own
+        } else {
+            wide.push(t.to_dtype(DType::F32)?);
+            continue;
+        };
+        let copy = match copies.iter().find(|(owner, r, _)| {
+            same(operands[*owner], t) && r.start <= range.start && range.end <= r.end
+        }) {
+            Some((_, r, copy)) => (r.start, copy.clone()),
+            None => {
+                let run = Layout::strided([range.len()], vec![1], range.start, t.storage().len())?;
+                let copy = Arc::new(cast::cast(t.storage(), &run, DType::F32)?);
+                copies.push((i, range.clone(), copy.clone()));
+                (range.start, copy)
+            }
+        };
+        let (start, storage) = copy;
+        let layout = Layout::strided(
+            t.dims().to_vec(),
+            t.layout().strides().to_vec(),
+            t.layout().offset() - start,
+            storage.len(),
+        )?;
+        wide.push(Tensor::from_shared(t.backend(), storage, layout)?);
+    }
     Ok(wide.try_into().ok())
 }
 
@@ -220,5 +275,68 @@ pub(crate) fn attention_backward(
             }))
         }
         _ => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Cpu;
+    use tessera_core::{AttentionOptions, DType, Result, Tensor};
+
+    /// `[b, t, 3E]` values, distinct enough that a wrong element shows.
+    fn projection(dev: &Cpu, (b, t, e): (usize, usize, usize)) -> Result<Tensor<Cpu>> {
+        let values: Vec<f32> = (0..b * t * 3 * e)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 40.0)
+            .collect();
+        Tensor::from_vec(values, [b, t, 3 * e], dev)?.to_dtype(DType::BF16)
+    }
+
+    /// Heads `[b, h, t, d]` of columns `start..start + E` (a strided view of the projection).
+    fn heads(x: &Tensor<Cpu>, start: usize, h: usize) -> Result<Tensor<Cpu>> {
+        let (b, t, e) = (x.dims()[0], x.dims()[1], x.dims()[2] / 3);
+        x.narrow(2, start, e)?
+            .reshape([b, t, h, e / h])?
+            .permute(&[0, 2, 1, 3])
+    }
+
+    /// 16-bit views of one storage (a fused projection's heads, widened as one span), a view
+    /// with a span of its own (from an offset), a sparse view (widened by itself) and their
+    /// contiguous copies give the same bits forward and backward: widening is exact, and the
+    /// kernel reads the same values.
+    #[test]
+    fn strided_16_bit_views_attend_like_their_contiguous_copies() -> Result<()> {
+        let dev = Cpu::new();
+        let (b, t, e, h) = (2, 5, 8, 2);
+        let x = projection(&dev, (b, t, e))?;
+        let q = heads(&x, 0, h)?;
+        let k = heads(&x, e, h)?;
+        // Columns 1..E + 1 of a `[b, t, E + 1]` tensor: a span of its own from offset 1.
+        let wider = projection(&dev, (b, t, e))?
+            .narrow(2, 0, e + 1)?
+            .contiguous()?;
+        let v = wider
+            .narrow(2, 1, e)?
+            .reshape([b, t, h, e / h])?
+            .permute(&[0, 2, 1, 3])?;
+        // Every third time step of a longer projection: a span three times its elements.
+        let grad = heads(&projection(&dev, (b, 3 * t, e))?, 0, h)?.slice(2, 0, 3 * t, 3)?;
+        let options = AttentionOptions::new().causal(true);
+        let run = |q: &Tensor<Cpu>, k: &Tensor<Cpu>, v: &Tensor<Cpu>, g: &Tensor<Cpu>| {
+            let f = q.scaled_dot_product_attention_with_lse(k, v, &options)?;
+            let grads = g.scaled_dot_product_attention_backward(q, k, v, &options, &f)?;
+            [f.out, f.logsumexp, grads.q, grads.k, grads.v]
+                .iter()
+                .map(|t| t.to_vec_f64())
+                .collect::<Result<Vec<_>>>()
+        };
+        let strided = run(&q, &k, &v, &grad)?;
+        let copies = run(
+            &q.contiguous()?,
+            &k.contiguous()?,
+            &v.contiguous()?,
+            &grad.contiguous()?,
+        )?;
+        assert_eq!(strided, copies);
+        Ok(())
     }
 }

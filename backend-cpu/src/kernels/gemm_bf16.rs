@@ -24,7 +24,7 @@
 //! packing and blocking under Miri (`miri_` tests).
 
 use super::gemm::{chosen_path, GemmPath};
-use crate::alloc::{assume_init, try_uninit, try_zeroed};
+use crate::alloc::{try_uninit, try_zeroed};
 use crate::CpuStorage;
 use rayon::prelude::*;
 use std::mem::MaybeUninit;
@@ -103,12 +103,90 @@ pub(crate) fn zeroed<T: Clone + Default>(len: usize) -> Result<Vec<T>> {
     Ok(v)
 }
 
+/// Packs `lines` lines of `len` bf16 values with a unit step (line `i` starting at
+/// `data[offset + i * stride]`) as panels of `width` lines of k-pair words, panel `q`'s word
+/// `(pair, line)` at `out[q * width * pairs + pair * width + line]`: two adjacent bf16 values
+/// of a line *are* its pair word (little-endian, the even step low), so this is a transpose of
+/// 32-bit words, done by the f32 GEMM's AVX-512 packer 16 x 16 words at a time; the last pair
+/// of an odd `len` is filled here, its high half zero. Words of lines past `lines` and pairs
+/// past `len / 2` (or the half pair) are left as they are. Returns `false`, having written
+/// nothing, where the packer is absent (no AVX-512, Miri) or `stride` is odd (a line's pairs
+/// would not be whole words apart).
+///
+/// The caller has checked that every element named lies in `data`
+/// ([`Bf16Matrix::check_in_bounds`]).
+#[allow(unused_variables)]
+fn pack_word_lines(
+    out: &mut [u32],
+    (data, offset, stride): (&[bf16], usize, usize),
+    (lines, len): (usize, usize),
+    (width, pairs): (usize, usize),
+) -> bool {
+    #[cfg(all(target_arch = "x86_64", tessera_avx512, not(miri)))]
+    {
+        if stride % 2 != 0 || !std::is_x86_feature_detected!("avx512f") {
+            return false;
+        }
+        let whole = len / 2;
+        assert!(
+            lines == 0 || len == 0 || offset + (lines - 1) * stride + len <= data.len(),
+            "lines past the data"
+        );
+        assert!(out.len() >= lines.div_ceil(width) * width * pairs && whole <= pairs);
+        for (q, panel) in out
+            .chunks_exact_mut(width * pairs)
+            .take(lines.div_ceil(width))
+            .enumerate()
+        {
+            let first = q * width;
+            let used = width.min(lines - first);
+            if whole > 0 {
+                // SAFETY: the CPU has AVX-512F (checked above); the packer reads lines
+                // `first..first + used` at words `0..whole`, i.e. bf16 values up to
+                // `offset + (lines - 1) * stride + 2 * whole - 1 < data.len()` (asserted), and
+                // writes `whole * width <= panel.len()` words of `panel` (asserted); the
+                // pointer casts only reinterpret 32-bit words, which the packer moves with
+                // unaligned loads and stores.
+                unsafe {
+                    super::gemm::transpose_f32(
+                        panel.as_mut_ptr().cast(),
+                        data.as_ptr().add(offset + first * stride).cast(),
+                        (stride / 2) as isize,
+                        used,
+                        whole,
+                        width,
+                    );
+                }
+            }
+            if len % 2 == 1 {
+                let words = &mut panel[whole * width..whole * width + used];
+                for (i, w) in words.iter_mut().enumerate() {
+                    *w = u32::from(data[offset + (first + i) * stride + len - 1].to_bits());
+                }
+            }
+        }
+        true
+    }
+    #[cfg(not(all(target_arch = "x86_64", tessera_avx512, not(miri))))]
+    false
+}
+
 /// A (`m x k`) packed into panels of [`MR`] rows of k-pair words (see the module docs),
 /// walking whichever of A's dimensions is contiguous in memory (the words past the last row
 /// or step stay zero).
 fn pack_a(a: &Bf16Matrix, pairs: usize) -> Result<Vec<u32>> {
     let panels = a.rows.div_ceil(MR);
     let mut out = zeroed(panels * pairs * MR)?;
+    if a.cs == 1
+        && pack_word_lines(
+            &mut out,
+            (a.data, a.offset, a.rs),
+            (a.rows, a.cols),
+            (MR, pairs),
+        )
+    {
+        return Ok(out);
+    }
     let word = |lo: bf16, hi: bf16| u32::from(lo.to_bits()) | (u32::from(hi.to_bits()) << 16);
     let whole_pairs = a.cols / 2;
     for (panel, words) in out.chunks_exact_mut(pairs * MR).enumerate() {
@@ -163,6 +241,17 @@ fn pack_a(a: &Bf16Matrix, pairs: usize) -> Result<Vec<u32>> {
 pub(crate) fn pack_b(b: &Bf16Matrix, pairs: usize) -> Result<Vec<u32>> {
     let panels = b.cols.div_ceil(NR);
     let mut out = zeroed(panels * pairs * NR)?;
+    if b.rs == 1
+        && b.cs != 1
+        && pack_word_lines(
+            &mut out,
+            (b.data, b.offset, b.cs),
+            (b.cols, b.rows),
+            (NR, pairs),
+        )
+    {
+        return Ok(out);
+    }
     let at = |r: usize, c: usize| b.data[b.offset + r * b.rs + c * b.cs].to_bits();
     let word = |lo: u16, hi: u16| u32::from(lo) | (u32::from(hi) << 16);
     let filled_pairs = pairs.min(b.rows.div_ceil(2));
@@ -449,12 +538,36 @@ pub(crate) fn fast_kernel() -> Option<TileFn> {
 }
 
 /// `A·B` (`m x k` by `k x n`) into a fresh row-major f32 `m x n`, through `kernel`.
+#[cfg(test)]
 pub(crate) fn gemm_bf16(
     a: &Bf16Matrix,
     b: &Bf16Matrix,
     kernel: TileFn,
     threads: usize,
 ) -> Result<Vec<f32>> {
+    let len = a
+        .rows
+        .checked_mul(b.cols)
+        .ok_or_else(|| Error::SizeOverflow {
+            op: "matmul",
+            msg: format!("{} x {}", a.rows, b.cols),
+        })?;
+    let mut c = zeroed::<f32>(len)?;
+    gemm_bf16_into(a, b, kernel, threads, &mut c)?;
+    Ok(c)
+}
+
+/// `A·B` (`m x k` by `k x n`) into `out` (row-major `m x n`), through `kernel`. Each task of
+/// [`PANELS_PER_TASK`] panels of rows accumulates its rows in an f32 buffer of its own,
+/// block of pairs after block, and stores them into `out` (rounded once, for bf16) while they
+/// are still in the caches.
+pub(crate) fn gemm_bf16_into<O: ProductOutput>(
+    a: &Bf16Matrix,
+    b: &Bf16Matrix,
+    kernel: TileFn,
+    threads: usize,
+    out: &mut [O],
+) -> Result<()> {
     let (m, k, n) = (a.rows, a.cols, b.cols);
     assert_eq!(b.rows, k, "inner dimensions");
     a.check_in_bounds()?;
@@ -464,16 +577,29 @@ pub(crate) fn gemm_bf16(
         op: "matmul",
         msg: format!("{m} x {n}"),
     })?;
-    if m == 0 || n == 0 || k == 0 {
-        return zeroed::<f32>(len);
+    assert_eq!(out.len(), len, "output length");
+    if m == 0 || n == 0 {
+        return Ok(());
     }
-    let mut c = try_uninit::<f32>(len)?;
+    if k == 0 {
+        for row in out.chunks_mut(n) {
+            for part in row.chunks_mut(NR) {
+                O::store(part, &[0.0; NR][..part.len()]);
+            }
+        }
+        return Ok(());
+    }
     let packed_a = pack_a(a, pairs)?;
     let packed_b = pack_b(b, pairs)?;
     let rows_per_task = MR * PANELS_PER_TASK;
-    let task = |(t, rows): (usize, &mut [MaybeUninit<f32>])| {
+    let task = |c: &mut Vec<MaybeUninit<f32>>, (t, dst): (usize, &mut [O])| -> Result<()> {
         let first_panel = t * PANELS_PER_TASK;
-        let panels = rows.len().div_ceil(n).div_ceil(MR);
+        let row_total = dst.len() / n;
+        let panels = row_total.div_ceil(MR);
+        if c.len() < dst.len() {
+            *c = try_uninit::<f32>(dst.len())?;
+        }
+        let rows = &mut c[..dst.len()];
         let mut edge = [MaybeUninit::new(0.0f32); MR * NR];
         for p0 in (0..pairs).step_by(KC) {
             let depth = KC.min(pairs - p0);
@@ -486,7 +612,7 @@ pub(crate) fn gemm_bf16(
                     let panel = first_panel + ip;
                     let a_block =
                         &packed_a[(panel * pairs + p0) * MR..(panel * pairs + p0 + depth) * MR];
-                    let row_count = MR.min(rows.len() / n - ip * MR);
+                    let row_count = MR.min(row_total - ip * MR);
                     let first = ip * MR * n + jp * NR;
                     if row_count == MR && cols == NR {
                         // SAFETY: when accumulating, the first block wrote this tile.
@@ -511,17 +637,22 @@ pub(crate) fn gemm_bf16(
                 }
             }
         }
+        // SAFETY: the first block of pairs (`k > 0`) wrote every tile of the task, and its
+        // tiles cover its rows (panels of `MR` rows by `NR` columns, the edges' copied back).
+        let rows: &[f32] = unsafe { &*(rows as *const [MaybeUninit<f32>] as *const [f32]) };
+        O::store(dst, rows);
+        Ok(())
     };
     if threads > 1 && m * n * k >= PARALLEL_MACS {
-        c.par_chunks_mut(rows_per_task * n)
+        out.par_chunks_mut(rows_per_task * n)
             .enumerate()
-            .for_each(task);
+            .try_for_each_init(Vec::new, task)
     } else {
-        c.chunks_mut(rows_per_task * n).enumerate().for_each(task);
+        let mut c = Vec::new();
+        out.chunks_mut(rows_per_task * n)
+            .enumerate()
+            .try_for_each(|job| task(&mut c, job))
     }
-    // SAFETY: the first block of pairs (`k > 0`) wrote every tile of every task, and the
-    // tiles cover the output (panels of `MR` rows by `NR` columns, the edges' copied back).
-    Ok(unsafe { assume_init(c) })
 }
 
 /// Where the f32 results of a bf16 product go: rounded once to bf16, or kept in f32 (for
@@ -559,11 +690,7 @@ pub(crate) fn product_into<O: ProductOutput>(
 ) -> Result<()> {
     match chosen_gemm() {
         Bf16Gemm::Amx => super::gemm_amx::gemm_amx(a, b, threads, out),
-        Bf16Gemm::Dot(kernel) => {
-            let c = gemm_bf16(a, b, kernel, threads)?;
-            O::store(out, &c);
-            Ok(())
-        }
+        Bf16Gemm::Dot(kernel) => gemm_bf16_into(a, b, kernel, threads, out),
         Bf16Gemm::Widen => panic!("no bf16 kernel in this process (check has_fast_kernel)"),
     }
 }
@@ -804,6 +931,69 @@ pub(super) mod tests {
         for (g, w) in fast.iter().zip(&want) {
             // f32 accumulation of k products of magnitude <= 1: a few ulps of the sum's scale.
             assert!((f64::from(*g) - w).abs() <= 1e-5 * k as f64, "{g} vs {w}");
+        }
+    }
+
+    /// Panels of `width` lines (`line(matrix, i, step)`) of k-pair words by definition.
+    fn packed_by_definition(
+        lines: usize,
+        pairs: usize,
+        width: usize,
+        bits: impl Fn(usize, usize) -> u32,
+    ) -> Vec<u32> {
+        let mut out = vec![0; lines.div_ceil(width) * width * pairs];
+        for line in 0..lines {
+            for pair in 0..pairs {
+                let (q, i) = (line / width, line % width);
+                out[(q * pairs + pair) * width + i] =
+                    bits(line, 2 * pair) | (bits(line, 2 * pair + 1) << 16);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn miri_packs_of_unit_step_operands_hold_the_pair_words_of_the_definition() {
+        // Unit steps along k (A row-major, B transposed), which the AVX-512 word transpose
+        // packs where present: odd and even k, odd offsets (words not 4-byte aligned), odd row
+        // strides (the element-wise path), partial panels, and more pairs than k fills (the
+        // AMX kernel's padding).
+        for (lines, k, extra_pairs) in
+            [(1, 1, 0), (13, 7, 0), (40, 34, 3), (12, 64, 0), (33, 33, 1)]
+        {
+            for (offset, pad) in [(0, 0), (1, 0), (3, 1)] {
+                let stride = k + pad + offset % 2;
+                let data = values(offset + lines * stride + 1, 5);
+                let pairs = k.div_ceil(2) + extra_pairs;
+                let a = Bf16Matrix {
+                    data: &data,
+                    offset,
+                    rows: lines,
+                    cols: k,
+                    rs: stride,
+                    cs: 1,
+                };
+                let want = packed_by_definition(lines, pairs, MR, |r, c| a.bits(r, c));
+                assert_eq!(
+                    pack_a(&a, pairs).unwrap(),
+                    want,
+                    "A {lines}x{k} at {offset} stride {stride}"
+                );
+                let b = Bf16Matrix {
+                    data: &data,
+                    offset,
+                    rows: k,
+                    cols: lines,
+                    rs: 1,
+                    cs: stride,
+                };
+                let want = packed_by_definition(lines, pairs, NR, |c, r| b.bits(r, c));
+                assert_eq!(
+                    pack_b(&b, pairs).unwrap(),
+                    want,
+                    "B {k}x{lines} at {offset} stride {stride}"
+                );
+            }
         }
     }
 
