@@ -209,7 +209,7 @@ pub(crate) fn attention_backward(
         params: &AttentionParams,
     ) -> Result<Option<AttentionGrads<Cpu>>> {
         // A 16-bit problem's output was rounded: not read (see `Saved::out`).
-        let widened = forward.out.dtype() != q.dtype();
+        let rounded_output = forward.out.dtype() != q.dtype();
         let out = forward.out.contiguous()?;
         let lse = forward.logsumexp.to_dtype(q.dtype())?.contiguous()?;
         let (Some(qd), Some(kd), Some(vd), Some(gd), Some(m)) = (
@@ -221,7 +221,7 @@ pub(crate) fn attention_backward(
         ) else {
             return Ok(None);
         };
-        let od = if widened {
+        let od = if rounded_output {
             &[][..]
         } else {
             match data::<T>(&out)? {
@@ -235,7 +235,7 @@ pub(crate) fn attention_backward(
         let range = |t: &Tensor<Cpu>| t.layout().contiguous_range().unwrap_or(0..0);
         let saved = Saved {
             grad_out: Operand::new(gd, grad_out.layout()),
-            out: (!widened).then(|| &od[range(&out)]),
+            out: (!rounded_output).then(|| &od[range(&out)]),
             lse: &ld[range(&lse)],
         };
         let problem = Problem::new(

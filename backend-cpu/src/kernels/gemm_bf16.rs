@@ -19,8 +19,10 @@
 //! PyTorch's and oneDNN's bf16 GEMMs on the same instruction do); with f32 accumulation over
 //! products of normal values that only changes results below f32's normal range.
 //!
-//! Only the micro-kernel is `unsafe` (the intrinsics); it reads and writes through slices whose
-//! lengths it asserts. [`portable_tile`] computes the same tile in scalar f32, and runs the
+//! The `unsafe` code is the micro-kernel (the intrinsics), which reads and writes through
+//! slices whose lengths it asserts, the call of the f32 GEMM's transposing packer on pair words
+//! (bounds asserted; AVX-512 only, so not under Miri) and the view of a task's written f32
+//! buffer as initialised. [`portable_tile`] computes the same tile in scalar f32, and runs the
 //! packing and blocking under Miri (`miri_` tests).
 
 use super::gemm::{chosen_path, GemmPath};
