@@ -69,8 +69,18 @@ impl Backend for Cpu {
         // the element-wise maps, which read bf16 into f32 lanes and round each result once
         // (`kernels::lanes`: one pass instead of widen, compute, round); and attention in
         // either 16-bit dtype, whose backward pass then needs no second forward pass
-        // (`attention_ops`).
-        (dtype.is_half() && matches!(op, HalfOp::Attention | HalfOp::AttentionBackward))
+        // (`attention_ops`); and the selections (`index_select`, `gather`, `where`), which
+        // compute nothing and copy the stored 16 bits (widened, an embedding lookup converted
+        // the whole table on every call).
+        (dtype.is_half()
+            && matches!(
+                op,
+                HalfOp::Attention
+                    | HalfOp::AttentionBackward
+                    | HalfOp::IndexSelect
+                    | HalfOp::Gather
+                    | HalfOp::WhereSelect
+            ))
             || dtype == DType::BF16
                 && (matches!(
                     op,

@@ -690,6 +690,11 @@ pub(crate) fn product_into<O: ProductOutput>(
     threads: usize,
     out: &mut [O],
 ) -> Result<()> {
+    // One row times a transposed weight (batch-1 decoding): dot products of the weight's rows,
+    // streamed once, instead of packing the whole weight.
+    if has_fast_kernel() && super::gemv_bf16::try_gemv(a, b, threads, out)? {
+        return Ok(());
+    }
     match chosen_gemm() {
         Bf16Gemm::Amx => super::gemm_amx::gemm_amx(a, b, threads, out),
         Bf16Gemm::Dot(kernel) => gemm_bf16_into(a, b, kernel, threads, out),

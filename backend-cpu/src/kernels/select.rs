@@ -26,6 +26,11 @@ pub(crate) fn where_select(
         (CpuStorage::F32(t), CpuStorage::F32(f)) => CpuStorage::F32(select(c, lc, t, lt, f, lf)?),
         (CpuStorage::F64(t), CpuStorage::F64(f)) => CpuStorage::F64(select(c, lc, t, lt, f, lf)?),
         (CpuStorage::I64(t), CpuStorage::I64(f)) => CpuStorage::I64(select(c, lc, t, lt, f, lf)?),
+        // 16-bit floats are selected as they are stored: a selection computes nothing.
+        (CpuStorage::F16(t), CpuStorage::F16(f)) => CpuStorage::F16(select(c, lc, t, lt, f, lf)?),
+        (CpuStorage::BF16(t), CpuStorage::BF16(f)) => {
+            CpuStorage::BF16(select(c, lc, t, lt, f, lf)?)
+        }
         (CpuStorage::Bool(t), CpuStorage::Bool(f)) => {
             CpuStorage::Bool(select(c, lc, t, lt, f, lf)?)
         }
