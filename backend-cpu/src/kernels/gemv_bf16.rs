@@ -214,7 +214,7 @@ mod tests {
     #[test]
     fn only_one_contiguous_row_times_contiguous_columns_takes_the_vector_path() {
         let data = values(64, 3);
-        let mut out = vec![bf16::ZERO; 4];
+        let mut out = [bf16::ZERO; 4];
         let two_rows = matrix(&data, 2, 8, false);
         let b = matrix(&data, 8, 4, true);
         assert!(!try_gemv(&two_rows, &b, 1, &mut out[..]).unwrap());
