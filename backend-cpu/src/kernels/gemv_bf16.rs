@@ -2,8 +2,8 @@
 //! layer's weight `W: [n, k]` stored row-major (the product's right operand is the transposed
 //! view, each of its columns a contiguous row of `W`). Each output is the dot product of `x`
 //! with one row of `W` on `vdpbf16ps` (32 bf16 products per instruction, added in pairs into
-//! 16 f32 lanes), eight rows per call so that each load of `x` serves eight; the tail of an odd
-//! `k` in scalar f32. The weight streams from memory once, in bf16: half the bytes of the f32
+//! 16 f32 lanes), eight rows per call so that each load of `x` serves eight; the last `k % 32`
+//! values in scalar f32. The weight streams from memory once, in bf16: half the bytes of the f32
 //! GEMV, where the GEMM would first pack the whole weight on every call.
 
 use super::gemm_bf16::{Bf16Matrix, ProductOutput};
@@ -100,8 +100,8 @@ fn gemv_with<O: ProductOutput>(
     Ok(())
 }
 
-/// The scalar twin of the kernel (pairs summed in f32, odd product first, as `vdpbf16ps`
-/// does), for the tests and as the definition the kernel is checked against.
+/// The scalar twin of the kernel (the products summed in order, in f32), for the tests: on
+/// values whose products and sums are exact in f32, both give the definition's result.
 #[cfg(test)]
 fn portable_dot8(x: &[u16], rows: [&[u16]; 8]) -> [f32; 8] {
     let value = |bits: u16| f32::from_bits(u32::from(bits) << 16);
