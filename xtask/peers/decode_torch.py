@@ -4,9 +4,12 @@ wrote under --dir (GPT-2 124M and the Llama shape, random weights) loaded with
 `AutoModelForCausalLM.from_pretrained` in float32, at batch 1: the prefill of the same prompt,
 greedy decoding of --new tokens with a DynamicCache rewound to the prompt (`crop`) before each
 repetition, each argmax read on the host, and the resident memory of one prefill + decode.
+With `--precision bf16` the folders load with `dtype=torch.bfloat16` (weights and compute in
+bf16, as Tessera's side loads them).
 
 Usage: python3 decode_torch.py [--shapes gpt2,llama] [--prefill 128] [--new 128] [--layers 12]
        [--width 768] [--heads 12] [--vocab N] [--reps N] [--dir target/bench/decode]
+       [--precision f32|bf16]
 """
 
 import argparse
@@ -54,14 +57,17 @@ def main():
     parser.add_argument("--vocab", type=p.positive_int, default=None)
     parser.add_argument("--reps", type=p.positive_int, default=None)
     parser.add_argument("--dir", default="target/bench/decode")
+    parser.add_argument("--precision", choices=["f32", "bf16"], default="f32")
     a = parser.parse_args()
     p.info(describe())
+    dtype = torch.bfloat16 if a.precision == "bf16" else torch.float32
+    label = "bf16" if a.precision == "bf16" else None
     base = a.dir if os.path.isabs(a.dir) else os.path.join(ROOT, a.dir)
     for shape in [s for s in a.shapes.split(",") if s]:
         folder = os.path.join(base, shape)
         if not os.path.isfile(os.path.join(folder, "config.json")):
             sys.exit(f"{folder} is missing: Tessera's side writes it (cargo xtask bench decode)")
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
         model.eval()
         vocab = model.config.vocab_size
         # As DecodeArgs::prompt in xtask/src/bench/suites/decode.rs.
@@ -75,7 +81,7 @@ def main():
 
         samples = p.measure(prefill, a.reps)
         p.emit("decode", "torch", a.prefill, samples, samples_counted=True, model=shape,
-               phase="prefill")
+               phase="prefill", precision=label)
 
         with torch.inference_mode():
             cache = DynamicCache(config=model.config)
@@ -95,7 +101,7 @@ def main():
 
         samples = p.measure(lambda: decode(cache), a.reps)
         p.emit("decode", "torch", a.new, samples, samples_counted=True, model=shape,
-               phase="decode")
+               phase="decode", precision=label)
 
         del cache
         before, _ = resident()
@@ -109,7 +115,7 @@ def main():
         after, peak = resident()
         del fresh
         p.emit("decode", "torch", a.prefill + a.new, [seconds], samples_counted=True, model=shape,
-               phase="decode-memory",
+               phase="decode-memory", precision=label,
                memory={"rss_before_bytes": before, "peak_rss_bytes": peak,
                        "rss_after_bytes": after})
         del model

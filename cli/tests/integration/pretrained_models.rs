@@ -79,6 +79,75 @@ fn greedy_generation_from_a_model_folder_is_that_of_transformers() {
     }
 }
 
+/// Greedy ids of `model` after `prompt`, decoded through its cache.
+fn greedy_ids(
+    model: &tessera_nn::pretrained::PretrainedModel<Cpu>,
+    prompt: &[i64],
+    n: usize,
+) -> Vec<i64> {
+    use tessera_core::Tensor;
+    let dev = Cpu::new();
+    let mut cache = model.new_cache(1).unwrap();
+    let ids = Tensor::from_vec(prompt.to_vec(), [1, prompt.len()], &dev).unwrap();
+    let mut logits = model.forward_cached(&ids, &mut cache).unwrap();
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let last = logits.narrow(1, logits.dims()[1] - 1, 1).unwrap();
+        let next = last.argmax(-1, false).unwrap().to_vec::<i64>().unwrap()[0];
+        out.push(next);
+        let idx = Tensor::from_vec(vec![next], [1, 1], &dev).unwrap();
+        logits = model.forward_cached(&idx, &mut cache).unwrap();
+    }
+    out
+}
+
+#[test]
+fn bf16_generation_loads_bf16_weights_unless_told_otherwise() {
+    use tessera_core::DType;
+    use tessera_nn::precision::Precision;
+    use tessera_nn::pretrained::{PretrainedModel, PretrainedOptions};
+    let dir = fixture("llama-tiny");
+    for (extra, dtype) in [(None, DType::BF16), (Some("f32"), DType::F32)] {
+        let mut args = vec![
+            "--model-dir",
+            dir.to_str().unwrap(),
+            "--prompt",
+            "A bird in the hand",
+            "--tokens",
+            "12",
+            "--temperature",
+            "0",
+            "--ignore-eos",
+            "--precision",
+            "bf16",
+        ];
+        if let Some(word) = extra {
+            args.extend(["--dtype", word]);
+        }
+        let out = generate(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let s = summary(&out);
+        assert_eq!(s["weight_dtype"], dtype.name(), "{extra:?}");
+        assert_eq!(s["precision"], "bf16");
+        // The same tokens as the library's model loaded that way.
+        let options = PretrainedOptions {
+            dtype,
+            precision: Precision::BF16,
+        };
+        let model = PretrainedModel::from_pretrained(&dir, &Cpu::new(), &options).unwrap();
+        let expected = greedy_ids(&model, &ids(&s["prompt_token_ids"]), 12);
+        assert_eq!(ids(&s["token_ids"]), expected, "{extra:?}");
+    }
+    let out = generate(&["--model-dir", dir.to_str().unwrap(), "--dtype", "i64"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not a weight dtype"), "{err}");
+}
+
 #[test]
 fn generation_stops_at_the_end_of_text_token() {
     // Sampling at a high temperature from the random tiny model reaches `<|endoftext|>` (id

@@ -53,6 +53,34 @@ impl BenchPrecision {
     }
 }
 
+/// The precision a suite with a peer (`gpt`, `decode`) runs both sides in, given as the
+/// suite's own `--precision` so that the peer script receives it too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PeerPrecision {
+    /// Everything in f32.
+    F32,
+    /// bf16 (what that is, mixed precision or bf16 weights, each suite says).
+    Bf16,
+}
+
+impl PeerPrecision {
+    /// The word on the command line (and in the peer's records).
+    pub fn word(self) -> &'static str {
+        match self {
+            PeerPrecision::F32 => "f32",
+            PeerPrecision::Bf16 => "bf16",
+        }
+    }
+
+    /// The models' precision policy.
+    pub fn model_precision(self) -> Precision {
+        match self {
+            PeerPrecision::F32 => Precision::F32,
+            PeerPrecision::Bf16 => Precision::BF16,
+        }
+    }
+}
+
 /// The report column of records of `backend` measured in `precision` (a record's label, None
 /// for f32): `cuda`, `cuda tf32`, `cuda bf16`.
 pub fn column(backend: &str, precision: Option<&str>) -> String {

@@ -10,11 +10,16 @@
 //! the same weights on the same prompt. A decode repetition rewinds the cache to the prompt
 //! (`truncate` here, `DynamicCache.crop` there) and decodes `--new` tokens one at a time,
 //! reading each argmax on the host.
+//!
+//! `--precision bf16` runs both sides in bf16, weights included: Tessera loads the folder with
+//! `PretrainedOptions { dtype: BF16, precision: BF16 }` (what `generate --precision bf16`
+//! does), `transformers` with `dtype=torch.bfloat16`. Both round the same f32 weights to the
+//! nearest bf16.
 
 use std::path::PathBuf;
 
 use clap::Args;
-use tessera_core::{Backend, Generator, Tensor};
+use tessera_core::{Backend, DType, Generator, Tensor};
 use tessera_nn::generation::CausalLm;
 use tessera_nn::gpt::GptConfig;
 use tessera_nn::layers::GeluApproximation;
@@ -22,6 +27,7 @@ use tessera_nn::llama::LlamaConfig;
 use tessera_nn::precision::Precision;
 use tessera_nn::pretrained::{PretrainedModel, PretrainedOptions};
 
+use crate::bench::precision::PeerPrecision;
 use crate::bench::record::{MemoryUse, Record};
 use crate::bench::resident;
 use crate::bench::timing::{Protocol, Timing};
@@ -64,6 +70,11 @@ pub struct DecodeArgs {
     /// The folder of the model folders [default: target/bench/decode].
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// The precision of both sides, weights included: f32, or bf16 (Tessera's bf16 weights
+    /// and policy, `transformers`' `dtype=torch.bfloat16`) [default: tessera-bench's
+    /// --precision].
+    #[arg(long, value_enum)]
+    pub precision: Option<PeerPrecision>,
 }
 
 impl DecodeArgs {
@@ -91,6 +102,9 @@ impl DecodeArgs {
         }
         if let Some(dir) = &self.dir {
             args.extend(["--dir".to_string(), dir.display().to_string()]);
+        }
+        if let Some(precision) = self.precision {
+            args.extend(["--precision".to_string(), precision.word().to_string()]);
         }
         args
     }
@@ -161,7 +175,8 @@ fn last_argmax<B: Backend>(logits: &Tensor<B>) -> tessera_core::Result<i64> {
 }
 
 /// Measures every shape on `dev`: a `prefill`, a `decode` and a `decode-memory` record each
-/// (`n` is tokens, so `samples_per_s` is tokens/s).
+/// (`n` is tokens, so `samples_per_s` is tokens/s). Under a 16-bit `precision` (the suite's
+/// `--precision`, else this argument) the weights are loaded in that dtype too.
 pub fn measure<B: Backend>(
     dev: &B,
     args: &DecodeArgs,
@@ -172,11 +187,23 @@ pub fn measure<B: Backend>(
     if args.prefill == 0 || args.new == 0 {
         return Err("--prefill and --new must be at least 1".into());
     }
+    let precision = args
+        .precision
+        .map_or(precision, PeerPrecision::model_precision);
+    // Records say their precision when the suite's own flag chose it (tessera-bench labels
+    // the others with its global one).
+    let label = args.precision.map(|p| p.word().to_string());
+    let mut emit = |mut record: Record| {
+        if record.precision.is_none() {
+            record.precision.clone_from(&label);
+        }
+        emit(record)
+    };
     for shape in &args.shapes {
         let dir = args.write_model(dev, shape)?;
         let options = PretrainedOptions {
+            dtype: precision.compute_dtype().unwrap_or(DType::F32),
             precision,
-            ..PretrainedOptions::default()
         };
         let model = PretrainedModel::from_pretrained(&dir, dev, &options)?;
         let prompt = Tensor::from_vec(args.prompt(model.vocab_size()), [1, args.prefill], dev)?;
@@ -312,6 +339,60 @@ mod tests {
         assert!(records[2].memory.is_some());
         for shape in ["gpt2", "llama"] {
             assert!(dir.join(shape).join("config.json").is_file());
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_bf16_variant_is_labelled_and_forwarded_to_the_peer() {
+        let dir =
+            std::env::temp_dir().join(format!("tessera-decode-bench-bf16-{}", std::process::id()));
+        let mut argv: Vec<String> = [
+            "decode",
+            "--shapes",
+            "llama",
+            "--prefill",
+            "3",
+            "--new",
+            "2",
+            "--layers",
+            "1",
+            "--width",
+            "24",
+            "--heads",
+            "3",
+            "--vocab",
+            "40",
+            "--reps",
+            "1",
+            "--dir",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        argv.push(dir.display().to_string());
+        argv.extend(["--precision".to_string(), "bf16".to_string()]);
+        let args = Cli::try_parse_from(&argv).unwrap().decode;
+        assert_eq!(args.precision, Some(PeerPrecision::Bf16));
+        assert_eq!(args.to_cli_args(), argv[1..]);
+        let quick = Protocol {
+            min_warmup_runs: 1,
+            min_warmup_s: 0.0,
+            ..Protocol::default()
+        };
+        let mut records = Vec::new();
+        // The suite's own flag wins over tessera-bench's precision.
+        measure(
+            &tessera_cpu::Cpu::new(),
+            &args,
+            Precision::F32,
+            &quick,
+            &mut |r| records.push(r),
+        )
+        .unwrap();
+        assert_eq!(records.len(), 3);
+        for r in &records {
+            assert_eq!(r.precision.as_deref(), Some("bf16"), "{:?}", r.phase);
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -20,6 +20,7 @@ use tessera_nn::optim::{AdamW, AdamWConfig, Optimizer};
 use tessera_nn::precision::Precision;
 use tessera_nn::Module;
 
+use crate::bench::precision::PeerPrecision;
 use crate::bench::record::Record;
 use crate::bench::timing::Protocol;
 use crate::process::workspace_root;
@@ -62,26 +63,7 @@ pub struct GptArgs {
     /// The precision of both sides: f32, or bf16 (Tessera's bf16 policy, PyTorch's CPU
     /// autocast; f32 master weights on both) [default: tessera-bench's --precision].
     #[arg(long, value_enum)]
-    pub precision: Option<GptPrecision>,
-}
-
-/// The precisions the `gpt` suite compares with its peer in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum GptPrecision {
-    /// Everything in f32.
-    F32,
-    /// bf16 mixed precision.
-    Bf16,
-}
-
-impl GptPrecision {
-    /// The word on the command line (and in the peer's records).
-    fn word(self) -> &'static str {
-        match self {
-            GptPrecision::F32 => "f32",
-            GptPrecision::Bf16 => "bf16",
-        }
-    }
+    pub precision: Option<PeerPrecision>,
 }
 
 impl GptArgs {
@@ -150,11 +132,9 @@ pub fn measure<B: Backend>(
     protocol: &Protocol,
     emit: &mut dyn FnMut(Record),
 ) -> TaskResult<()> {
-    let precision = match args.precision {
-        Some(GptPrecision::F32) => Precision::F32,
-        Some(GptPrecision::Bf16) => Precision::BF16,
-        None => precision,
-    };
+    let precision = args
+        .precision
+        .map_or(precision, PeerPrecision::model_precision);
     // Records say their precision when the suite's own flag chose it (tessera-bench labels
     // the others with its global one).
     let label = args.precision.map(|p| p.word().to_string());
@@ -308,7 +288,7 @@ mod tests {
             "bf16".into(),
         ]);
         let args = Cli::try_parse_from(&argv).unwrap().gpt;
-        assert_eq!(args.precision, Some(GptPrecision::Bf16));
+        assert_eq!(args.precision, Some(PeerPrecision::Bf16));
         assert_eq!(args.to_cli_args(), argv[1..]);
         let quick = Protocol {
             min_warmup_runs: 1,

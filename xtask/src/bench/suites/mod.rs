@@ -173,8 +173,9 @@ impl SuiteCommand {
     }
 
     /// Why the suite cannot be measured in `precision`, if it cannot: bf16 is the reference
-    /// models' policy (mlp, cnn, infer, eval; the gemm suite's matrices and the GPT are f32
-    /// only), TF32 changes matrix products only (not prep, mem or ddp).
+    /// models' policy (mlp, cnn, infer, eval, gpt, and decode with bf16 weights; the gemm
+    /// suite's matrices are f32 only), TF32 changes matrix products only (not prep, mem or
+    /// ddp).
     pub fn precision_unavailable(&self, precision: BenchPrecision) -> Option<String> {
         let ok = match precision {
             BenchPrecision::F32 => true,
@@ -194,6 +195,7 @@ impl SuiteCommand {
                     | SuiteCommand::Infer(_)
                     | SuiteCommand::Eval(_)
                     | SuiteCommand::Gpt(_)
+                    | SuiteCommand::Decode(_)
             ),
         };
         (!ok).then(|| {
