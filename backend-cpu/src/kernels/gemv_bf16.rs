@@ -17,7 +17,9 @@ const COLUMNS_PER_TASK: usize = 64;
 const PARALLEL_MACS: usize = 1 << 18;
 
 /// The dot products of `x` (`k` values) with eight rows: `rows[r]` holds at least `k` values.
-type Dot8 = fn(&[u16], [&[u16]; 8]) -> [f32; 8];
+/// `next` are the rows of the following call, which the kernel asks the CPU to prefetch (a
+/// hint; nothing of them is read).
+type Dot8 = fn(&[u16], [&[u16]; 8], [&[u16]; 8]) -> [f32; 8];
 
 /// The `vdpbf16ps` dot kernel, when this build has it and this CPU runs it.
 fn kernel() -> Option<Dot8> {
@@ -86,7 +88,8 @@ fn gemv_with<O: ProductOutput>(
             let j0 = first + 8 * c;
             // A short last group repeats its last row; the extra results are dropped.
             let rows = std::array::from_fn(|r| row(j0 + r.min(part.len() - 1)));
-            let sums = dot8(&x, rows);
+            let next = std::array::from_fn(|r| row((j0 + 8 + r).min(n - 1)));
+            let sums = dot8(&x, rows, next);
             O::store(part, &sums[..part.len()]);
         }
     };
@@ -103,7 +106,7 @@ fn gemv_with<O: ProductOutput>(
 /// The scalar twin of the kernel (the products summed in order, in f32), for the tests: on
 /// values whose products and sums are exact in f32, both give the definition's result.
 #[cfg(test)]
-fn portable_dot8(x: &[u16], rows: [&[u16]; 8]) -> [f32; 8] {
+fn portable_dot8(x: &[u16], rows: [&[u16]; 8], _next: [&[u16]; 8]) -> [f32; 8] {
     let value = |bits: u16| f32::from_bits(u32::from(bits) << 16);
     rows.map(|row| {
         x.iter()
@@ -119,22 +122,38 @@ mod avx512 {
     use std::arch::x86_64::*;
 
     /// [`super::Dot8`] on `vdpbf16ps`.
-    pub(super) fn dot8(x: &[u16], rows: [&[u16]; 8]) -> [f32; 8] {
+    pub(super) fn dot8(x: &[u16], rows: [&[u16]; 8], next: [&[u16]; 8]) -> [f32; 8] {
         let k = x.len();
-        assert!(rows.iter().all(|r| r.len() >= k), "rows shorter than x");
+        assert!(
+            rows.iter().chain(&next).all(|r| r.len() >= k),
+            "rows shorter than x"
+        );
         assert!(
             std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bf16"),
             "the CPU lacks avx512_bf16"
         );
         // SAFETY: the CPU has the features (asserted); the kernel reads `k` values of `x` and
         // of each row, which hold at least that many (asserted).
-        unsafe { dot8_avx512(x.as_ptr(), rows.map(<[u16]>::as_ptr), k) }
+        unsafe {
+            dot8_avx512(
+                x.as_ptr(),
+                rows.map(<[u16]>::as_ptr),
+                next.map(<[u16]>::as_ptr),
+                k,
+            )
+        }
     }
 
     /// # Safety
-    /// The CPU has AVX-512F and AVX-512 BF16; `x` and every row hold `k` readable values.
+    /// The CPU has AVX-512F and AVX-512 BF16; `x` and every row hold `k` readable values
+    /// (`next`, only prefetched, too).
     #[target_feature(enable = "avx512f,avx512bf16")]
-    unsafe fn dot8_avx512(x: *const u16, rows: [*const u16; 8], k: usize) -> [f32; 8] {
+    unsafe fn dot8_avx512(
+        x: *const u16,
+        rows: [*const u16; 8],
+        next: [*const u16; 8],
+        k: usize,
+    ) -> [f32; 8] {
         let mut acc = [_mm512_setzero_ps(); 8];
         let whole = k - k % 32;
         let mut i = 0;
@@ -142,6 +161,9 @@ mod avx512 {
             // SAFETY: values `i..i + 32 <= k` of `x` and of each row are readable.
             unsafe {
                 let xv: __m512bh = std::mem::transmute(_mm512_loadu_si512(x.add(i).cast()));
+                for ahead in next {
+                    _mm_prefetch::<_MM_HINT_T1>(ahead.add(i).cast());
+                }
                 for (a, row) in acc.iter_mut().zip(rows) {
                     let w: __m512bh = std::mem::transmute(_mm512_loadu_si512(row.add(i).cast()));
                     *a = _mm512_dpbf16_ps(*a, xv, w);

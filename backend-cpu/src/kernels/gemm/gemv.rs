@@ -224,9 +224,13 @@ impl<T: GemmElement> Vector<T> {
                     let cols = std::array::from_fn(|c| {
                         self.b.ptr.offset((j + c.min(width - 1)) as isize * cs)
                     });
+                    // The next group's columns, prefetched while this one multiplies.
+                    let next = std::array::from_fn(|c| {
+                        self.b.ptr.offset((j + width + c).min(n - 1) as isize * cs)
+                    });
                     // SAFETY: x and the columns hold k contiguous elements each; `dot` is the
                     // kernel of the path, which was chosen to be supported.
-                    let sums = dot(k, self.x, cols);
+                    let sums = dot(k, self.x, cols, next);
                     for (c, &sum) in sums[..width].iter().enumerate() {
                         self.store(j + c, sum);
                     }
