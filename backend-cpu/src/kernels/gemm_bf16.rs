@@ -38,7 +38,7 @@ pub(crate) const MR: usize = 12;
 pub(crate) const NR: usize = 32;
 /// Pairs of k steps per block: an A panel block is `KC * MR * 4` = 12 KiB, a B panel block
 /// `KC * NR * 4` = 32 KiB.
-const KC: usize = 256;
+pub(crate) const KC: usize = 256;
 /// A panels per parallel task (96 rows).
 const PANELS_PER_TASK: usize = 8;
 /// Multiply-adds below which the product runs on the calling thread.
@@ -241,18 +241,21 @@ fn pack_a(a: &Bf16Matrix, pairs: usize) -> Result<Vec<u32>> {
 /// B (`k x n`) packed into panels of [`NR`] columns of k-pair words (see the module docs),
 /// walking whichever of B's dimensions is contiguous in memory.
 pub(crate) fn pack_b(b: &Bf16Matrix, pairs: usize) -> Result<Vec<u32>> {
+    let mut out = zeroed(b.cols.div_ceil(NR) * pairs * NR)?;
+    pack_b_into(&mut out, b, pairs);
+    Ok(out)
+}
+
+/// [`pack_b`] into `out`, which holds `b.cols.div_ceil(NR) * pairs * NR` zeros (the padding
+/// is not written).
+pub(crate) fn pack_b_into(out: &mut [u32], b: &Bf16Matrix, pairs: usize) {
     let panels = b.cols.div_ceil(NR);
-    let mut out = zeroed(panels * pairs * NR)?;
+    assert_eq!(out.len(), panels * pairs * NR, "packed B length");
     if b.rs == 1
         && b.cs != 1
-        && pack_word_lines(
-            &mut out,
-            (b.data, b.offset, b.cs),
-            (b.cols, b.rows),
-            (NR, pairs),
-        )
+        && pack_word_lines(out, (b.data, b.offset, b.cs), (b.cols, b.rows), (NR, pairs))
     {
-        return Ok(out);
+        return;
     }
     let at = |r: usize, c: usize| b.data[b.offset + r * b.rs + c * b.cs].to_bits();
     let word = |lo: u16, hi: u16| u32::from(lo) | (u32::from(hi) << 16);
@@ -313,7 +316,6 @@ pub(crate) fn pack_b(b: &Bf16Matrix, pairs: usize) -> Result<Vec<u32>> {
             }
         }
     }
-    Ok(out)
 }
 
 /// The kernel that multiplies bf16 matrices in this process.
@@ -375,7 +377,7 @@ fn halves(word: u32) -> (f32, f32) {
 ///
 /// # Safety
 /// With `accumulate`, every value of the tile must be initialised.
-type TileFn = unsafe fn(&[u32], &[u32], &mut [MaybeUninit<f32>], usize, bool);
+pub(crate) type TileFn = unsafe fn(&[u32], &[u32], &mut [MaybeUninit<f32>], usize, bool);
 
 /// Checks a [`TileFn`]'s operands (panics on a violated contract: the callers are this module's
 /// loops) and returns the number of pairs.
@@ -539,13 +541,38 @@ pub(crate) fn fast_kernel() -> Option<TileFn> {
     None
 }
 
-/// `A·B` (`m x k` by `k x n`) into a fresh row-major f32 `m x n`, through `kernel`.
+/// The order of [`gemm_bf16_into`]'s loops.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum LoopOrder {
+    /// Tasks of rows, B packed whole first.
+    Rows,
+    /// Tasks of B's column panels, each packed as it is used
+    /// ([`super::gemm_bf16_columns`]).
+    ColumnPanels,
+}
+
+impl LoopOrder {
+    /// The order for a product of `a` and `b`: column panels for few rows times a B whose
+    /// columns are contiguous (a transposed weight: each panel packs from contiguous runs; a
+    /// row-major B, such as a convolution's unfolded input, packs faster whole).
+    fn for_operands(a: &Bf16Matrix, b: &Bf16Matrix) -> LoopOrder {
+        if a.rows <= super::gemm_bf16_columns::FEW_ROWS && b.rs == 1 && b.cs != 1 {
+            LoopOrder::ColumnPanels
+        } else {
+            LoopOrder::Rows
+        }
+    }
+}
+
+/// `A·B` (`m x k` by `k x n`) into a fresh row-major f32 `m x n`, through `kernel`, in
+/// `order`.
 #[cfg(test)]
 pub(crate) fn gemm_bf16(
     a: &Bf16Matrix,
     b: &Bf16Matrix,
     kernel: TileFn,
     threads: usize,
+    order: LoopOrder,
 ) -> Result<Vec<f32>> {
     let len = a
         .rows
@@ -555,19 +582,30 @@ pub(crate) fn gemm_bf16(
             msg: format!("{} x {}", a.rows, b.cols),
         })?;
     let mut c = zeroed::<f32>(len)?;
-    gemm_bf16_into(a, b, kernel, threads, &mut c)?;
+    gemm_bf16_ordered(a, b, (kernel, threads, order), &mut c)?;
     Ok(c)
 }
 
 /// `A·B` (`m x k` by `k x n`) into `out` (row-major `m x n`), through `kernel`. Each task of
 /// [`PANELS_PER_TASK`] panels of rows accumulates its rows in an f32 buffer of its own,
 /// block of pairs after block, and stores them into `out` (rounded once, for bf16) while they
-/// are still in the caches.
+/// are still in the caches. Products of few rows take [`LoopOrder::ColumnPanels`].
 pub(crate) fn gemm_bf16_into<O: ProductOutput>(
     a: &Bf16Matrix,
     b: &Bf16Matrix,
     kernel: TileFn,
     threads: usize,
+    out: &mut [O],
+) -> Result<()> {
+    let order = LoopOrder::for_operands(a, b);
+    gemm_bf16_ordered(a, b, (kernel, threads, order), out)
+}
+
+/// [`gemm_bf16_into`] in `order`.
+fn gemm_bf16_ordered<O: ProductOutput>(
+    a: &Bf16Matrix,
+    b: &Bf16Matrix,
+    (kernel, threads, order): (TileFn, usize, LoopOrder),
     out: &mut [O],
 ) -> Result<()> {
     let (m, k, n) = (a.rows, a.cols, b.cols);
@@ -592,6 +630,17 @@ pub(crate) fn gemm_bf16_into<O: ProductOutput>(
         return Ok(());
     }
     let packed_a = pack_a(a, pairs)?;
+    let parallel = m * n * k >= PARALLEL_MACS;
+    if order == LoopOrder::ColumnPanels {
+        return super::gemm_bf16_columns::gemm_by_column_panels(
+            &packed_a,
+            m,
+            b,
+            pairs,
+            (kernel, threads, parallel),
+            out,
+        );
+    }
     let packed_b = pack_b(b, pairs)?;
     let rows_per_task = MR * PANELS_PER_TASK;
     let task = |c: &mut Vec<MaybeUninit<f32>>, (t, dst): (usize, &mut [O])| -> Result<()> {
@@ -645,7 +694,7 @@ pub(crate) fn gemm_bf16_into<O: ProductOutput>(
         O::store(dst, rows);
         Ok(())
     };
-    if threads > 1 && m * n * k >= PARALLEL_MACS {
+    if threads > 1 && parallel {
         out.par_chunks_mut(rows_per_task * n)
             .enumerate()
             .try_for_each_init(Vec::new, task)
@@ -852,12 +901,14 @@ pub(super) mod tests {
         let (da, db) = (values(m * k, 1), values(k * n, 2));
         let a = matrix(&da, m, k, transposed);
         let b = matrix(&db, k, n, transposed);
-        let got = gemm_bf16(&a, &b, kernel, threads).unwrap();
         let want = reference(&a, &b);
-        assert_eq!(got.len(), want.len());
-        for (idx, (g, w)) in got.iter().zip(&want).enumerate() {
-            // Exact: every product and partial sum of these values is an f32.
-            assert_eq!(f64::from(*g), *w, "({m}, {k}, {n}) at {idx}");
+        for order in [LoopOrder::Rows, LoopOrder::ColumnPanels] {
+            let got = gemm_bf16(&a, &b, kernel, threads, order).unwrap();
+            assert_eq!(got.len(), want.len());
+            for (idx, (g, w)) in got.iter().zip(&want).enumerate() {
+                // Exact: every product and partial sum of these values is an f32.
+                assert_eq!(f64::from(*g), *w, "({m}, {k}, {n}) {order:?} at {idx}");
+            }
         }
     }
 
@@ -909,9 +960,11 @@ pub(super) mod tests {
                 }
             }
             let (a, b) = (strided(&da, m, k), strided(&db, k, n));
-            let got = gemm_bf16(&a, &b, portable_tile, 1).unwrap();
-            for (idx, (g, w)) in got.iter().zip(&reference(&a, &b)).enumerate() {
-                assert_eq!(f64::from(*g), *w, "({m}, {k}, {n}) at {idx}");
+            for order in [LoopOrder::Rows, LoopOrder::ColumnPanels] {
+                let got = gemm_bf16(&a, &b, portable_tile, 1, order).unwrap();
+                for (idx, (g, w)) in got.iter().zip(&reference(&a, &b)).enumerate() {
+                    assert_eq!(f64::from(*g), *w, "({m}, {k}, {n}) {order:?} at {idx}");
+                }
             }
         }
     }
@@ -933,11 +986,14 @@ pub(super) mod tests {
         let da: Vec<bf16> = (0..m * k).map(|_| next()).collect();
         let db: Vec<bf16> = (0..k * n).map(|_| next()).collect();
         let (a, b) = (matrix(&da, m, k, false), matrix(&db, k, n, false));
-        let fast = gemm_bf16(&a, &b, kernel, 1).unwrap();
         let want = reference(&a, &b);
-        for (g, w) in fast.iter().zip(&want) {
-            // f32 accumulation of k products of magnitude <= 1: a few ulps of the sum's scale.
-            assert!((f64::from(*g) - w).abs() <= 1e-5 * k as f64, "{g} vs {w}");
+        for order in [LoopOrder::Rows, LoopOrder::ColumnPanels] {
+            let fast = gemm_bf16(&a, &b, kernel, 1, order).unwrap();
+            for (g, w) in fast.iter().zip(&want) {
+                // f32 accumulation of k products of magnitude <= 1: a few ulps of the sum's
+                // scale.
+                assert!((f64::from(*g) - w).abs() <= 1e-5 * k as f64, "{g} vs {w}");
+            }
         }
     }
 
@@ -1017,7 +1073,7 @@ pub(super) mod tests {
         };
         let b = matrix(&data, 3, 2, false);
         assert!(matches!(
-            gemm_bf16(&a, &b, portable_tile, 1),
+            gemm_bf16(&a, &b, portable_tile, 1, LoopOrder::Rows),
             Err(Error::InvalidArgument { .. })
         ));
     }

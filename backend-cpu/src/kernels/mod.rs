@@ -17,6 +17,7 @@ pub(crate) mod gelu_grad;
 pub(crate) mod gemm;
 pub(crate) mod gemm_amx;
 pub(crate) mod gemm_bf16;
+pub(crate) mod gemm_bf16_columns;
 pub(crate) mod gemv_bf16;
 pub(crate) mod index_check;
 pub(crate) mod index_select;
