@@ -17,9 +17,10 @@ const COLUMNS_PER_TASK: usize = 64;
 const PARALLEL_MACS: usize = 1 << 18;
 
 /// The dot products of `x` (`k` values) with eight rows: `rows[r]` holds at least `k` values.
-/// `next` are the rows of the following call, which the kernel asks the CPU to prefetch (a
-/// hint; nothing of them is read).
-type Dot8 = fn(&[u16], [&[u16]; 8], [&[u16]; 8]) -> [f32; 8];
+/// `next`, if given, are the rows of the following call, which the kernel asks the CPU to
+/// prefetch into L2 (a hint; nothing of them is read; see
+/// [`crate::kernels::gemm::worth_prefetching`]).
+type Dot8 = fn(&[u16], [&[u16]; 8], Option<[&[u16]; 8]>) -> [f32; 8];
 
 /// The `vdpbf16ps` dot kernel, when this build has it and this CPU runs it.
 fn kernel() -> Option<Dot8> {
@@ -82,13 +83,14 @@ fn gemv_with<O: ProductOutput>(
         let start = b.offset + j * b.cs;
         b.data[start..start + k].reinterpret_cast()
     };
+    let prefetch = crate::kernels::gemm::worth_prefetching(2 * k * n);
     let task = |(t, dst): (usize, &mut [O])| {
         let first = t * COLUMNS_PER_TASK;
         for (c, part) in dst.chunks_mut(8).enumerate() {
             let j0 = first + 8 * c;
             // A short last group repeats its last row; the extra results are dropped.
             let rows = std::array::from_fn(|r| row(j0 + r.min(part.len() - 1)));
-            let next = std::array::from_fn(|r| row((j0 + 8 + r).min(n - 1)));
+            let next = prefetch.then(|| std::array::from_fn(|r| row((j0 + 8 + r).min(n - 1))));
             let sums = dot8(&x, rows, next);
             O::store(part, &sums[..part.len()]);
         }
@@ -106,7 +108,7 @@ fn gemv_with<O: ProductOutput>(
 /// The scalar twin of the kernel (the products summed in order, in f32), for the tests: on
 /// values whose products and sums are exact in f32, both give the definition's result.
 #[cfg(test)]
-fn portable_dot8(x: &[u16], rows: [&[u16]; 8], _next: [&[u16]; 8]) -> [f32; 8] {
+fn portable_dot8(x: &[u16], rows: [&[u16]; 8], _next: Option<[&[u16]; 8]>) -> [f32; 8] {
     let value = |bits: u16| f32::from_bits(u32::from(bits) << 16);
     rows.map(|row| {
         x.iter()
@@ -119,13 +121,16 @@ fn portable_dot8(x: &[u16], rows: [&[u16]; 8], _next: [&[u16]; 8]) -> [f32; 8] {
 mod avx512 {
     // Built only where `build.rs` found the AVX-512 intrinsics stable (Rust 1.89+).
     #![allow(clippy::incompatible_msrv)]
+    use crate::kernels::gemm::PREFETCH_SPAN_BYTES;
     use std::arch::x86_64::*;
 
     /// [`super::Dot8`] on `vdpbf16ps`.
-    pub(super) fn dot8(x: &[u16], rows: [&[u16]; 8], next: [&[u16]; 8]) -> [f32; 8] {
+    pub(super) fn dot8(x: &[u16], rows: [&[u16]; 8], next: Option<[&[u16]; 8]>) -> [f32; 8] {
         let k = x.len();
         assert!(
-            rows.iter().chain(&next).all(|r| r.len() >= k),
+            rows.iter()
+                .chain(next.iter().flatten())
+                .all(|r| r.len() >= k),
             "rows shorter than x"
         );
         assert!(
@@ -138,7 +143,7 @@ mod avx512 {
             dot8_avx512(
                 x.as_ptr(),
                 rows.map(<[u16]>::as_ptr),
-                next.map(<[u16]>::as_ptr),
+                next.map(|rows| rows.map(<[u16]>::as_ptr)),
                 k,
             )
         }
@@ -151,7 +156,7 @@ mod avx512 {
     unsafe fn dot8_avx512(
         x: *const u16,
         rows: [*const u16; 8],
-        next: [*const u16; 8],
+        next: Option<[*const u16; 8]>,
         k: usize,
     ) -> [f32; 8] {
         let mut acc = [_mm512_setzero_ps(); 8];
@@ -161,8 +166,12 @@ mod avx512 {
             // SAFETY: values `i..i + 32 <= k` of `x` and of each row are readable.
             unsafe {
                 let xv: __m512bh = std::mem::transmute(_mm512_loadu_si512(x.add(i).cast()));
-                for ahead in next {
-                    _mm_prefetch::<_MM_HINT_T1>(ahead.add(i).cast());
+                if let Some(next) = next {
+                    if (2 * i) % PREFETCH_SPAN_BYTES == 0 {
+                        for ahead in next {
+                            _mm_prefetch::<_MM_HINT_T1>(ahead.add(i).cast());
+                        }
+                    }
                 }
                 for (a, row) in acc.iter_mut().zip(rows) {
                     let w: __m512bh = std::mem::transmute(_mm512_loadu_si512(row.add(i).cast()));
@@ -231,6 +240,21 @@ mod tests {
         let (got, want) = product(dot8, (5000, 70), 2);
         let got: Vec<f64> = got.into_iter().map(f64::from).collect();
         assert_eq!(got, want, "k = 5000");
+        // Prefetching the next rows (only weights of megabytes do in a product) changes
+        // nothing of the sums.
+        for k in [31, 32, 100, 777] {
+            let (x, w) = (values(k, 5), values(8 * k + 5, 6));
+            let bits = |v: &[bf16]| v.iter().map(|b| b.to_bits()).collect::<Vec<u16>>();
+            let (x, w) = (bits(&x), bits(&w));
+            let rows: [&[u16]; 8] = std::array::from_fn(|r| &w[r * k..(r + 1) * k]);
+            let next: [&[u16]; 8] = std::array::from_fn(|r| &w[r * k + 5..(r + 1) * k + 5]);
+            assert_eq!(dot8(&x, rows, Some(next)), dot8(&x, rows, None), "k = {k}");
+            assert_eq!(
+                dot8(&x, rows, None),
+                portable_dot8(&x, rows, None),
+                "k = {k}"
+            );
+        }
     }
 
     #[test]

@@ -15,21 +15,36 @@
 /// Dot products computed together.
 pub(super) const COLUMNS: usize = 8;
 
+/// One prefetch per this many bytes (a cache line) of each of the next call's columns.
+pub(crate) const PREFETCH_SPAN_BYTES: usize = 64;
+
 /// `out[c] = Σ_{p<k} x[p]·cols[c][p]` for `c < COLUMNS`, prefetching the `k` elements at each
-/// of `next` (the columns of the following call) into the L2 cache as it goes.
+/// of `next` (the columns of the following call), if given, into the L2 cache as it goes.
 ///
 /// # Safety
 /// `x` and every `cols[c]` must address `k` readable contiguous elements; the CPU must have
 /// the kernel's target features. `next` is only prefetched (a hint, never read).
 pub(super) type DotFn<T> =
-    unsafe fn(usize, *const T, [*const T; COLUMNS], [*const T; COLUMNS]) -> [T; COLUMNS];
+    unsafe fn(usize, *const T, [*const T; COLUMNS], Option<[*const T; COLUMNS]>) -> [T; COLUMNS];
+
+/// Whether a vector-matrix product prefetches the next columns of a weight of `bytes`: a
+/// weight read from memory streams in runs of one row each, too short for the hardware
+/// prefetcher to get ahead of (on a Zen 4 the software prefetch made batch-1 decoding of
+/// 125M-parameter models 1.25x faster in f32 and 1.4x in bf16), but one that the caches can
+/// hold (a small model's, read again on every call) runs about 15% slower with the extra
+/// instructions. Only the caller knows where the weight is; its size decides here: at least
+/// twice this core's L2.
+pub(crate) fn worth_prefetching(bytes: usize) -> bool {
+    let l2 = crate::cpu_caches::CacheSizes::of_this_machine()
+        .l2
+        .unwrap_or(1 << 20);
+    bytes >= 2 * l2
+}
 
 /// Writes a kernel: `unroll` vectors of `x` per step (`unroll · COLUMNS` accumulators), then
-/// one vector at a time, then a scalar tail; lanes summed at the end. Each vector step also
-/// prefetches the same span of the next call's columns: a decode step's weights stream from
-/// memory in runs of one row each, too short for the hardware prefetcher to get ahead of
-/// (measured on a Zen 4: the L2 hint made batch-1 decoding 1.2-1.5x faster; the L1 hint
-/// about half as much).
+/// one vector at a time, then a scalar tail; lanes summed at the end. With `next`, the
+/// unrolled steps also prefetch the same lines of the next call's columns into L2 (see
+/// [`worth_prefetching`]; on a Zen 4 the L1 hint gained about half as much as the L2 one).
 macro_rules! dot_kernel {
     ($(#[$doc:meta])* $name:ident: $t:ty, $feature:literal, lanes = $lanes:literal,
      unroll = $unroll:literal, $vec:ty, $zero:ident, $load:ident, $fma:ident, $add:ident,
@@ -43,7 +58,7 @@ macro_rules! dot_kernel {
             k: usize,
             x: *const $t,
             cols: [*const $t; COLUMNS],
-            next: [*const $t; COLUMNS],
+            next: Option<[*const $t; COLUMNS]>,
         ) -> [$t; COLUMNS] {
             // SAFETY: every read is at an index below `k` of `x` or of a column.
             unsafe {
@@ -53,9 +68,13 @@ macro_rules! dot_kernel {
                     for (u, acc) in acc.iter_mut().enumerate() {
                         let at = p + u * $lanes;
                         let xs = $load(x.add(at));
-                        for ahead in next {
-                            // A hint: it reads nothing architecturally and cannot fault.
-                            _mm_prefetch::<_MM_HINT_T1>(ahead.wrapping_add(at).cast());
+                        if let Some(next) = next {
+                            if (at * std::mem::size_of::<$t>()) % PREFETCH_SPAN_BYTES == 0 {
+                                for ahead in next {
+                                    // A hint: it reads nothing architecturally, cannot fault.
+                                    _mm_prefetch::<_MM_HINT_T1>(ahead.wrapping_add(at).cast());
+                                }
+                            }
                         }
                         for c in 0..COLUMNS {
                             acc[c] = $fma(xs, $load(cols[c].add(at)), acc[c]);
@@ -91,7 +110,7 @@ macro_rules! dot_kernel {
 /// AVX-512F kernels.
 #[cfg(all(target_arch = "x86_64", tessera_avx512))]
 pub(super) mod avx512 {
-    use super::COLUMNS;
+    use super::{COLUMNS, PREFETCH_SPAN_BYTES};
     use core::arch::x86_64::*;
 
     dot_kernel!(
@@ -109,7 +128,7 @@ pub(super) mod avx512 {
 /// AVX2 + FMA kernels.
 #[cfg(target_arch = "x86_64")]
 pub(super) mod avx2 {
-    use super::COLUMNS;
+    use super::{COLUMNS, PREFETCH_SPAN_BYTES};
     use core::arch::x86_64::*;
 
     dot_kernel!(
@@ -163,7 +182,7 @@ mod tests {
                     .collect();
                 let ptrs = std::array::from_fn(|c| cols[c].as_ptr());
                 // SAFETY: x and every column hold k elements; `path` is supported.
-                let got = unsafe { dot(k, x.as_ptr(), ptrs, ptrs) };
+                let got = unsafe { dot(k, x.as_ptr(), ptrs, (k % 2 == 0).then_some(ptrs)) };
                 for c in 0..COLUMNS {
                     let want: f64 = (0..k).map(|p| x[p].into() * cols[c][p].into()).sum();
                     let scale: f64 = (0..k)

@@ -217,6 +217,7 @@ impl<T: GemmElement> Vector<T> {
             let body = k / LANES * LANES;
             let mut j = 0;
             if let Some(dot) = self.dot {
+                let prefetch = super::dot::worth_prefetching(k * n * std::mem::size_of::<T>());
                 while j < n {
                     // The last group repeats its last column in the lanes past `n` (computed,
                     // never stored), so no output takes the scalar loops below.
@@ -225,8 +226,10 @@ impl<T: GemmElement> Vector<T> {
                         self.b.ptr.offset((j + c.min(width - 1)) as isize * cs)
                     });
                     // The next group's columns, prefetched while this one multiplies.
-                    let next = std::array::from_fn(|c| {
-                        self.b.ptr.offset((j + width + c).min(n - 1) as isize * cs)
+                    let next = prefetch.then(|| {
+                        std::array::from_fn(|c| {
+                            self.b.ptr.offset((j + width + c).min(n - 1) as isize * cs)
+                        })
                     });
                     // SAFETY: x and the columns hold k contiguous elements each; `dot` is the
                     // kernel of the path, which was chosen to be supported.

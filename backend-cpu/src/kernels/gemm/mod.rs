@@ -33,6 +33,7 @@ mod dot;
 mod gemv;
 mod microkernel;
 mod pack;
+pub(crate) use dot::{worth_prefetching, PREFETCH_SPAN_BYTES};
 /// The AVX-512 transposing packer, for the bf16 GEMMs' pair words (32 bits, moved as f32).
 #[cfg(all(target_arch = "x86_64", tessera_avx512, not(miri)))]
 pub(crate) use pack::avx512::transpose_f32;
