@@ -66,7 +66,7 @@ struct Args {
     precision: Precision,
     /// With `--model-dir`: the dtype the weights are loaded in (f32, bf16, f16). By default
     /// the precision's: `--precision bf16` loads bf16 weights and computes in bf16 throughout,
-    /// as `transformers` does with `dtype=torch.bfloat16` (about 1.3x f32's decoding speed on
+    /// as `transformers` does with `dtype=torch.bfloat16` (1.3-1.6x f32's decoding speed on
     /// a CPU with AVX-512 BF16). `--dtype f32` keeps f32 weights and an f32 residual stream
     /// with 16-bit products (slower: every weight is cast on every token).
     #[arg(long, value_parser = parse_weight_dtype)]
