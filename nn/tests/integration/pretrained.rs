@@ -76,6 +76,23 @@ fn a_sharded_checkpoint_loads_the_same_model() {
     }
 }
 
+/// The logits of `ids` (`[1, n]`) through a fresh cache: a prefill of `prefill` tokens, then
+/// one token at a time.
+fn cached_logits(model: &PretrainedModel<Cpu>, ids: &Tensor<Cpu>, prefill: usize) -> Tensor<Cpu> {
+    let mut cache = model.new_cache(1).unwrap();
+    let mut rows = vec![model
+        .forward_cached(&ids.narrow(1, 0, prefill).unwrap(), &mut cache)
+        .unwrap()];
+    for t in prefill..ids.dims()[1] {
+        rows.push(
+            model
+                .forward_cached(&ids.narrow(1, t, 1).unwrap(), &mut cache)
+                .unwrap(),
+        );
+    }
+    Tensor::cat(&rows.iter().collect::<Vec<_>>(), 1).unwrap()
+}
+
 #[test]
 fn cached_decoding_matches_the_full_logits() {
     for name in MODELS {
@@ -83,19 +100,7 @@ fn cached_decoding_matches_the_full_logits() {
         let r = reference(name);
         let ids = &r["input_ids_37"];
         let expected = &r["logits_37"];
-        // A prefill of 20 tokens, then one token at a time.
-        let mut cache = model.new_cache(1).unwrap();
-        let mut rows = vec![model
-            .forward_cached(&ids.narrow(1, 0, 20).unwrap(), &mut cache)
-            .unwrap()];
-        for t in 20..37 {
-            rows.push(
-                model
-                    .forward_cached(&ids.narrow(1, t, 1).unwrap(), &mut cache)
-                    .unwrap(),
-            );
-        }
-        let logits = Tensor::cat(&rows.iter().collect::<Vec<_>>(), 1).unwrap();
+        let logits = cached_logits(&model, ids, 20);
         let err = relative_error(&logits, expected);
         assert!(err < 1e-4, "{name}: relative error {err:.2e}");
     }
@@ -267,18 +272,7 @@ fn bf16_weights_and_compute_are_as_near_f32_as_transformers_in_bf16() {
             err < BF16_LOGITS_TOLERANCE,
             "{name}, one pass: relative error {err:.2e}"
         );
-        let mut cache = model.new_cache(1).unwrap();
-        let mut rows = vec![model
-            .forward_cached(&ids.narrow(1, 0, 20).unwrap(), &mut cache)
-            .unwrap()];
-        for t in 20..37 {
-            rows.push(
-                model
-                    .forward_cached(&ids.narrow(1, t, 1).unwrap(), &mut cache)
-                    .unwrap(),
-            );
-        }
-        let cached = Tensor::cat(&rows.iter().collect::<Vec<_>>(), 1).unwrap();
+        let cached = cached_logits(&model, ids, 20);
         let err = relative_error(&cached, expected);
         assert!(
             err < BF16_LOGITS_TOLERANCE,

@@ -182,11 +182,7 @@ mod tests {
 
     /// One warm-up run, no minimum warm-up time.
     fn quick() -> Protocol {
-        Protocol {
-            min_warmup_runs: 1,
-            min_warmup_s: 0.0,
-            ..Protocol::default()
-        }
+        Protocol::quick()
     }
 
     /// One MLP forward at batch 2, one repetition.

@@ -80,6 +80,16 @@ impl Protocol {
         }
     }
 
+    /// For tests: one warm-up run and no warm-up time, the default repetitions otherwise.
+    #[cfg(test)]
+    pub fn quick() -> Self {
+        Protocol {
+            min_warmup_runs: 1,
+            min_warmup_s: 0.0,
+            ..Protocol::default()
+        }
+    }
+
     /// The repetition count when none is given: enough for [`Protocol::target_s`] at
     /// `seconds_per_run`, clamped to `[min_reps, max_reps]`.
     pub fn reps_for(&self, seconds_per_run: f64) -> usize {

@@ -301,11 +301,7 @@ mod tests {
         argv.push(dir.display().to_string());
         let args = Cli::try_parse_from(&argv).unwrap().decode;
         assert_eq!(args.to_cli_args(), argv[1..]);
-        let quick = Protocol {
-            min_warmup_runs: 1,
-            min_warmup_s: 0.0,
-            ..Protocol::default()
-        };
+        let quick = Protocol::quick();
         let mut records = Vec::new();
         measure(
             &tessera_cpu::Cpu::new(),
@@ -375,11 +371,7 @@ mod tests {
         let args = Cli::try_parse_from(&argv).unwrap().decode;
         assert_eq!(args.precision, Some(PeerPrecision::Bf16));
         assert_eq!(args.to_cli_args(), argv[1..]);
-        let quick = Protocol {
-            min_warmup_runs: 1,
-            min_warmup_s: 0.0,
-            ..Protocol::default()
-        };
+        let quick = Protocol::quick();
         let mut records = Vec::new();
         // The suite's own flag wins over tessera-bench's precision.
         measure(

@@ -225,11 +225,7 @@ mod tests {
         ]) else {
             panic!("not the gemm suite");
         };
-        let quick = Protocol {
-            min_warmup_runs: 1,
-            min_warmup_s: 0.0,
-            ..Protocol::default()
-        };
+        let quick = Protocol::quick();
         let mut variants = Vec::new();
         measure(&tessera_cpu::Cpu::new(), &args, &quick, &mut |r| {
             variants.push(r.variant)

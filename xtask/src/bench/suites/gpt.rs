@@ -248,11 +248,7 @@ mod tests {
         argv.push(init.display().to_string());
         let args = Cli::try_parse_from(&argv).unwrap().gpt;
         assert_eq!(args.to_cli_args(), argv[1..]);
-        let quick = Protocol {
-            min_warmup_runs: 1,
-            min_warmup_s: 0.0,
-            ..Protocol::default()
-        };
+        let quick = Protocol::quick();
         let mut records = Vec::new();
         measure(
             &tessera_cpu::Cpu::new(),
@@ -290,11 +286,7 @@ mod tests {
         let args = Cli::try_parse_from(&argv).unwrap().gpt;
         assert_eq!(args.precision, Some(PeerPrecision::Bf16));
         assert_eq!(args.to_cli_args(), argv[1..]);
-        let quick = Protocol {
-            min_warmup_runs: 1,
-            min_warmup_s: 0.0,
-            ..Protocol::default()
-        };
+        let quick = Protocol::quick();
         let mut records = Vec::new();
         // The suite's flag wins over tessera-bench's global precision (f32 here).
         measure(

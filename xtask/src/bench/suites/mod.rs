@@ -318,11 +318,7 @@ mod tests {
     #[test]
     fn model_suites_measure_on_the_cpu_and_emit_their_phase() {
         let dev = tessera_cpu::Cpu::new();
-        let quick = Protocol {
-            min_warmup_runs: 1,
-            min_warmup_s: 0.0,
-            ..Protocol::default()
-        };
+        let quick = Protocol::quick();
         let mut records = Vec::new();
         for words in [
             &["mlp", "--batch", "4", "--reps", "1"][..],

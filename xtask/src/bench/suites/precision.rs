@@ -538,11 +538,7 @@ mod tests {
             "--reps",
             "1",
         ]);
-        let quick = Protocol {
-            min_warmup_runs: 1,
-            min_warmup_s: 0.0,
-            ..Protocol::default()
-        };
+        let quick = Protocol::quick();
         let mut records = Vec::new();
         measure(&tessera_cpu::Cpu::new(), &args, &quick, &mut |r| {
             records.push(r)
