@@ -14,7 +14,7 @@
 //! rope scaling, tied heads, dtypes) saved and loaded back keeps its configuration and tensors.
 
 use super::kinds::*;
-use super::{alloc_work, op, same_values, FuzzBackend, Op};
+use super::{alloc_work, op, same_values, FuzzBackend, Op, LAYER_WORK};
 use crate::machine::{Ctx, Outcome, Skip};
 use crate::rng::Rng;
 use serde_json::{json, Map, Value};
@@ -594,7 +594,8 @@ impl Allocations {
             if let Some(i) = until_failure(&self.layer) {
                 return work.saturating_add(sum(&self.layer[..i]));
             }
-            work = work.saturating_add(sum(&self.layer).saturating_mul(self.layers));
+            let per_layer = sum(&self.layer).saturating_add(LAYER_WORK);
+            work = work.saturating_add(per_layer.saturating_mul(self.layers));
         }
         match until_failure(&self.last) {
             Some(i) => work.saturating_add(sum(&self.last[..i])),

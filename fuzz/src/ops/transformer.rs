@@ -4,7 +4,7 @@
 
 use super::kinds::*;
 use super::layers::layer;
-use super::{alloc_work, has, op, out_tensor, FuzzBackend, Op};
+use super::{alloc_work, has, op, out_tensor, FuzzBackend, Op, LAYER_WORK};
 use crate::args::Kind;
 use crate::machine::Ctx;
 use crate::rng::Rng;
@@ -112,7 +112,8 @@ fn attention_shape<B: FuzzBackend>(c: &Ctx<'_, B>, i: usize, small: bool) -> (us
     (e, h)
 }
 
-/// The work of building a GPT of `config` (its parameters, saturating).
+/// The work of building a GPT of `config`: its parameters, and each block's own cost
+/// ([`LAYER_WORK`], whatever its width), saturating.
 fn gpt_work(config: &GptConfig) -> usize {
     let e = config.n_embd;
     let per_layer = e.saturating_mul(e).saturating_mul(12);
@@ -120,7 +121,7 @@ fn gpt_work(config: &GptConfig) -> usize {
         .saturating_mul(config.n_layer)
         .saturating_add(config.vocab_size.saturating_mul(e))
         .saturating_add(config.block_size.saturating_mul(e));
-    alloc_work(n)
+    alloc_work(n).saturating_add(config.n_layer.saturating_mul(LAYER_WORK))
 }
 
 /// Text from the bytes argument at `i` (lossy UTF-8).
@@ -596,4 +597,22 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             }
         }),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_cpu::Cpu;
+
+    /// The first fuzz finding of 2026-12-06: `Gpt: init, forward, loss` with 2^20 blocks of
+    /// width 1 (12 parameters each) was under the budget, then ran the child out of memory
+    /// (each block's tensors and graph nodes weigh ~58 KiB whatever its width).
+    #[test]
+    fn a_gpt_of_a_million_tiny_blocks_is_over_the_budget() {
+        let many = GptConfig::new(1 << 20, 1, 1, 4, 1);
+        assert!(gpt_work(&many) > <Cpu as FuzzBackend>::WORK_BUDGET);
+        // A small model's work is still well inside it.
+        let small = GptConfig::new(2, 2, 8, 8, 16);
+        assert!(gpt_work(&small) < <Cpu as FuzzBackend>::WORK_BUDGET / 64);
+    }
 }
