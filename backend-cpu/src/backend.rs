@@ -71,7 +71,8 @@ impl Backend for Cpu {
         // either 16-bit dtype, whose backward pass then needs no second forward pass
         // (`attention_ops`); and the selections (`index_select`, `gather`, `where`), which
         // compute nothing and copy the stored 16 bits (widened, an embedding lookup converted
-        // the whole table on every call).
+        // the whole table on every call); and bf16 pooling, one plane at a time through f32
+        // (`kernels::pool_bf16`).
         (dtype.is_half()
             && matches!(
                 op,
@@ -89,6 +90,7 @@ impl Backend for Cpu {
                         | HalfOp::Binary
                         | HalfOp::GeluBackward
                         | HalfOp::ReluBackward
+                        | HalfOp::Pool2d
                 ) || (matches!(op, HalfOp::Conv2d | HalfOp::Conv2dBackward)
                     && nn_ops::bf16_convolutions()))
     }

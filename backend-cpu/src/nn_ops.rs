@@ -11,7 +11,7 @@ use tessera_core::tensor::{
     check_conv2d, check_conv2d_backward_input, check_conv2d_backward_weight, check_pool2d_backward,
     pool_output_dims,
 };
-use tessera_core::{Conv2dParams, Layout, Pool2dParams, Result, Tensor};
+use tessera_core::{bf16, Conv2dParams, Layout, Pool2dParams, Result, Tensor};
 
 use crate::alloc::Zeroable;
 use crate::checks::check_storage;
@@ -19,6 +19,7 @@ use crate::kernels::conv::{self, ConvGeometry};
 use crate::kernels::conv_bf16;
 use crate::kernels::copy;
 use crate::kernels::pool::{self, PoolGeometry};
+use crate::kernels::pool_bf16;
 use crate::storage::CpuElement;
 use crate::{Cpu, CpuStorage};
 
@@ -154,12 +155,19 @@ pub(crate) fn max_pool2d(
 ) -> Result<Option<(Tensor<Cpu>, Tensor<Cpu>)>> {
     let out_dims = pool_output_dims("max_pool2d", x.dims(), p)?;
     let g = PoolGeometry::new("max_pool2d", x.dims(), &out_dims, p)?;
+    let dev = x.backend();
+    if let Some(xv) = values::<bf16>("max_pool2d", x)? {
+        let (out, arg) = pool_bf16::max_pool2d(&xv, &g)?;
+        return Ok(Some((
+            tensor(dev, CpuStorage::BF16(out), &out_dims)?,
+            tensor(dev, CpuStorage::I64(arg), &out_dims)?,
+        )));
+    }
     per_float!(x, |T, wrap| {
         let Some(xv) = values::<T>("max_pool2d", x)? else {
             return Ok(None);
         };
         let (out, arg) = pool::max_pool2d(&xv, &g)?;
-        let dev = x.backend();
         Ok(Some((
             tensor(dev, wrap(out), &out_dims)?,
             tensor(dev, CpuStorage::I64(arg), &out_dims)?,
@@ -177,10 +185,17 @@ pub(crate) fn max_pool2d_backward(
     const OP: &str = "max_pool2d_backward";
     check_pool2d_backward(OP, grad_out.dims(), input_dims, p)?;
     let g = PoolGeometry::new(OP, input_dims, grad_out.dims(), p)?;
+    if window_argmax.dims() != grad_out.dims() {
+        return Ok(None);
+    }
+    if let (Some(gv), Some(av)) = (
+        values::<bf16>(OP, grad_out)?,
+        values::<i64>(OP, window_argmax)?,
+    ) {
+        let dx = pool_bf16::max_pool2d_backward(&gv, &av, &g)?;
+        return tensor(grad_out.backend(), CpuStorage::BF16(dx), input_dims).map(Some);
+    }
     per_float!(grad_out, |T, wrap| {
-        if window_argmax.dims() != grad_out.dims() {
-            return Ok(None);
-        }
         let (Some(gv), Some(av)) = (
             values::<T>(OP, grad_out)?,
             values::<i64>(OP, window_argmax)?,
@@ -197,6 +212,10 @@ pub(crate) fn avg_pool2d(x: &Tensor<Cpu>, p: Pool2dParams) -> Result<Option<Tens
     let out_dims = pool_output_dims("avg_pool2d", x.dims(), p)?;
     let g = PoolGeometry::new("avg_pool2d", x.dims(), &out_dims, p)?;
     let window = p.kernel.0 as f64 * p.kernel.1 as f64;
+    if let Some(xv) = values::<bf16>("avg_pool2d", x)? {
+        let out = pool_bf16::avg_pool2d(&xv, &g, window as f32)?;
+        return tensor(x.backend(), CpuStorage::BF16(out), &out_dims).map(Some);
+    }
     per_float!(x, |T, wrap| {
         let Some(xv) = values::<T>("avg_pool2d", x)? else {
             return Ok(None);
@@ -216,6 +235,10 @@ pub(crate) fn avg_pool2d_backward(
     check_pool2d_backward(OP, grad_out.dims(), input_dims, p)?;
     let g = PoolGeometry::new(OP, input_dims, grad_out.dims(), p)?;
     let window = p.kernel.0 as f64 * p.kernel.1 as f64;
+    if let Some(gv) = values::<bf16>(OP, grad_out)? {
+        let dx = pool_bf16::avg_pool2d_backward(&gv, &g, window as f32)?;
+        return tensor(grad_out.backend(), CpuStorage::BF16(dx), input_dims).map(Some);
+    }
     per_float!(grad_out, |T, wrap| {
         let Some(gv) = values::<T>(OP, grad_out)? else {
             return Ok(None);

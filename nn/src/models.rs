@@ -173,6 +173,16 @@ impl<B: Backend> ReferenceModel<B> {
         indices.iter().map(|i| i.to_string()).collect()
     }
 
+    /// The policy its layers compute under (that of its first layer: the builders give every
+    /// layer the same).
+    pub fn precision(&self) -> Precision {
+        match self {
+            ReferenceModel::Mlp(m) => m.layers().0.precision(),
+            ReferenceModel::Cnn(m) => m.layers().0.precision(),
+            ReferenceModel::Sharded(m, _) => m.precision(),
+        }
+    }
+
     /// The model with each layer that has parameters run through `units` (sharding level 3:
     /// each layer's parameters gathered for its forward and backward passes only; see
     /// [`ShardedUnits`]), whose units must be [`ReferenceModel::unit_prefixes`]. Parameter
@@ -256,12 +266,20 @@ impl<B: Backend> ToBackend<B> for ReferenceModel<B> {
     }
 }
 
+/// Under a 16-bit policy the activations stay in the compute dtype from the first layer to the
+/// last, as PyTorch's autocast keeps them: the input is cast once, ReLU, pooling and flatten
+/// run on 16-bit values, and only the logits are cast back to the input's dtype. The values
+/// are those of casting back after every layer (ReLU, max pooling and flatten commute with
+/// rounding), without a cast of each activation and of its gradient.
 impl<B: Backend> Forward<B> for ReferenceModel<B> {
     fn forward(&self, x: &Var<B>) -> Result<Var<B>> {
-        match self {
-            ReferenceModel::Mlp(m) => m.forward(x),
-            ReferenceModel::Cnn(m) => m.forward(x),
-            ReferenceModel::Sharded(m, units) => m.forward_units(x, units),
-        }
+        let precision = self.precision();
+        let inside = precision.to_compute(x)?;
+        let y = match self {
+            ReferenceModel::Mlp(m) => m.forward(&inside),
+            ReferenceModel::Cnn(m) => m.forward(&inside),
+            ReferenceModel::Sharded(m, units) => m.forward_units(&inside, units),
+        }?;
+        precision.from_compute(y, x.dtype())
     }
 }

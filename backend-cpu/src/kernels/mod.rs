@@ -27,6 +27,7 @@ pub(crate) mod map;
 pub(crate) mod matmul;
 pub(crate) mod num;
 pub(crate) mod pool;
+pub(crate) mod pool_bf16;
 pub(crate) mod random;
 pub(crate) mod reduce;
 pub(crate) mod reducer;

@@ -77,12 +77,67 @@ impl PoolGeometry {
         inside.then(|| iy as usize * self.w + ix as usize)
     }
 
-    fn plane_in(&self) -> usize {
+    /// Elements of one input plane.
+    pub(super) fn plane_in(&self) -> usize {
         self.h * self.w
     }
 
-    fn plane_out(&self) -> usize {
+    /// Elements of one output plane.
+    pub(super) fn plane_out(&self) -> usize {
         self.oh * self.ow
+    }
+
+    /// Input plane `p` of `x`.
+    pub(super) fn input_plane<'a, T>(&self, x: &'a [T], p: usize) -> &'a [T] {
+        &x[p * self.plane_in()..(p + 1) * self.plane_in()]
+    }
+
+    /// Output plane `p` of `y` (outputs, gradients or window positions).
+    pub(super) fn output_plane<'a, T>(&self, y: &'a [T], p: usize) -> &'a [T] {
+        &y[p * self.plane_out()..(p + 1) * self.plane_out()]
+    }
+
+    /// The work of max pooling (for the parallel split): each output reads its window.
+    pub(super) fn max_work(&self) -> usize {
+        (self.planes * self.plane_out())
+            .saturating_mul(self.p.kernel.0)
+            .saturating_mul(self.p.kernel.1)
+    }
+
+    /// The work of a max-pooling gradient: each input written, each output read once.
+    pub(super) fn backward_work(&self) -> usize {
+        self.planes * (self.plane_in() + self.plane_out())
+    }
+
+    /// The work of average pooling: each output sums the taps of its window inside the image.
+    pub(super) fn avg_work(&self) -> usize {
+        (self.planes * self.plane_out())
+            .saturating_mul(self.p.kernel.0.min(self.h + 1))
+            .saturating_mul(self.p.kernel.1.min(self.w + 1))
+    }
+
+    /// The work of an average-pooling gradient.
+    pub(super) fn avg_backward_work(&self) -> usize {
+        let taps = self
+            .p
+            .kernel
+            .0
+            .min(self.h + 1)
+            .saturating_mul(self.p.kernel.1.min(self.w + 1));
+        self.planes.saturating_mul(
+            self.plane_in()
+                .saturating_add(self.plane_out().saturating_mul(taps)),
+        )
+    }
+
+    /// The number of `(n, c)` planes.
+    pub(super) fn planes(&self) -> usize {
+        self.planes
+    }
+
+    /// Elements of all output planes.
+    pub(super) fn output_len(&self) -> usize {
+        self.planes * self.plane_out()
     }
 }
 
@@ -123,25 +178,16 @@ fn for_each_plane<U: Send>(
 /// first one, as `argmax` rules; a window where nothing beats -inf points at its first
 /// position inside the input, as PyTorch).
 pub(crate) fn max_pool2d<T: Num>(x: &[T], g: &PoolGeometry) -> Result<(Vec<T>, Vec<i64>)> {
-    let (kh, kw) = g.p.kernel;
-    let len = g.planes * g.plane_out();
+    let len = g.output_len();
     let mut values = try_filled(len, T::LOWEST)?;
     let mut args = try_zeroed::<i64>(len)?;
     let per_plane = g.plane_out();
     if per_plane == 0 {
         return Ok((values, args));
     }
-    let plane = |p: usize, vals: &mut [T], idx: &mut [i64]| {
-        let src = &x[p * g.plane_in()..(p + 1) * g.plane_in()];
-        if g.p.padding == (0, 0) && g.p.kernel == (2, 2) && g.p.stride == (2, 2) {
-            max_plane_2x2_dispatch(src, g, vals, idx);
-        } else if g.p.padding == (0, 0) {
-            max_plane_unpadded(src, g, vals, idx);
-        } else {
-            max_plane_padded(src, g, vals, idx);
-        }
-    };
-    if worth_parallel(len.saturating_mul(kh).saturating_mul(kw)) {
+    let plane =
+        |p: usize, vals: &mut [T], idx: &mut [i64]| max_plane(g.input_plane(x, p), g, vals, idx);
+    if worth_parallel(g.max_work()) {
         values
             .par_chunks_mut(per_plane)
             .zip(args.par_chunks_mut(per_plane))
@@ -157,6 +203,18 @@ pub(crate) fn max_pool2d<T: Num>(x: &[T], g: &PoolGeometry) -> Result<(Vec<T>, V
         }
     }
     Ok((values, args))
+}
+
+/// One plane of max pooling: `src` is the input plane, `vals` and `idx` the output plane's
+/// maxima and window positions.
+pub(super) fn max_plane<T: Num>(src: &[T], g: &PoolGeometry, vals: &mut [T], idx: &mut [i64]) {
+    if g.p.padding == (0, 0) && g.p.kernel == (2, 2) && g.p.stride == (2, 2) {
+        max_plane_2x2_dispatch(src, g, vals, idx);
+    } else if g.p.padding == (0, 0) {
+        max_plane_unpadded(src, g, vals, idx);
+    } else {
+        max_plane_padded(src, g, vals, idx);
+    }
 }
 
 /// Whether `v` replaces the running maximum `best` (argmax's rule: strictly greater, or the
@@ -296,17 +354,35 @@ pub(crate) fn max_pool2d_backward<T: Num>(
     window_argmax: &[i64],
     g: &PoolGeometry,
 ) -> Result<Vec<T>> {
+    check_max_backward(grad_out.len(), window_argmax, g)?;
+    let mut dx = try_zeroed::<T>(g.planes * g.plane_in())?;
+    for_each_plane(&mut dx, g.plane_in(), g.backward_work(), |plane, dst| {
+        max_backward_plane(
+            g.output_plane(grad_out, plane),
+            g.output_plane(window_argmax, plane),
+            g,
+            dst,
+        )
+    });
+    Ok(dx)
+}
+
+/// Checks the operands of a max-pooling gradient: `grad_out` and `window_argmax` of the
+/// output's size, and every window position inside the window.
+pub(super) fn check_max_backward(
+    grad_out: usize,
+    window_argmax: &[i64],
+    g: &PoolGeometry,
+) -> Result<()> {
     const OP: &str = "max_pool2d_backward";
-    let kw = g.p.kernel.1;
-    let unpadded = g.p.padding == (0, 0);
-    let taps = g.p.kernel.0.saturating_mul(kw);
+    let taps = g.p.kernel.0.saturating_mul(g.p.kernel.1);
     let out_len = g.planes * g.plane_out();
-    if grad_out.len() != out_len || window_argmax.len() != out_len {
+    if grad_out != out_len || window_argmax.len() != out_len {
         return Err(Error::InvalidArgument {
             op: OP,
             msg: format!(
-                "grad_out ({}) and window_argmax ({}) must have the output's {out_len} elements",
-                grad_out.len(),
+                "grad_out ({grad_out}) and window_argmax ({}) must have the output's {out_len} \
+                 elements",
                 window_argmax.len()
             ),
         });
@@ -321,60 +397,85 @@ pub(crate) fn max_pool2d_backward<T: Num>(
             size: taps,
         });
     }
-    let mut dx = try_zeroed::<T>(g.planes * g.plane_in())?;
-    let work = g.planes * (g.plane_in() + g.plane_out());
-    for_each_plane(&mut dx, g.plane_in(), work, |plane, dst| {
-        let base = plane * g.plane_out();
-        for y in 0..g.oh {
-            for xx in 0..g.ow {
-                let o = base + y * g.ow + xx;
-                // In 0..taps: checked above.
-                let t = window_argmax[o] as usize;
-                let at = if unpadded {
-                    Some((y * g.p.stride.0 + t / kw) * g.w + xx * g.p.stride.1 + t % kw)
-                } else {
-                    g.tap((y, xx), (t / kw, t % kw))
-                };
-                if let Some(at) = at {
-                    dst[at] = dst[at].num_add(grad_out[o]);
-                }
+    Ok(())
+}
+
+/// One plane of the max-pooling gradient: each output's gradient `grad` added into the input
+/// plane `dst` (zeroed) at its recorded window position `args` (checked to be inside the
+/// window by [`check_max_backward`]).
+pub(super) fn max_backward_plane<T: Num>(
+    grad: &[T],
+    args: &[i64],
+    g: &PoolGeometry,
+    dst: &mut [T],
+) {
+    let kw = g.p.kernel.1;
+    let unpadded = g.p.padding == (0, 0);
+    for y in 0..g.oh {
+        for xx in 0..g.ow {
+            let o = y * g.ow + xx;
+            let t = args[o] as usize;
+            let at = if unpadded {
+                Some((y * g.p.stride.0 + t / kw) * g.w + xx * g.p.stride.1 + t % kw)
+            } else {
+                g.tap((y, xx), (t / kw, t % kw))
+            };
+            if let Some(at) = at {
+                dst[at] = dst[at].num_add(grad[o]);
             }
         }
-    });
-    Ok(dx)
+    }
 }
 
 /// Average pooling of a contiguous `x` (padding counts as zeros; the divisor is the window
 /// size).
-pub(crate) fn avg_pool2d<T: Num + std::ops::Div<Output = T> + From<u16>>(
+pub(crate) fn avg_pool2d<T: Num + std::ops::Div<Output = T>>(
     x: &[T],
     g: &PoolGeometry,
     window: T,
 ) -> Result<Vec<T>> {
-    let (kh, kw) = g.p.kernel;
     let mut out = try_zeroed::<T>(g.planes * g.plane_out())?;
-    let work = out
-        .len()
-        .saturating_mul(kh.min(g.h + 1))
-        .saturating_mul(kw.min(g.w + 1));
-    for_each_plane(&mut out, g.plane_out(), work, |plane, dst| {
-        let src = &x[plane * g.plane_in()..(plane + 1) * g.plane_in()];
-        for y in 0..g.oh {
-            let rows = g.rows_inside(y);
-            for xx in 0..g.ow {
-                let mut sum = T::ZERO;
-                for i in rows.clone() {
-                    for j in g.cols_inside(xx) {
-                        if let Some(at) = g.tap((y, xx), (i, j)) {
-                            sum = sum.num_add(src[at]);
-                        }
-                    }
-                }
-                dst[y * g.ow + xx] = sum / window;
-            }
-        }
+    for_each_plane(&mut out, g.plane_out(), g.avg_work(), |plane, dst| {
+        avg_plane(g.input_plane(x, plane), g, window, dst)
     });
     Ok(out)
+}
+
+/// One plane of average pooling: the input plane `src` into the output plane `dst`.
+pub(super) fn avg_plane<T: Num + std::ops::Div<Output = T>>(
+    src: &[T],
+    g: &PoolGeometry,
+    window: T,
+    dst: &mut [T],
+) {
+    for y in 0..g.oh {
+        let rows = g.rows_inside(y);
+        for xx in 0..g.ow {
+            let mut sum = T::ZERO;
+            for i in rows.clone() {
+                for j in g.cols_inside(xx) {
+                    if let Some(at) = g.tap((y, xx), (i, j)) {
+                        sum = sum.num_add(src[at]);
+                    }
+                }
+            }
+            dst[y * g.ow + xx] = sum / window;
+        }
+    }
+}
+
+/// Checks that an average-pooling gradient `grad_out` of `len` elements has the output's size.
+pub(super) fn check_avg_backward(len: usize, g: &PoolGeometry) -> Result<()> {
+    if len != g.planes * g.plane_out() {
+        return Err(Error::InvalidArgument {
+            op: "avg_pool2d_backward",
+            msg: format!(
+                "grad_out has {len} elements, not the output's {}",
+                g.planes * g.plane_out()
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// Gradient of average pooling: each output's gradient divided by the window size and added
@@ -384,38 +485,36 @@ pub(crate) fn avg_pool2d_backward<T: Num + std::ops::Div<Output = T>>(
     g: &PoolGeometry,
     window: T,
 ) -> Result<Vec<T>> {
-    let (kh, kw) = g.p.kernel;
-    if grad_out.len() != g.planes * g.plane_out() {
-        return Err(Error::InvalidArgument {
-            op: "avg_pool2d_backward",
-            msg: format!(
-                "grad_out has {} elements, not the output's {}",
-                grad_out.len(),
-                g.planes * g.plane_out()
-            ),
-        });
-    }
+    check_avg_backward(grad_out.len(), g)?;
     let mut dx = try_zeroed::<T>(g.planes * g.plane_in())?;
-    let taps = kh.min(g.h + 1).saturating_mul(kw.min(g.w + 1));
-    let work = g.planes.saturating_mul(
-        g.plane_in()
-            .saturating_add(g.plane_out().saturating_mul(taps)),
+    for_each_plane(
+        &mut dx,
+        g.plane_in(),
+        g.avg_backward_work(),
+        |plane, dst| avg_backward_plane(g.output_plane(grad_out, plane), g, window, dst),
     );
-    for_each_plane(&mut dx, g.plane_in(), work, |plane, dst| {
-        let base = plane * g.plane_out();
-        for y in 0..g.oh {
-            let rows = g.rows_inside(y);
-            for xx in 0..g.ow {
-                let share = grad_out[base + y * g.ow + xx] / window;
-                for i in rows.clone() {
-                    for j in g.cols_inside(xx) {
-                        if let Some(at) = g.tap((y, xx), (i, j)) {
-                            dst[at] = dst[at].num_add(share);
-                        }
+    Ok(dx)
+}
+
+/// One plane of the average-pooling gradient: the output plane's gradients `grad` added into
+/// the input plane `dst` (zeroed).
+pub(super) fn avg_backward_plane<T: Num + std::ops::Div<Output = T>>(
+    grad: &[T],
+    g: &PoolGeometry,
+    window: T,
+    dst: &mut [T],
+) {
+    for y in 0..g.oh {
+        let rows = g.rows_inside(y);
+        for xx in 0..g.ow {
+            let share = grad[y * g.ow + xx] / window;
+            for i in rows.clone() {
+                for j in g.cols_inside(xx) {
+                    if let Some(at) = g.tap((y, xx), (i, j)) {
+                        dst[at] = dst[at].num_add(share);
                     }
                 }
             }
         }
-    });
-    Ok(dx)
+    }
 }

@@ -9,6 +9,7 @@ use tessera_core::{DType, Generator, Tensor};
 use tessera_cpu::Cpu;
 use tessera_nn::gpt::{GptCache, GptConfig};
 use tessera_nn::layers::{Conv2dConfig, MultiHeadAttentionConfig, TransformerBlockConfig};
+use tessera_nn::models::{ModelKind, ReferenceModel};
 use tessera_nn::precision::Precision;
 use tessera_nn::{Forward, Module, ToBackend};
 
@@ -129,6 +130,52 @@ fn check(what: &str, p: Precision, errors: &Errors, roundings: f64) {
             e >= u / 64.0,
             "{what} {p}: {part} error {e:e} is f32's: the policy was not applied"
         );
+    }
+}
+
+/// The reference models under a 16-bit policy cast their input once and keep the activations
+/// in the compute dtype through ReLU, pooling and flatten (as PyTorch's autocast): the logits
+/// and every parameter's gradient are bit for bit those of the same layers casting back to
+/// f32 after each layer (the layers' own rule), since ReLU, max pooling and flatten commute
+/// with rounding.
+#[test]
+fn reference_models_keep_16_bit_activations_with_the_values_of_casting_after_each_layer() {
+    let bits = |t: &Tensor<Cpu>| -> Vec<u64> {
+        t.to_vec_f64()
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect()
+    };
+    for kind in [ModelKind::Mlp, ModelKind::Cnn] {
+        for p in [Precision::BF16, Precision::F16] {
+            let build = || kind.build_with_precision(DType::F32, p, 5, &dev()).unwrap();
+            let (model, twin) = (build(), build());
+            assert_eq!(model.precision(), p);
+            let mut dims = vec![3];
+            dims.extend(kind.sample_dims());
+            let x = Var::constant(tensor(&wave(dims.iter().product(), 0.2), &dims, DType::F32));
+            let run = |y: Var<Cpu>| {
+                assert_eq!(y.dtype(), DType::F32, "the logits are cast back");
+                let r = Var::constant(tensor(&wave(y.numel(), 0.9), y.dims(), DType::F32));
+                y.mul(&r).unwrap().sum_all().unwrap().backward().unwrap();
+                y.value()
+            };
+            let y = run(model.forward(&x).unwrap());
+            // The inner `Sequential` on f32 input: each layer casts back to f32.
+            let y_cast_per_layer = run(match &twin {
+                ReferenceModel::Mlp(m) => m.forward(&x).unwrap(),
+                ReferenceModel::Cnn(m) => m.forward(&x).unwrap(),
+                ReferenceModel::Sharded(..) => unreachable!("not sharded"),
+            });
+            let case = format!("{kind:?} {p}");
+            assert_eq!(bits(&y), bits(&y_cast_per_layer), "{case}: logits");
+            for ((name, a), (_, b)) in model.parameters().iter().zip(&twin.parameters()) {
+                let (ga, gb) = (a.grad().unwrap(), b.grad().unwrap());
+                assert_eq!(ga.dtype(), DType::F32, "{case}: {name}");
+                assert_eq!(bits(&ga), bits(&gb), "{case}: gradient of {name}");
+            }
+        }
     }
 }
 
