@@ -72,7 +72,8 @@ impl Backend for Cpu {
         // (`attention_ops`); and the selections (`index_select`, `gather`, `where`), which
         // compute nothing and copy the stored 16 bits (widened, an embedding lookup converted
         // the whole table on every call); and bf16 pooling, one plane at a time through f32
-        // (`kernels::pool_bf16`).
+        // (`kernels::pool_bf16`), and bf16 reductions, read as f32 and rounded once
+        // (`kernels::reduce`).
         (dtype.is_half()
             && matches!(
                 op,
@@ -91,6 +92,7 @@ impl Backend for Cpu {
                         | HalfOp::GeluBackward
                         | HalfOp::ReluBackward
                         | HalfOp::Pool2d
+                        | HalfOp::Reduce
                 ) || (matches!(op, HalfOp::Conv2d | HalfOp::Conv2dBackward)
                     && nn_ops::bf16_convolutions()))
     }

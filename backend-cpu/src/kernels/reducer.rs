@@ -6,8 +6,11 @@
 //! than `n`. Each run gives a partial that is then combined with the others, and row-wise
 //! accumulation (see `reduce_rows`) folds rows through a three-level cascade, so f32 sums of
 //! millions of elements stay within about 1e-6 relative of the f64 reference. Sums stay in the
-//! element type.
+//! element type, or in f32 for bf16 storage: each loop reads its elements as `S` and
+//! accumulates in `T` ([`Lane`]; the identity for f32, f64 and i64), in the order it would
+//! sum the widened values.
 
+use super::lanes::Lane;
 use super::num::Num;
 use crate::strided::StridedPlan;
 
@@ -74,30 +77,30 @@ impl<T: Num> Reducer<T> for MinOp {
 }
 
 /// Reduces a contiguous slice pairwise.
-pub(crate) fn reduce_slice<T: Num, R: Reducer<T>>(xs: &[T]) -> T {
+pub(crate) fn reduce_slice<S: Lane<T>, T: Num, R: Reducer<T>>(xs: &[S]) -> T {
     if xs.len() <= PAIRWISE_BLOCK {
-        return reduce_lanes::<T, R>(xs);
+        return reduce_lanes::<S, T, R>(xs);
     }
     let mid = (xs.len() / 2).next_multiple_of(LANES);
     R::combine(
-        reduce_slice::<T, R>(&xs[..mid]),
-        reduce_slice::<T, R>(&xs[mid..]),
+        reduce_slice::<S, T, R>(&xs[..mid]),
+        reduce_slice::<S, T, R>(&xs[mid..]),
     )
 }
 
 /// Reduces a short slice in `LANES` interleaved accumulators.
 #[inline]
-fn reduce_lanes<T: Num, R: Reducer<T>>(xs: &[T]) -> T {
+fn reduce_lanes<S: Lane<T>, T: Num, R: Reducer<T>>(xs: &[S]) -> T {
     let mut acc = [R::IDENTITY; LANES];
     let mut chunks = xs.chunks_exact(LANES);
     for chunk in &mut chunks {
         for (a, &v) in acc.iter_mut().zip(chunk) {
-            *a = R::combine(*a, v);
+            *a = R::combine(*a, v.load());
         }
     }
     let mut tail = R::IDENTITY;
     for &v in chunks.remainder() {
-        tail = R::combine(tail, v);
+        tail = R::combine(tail, v.load());
     }
     R::combine(combine_lanes::<T, R>(acc), tail)
 }
@@ -117,33 +120,33 @@ pub(crate) fn combine_lanes<T: Num, R: Reducer<T>>(mut acc: [T; LANES]) -> T {
 
 /// Reduces `len` elements of `x` starting at `offset`, `stride` apart (pairwise, like
 /// [`reduce_slice`]; a stride of 0 repeats one element).
-pub(crate) fn reduce_strided<T: Num, R: Reducer<T>>(
-    x: &[T],
+pub(crate) fn reduce_strided<S: Lane<T>, T: Num, R: Reducer<T>>(
+    x: &[S],
     offset: usize,
     stride: usize,
     len: usize,
 ) -> T {
     if stride == 1 {
-        return reduce_slice::<T, R>(&x[offset..offset + len]);
+        return reduce_slice::<S, T, R>(&x[offset..offset + len]);
     }
     if len <= PAIRWISE_BLOCK {
         let mut acc = [R::IDENTITY; LANES];
         let full = len - len % LANES;
         for c in (0..full).step_by(LANES) {
             for (l, a) in acc.iter_mut().enumerate() {
-                *a = R::combine(*a, x[offset + (c + l) * stride]);
+                *a = R::combine(*a, x[offset + (c + l) * stride].load());
             }
         }
         let mut tail = R::IDENTITY;
         for i in full..len {
-            tail = R::combine(tail, x[offset + i * stride]);
+            tail = R::combine(tail, x[offset + i * stride].load());
         }
         return R::combine(combine_lanes::<T, R>(acc), tail);
     }
     let mid = (len / 2).next_multiple_of(LANES);
     R::combine(
-        reduce_strided::<T, R>(x, offset, stride, mid),
-        reduce_strided::<T, R>(x, offset + mid * stride, stride, len - mid),
+        reduce_strided::<S, T, R>(x, offset, stride, mid),
+        reduce_strided::<S, T, R>(x, offset + mid * stride, stride, len - mid),
     )
 }
 
@@ -154,8 +157,8 @@ pub(crate) fn reduce_strided<T: Num, R: Reducer<T>>(
 /// accumulators stays in L1 while the rows stream past. The fold is a three-level cascade:
 /// [`ROW_BLOCK`] rows go into a block partial, [`ROW_BLOCK`] block partials into a middle
 /// partial, and middle partials into the result, which keeps long f32 sums accurate.
-pub(crate) fn reduce_rows<T: Num, R: Reducer<T>>(
-    x: &[T],
+pub(crate) fn reduce_rows<S: Lane<T>, T: Num, R: Reducer<T>>(
+    x: &[S],
     base: usize,
     red: &StridedPlan<1>,
     reduced: std::ops::Range<usize>,
@@ -176,7 +179,7 @@ pub(crate) fn reduce_rows<T: Num, R: Reducer<T>>(
             for t in 0..rlen {
                 let start = base + ro + t * rs + t0;
                 for (b, &v) in blk.iter_mut().zip(&x[start..start + width]) {
-                    *b = R::combine(*b, v);
+                    *b = R::combine(*b, v.load());
                 }
                 rows += 1;
                 if rows == ROW_BLOCK {

@@ -9,6 +9,7 @@
 //! axes, and empty rows, are left to the composite (return `None`).
 
 use super::num::Num;
+use super::lanes::Lane;
 use super::reducer::{reduce_slice, MaxOp, SumOp};
 use crate::alloc::{checked_len, try_zeroed};
 use crate::parallel::try_fill_rows;
@@ -48,7 +49,7 @@ pub(crate) fn last_axis(
 }
 
 /// Applies `op` to every row of `x` (the last axis of `layout`, which is not empty).
-fn rows<T: FloatElement + Num>(op: RowOp, x: &[T], layout: &Layout) -> Result<Vec<T>> {
+fn rows<T: FloatElement + Num + Lane<T>>(op: RowOp, x: &[T], layout: &Layout) -> Result<Vec<T>> {
     let rank = layout.rank();
     let n = layout.dims()[rank - 1];
     let stride = layout.strides()[rank - 1] as usize;
@@ -77,7 +78,7 @@ fn rows<T: FloatElement + Num>(op: RowOp, x: &[T], layout: &Layout) -> Result<Ve
                 load(base, &mut scratch);
                 let shift = finite_shift_of(&scratch);
                 exp_shifted(&mut scratch, shift);
-                *o = reduce_slice::<T, SumOp>(&scratch).ln() + shift;
+                *o = reduce_slice::<T, T, SumOp>(&scratch).ln() + shift;
             }
             Ok(())
         })?;
@@ -93,10 +94,10 @@ fn rows<T: FloatElement + Num>(op: RowOp, x: &[T], layout: &Layout) -> Result<Ve
         for (r, row) in chunk.chunks_mut(n).enumerate() {
             let [base] = outer.offsets_at(first + r);
             load(base, row);
-            let shift = reduce_slice::<T, MaxOp>(row);
+            let shift = reduce_slice::<T, T, MaxOp>(row);
             if op == RowOp::Softmax {
                 exp_shifted(row, shift);
-                let sum = reduce_slice::<T, SumOp>(row);
+                let sum = reduce_slice::<T, T, SumOp>(row);
                 for v in row.iter_mut() {
                     *v = *v / sum;
                 }
@@ -106,7 +107,7 @@ fn rows<T: FloatElement + Num>(op: RowOp, x: &[T], layout: &Layout) -> Result<Ve
                 }
                 scratch.copy_from_slice(row);
                 exp_shifted(&mut scratch, T::zero());
-                let log_sum = reduce_slice::<T, SumOp>(&scratch).ln();
+                let log_sum = reduce_slice::<T, T, SumOp>(&scratch).ln();
                 for v in row.iter_mut() {
                     *v = *v - log_sum;
                 }
@@ -118,8 +119,8 @@ fn rows<T: FloatElement + Num>(op: RowOp, x: &[T], layout: &Layout) -> Result<Ve
 }
 
 /// The row maximum (NaN if any element is NaN), or 0 when it is infinite (log-sum-exp's shift).
-fn finite_shift_of<T: FloatElement + Num>(row: &[T]) -> T {
-    let m = reduce_slice::<T, MaxOp>(row);
+fn finite_shift_of<T: FloatElement + Num + Lane<T>>(row: &[T]) -> T {
+    let m = reduce_slice::<T, T, MaxOp>(row);
     if m.is_infinite() {
         T::zero()
     } else {
