@@ -279,9 +279,17 @@ fn max_plane_2x2_dispatch<T: Num>(src: &[T], g: &PoolGeometry, vals: &mut [T], i
     max_plane_2x2(src, g, vals, idx)
 }
 
+/// Outputs per group of [`max_plane_2x2`]: a fixed-size block the compiler turns into vector
+/// code whole (its de-interleaving loads included).
+const GROUP: usize = 8;
+
 /// One plane of the most common pooling, 2x2 windows with stride 2 and no padding, in a single
 /// pass per output row (the general loops pass over the row once per window tap). Same rules
 /// as the general case: taps in row-major order, strictly greater or first NaN wins.
+///
+/// Each row runs in groups of [`GROUP`] outputs over fixed-size arrays; the last, partial
+/// group is copied into arrays padded with `-inf` (whose outputs are dropped), so no output
+/// takes a scalar path.
 #[inline(always)]
 fn max_plane_2x2<T: Num>(src: &[T], g: &PoolGeometry, vals: &mut [T], idx: &mut [i64]) {
     let width = 2 * g.ow;
@@ -292,22 +300,55 @@ fn max_plane_2x2<T: Num>(src: &[T], g: &PoolGeometry, vals: &mut [T], idx: &mut 
     {
         let top = &src[2 * y * g.w..][..width];
         let bottom = &src[(2 * y + 1) * g.w..][..width];
-        let (vrow, irow) = (&mut vrow[..g.ow], &mut irow[..g.ow]);
-        // Branch-free selects over exact-length slices, so the compiler vectorises the row.
-        for x in 0..g.ow {
-            let (mut best, mut arg) = (top[2 * x], 0);
-            for (tap, candidate) in [
-                (1, top[2 * x + 1]),
-                (2, bottom[2 * x]),
-                (3, bottom[2 * x + 1]),
-            ] {
-                let take = beats(candidate, best);
-                best = if take { candidate } else { best };
-                arg = if take { tap } else { arg };
-            }
-            vrow[x] = best;
-            irow[x] = arg;
+        let full = g.ow / GROUP * GROUP;
+        for x in (0..full).step_by(GROUP) {
+            let (t, b) = (
+                &top[2 * x..2 * (x + GROUP)],
+                &bottom[2 * x..2 * (x + GROUP)],
+            );
+            let (v, i) = (&mut vrow[x..x + GROUP], &mut irow[x..x + GROUP]);
+            max_group_2x2(
+                t.try_into().expect("a whole group"),
+                b.try_into().expect("a whole group"),
+                v.try_into().expect("a whole group"),
+                i.try_into().expect("a whole group"),
+            );
         }
+        let rest = g.ow - full;
+        if rest > 0 {
+            let (mut t, mut b) = ([T::LOWEST; 2 * GROUP], [T::LOWEST; 2 * GROUP]);
+            t[..2 * rest].copy_from_slice(&top[2 * full..]);
+            b[..2 * rest].copy_from_slice(&bottom[2 * full..]);
+            let (mut v, mut i) = ([T::LOWEST; GROUP], [0i64; GROUP]);
+            max_group_2x2(&t, &b, &mut v, &mut i);
+            vrow[full..].copy_from_slice(&v[..rest]);
+            irow[full..].copy_from_slice(&i[..rest]);
+        }
+    }
+}
+
+/// [`GROUP`] outputs of [`max_plane_2x2`] from their top and bottom input rows.
+#[inline(always)]
+fn max_group_2x2<T: Num>(
+    top: &[T; 2 * GROUP],
+    bottom: &[T; 2 * GROUP],
+    vals: &mut [T; GROUP],
+    idx: &mut [i64; GROUP],
+) {
+    // Branch-free selects over fixed-length arrays, so the compiler vectorises the group.
+    for x in 0..GROUP {
+        let (mut best, mut arg) = (top[2 * x], 0);
+        for (tap, candidate) in [
+            (1, top[2 * x + 1]),
+            (2, bottom[2 * x]),
+            (3, bottom[2 * x + 1]),
+        ] {
+            let take = beats(candidate, best);
+            best = if take { candidate } else { best };
+            arg = if take { tap } else { arg };
+        }
+        vals[x] = best;
+        idx[x] = arg;
     }
 }
 
@@ -409,6 +450,15 @@ pub(super) fn max_backward_plane<T: Num>(
     g: &PoolGeometry,
     dst: &mut [T],
 ) {
+    if g.p.padding == (0, 0) && g.p.kernel == (2, 2) && g.p.stride == (2, 2) {
+        max_backward_plane_2x2(grad, args, g, dst);
+    } else {
+        max_backward_plane_any(grad, args, g, dst);
+    }
+}
+
+/// [`max_backward_plane`] for any window: each gradient added at its recorded position.
+fn max_backward_plane_any<T: Num>(grad: &[T], args: &[i64], g: &PoolGeometry, dst: &mut [T]) {
     let kw = g.p.kernel.1;
     let unpadded = g.p.padding == (0, 0);
     for y in 0..g.oh {
@@ -424,6 +474,62 @@ pub(super) fn max_backward_plane<T: Num>(
                 dst[at] = dst[at].num_add(grad[o]);
             }
         }
+    }
+}
+
+/// [`max_backward_plane`] for 2x2 windows with stride 2 and no padding: the windows do not
+/// overlap, so each output writes its window's four positions (its gradient added to zero at
+/// the recorded one, zero at the others) in groups of [`GROUP`] outputs, as [`max_plane_2x2`]
+/// reads them.
+fn max_backward_plane_2x2<T: Num>(grad: &[T], args: &[i64], g: &PoolGeometry, dst: &mut [T]) {
+    let width = 2 * g.ow;
+    for y in 0..g.oh {
+        let (grow, arow) = (&grad[y * g.ow..][..g.ow], &args[y * g.ow..][..g.ow]);
+        let (upper, lower) = dst[2 * y * g.w..].split_at_mut(g.w);
+        let (top, bottom) = (&mut upper[..width], &mut lower[..width]);
+        let full = g.ow / GROUP * GROUP;
+        for x in (0..full).step_by(GROUP) {
+            let (t, b) = (
+                &mut top[2 * x..2 * (x + GROUP)],
+                &mut bottom[2 * x..2 * (x + GROUP)],
+            );
+            scatter_group_2x2(
+                grow[x..x + GROUP].try_into().expect("a whole group"),
+                arow[x..x + GROUP].try_into().expect("a whole group"),
+                t.try_into().expect("a whole group"),
+                b.try_into().expect("a whole group"),
+            );
+        }
+        let rest = g.ow - full;
+        if rest > 0 {
+            let (mut gr, mut ar) = ([T::ZERO; GROUP], [0i64; GROUP]);
+            gr[..rest].copy_from_slice(&grow[full..]);
+            ar[..rest].copy_from_slice(&arow[full..]);
+            let (mut t, mut b) = ([T::ZERO; 2 * GROUP], [T::ZERO; 2 * GROUP]);
+            scatter_group_2x2(&gr, &ar, &mut t, &mut b);
+            top[2 * full..].copy_from_slice(&t[..2 * rest]);
+            bottom[2 * full..].copy_from_slice(&b[..2 * rest]);
+        }
+    }
+}
+
+/// [`GROUP`] outputs of [`max_backward_plane_2x2`]: their window positions in the top and
+/// bottom input rows.
+#[inline(always)]
+fn scatter_group_2x2<T: Num>(
+    grad: &[T; GROUP],
+    args: &[i64; GROUP],
+    top: &mut [T; 2 * GROUP],
+    bottom: &mut [T; 2 * GROUP],
+) {
+    for x in 0..GROUP {
+        // `0 + g`, as the general scatter adds into a zeroed plane (a -0 gradient lands as +0).
+        let v = T::ZERO.num_add(grad[x]);
+        let at = |tap: i64| if args[x] == tap { v } else { T::ZERO };
+        top[2 * x] = at(0);
+        top[2 * x + 1] = at(1);
+        bottom[2 * x] = at(2);
+        bottom[2 * x + 1] = at(3);
     }
 }
 
@@ -514,6 +620,58 @@ pub(super) fn avg_backward_plane<T: Num + std::ops::Div<Output = T>>(
                         dst[at] = dst[at].num_add(share);
                     }
                 }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The 2x2 kernels against the general ones on the same planes.
+    use super::*;
+
+    /// Values with ties, both zeros, infinities and NaNs.
+    fn values(len: usize, seed: usize) -> Vec<f32> {
+        (0..len)
+            .map(|i| match (i * 5 + seed) % 19 {
+                0 => f32::NAN,
+                1 => f32::NEG_INFINITY,
+                2 => -0.0,
+                3 => 0.0,
+                k => ((k % 4) as f32 - 1.5) * 0.5,
+            })
+            .collect()
+    }
+
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+
+    #[test]
+    fn miri_the_2x2_kernels_equal_the_general_ones() {
+        // Partial groups, whole groups, both, and odd sizes with a column and row left over.
+        for (h, w) in [(2, 2), (4, 6), (2, 16), (4, 18), (3, 35), (5, 33)] {
+            let p = Pool2dParams {
+                kernel: (2, 2),
+                stride: (2, 2),
+                padding: (0, 0),
+            };
+            let g = PoolGeometry::new("test", &[1, 1, h, w], &[1, 1, h / 2, w / 2], p).unwrap();
+            for seed in 0..4 {
+                let x = values(h * w, seed);
+                let n = g.plane_out();
+                let (mut v1, mut i1) = (vec![f32::LOWEST; n], vec![0i64; n]);
+                let (mut v2, mut i2) = (vec![f32::LOWEST; n], vec![7i64; n]);
+                max_plane_2x2(&x, &g, &mut v1, &mut i1);
+                max_plane_unpadded(&x, &g, &mut v2, &mut i2);
+                assert_eq!(bits(&v1), bits(&v2), "{h}x{w} seed {seed}");
+                assert_eq!(i1, i2, "{h}x{w} seed {seed}");
+
+                let grad = values(n, seed + 7);
+                let (mut d1, mut d2) = (vec![0.0f32; h * w], vec![0.0f32; h * w]);
+                max_backward_plane_2x2(&grad, &i1, &g, &mut d1);
+                max_backward_plane_any(&grad, &i1, &g, &mut d2);
+                assert_eq!(bits(&d1), bits(&d2), "gradient {h}x{w} seed {seed}");
             }
         }
     }

@@ -176,7 +176,8 @@ impl ReducePlan {
                         let mut acc = R::IDENTITY;
                         self.reduced
                             .for_each_run(reduced.start, reduced.len(), |_, [ro], rlen| {
-                                acc = R::combine(acc, reduce_strided::<S, T, R>(x, b + ro, rs, rlen));
+                                acc =
+                                    R::combine(acc, reduce_strided::<S, T, R>(x, b + ro, rs, rlen));
                             });
                         *o = acc;
                     }

@@ -8,8 +8,8 @@
 //! log-sum-exp shifts by the maximum replaced by 0 when infinite. Sums are pairwise. Other
 //! axes, and empty rows, are left to the composite (return `None`).
 
-use super::num::Num;
 use super::lanes::Lane;
+use super::num::Num;
 use super::reducer::{reduce_slice, MaxOp, SumOp};
 use crate::alloc::{checked_len, try_zeroed};
 use crate::parallel::try_fill_rows;
