@@ -64,7 +64,14 @@ pub(crate) fn relu_backward(x: &Tensor<Cpu>, grad: &Tensor<Cpu>) -> Result<Optio
         // operands are made contiguous first.
         CpuStorage::BF16(_) if x.dims() == grad.dims() => {
             let (x, grad) = (x.contiguous()?, grad.contiguous()?);
-            typed::<bf16, f32>(&x, &grad)
+            let dims = x.dims();
+            let (Some(xv), Some(gv)) = (
+                contiguous::<bf16>("relu_backward", &x, dims)?,
+                contiguous::<bf16>("relu_backward", &grad, dims)?,
+            ) else {
+                return Ok(None);
+            };
+            tensor(x.backend(), relu_grad::relu_backward_bf16(xv, gv)?, dims).map(Some)
         }
         _ => Ok(None),
     }
