@@ -417,7 +417,7 @@ pub(super) fn check_max_backward(
 ) -> Result<()> {
     const OP: &str = "max_pool2d_backward";
     let taps = g.p.kernel.0.saturating_mul(g.p.kernel.1);
-    let out_len = g.planes * g.plane_out();
+    let out_len = g.output_len();
     if grad_out != out_len || window_argmax.len() != out_len {
         return Err(Error::InvalidArgument {
             op: OP,
@@ -540,7 +540,7 @@ pub(crate) fn avg_pool2d<T: Num + std::ops::Div<Output = T>>(
     g: &PoolGeometry,
     window: T,
 ) -> Result<Vec<T>> {
-    let mut out = try_zeroed::<T>(g.planes * g.plane_out())?;
+    let mut out = try_zeroed::<T>(g.output_len())?;
     for_each_plane(&mut out, g.plane_out(), g.avg_work(), |plane, dst| {
         avg_plane(g.input_plane(x, plane), g, window, dst)
     });
@@ -572,12 +572,12 @@ pub(super) fn avg_plane<T: Num + std::ops::Div<Output = T>>(
 
 /// Checks that an average-pooling gradient `grad_out` of `len` elements has the output's size.
 pub(super) fn check_avg_backward(len: usize, g: &PoolGeometry) -> Result<()> {
-    if len != g.planes * g.plane_out() {
+    if len != g.output_len() {
         return Err(Error::InvalidArgument {
             op: "avg_pool2d_backward",
             msg: format!(
                 "grad_out has {len} elements, not the output's {}",
-                g.planes * g.plane_out()
+                g.output_len()
             ),
         });
     }

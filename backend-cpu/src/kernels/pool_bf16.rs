@@ -34,9 +34,8 @@ impl Scratch {
     }
 
     /// `src` widened into the input plane.
-    fn widen(&mut self, src: &[bf16]) -> &[f32] {
+    fn widen(&mut self, src: &[bf16]) {
         map_contiguous(&mut self.input, src, &|v: bf16| v.load());
-        &self.input
     }
 }
 

@@ -23,13 +23,7 @@ pub(crate) fn relu_backward<C: Num, S: Lane<C>>(x: &[S], grad: &[S]) -> Result<V
             g.load()
         })
     };
-    let mut out = try_with_capacity(x.len().min(grad.len()))?;
-    if worth_parallel(x.len()) {
-        out.par_extend(x.par_iter().zip(grad).map(pick));
-    } else {
-        out.extend(x.iter().zip(grad).map(pick));
-    }
-    Ok(out)
+    zip_map(x, grad, pick)
 }
 
 /// [`relu_backward`] for bf16 on the stored bits, with the same result bit for bit: `x <= 0`
@@ -43,6 +37,16 @@ pub(crate) fn relu_backward_bf16(x: &[bf16], grad: &[bf16]) -> Result<Vec<bf16>>
         let passed = if is_nan(gb) { gb | 0x0040 } else { gb };
         bf16::from_bits(if not_positive { 0 } else { passed })
     };
+    zip_map(x, grad, pick)
+}
+
+/// `pick(x[i], grad[i])` over the common length, into an output reserved once (fallibly) and
+/// extended element by element, in parallel when large.
+fn zip_map<S: Sync, U: Send>(
+    x: &[S],
+    grad: &[S],
+    pick: impl Fn((&S, &S)) -> U + Sync + Send,
+) -> Result<Vec<U>> {
     let mut out = try_with_capacity(x.len().min(grad.len()))?;
     if worth_parallel(x.len()) {
         out.par_extend(x.par_iter().zip(grad).map(pick));
