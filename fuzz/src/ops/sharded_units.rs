@@ -1,4 +1,5 @@
-//! Sharding level 3 for the reference models (`ReferenceModel::shard_layers`, one rank): a
+//! Sharding level 3 for the reference models (`ReferenceModel::shard_layers`, one rank) and
+//! for Llama (`Llama::shard_layers`): a
 //! model whose layers run as sharded units must refuse units that do not match its layers, and
 //! otherwise compute what the plain model computes: the same loss (or the same kind of
 //! failure) and, after a training step, the same parameters bit for bit. The same for a whole
@@ -106,6 +107,103 @@ fn level_three<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
         Ok((want, got, _, _)) => {
             Outcome::Break(format!("the plain MLP gave {want:?}, level 3 gave {got:?}"))
         }
+    }
+}
+
+/// A Llama step at level 3 (`Llama::shard_layers`, one rank) against the plain model's: a
+/// small Llama of drawn sizes (grouped-query attention, maybe a tied head, any precision),
+/// units that may not match its layers (refused by name), token ids that may leave the
+/// vocabulary (both fail). Same loss and parameters bit for bit after an AdamW step.
+fn llama_level_three<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
+    use tessera_nn::llama::{Llama, LlamaConfig};
+    use tessera_nn::optim::{AdamW, AdamWConfig};
+    use tessera_nn::precision::Precision;
+    let b = c.backend();
+    let s = |i: usize| c.size(i);
+    let kv = s(0) % 2 + 1;
+    let heads = kv * (s(1) % 2 + 1);
+    let d = 2 * (s(2) % 3 + 1);
+    let (vocab, layers, t) = (s(3) % 20 + 1, s(4) % 3 + 1, s(5) % 6 + 1);
+    let units_change = s(6) % 4;
+    let seed = c.seed(7);
+    let config = LlamaConfig::new(vocab, heads * d, s(8) % 12 + 1, layers, heads, kv, 8)
+        .precision(Precision::ALL[s(9) % 3])
+        .tie_word_embeddings(c.flag(10));
+    let setup = || -> Result<_> {
+        let plain = config.init(b, &mut tessera_core::Generator::new(seed))?;
+        let model = config.init(b, &mut tessera_core::Generator::new(seed))?;
+        let comm: Arc<dyn Communicator<B>> = Arc::new(LocalCommunicator::new());
+        let mut prefixes = model.layer_prefixes();
+        match units_change {
+            1 => {
+                prefixes.pop();
+            }
+            2 => prefixes.push("model.layers.99".into()),
+            _ => {}
+        }
+        Ok((plain, model, ShardedUnits::new(comm, prefixes)?))
+    };
+    let (plain, model, units) = match setup() {
+        Ok(v) => v,
+        Err(e) => return Outcome::Err(e.to_string()),
+    };
+    match (model.shard_layers(units.clone()), units_change) {
+        (Err(e), 1 | 2) => return Outcome::Err(e.to_string()),
+        (Ok(_), 1 | 2) => {
+            return Outcome::Break(format!(
+                "shard_layers accepted {} units for {layers} layers",
+                units.len()
+            ))
+        }
+        (Err(e), _) => return Outcome::Break(format!("shard_layers refused its own units: {e}")),
+        (Ok(()), _) => {}
+    }
+    let step = |m: &Llama<B>, opt: &mut dyn Optimizer<B>, x: &Tensor<B>, y: &Tensor<B>| {
+        let loss = m.loss(x, y)?;
+        opt.zero_grad();
+        loss.backward()?;
+        opt.step()?;
+        loss.value().to_scalar_f64()
+    };
+    let llama_bits = |m: &Llama<B>| -> Result<Vec<u64>> {
+        let mut out = Vec::new();
+        for (_, v) in m.parameters() {
+            out.extend(v.value().to_vec_f64()?.into_iter().map(f64::to_bits));
+        }
+        Ok(out)
+    };
+    let run = || -> Result<BothSteps> {
+        let config = AdamWConfig::new(0.01);
+        let mut plain_opt = AdamW::new(plain.parameters(), config)?;
+        let mut sharded = ShardedOptimizer::with_units(model.parameters(), &units, 4096, |s| {
+            AdamW::new(s, config)
+        })?;
+        units.release_all()?;
+        // Now and then one id past the vocabulary.
+        let past = c.flag(11) as usize;
+        let ids: Vec<i64> = (0..2 * t)
+            .map(|i| ((i * 7 + seed as usize % 5) % (vocab + past)) as i64)
+            .collect();
+        let x = Tensor::from_vec(ids.clone(), [2, t], b)?;
+        let y = Tensor::from_vec(ids.into_iter().rev().collect(), [2, t], b)?;
+        let want = step(&plain, &mut plain_opt, &x, &y);
+        let got = step(&model, &mut sharded, &x, &y);
+        units.gather_all()?;
+        Ok((want, got, llama_bits(&plain)?, llama_bits(&model)?))
+    };
+    match run() {
+        Err(e) => Outcome::Err(e.to_string()),
+        Ok((Ok(want), Ok(got), a, b)) if want.to_bits() != got.to_bits() || a != b => {
+            Outcome::Break(format!(
+                "level 3 computed loss {got} where the plain Llama computed {want}, or other \
+                 parameters after the step ({config:?})"
+            ))
+        }
+        Ok((Ok(_), Ok(_), _, _)) => Outcome::Ok(Vec::new()),
+        Ok((Err(_), Err(e), _, _)) => Outcome::Err(e.to_string()),
+        Ok((want, got, _, _)) => Outcome::Break(format!(
+            "the plain Llama gave {want:?}, level 3 gave {got:?}"
+        )),
     }
 }
 
@@ -220,5 +318,15 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             |c| Ok(learner_level_three(c)),
         )
         .work(|_| Ok(1 << 23)),
+        op(
+            "Llama::shard_layers: a level-3 Llama step against the plain one",
+            1,
+            &[
+                SIZE, SIZE, SIZE, SIZE, SIZE, SIZE, SIZE, SEED, SIZE, SIZE, B, B,
+            ],
+            NONE,
+            |c| Ok(llama_level_three(c)),
+        )
+        .work(|_| Ok(1 << 22)),
     ]
 }

@@ -2,11 +2,13 @@
 //! attention and SwiGLU MLPs (`transformers`' `LlamaForCausalLM`).
 
 use super::{LlamaAttention, LlamaCache, LlamaConfig};
+use crate::distributed::ShardedUnits;
 use crate::init;
 use crate::layers::{Embedding, Linear, RmsNorm, RotaryEmbedding, SiLU, SwiGlu};
 use crate::loss::cross_entropy;
 use crate::module::{child_name, Forward, ModuleVisitor, ToBackend};
 use crate::Module;
+use std::sync::{Arc, OnceLock};
 use tessera_autograd::{no_grad, Var};
 use tessera_core::{Backend, DType, Error, Generator, Result, Tensor};
 
@@ -88,6 +90,36 @@ pub struct Llama<B: Backend> {
     lm_head: Linear<B>,
     rope: RotaryEmbedding,
     config: LlamaConfig,
+    /// Set by [`Llama::shard_layers`]: the decoder layers run as sharded units.
+    units: OnceLock<Arc<ShardedUnits<B>>>,
+}
+
+/// A decoder layer with the rotary embedding it applies at positions `0..`: what one sharded
+/// unit runs (and replays for its gradient), a [`Forward`] module over the layer's parameters.
+#[derive(Clone)]
+struct LayerFromStart<B: Backend> {
+    layer: LlamaDecoderLayer<B>,
+    rope: RotaryEmbedding,
+}
+
+impl<B: Backend> Module<B> for LayerFromStart<B> {
+    fn visit(&self, prefix: &str, visitor: &mut dyn ModuleVisitor<B>) {
+        self.layer.visit(prefix, visitor);
+    }
+
+    fn set_training(&self, training: bool) {
+        self.layer.set_training(training);
+    }
+
+    fn training_mode(&self) -> Option<bool> {
+        self.layer.training_mode()
+    }
+}
+
+impl<B: Backend> Forward<B> for LayerFromStart<B> {
+    fn forward(&self, x: &Var<B>) -> Result<Var<B>> {
+        self.layer.forward_at(x, &self.rope, 0, None)
+    }
 }
 
 /// `transformers`' `initializer_range`.
@@ -199,6 +231,36 @@ impl<B: Backend> Llama<B> {
             lm_head,
             rope,
             config,
+            units: OnceLock::new(),
+        })
+    }
+
+    /// The parameter-name prefix of each decoder layer (`model.layers.{i}`): the units of
+    /// [`Llama::shard_layers`].
+    pub fn layer_prefixes(&self) -> Vec<String> {
+        (0..self.model.layers.len())
+            .map(|i| format!("model.layers.{i}"))
+            .collect()
+    }
+
+    /// Runs every decoder layer through `units` from now on (sharding level 3: each layer's
+    /// parameters gathered for its forward and backward passes only; see [`ShardedUnits`]),
+    /// whose units must be [`Llama::layer_prefixes`]. Once per model. Cached decoding
+    /// ([`Llama::forward_cached`]) needs the layers whole (`ShardedUnits::gather_all`).
+    pub fn shard_layers(&self, units: Arc<ShardedUnits<B>>) -> Result<()> {
+        if units.len() != self.model.layers.len() {
+            return Err(Error::InvalidArgument {
+                op: "Llama::shard_layers",
+                msg: format!(
+                    "{} units for {} layers",
+                    units.len(),
+                    self.model.layers.len()
+                ),
+            });
+        }
+        self.units.set(units).map_err(|_| Error::InvalidArgument {
+            op: "Llama::shard_layers",
+            msg: "the layers already run as sharded units".into(),
         })
     }
 
@@ -247,8 +309,17 @@ impl<B: Backend> Llama<B> {
     pub fn forward(&self, idx: &Tensor<B>) -> Result<Var<B>> {
         self.check_tokens(idx, 0)?;
         let mut x = self.model.embed_tokens.lookup(idx)?;
-        for layer in &self.model.layers {
-            x = layer.forward_at(&x, &self.rope, 0, None)?;
+        for (i, layer) in self.model.layers.iter().enumerate() {
+            x = match self.units.get() {
+                Some(units) => {
+                    let unit = LayerFromStart {
+                        layer: layer.clone(),
+                        rope: self.rope.clone(),
+                    };
+                    units.run(i, &x, &unit)?
+                }
+                None => layer.forward_at(&x, &self.rope, 0, None)?,
+            };
         }
         self.lm_head.forward(&self.model.norm.forward(&x)?)
     }
@@ -322,6 +393,7 @@ impl<B: Backend> ToBackend<B> for Llama<B> {
             lm_head,
             rope: self.rope.clone(),
             config: self.config,
+            units: OnceLock::new(),
         })
     }
 }

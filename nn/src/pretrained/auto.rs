@@ -2,12 +2,14 @@
 
 use super::hf_files::{self, ConfigReader};
 use super::{gpt2, llama, PretrainedOptions};
+use crate::distributed::ShardedUnits;
 use crate::gpt::{Gpt, GptCache};
 use crate::llama::{Llama, LlamaCache};
 use crate::module::ModuleVisitor;
 use crate::Module;
 use serde_json::{Map, Value};
 use std::path::Path;
+use std::sync::Arc;
 use tessera_autograd::Var;
 use tessera_core::{Backend, Error, Result, Tensor};
 
@@ -144,6 +146,24 @@ impl<B: Backend> PretrainedModel<B> {
             other => other,
         };
         first.as_u64().map(|n| n as usize)
+    }
+
+    /// The parameter-name prefix of each transformer block (GPT-2's `transformer.h.{i}`,
+    /// Llama's `model.layers.{i}`): the units of [`PretrainedModel::shard_blocks`].
+    pub fn block_prefixes(&self) -> Vec<String> {
+        match self {
+            PretrainedModel::Gpt2 { model, .. } => model.block_prefixes(),
+            PretrainedModel::Llama { model, .. } => model.layer_prefixes(),
+        }
+    }
+
+    /// Runs every block through `units` (sharding level 3; see [`Gpt::shard_blocks`] and
+    /// [`Llama::shard_layers`]), whose units must be [`PretrainedModel::block_prefixes`].
+    pub fn shard_blocks(&self, units: Arc<ShardedUnits<B>>) -> Result<()> {
+        match self {
+            PretrainedModel::Gpt2 { model, .. } => model.shard_blocks(units),
+            PretrainedModel::Llama { model, .. } => model.shard_layers(units),
+        }
     }
 
     /// The logits `[batch, t, vocab_size]` of every position of `idx: [batch, t]`.

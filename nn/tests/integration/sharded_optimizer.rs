@@ -259,6 +259,76 @@ mod level_three {
             step(&plain_model, &mut plain, 4)
         );
     }
+
+    /// A Llama with grouped-query attention and a tied head, its layers sharded over two
+    /// ranks (each layer gathered for its forward pass and again for its backward pass) and
+    /// both ranks on the same batches: the same losses and parameters, bit for bit, as the
+    /// plain model trained in one process (the gradients averaged over two equal copies).
+    #[test]
+    fn sharded_llama_layers_on_two_ranks_train_like_the_plain_model() {
+        use crate::thread_comm::on_ranks;
+        use tessera_nn::llama::{Llama, LlamaConfig};
+        fn llama(dev: &Cpu) -> Llama<Cpu> {
+            let mut config = LlamaConfig::new(11, 16, 24, 3, 4, 2, 16);
+            config.tie_word_embeddings = true;
+            config.init(dev, &mut Generator::new(5)).unwrap()
+        }
+        fn step(model: &Llama<Cpu>, optimizer: &mut dyn Optimizer<Cpu>, seed: u64) -> f64 {
+            let dev = Cpu::new();
+            let tokens: Vec<i64> = (0..2 * 9)
+                .map(|i| ((i as u64 * 5 + seed) % 11) as i64)
+                .collect();
+            let all = Tensor::from_vec(tokens, [2, 9], &dev).unwrap();
+            let x = all.narrow(1, 0, 8).unwrap().contiguous().unwrap();
+            let y = all.narrow(1, 1, 8).unwrap().contiguous().unwrap();
+            optimizer.zero_grad();
+            let loss = model.loss(&x, &y).unwrap();
+            loss.backward().unwrap();
+            optimizer.step().unwrap();
+            loss.value().to_scalar_f64().unwrap()
+        }
+        let bits = |model: &Llama<Cpu>| -> Vec<(String, Vec<u32>)> {
+            model
+                .parameters()
+                .into_iter()
+                .map(|(n, v)| {
+                    let values = v.value().to_vec::<f32>().unwrap();
+                    (n, values.into_iter().map(f32::to_bits).collect())
+                })
+                .collect()
+        };
+        let dev = Cpu::new();
+        let plain_model = llama(&dev);
+        let mut plain = adamw(plain_model.parameters()).unwrap();
+        let plain_losses: Vec<f64> = (0..3).map(|s| step(&plain_model, &mut plain, s)).collect();
+        let plain_bits = bits(&plain_model);
+
+        let results = on_ranks(2, |comm| {
+            let comm: Arc<dyn Communicator<Cpu>> = Arc::new(comm);
+            let dev = Cpu::new();
+            let model = llama(&dev);
+            let prefixes = model.layer_prefixes();
+            assert_eq!(prefixes[2], "model.layers.2");
+            let units = ShardedUnits::new(comm, prefixes).unwrap();
+            let mut sharded =
+                ShardedOptimizer::with_units(model.parameters(), &units, 64, adamw).unwrap();
+            model.shard_layers(units.clone()).unwrap();
+            // Sharding twice is refused by name.
+            let again = model.shard_layers(units.clone()).unwrap_err().to_string();
+            assert!(again.contains("already"), "{again}");
+            units.release_all().unwrap();
+            let losses: Vec<f64> = (0..3).map(|s| step(&model, &mut sharded, s)).collect();
+            units.gather_all().unwrap();
+            (losses, bits(&model))
+        });
+        for (losses, model_bits) in results {
+            assert_eq!(losses, plain_losses);
+            assert!(
+                model_bits == plain_bits,
+                "the parameters differ from the plain model's"
+            );
+        }
+    }
 }
 
 /// Level 3's evaluation (`evaluate_in_lockstep`): ranks whose test shares differ in length run
