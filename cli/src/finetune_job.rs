@@ -1,24 +1,22 @@
 //! The job behind `train --init-from DIR`: fine-tunes a Hugging Face GPT-2 or Llama folder on
-//! a text corpus tokenized by the folder's own tokenizer, with the GPT job's recipe (AdamW with
-//! decay on matrices only, linear warm-up then cosine decay, gradient clipping, periodic
-//! train/validation loss estimates), and saves the result in the Hugging Face layout (with the
-//! tokenizer files copied), which `generate --model-dir` and `transformers` load.
-//!
-//! One process; `--distributed`, `--shard` and `--resume` are the GPT job's and are refused
-//! here by the `train` binary.
+//! a text corpus tokenized by the folder's own tokenizer, in the shared text loop
+//! ([`crate::text_training`], the GPT job's recipe and options: AdamW with decay on matrices
+//! only, linear warm-up then cosine decay, gradient clipping, periodic train/validation loss
+//! estimates, f16 loss scaling, `--distributed` at every `--shard` level, whole-run
+//! checkpoints and `--resume`, `--log-dir`), and saves the model in the Hugging Face layout
+//! (with the tokenizer files copied) at every loss estimate, which `generate --model-dir` and
+//! `transformers` load.
 
-use crate::gpt_job::{EvalPoint, GptArgs};
+use crate::gpt_job::{GptTrainConfig, GptTrainReport};
+use crate::text_training::{train_text_model, TextJob};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
-use tessera_autograd::{no_grad, Var};
 use tessera_core::{Backend, DType, Error, Result};
-use tessera_nn::clip::clip_grad_norm;
-use tessera_nn::data::{SplitMix64, TextCorpus, TokenWindows};
-use tessera_nn::optim::{AdamW, AdamWConfig, Optimizer};
-use tessera_nn::precision::Precision;
+use tessera_nn::data::{TextCorpus, TokenWindows};
+use tessera_nn::distributed::{Communicator, LocalCommunicator};
 use tessera_nn::pretrained::{PretrainedModel, PretrainedOptions};
-use tessera_nn::schedule::{CosineAnnealing, LinearWarmup, LrSchedule};
 use tessera_nn::Module;
 use tessera_tokenizer::Tokenizer;
 
@@ -44,21 +42,37 @@ const COPIED_FILES: [&str; 6] = [
 pub struct FinetuneConfig {
     /// The Hugging Face folder to start from.
     pub init_from: PathBuf,
-    /// The text file or folder to fine-tune on.
-    pub data: PathBuf,
-    /// Where the fine-tuned folder is written at every loss estimate (None: not saved).
-    pub save: Option<PathBuf>,
-    /// Steps, context (`block_size`), schedule, clipping and evaluation (the model-shape
-    /// options are the loaded model's and are ignored).
-    pub args: GptArgs,
-    /// Sequences per step.
-    pub batch_size: usize,
-    /// Peak learning rate.
-    pub lr: f64,
-    /// Seed of the batch sampling.
-    pub seed: u64,
-    /// The dtype the model computes in (parameters and optimizer state stay f32).
-    pub precision: Precision,
+    /// The run's options, as for `train --model gpt`: steps, context (`block_size`), schedule,
+    /// clipping, evaluation, batch size, learning rate, seed, data, precision, the run folder
+    /// (`save`: the fine-tuned model in the Hugging Face layout and the run checkpoints),
+    /// resume, logging and sharding. The model-shape options (`n_layer`, `n_head`, `n_embd`,
+    /// `dropout`) and `dtype` are the loaded folder's and are ignored, as is `sample_chars`.
+    pub text: GptTrainConfig,
+}
+
+impl FinetuneConfig {
+    /// What a checkpoint of this run must agree with to be resumed: the initial folder and
+    /// every option that changes the training.
+    pub fn run_config(&self) -> Value {
+        let (t, a) = (&self.text, &self.text.args);
+        json!({
+            "job": "train-finetune",
+            "init_from": self.init_from.display().to_string(),
+            "steps": a.steps,
+            "block_size": a.block_size,
+            "warmup_steps": a.warmup_steps,
+            "min_lr": a.min_lr,
+            "weight_decay": a.weight_decay,
+            "grad_clip": a.grad_clip,
+            "eval_interval": a.eval_interval,
+            "eval_iters": a.eval_iters,
+            "batch_size": t.batch_size,
+            "lr": t.lr,
+            "seed": t.seed,
+            "data": t.data.display().to_string(),
+            "precision": t.precision.name(),
+        })
+    }
 }
 
 /// What a fine-tuning run did.
@@ -66,35 +80,15 @@ pub struct FinetuneConfig {
 pub struct FinetuneReport {
     /// `"gpt2"` or `"llama"`.
     pub model_type: &'static str,
-    /// Trainable parameters.
-    pub parameters: usize,
-    /// Tokens of the corpus.
-    pub corpus_tokens: usize,
-    /// Loss estimates, the first before any step.
-    pub evals: Vec<EvalPoint>,
-    /// Training tokens per second.
-    pub tokens_per_s: f64,
-    /// Wall time of the run.
-    pub seconds: f64,
+    /// The loop's figures (`corpus_chars` counts the corpus's tokens).
+    pub run: GptTrainReport,
 }
 
-/// Mean loss over `iters` random batches, in evaluation mode, without gradients.
-fn estimate_loss<B: Backend>(
-    model: &PretrainedModel<B>,
-    windows: &TokenWindows,
-    batch: usize,
-    iters: usize,
-    rng: &mut SplitMix64,
-    backend: &B,
-) -> Result<f64> {
-    model.eval();
-    let mut total = 0.0;
-    for _ in 0..iters.max(1) {
-        let (x, y) = windows.random_batch(batch, rng, backend)?;
-        total += no_grad(|| model.loss(&x, &y))?.value().to_scalar_f64()?;
-    }
-    model.train();
-    Ok(total / iters.max(1) as f64)
+/// `train --init-from`'s part of the text loop: the loaded folder, saved back in its layout.
+struct HfFolderJob<'a> {
+    config: &'a FinetuneConfig,
+    vocab_size: usize,
+    corpus_tokens: usize,
 }
 
 /// Writes the model to `dir` in the Hugging Face layout with the initial folder's tokenizer
@@ -111,180 +105,148 @@ fn save<B: Backend>(model: &PretrainedModel<B>, from: &Path, dir: &Path) -> Resu
     Ok(())
 }
 
-/// Fine-tunes `config.init_from` on `config.data` with `backend`, printing loss estimates on
-/// stderr and saving at each.
+impl<B: Backend> TextJob<B> for HfFolderJob<'_> {
+    type Model = PretrainedModel<B>;
+
+    fn label(&self) -> &str {
+        "fine-tune"
+    }
+
+    fn run_config(&self) -> Value {
+        self.config.run_config()
+    }
+
+    fn describe(
+        &self,
+        model: &PretrainedModel<B>,
+        train: &TokenWindows,
+        val: &TokenWindows,
+    ) -> String {
+        let t = &self.config.text;
+        format!(
+            "fine-tuning {} ({}, {} parameters, {} compute) on {} tokens of {} ({} train / {} \
+             validation)",
+            self.config.init_from.display(),
+            model.model_type(),
+            model.num_parameters(),
+            t.precision,
+            self.corpus_tokens,
+            t.data.display(),
+            train.tokens(),
+            val.tokens(),
+        )
+    }
+
+    fn save_model(&self, dir: &Path, model: &PretrainedModel<B>, _info: Value) -> Result<()> {
+        save(model, &self.config.init_from, dir)
+    }
+
+    fn sample(&self, _model: &PretrainedModel<B>, _config: &GptTrainConfig) -> Result<String> {
+        // `generate --model-dir` samples from the saved folder.
+        Ok(String::new())
+    }
+
+    fn vocab_size(&self) -> usize {
+        self.vocab_size
+    }
+
+    fn corpus_tokens(&self) -> usize {
+        self.corpus_tokens
+    }
+}
+
+/// Fine-tunes `config.init_from` on `config.text.data` with `backend` in one process.
 pub fn run_finetune<B: Backend>(config: &FinetuneConfig, backend: &B) -> Result<FinetuneReport> {
+    run_finetune_with(config, backend, Arc::new(LocalCommunicator::new()))
+}
+
+/// [`run_finetune`] as one rank of a data-parallel run over `comm` (every rank loads the
+/// folder; rank 0's copy is what all start from; see [`train_text_model`]).
+pub fn run_finetune_with<B: Backend>(
+    config: &FinetuneConfig,
+    backend: &B,
+    comm: Arc<dyn Communicator<B>>,
+) -> Result<FinetuneReport> {
     let start = Instant::now();
-    let a = &config.args;
-    if a.steps == 0 || config.batch_size == 0 || a.eval_interval == 0 {
-        return Err(Error::InvalidArgument {
-            op: "train --init-from",
-            msg: "steps, batch size and eval interval must be at least 1".into(),
-        });
+    let a = &config.text.args;
+    let invalid = |msg: String| Error::InvalidArgument {
+        op: "train --init-from",
+        msg,
+    };
+    if a.steps == 0 || config.text.batch_size == 0 || a.eval_interval == 0 {
+        return Err(invalid(
+            "steps, batch size and eval interval must be at least 1".into(),
+        ));
     }
     let options = PretrainedOptions {
         dtype: DType::F32,
-        precision: config.precision,
+        precision: config.text.precision,
     };
     let model = PretrainedModel::from_pretrained(&config.init_from, backend, &options)?;
     if a.block_size > model.max_positions() {
-        return Err(Error::InvalidArgument {
-            op: "train --init-from",
-            msg: format!(
-                "--block-size {} exceeds the model's {} positions",
-                a.block_size,
-                model.max_positions()
-            ),
-        });
+        return Err(invalid(format!(
+            "--block-size {} exceeds the model's {} positions",
+            a.block_size,
+            model.max_positions()
+        )));
     }
     let tokenizer = Tokenizer::from_folder(&config.init_from)?;
     if tokenizer.vocab_size() > model.vocab_size() {
-        return Err(Error::InvalidArgument {
-            op: "train --init-from",
-            msg: format!(
-                "the tokenizer has {} tokens, the model only {}",
-                tokenizer.vocab_size(),
-                model.vocab_size()
-            ),
-        });
+        return Err(invalid(format!(
+            "the tokenizer has {} tokens, the model only {}",
+            tokenizer.vocab_size(),
+            model.vocab_size()
+        )));
     }
-    let corpus = TextCorpus::load(&config.data)?;
+    let corpus = TextCorpus::load(&config.text.data)?;
     let ids: Vec<usize> = tokenizer
         .encode(&corpus.text, false)?
         .into_iter()
         .map(|id| id as usize)
         .collect();
-    let (train, val) = TokenWindows::split(&ids, a.block_size, 16 * a.block_size, 10)?;
-    model.train();
-    eprintln!(
-        "fine-tuning {} ({}, {} parameters, {} compute) on {} tokens of {} ({} train / {} \
-         validation)",
-        config.init_from.display(),
-        model.model_type(),
-        model.num_parameters(),
-        config.precision,
-        ids.len(),
-        config.data.display(),
-        train.tokens(),
-        val.tokens(),
-    );
-    let (decay, no_decay): (Vec<_>, Vec<_>) = model
-        .parameters()
-        .into_iter()
-        .partition(|(_, v): &(String, Var<B>)| v.rank() >= 2);
-    let base = AdamWConfig {
-        lr: config.lr,
-        betas: (0.9, 0.99),
-        eps: 1e-8,
-        weight_decay: a.weight_decay,
-        amsgrad: false,
-    };
-    let mut optimizers = [
-        AdamW::new(decay, base)?,
-        AdamW::new(
-            no_decay,
-            AdamWConfig {
-                weight_decay: 0.0,
-                ..base
-            },
-        )?,
-    ];
-    let params: Vec<Var<B>> = model.parameters().into_iter().map(|(_, v)| v).collect();
-    let cosine = CosineAnnealing::new(
-        config.lr,
-        a.steps.saturating_sub(a.warmup_steps).max(1),
-        a.min_lr.min(config.lr),
-    )?;
-    let schedule = LinearWarmup::new(cosine, a.warmup_steps, 1.0 / (a.warmup_steps as f64 + 1.0))?;
-    let mut batch_rng = SplitMix64::new(config.seed ^ 0x5eed_ba7c);
-    let mut eval_rng = SplitMix64::new(config.seed ^ 0xe7a1);
-    let mut estimate = |step: usize| -> Result<EvalPoint> {
-        let point = EvalPoint {
-            step,
-            train_loss: estimate_loss(
-                &model,
-                &train,
-                config.batch_size,
-                a.eval_iters,
-                &mut eval_rng,
-                backend,
-            )?,
-            val_loss: estimate_loss(
-                &model,
-                &val,
-                config.batch_size,
-                a.eval_iters,
-                &mut eval_rng,
-                backend,
-            )?,
-        };
-        eprintln!(
-            "step {step:>5}: train loss {:.4}, val loss {:.4}",
-            point.train_loss, point.val_loss
-        );
-        Ok(point)
-    };
-    let mut evals = vec![estimate(0)?];
-    let (mut train_seconds, mut trained_tokens) = (0.0, 0usize);
-    for step in 0..a.steps {
-        let step_start = Instant::now();
-        let lr = schedule.lr_at(step);
-        let (x, y) = train.random_batch(config.batch_size, &mut batch_rng, backend)?;
-        for opt in &mut optimizers {
-            opt.set_learning_rate(lr);
-            opt.zero_grad();
-        }
-        model.loss(&x, &y)?.backward()?;
-        if a.grad_clip > 0.0 {
-            clip_grad_norm(&params, a.grad_clip)?;
-        }
-        for opt in &mut optimizers {
-            opt.step()?;
-        }
-        backend.synchronize()?;
-        train_seconds += step_start.elapsed().as_secs_f64();
-        trained_tokens += config.batch_size * a.block_size;
-        let done = step + 1;
-        if done % a.eval_interval == 0 || done == a.steps {
-            evals.push(estimate(done)?);
-            if let Some(dir) = &config.save {
-                save(&model, &config.init_from, dir)?;
-            }
-        }
-    }
-    Ok(FinetuneReport {
-        model_type: model.model_type(),
-        parameters: model.num_parameters(),
+    let windows = TokenWindows::split(&ids, a.block_size, 16 * a.block_size, 10)?;
+    let job = HfFolderJob {
+        config,
+        vocab_size: model.vocab_size(),
         corpus_tokens: ids.len(),
-        evals,
-        tokens_per_s: trained_tokens as f64 / train_seconds.max(1e-9),
-        seconds: start.elapsed().as_secs_f64(),
-    })
+    };
+    let model_type = model.model_type();
+    let run = train_text_model(&config.text, backend, comm, &job, model, windows, start)?;
+    Ok(FinetuneReport { model_type, run })
 }
 
 impl FinetuneReport {
     /// The JSON summary line of `train --init-from`.
     pub fn summary(&self, config: &FinetuneConfig, backend: &str) -> Value {
-        let last = self.evals.last().expect("the first estimate at least");
+        let (t, r) = (&config.text, &self.run);
+        let last = r.last();
         json!({
             "model": "finetune",
             "model_type": self.model_type,
             "init_from": config.init_from.display().to_string(),
             "backend": backend,
-            "steps": config.args.steps,
-            "batch_size": config.batch_size,
-            "block_size": config.args.block_size,
-            "lr": config.lr,
-            "seed": config.seed,
-            "precision": config.precision.name(),
-            "parameters": self.parameters,
-            "corpus_tokens": self.corpus_tokens,
-            "initial_val_loss": self.evals[0].val_loss,
+            "steps": t.args.steps,
+            "batch_size": t.batch_size,
+            "world_size": r.world_size,
+            "global_batch_size": t.batch_size * r.world_size,
+            "block_size": t.args.block_size,
+            "lr": t.lr,
+            "seed": t.seed,
+            "precision": t.precision.name(),
+            "skipped_steps": r.skipped_steps,
+            "parameters": r.parameters,
+            "corpus_tokens": r.corpus_chars,
+            "initial_val_loss": r.evals[0].val_loss,
             "final_train_loss": last.train_loss,
             "final_val_loss": last.val_loss,
-            "tokens_per_s": self.tokens_per_s,
-            "seconds": self.seconds,
-            "checkpoint": config.save.as_ref().map(|p| p.display().to_string()),
+            "tokens_per_s": r.tokens_per_s,
+            "seconds": r.seconds,
+            "checkpoint": t.save.as_ref().map(|p| p.display().to_string()),
+            "resumed_from_step": r.resumed_from_step,
+            "shard": r.shard.number(),
+            "state_bytes_per_rank": r.state_bytes_per_rank,
+            "peak_rss_bytes": r.peak_rss_bytes,
+            "peak_virtual_bytes": r.peak_virtual_bytes,
         })
     }
 }

@@ -1,8 +1,9 @@
-//! The GPT job's two AdamW groups (weight decay on matrices, none on vectors), kept whole on
+//! The text jobs' two AdamW groups (weight decay on matrices, none on vectors), kept whole on
 //! every rank or sharded over the ranks ([`ShardedOptimizer`], `train --shard 1|2`).
 
 use crate::gpt_job::GptTrainConfig;
 use crate::memory::tensor_bytes;
+use crate::text_training::LanguageModel;
 use std::sync::Arc;
 use tessera_autograd::Var;
 use tessera_core::{Backend, Result};
@@ -10,12 +11,11 @@ use tessera_nn::clip::{clip_grad_norm, clip_grad_norm_across, grad_norm, grad_no
 use tessera_nn::distributed::{
     Communicator, DistributedDataParallel, ShardLevel, ShardedOptimizer, ShardedUnits,
 };
-use tessera_nn::gpt::Gpt;
 use tessera_nn::optim::{AdamW, AdamWConfig, Optimizer};
 use tessera_nn::precision::{DynamicLossScaler, ScalerStep};
 use tessera_nn::Module;
 
-/// The two optimizer groups of the GPT job, as the run checkpoint names them: nanoGPT's, decay
+/// The two optimizer groups of the text jobs (the GPT and fine-tuning), as the run checkpoint names them: nanoGPT's, decay
 /// on every parameter of rank >= 2 (matrices and embeddings), none on biases and LayerNorm
 /// scales.
 // One value per job: the variants' sizes do not matter.
@@ -37,8 +37,8 @@ impl<B: Backend> GptOptimizers<B> {
     /// AdamW with the job's betas and decay over `model`'s matrices, without decay over the
     /// rest, at `config.shard` over `comm`. At level 3 the model's blocks then run as sharded
     /// units, whole until [`GptOptimizers::release`].
-    pub fn new(
-        model: &Gpt<B>,
+    pub fn new<M: LanguageModel<B>>(
+        model: &M,
         config: &GptTrainConfig,
         comm: &Arc<dyn Communicator<B>>,
     ) -> Result<Self> {
@@ -131,7 +131,10 @@ impl<B: Backend> GptOptimizers<B> {
     }
 
     /// After backward: the gradients' mean over the ranks (a collective).
-    pub fn sync_gradients(&mut self, ddp: &DistributedDataParallel<B, Gpt<B>>) -> Result<()> {
+    pub fn sync_gradients<M: Module<B>>(
+        &mut self,
+        ddp: &DistributedDataParallel<B, M>,
+    ) -> Result<()> {
         match self {
             GptOptimizers::Whole { .. } => {
                 if ddp.reducer().communicator().world_size() > 1 {

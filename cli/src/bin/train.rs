@@ -106,7 +106,7 @@ struct Args {
     /// loss estimate [default: checkpoints/gpt].
     #[arg(long)]
     save: Option<PathBuf>,
-    /// The GPT only: write no checkpoints at all (no run folder; e.g. a benchmark, or a run
+    /// The GPT and --init-from only: write no checkpoints at all (no run folder; e.g. a benchmark, or a run
     /// whose consolidated checkpoints would not fit in memory: see docs/DISTRIBUTED.md).
     #[arg(long, conflicts_with_all = ["save", "resume", "checkpoint_every"])]
     no_save: bool,
@@ -174,8 +174,9 @@ struct Args {
     /// Fine-tune a Hugging Face GPT-2 or Llama folder (config.json, safetensors weights,
     /// tokenizer.json) on --data instead of training a model from scratch; the GPT options set
     /// the steps, context and schedule, and the result is saved in the same layout to --save
-    /// [default: checkpoints/finetuned; --lr default 1e-4]. One process only.
-    #[arg(long, conflicts_with_all = ["distributed", "resume", "checkpoint_every", "no_save"])]
+    /// [default: checkpoints/finetuned; --lr default 1e-4], with the run checkpoints that
+    /// --resume continues; --distributed, --shard, --precision and --log-dir as for the GPT.
+    #[arg(long)]
     init_from: Option<PathBuf>,
     #[command(flatten)]
     gpt: GptArgs,
@@ -218,9 +219,10 @@ fn main() -> ExitCode {
     // Keep freed tensor memory for reuse: a training program's choice (see tessera_cpu::tune_allocator).
     tessera_cpu::tune_allocator();
     let args = Args::parse();
-    // The GPT always has a run folder (checkpoints/gpt by default).
+    // The text jobs always have a run folder (checkpoints/gpt, checkpoints/finetuned by default).
+    let text_job = matches!(args.model, ModelArg::Gpt) || args.init_from.is_some();
     let needs_folder = args.resume || args.checkpoint_every.is_some();
-    if needs_folder && args.save.is_none() && !matches!(args.model, ModelArg::Gpt) {
+    if needs_folder && args.save.is_none() && !text_job {
         eprintln!("error: --resume and --checkpoint-every need a run folder: --save DIR");
         return ExitCode::FAILURE;
     }
@@ -312,67 +314,63 @@ fn main() -> ExitCode {
 
 /// `train --init-from DIR`: the fine-tuning job on the chosen backend, then its JSON summary.
 fn finetune_main(args: &Args) -> ExitCode {
-    if args.shard != ShardLevel::Replicated || args.log_dir.is_some() {
-        eprintln!("error: --init-from runs in one process without --shard or --log-dir");
+    let Some(launch) = join(args.distributed) else {
         return ExitCode::FAILURE;
-    }
-    if args.precision == Precision::F16 {
-        eprintln!("error: --init-from trains in f32 or bf16 (f16 would need loss scaling)");
-        return ExitCode::FAILURE;
-    }
+    };
+    let mut text = text_config(
+        args,
+        finetune_job::DEFAULT_FINETUNE_LR,
+        finetune_job::DEFAULT_FINETUNE_DIR,
+    );
+    // The cosine decays to --min-lr, or stays at a lower peak.
+    text.args.min_lr = text.args.min_lr.min(text.lr);
     let config = FinetuneConfig {
         init_from: args.init_from.clone().expect("checked by the caller"),
-        data: args
-            .data
-            .clone()
-            .unwrap_or_else(GptTrainConfig::default_data),
-        save: Some(
-            args.save
-                .clone()
-                .unwrap_or_else(|| finetune_job::DEFAULT_FINETUNE_DIR.into()),
-        ),
-        args: args.gpt.clone(),
-        batch_size: args.batch_size.unwrap_or(gpt_job::DEFAULT_BATCH),
-        lr: args.lr.unwrap_or(finetune_job::DEFAULT_FINETUNE_LR),
-        seed: args.seed,
-        precision: args.precision,
+        text,
     };
     let backend_name = args.backend.name();
+    let options = device_options(args, &launch);
+    let job = FinetuneJob {
+        config: &config,
+        launch: &launch,
+        comm: comm_choice(args.comm),
+    };
     let result = (args.backend)
-        .open(&DeviceOptions::default(), FinetuneJob(&config))
+        .open(&options, job)
         .and_then(|trained| trained);
     match result {
+        Ok(_) if launch.rank != 0 => ExitCode::SUCCESS,
         Ok(report) => {
             println!("{}", report.summary(&config, backend_name));
             ExitCode::SUCCESS
         }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
+        Err(e) => failure(&launch, &e),
     }
 }
 
-/// [`finetune_job::run_finetune`] on the device the registry opens.
-struct FinetuneJob<'a>(&'a FinetuneConfig);
+/// [`finetune_job::run_finetune_with`] on the device the registry opens.
+struct FinetuneJob<'a> {
+    config: &'a FinetuneConfig,
+    launch: &'a Launch,
+    comm: CommChoice,
+}
 
 impl BackendJob for FinetuneJob<'_> {
     type Output = Result<finetune_job::FinetuneReport>;
 
     fn run<B: Backend>(self, dev: B) -> Self::Output {
-        finetune_job::run_finetune(self.0, &dev)
+        let comm = self.launch.communicator_for(&dev, self.comm)?;
+        finetune_job::run_finetune_with(self.config, &dev, comm)
     }
 }
 
-/// `train --model gpt`: the GPT job on the chosen backend, then its JSON summary.
-fn gpt_main(args: &Args) -> ExitCode {
-    let Some(launch) = join(args.distributed) else {
-        return ExitCode::FAILURE;
-    };
-    let config = GptTrainConfig {
+/// The text jobs' options (`--model gpt` and `--init-from`), with their own default learning
+/// rate and run folder.
+fn text_config(args: &Args, default_lr: f64, default_dir: &str) -> GptTrainConfig {
+    GptTrainConfig {
         args: args.gpt.clone(),
         batch_size: args.batch_size.unwrap_or(gpt_job::DEFAULT_BATCH),
-        lr: args.lr.unwrap_or(gpt_job::DEFAULT_LR),
+        lr: args.lr.unwrap_or(default_lr),
         seed: args.seed,
         data: args
             .data
@@ -380,11 +378,7 @@ fn gpt_main(args: &Args) -> ExitCode {
             .unwrap_or_else(GptTrainConfig::default_data),
         save: match args.no_save {
             true => None,
-            false => Some(
-                args.save
-                    .clone()
-                    .unwrap_or_else(|| gpt_job::DEFAULT_CHECKPOINT_DIR.into()),
-            ),
+            false => Some(args.save.clone().unwrap_or_else(|| default_dir.into())),
         },
         checkpoint_every: args.checkpoint_every,
         keep_last: args.keep_last,
@@ -397,7 +391,15 @@ fn gpt_main(args: &Args) -> ExitCode {
         shard: args.shard,
         sharded_checkpoints: args.sharded_checkpoints,
         bucket_bytes: bucket_bytes(args.bucket_mb),
+    }
+}
+
+/// `train --model gpt`: the GPT job on the chosen backend, then its JSON summary.
+fn gpt_main(args: &Args) -> ExitCode {
+    let Some(launch) = join(args.distributed) else {
+        return ExitCode::FAILURE;
     };
+    let config = text_config(args, gpt_job::DEFAULT_LR, gpt_job::DEFAULT_CHECKPOINT_DIR);
     let backend_name = args.backend.name();
     let options = device_options(args, &launch);
     let job = GptJob {

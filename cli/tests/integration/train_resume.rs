@@ -146,6 +146,43 @@ fn an_interrupted_gpt_run_resumes_bit_for_bit() {
     }
 }
 
+/// `train --init-from DIR` (a Hugging Face folder fine-tuned): interrupted and resumed, the
+/// run ends bit for bit where the uninterrupted one does, for GPT-2 in f32 and for Llama
+/// (grouped-query attention) in f16 with the loss scaler; the newest Hugging Face weights are
+/// the same file too.
+#[test]
+fn an_interrupted_fine_tuning_run_resumes_bit_for_bit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = write_corpus(tmp.path(), &"the cat sat on the mat. ".repeat(400));
+    for (name, precision, halts) in [
+        ("gpt2-tiny", "f32", &[5][..]),
+        ("llama-tiny", "f16", &[7, 10][..]),
+    ] {
+        let folder = common::hf_fixture(name);
+        let args = [
+            "--init-from",
+            folder.to_str().unwrap(),
+            "--data",
+            corpus.as_str(),
+            "--steps",
+            "12",
+            "--block-size",
+            "16",
+            "--batch-size",
+            "4",
+            "--eval-interval",
+            "4",
+            "--eval-iters",
+            "1",
+            "--lr",
+            "1e-3",
+            "--precision",
+            precision,
+        ];
+        check_resume_is_exact(&args, halts);
+    }
+}
+
 #[test]
 fn an_interrupted_run_on_opencl_resumes_bit_for_bit() {
     if !data_available() {

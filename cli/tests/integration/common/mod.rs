@@ -206,6 +206,14 @@ pub fn mpi_train(train: &Path, dir: &Path, extra: &[&str]) -> Command {
     cmd
 }
 
+/// The committed Hugging Face test folder `name` (`fixtures/hf/`, made by
+/// `xtask/peers/make_hf_fixtures.py`).
+pub fn hf_fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/hf")
+        .join(name)
+}
+
 /// Writes `text` as `corpus.txt` in `dir` and returns its path as `--data` takes it.
 pub fn write_corpus(dir: &Path, text: &str) -> String {
     let corpus = dir.join("corpus.txt");
