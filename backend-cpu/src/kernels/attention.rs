@@ -255,12 +255,16 @@ impl<'a, T: AttentionFloat> Problem<'a, T> {
         for r in 0..br {
             let i = i0 + r;
             let row = &mut tile[r * bc..(r + 1) * bc];
-            for (c, x) in row.iter_mut().enumerate() {
+            // Causal masking hides keys `j0 + c > i`: the row's tail from `visible` on.
+            let visible = match self.causal {
+                true => (i + 1).saturating_sub(j0).min(bc),
+                false => bc,
+            };
+            let (kept, hidden) = row.split_at_mut(visible);
+            for x in kept {
                 *x = *x * self.scale;
-                if self.causal && j0 + c > i {
-                    *x = T::neg_infinity();
-                }
             }
+            hidden.fill(T::neg_infinity());
             if let Some(m) = &self.mask {
                 let base = offs[3] + i * m.rs + j0 * m.cs;
                 match &m.data {
@@ -324,17 +328,13 @@ impl<'a, T: AttentionFloat> Problem<'a, T> {
             self.scores(&offs, (i0, br), (j0, bc), tile);
             for r in 0..br {
                 let row = &mut tile[r * bc..(r + 1) * bc];
-                let block_max = row.iter().fold(T::neg_infinity(), |m, &x| m.max(x));
-                let new_max = max[r].max(block_max);
+                let new_max = max[r].max(row_max(row));
                 if new_max == T::neg_infinity() {
                     // Everything so far is masked: no weight, no change.
                     row.fill(T::ZERO);
                     continue;
                 }
-                for x in row.iter_mut() {
-                    *x = (*x - new_max).exp_in_loop();
-                }
-                let block_sum = row.iter().fold(T::ZERO, |s, &x| s + x);
+                let block_sum = exp_shifted_sum(row, new_max);
                 if new_max != max[r] {
                     let alpha = (max[r] - new_max).exp_in_loop();
                     sum[r] = sum[r] * alpha;
@@ -408,6 +408,46 @@ impl<'a, T: AttentionFloat> Problem<'a, T> {
         }
         Ok((out, lse))
     }
+}
+
+/// Independent partial results of the row reductions below: enough for the compiler to keep
+/// them in vector registers (a fold over one accumulator runs at one add's latency per
+/// element).
+const LANES: usize = 16;
+
+/// The largest value of `row` (`-inf` when empty; NaNs are skipped, as `max` skips them).
+fn row_max<T: AttentionFloat>(row: &[T]) -> T {
+    let mut lanes = [T::neg_infinity(); LANES];
+    let mut chunks = row.chunks_exact(LANES);
+    for chunk in &mut chunks {
+        for (m, &x) in lanes.iter_mut().zip(chunk) {
+            *m = m.max(x);
+        }
+    }
+    let tail = chunks
+        .remainder()
+        .iter()
+        .fold(T::neg_infinity(), |m, &x| m.max(x));
+    lanes.iter().fold(tail, |m, &x| m.max(x))
+}
+
+/// Replaces every `x` of `row` by `e^(x - shift)` and returns their sum (summed in [`LANES`]
+/// partial sums, then those in order).
+fn exp_shifted_sum<T: AttentionFloat>(row: &mut [T], shift: T) -> T {
+    let mut lanes = [T::ZERO; LANES];
+    let mut chunks = row.chunks_exact_mut(LANES);
+    for chunk in &mut chunks {
+        for (sum, x) in lanes.iter_mut().zip(chunk) {
+            *x = (*x - shift).exp_in_loop();
+            *sum = *sum + *x;
+        }
+    }
+    let mut tail = T::ZERO;
+    for x in chunks.into_remainder() {
+        *x = (*x - shift).exp_in_loop();
+        tail = tail + *x;
+    }
+    lanes.iter().fold(tail, |s, &x| s + x)
 }
 
 /// `data` cut into `n` consecutive slices of `each` elements (empty ones when `each` is 0).
@@ -768,6 +808,42 @@ mod tests {
         (0..n)
             .map(|i| 3.0 * f64::uniform(seed, i as u64) - 1.5)
             .collect()
+    }
+
+    /// The lane-wise row reductions against plain folds, at lengths around the lane count,
+    /// with masked (`-inf`) keys, NaNs and an empty row.
+    #[test]
+    fn row_max_and_exp_shifted_sum_match_plain_folds() {
+        for n in [0, 1, 5, LANES - 1, LANES, LANES + 1, 3 * LANES + 7] {
+            for case in 0..3 {
+                let mut row: Vec<f32> = values(n as u64 + 9, n).iter().map(|&x| x as f32).collect();
+                match case {
+                    1 => row
+                        .iter_mut()
+                        .skip(2)
+                        .step_by(3)
+                        .for_each(|x| *x = f32::NEG_INFINITY),
+                    2 => row.iter_mut().step_by(4).for_each(|x| *x = f32::NAN),
+                    _ => {}
+                }
+                let want = row.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+                assert_eq!(row_max(&row).to_bits(), want.to_bits(), "max of {row:?}");
+                if case == 2 {
+                    continue;
+                }
+                let shift = want.max(0.0);
+                let mut got = row.clone();
+                let sum = exp_shifted_sum(&mut got, shift);
+                let exact: f64 = row.iter().map(|&x| (x as f64 - shift as f64).exp()).sum();
+                assert!(
+                    (sum as f64 - exact).abs() <= 1e-6 * exact.max(1.0),
+                    "{sum} vs {exact}"
+                );
+                for (x, y) in row.iter().zip(&got) {
+                    assert_eq!(y.to_bits(), (x - shift).exp_in_loop().to_bits());
+                }
+            }
+        }
     }
 
     /// `D` from the forward output and `D` from `P ∘ dP` (the 16-bit problems' route) are the
