@@ -103,7 +103,8 @@ struct Args {
     /// The run folder: `model.safetensors` (the newest model), `run.json` (the configuration) and
     /// `checkpoints/` (the whole run's state after every epoch and every --checkpoint-every
     /// steps, resumable with --resume); for the GPT, the checkpoint folder written at every
-    /// loss estimate [default: checkpoints/gpt].
+    /// loss estimate [default: checkpoints/gpt]; for --init-from, the fine-tuned model in the
+    /// Hugging Face layout beside `checkpoints/` [default: checkpoints/finetuned].
     #[arg(long)]
     save: Option<PathBuf>,
     /// The GPT and --init-from only: write no checkpoints at all (no run folder; e.g. a benchmark, or a run
@@ -111,7 +112,7 @@ struct Args {
     #[arg(long, conflicts_with_all = ["save", "resume", "checkpoint_every"])]
     no_save: bool,
     /// Also checkpoint the whole run every N optimisation steps (besides each epoch's end;
-    /// for the GPT, each loss estimate).
+    /// for the GPT and --init-from, each loss estimate).
     #[arg(long)]
     checkpoint_every: Option<usize>,
     /// How many run checkpoints the --save folder keeps.

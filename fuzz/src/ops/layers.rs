@@ -2,7 +2,7 @@
 
 use super::kinds::*;
 use super::{op, FuzzBackend, Op};
-use crate::machine::Layer;
+use crate::machine::{Layer, Outcome};
 use tessera_autograd::Var;
 use tessera_core::Generator;
 use tessera_nn::layers::{
@@ -12,7 +12,7 @@ use tessera_nn::layers::{
 use tessera_nn::loss::{
     bce_with_logits, cross_entropy, cross_entropy_with_label_smoothing, mse_loss, nll_loss,
 };
-use tessera_nn::precision::Precision;
+use tessera_nn::precision::{CastCache, Precision};
 use tessera_nn::Forward;
 
 /// A layer register value.
@@ -153,6 +153,44 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
                 _ => Err("expected a var of the input's shape".into()),
             }
         }),
+        op(
+            "CastCache: to_compute without gradients, cached and not",
+            2,
+            &[V, SIZE, B],
+            NONE,
+            |c| {
+                let v = c.v(0)?;
+                let precision = Precision::ALL[c.size(1) % Precision::ALL.len()];
+                let bits = |r: tessera_core::Result<Var<_>>| -> Result<(String, Vec<u64>), String> {
+                    let t = r.map_err(|e| e.to_string())?.value();
+                    let values = t.to_vec_f64().map_err(|e| e.to_string())?;
+                    Ok((
+                        t.dtype().to_string(),
+                        values.into_iter().map(f64::to_bits).collect(),
+                    ))
+                };
+                let cast = || bits(tessera_autograd::no_grad(|| precision.to_compute(&v)));
+                let plain = cast();
+                let (first, again) = {
+                    let _cache = CastCache::enable();
+                    // Sometimes with gradients on inside the scope (the cache stands aside).
+                    if c.flag(2) {
+                        let _ = bits(precision.to_compute(&v));
+                    }
+                    (cast(), cast())
+                };
+                if CastCache::is_enabled() || CastCache::len() != 0 {
+                    return Ok(Outcome::Break("the cache outlived its guard".into()));
+                }
+                Ok(match (plain, first, again) {
+                    (Ok(p), Ok(f), Ok(a)) if p == f && f == a => Outcome::Ok(Vec::new()),
+                    (Err(_), Err(e), Err(_)) => Outcome::Err(e),
+                    (p, f, a) => Outcome::Break(format!(
+                        "to_compute gave {p:?} plainly, {f:?} then {a:?} in a CastCache"
+                    )),
+                })
+            },
+        ),
         op("BatchNormConfig::init_1d", 2, &[SIZE, DT], OUT_L, |c| {
             Ok(BatchNormConfig::new(c.size(0))
                 .dtype(c.dtype(1))

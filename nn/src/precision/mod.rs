@@ -43,8 +43,10 @@
 //! # Ok(()) }
 //! ```
 
+mod cast_cache;
 mod loss_scaler;
 
+pub use cast_cache::CastCache;
 pub use loss_scaler::{DynamicLossScaler, ScalerStep};
 
 use std::fmt;
@@ -81,10 +83,16 @@ impl Precision {
 
     /// A float `v` cast (differentiably: its gradient is cast back) to the compute dtype; `v`
     /// itself under [`Precision::F32`], when it already has the compute dtype and when it is
-    /// not a float (indices, bool masks).
+    /// not a float (indices, bool masks). Inside a [`CastCache`] scope, without gradients, a
+    /// parameter's cast is made once and reused.
     pub fn to_compute<B: Backend>(self, v: &Var<B>) -> Result<Var<B>> {
         match self.compute_dtype() {
-            Some(d) if v.dtype().is_float() && v.dtype() != d => v.to_dtype(d),
+            Some(d) if v.dtype().is_float() && v.dtype() != d => {
+                match cast_cache::cached_cast(v, d)? {
+                    Some(cast) => Ok(cast),
+                    None => v.to_dtype(d),
+                }
+            }
             _ => Ok(v.clone()),
         }
     }

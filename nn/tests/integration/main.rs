@@ -27,6 +27,7 @@ mod optim_end_to_end;
 mod optim_schedule_clip;
 mod optim_trajectories;
 mod precision;
+mod precision_cast_cache;
 mod precision_layers;
 mod pretrained;
 mod pytorch_state_dict;
