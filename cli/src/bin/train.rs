@@ -107,8 +107,9 @@ struct Args {
     /// Hugging Face layout beside `checkpoints/` [default: checkpoints/finetuned].
     #[arg(long)]
     save: Option<PathBuf>,
-    /// The GPT and --init-from only: write no checkpoints at all (no run folder; e.g. a benchmark, or a run
-    /// whose consolidated checkpoints would not fit in memory: see docs/DISTRIBUTED.md).
+    /// The GPT and --init-from only: write no checkpoints at all (no run folder; e.g. a
+    /// benchmark, or a run whose consolidated checkpoints would not fit in memory: see
+    /// docs/DISTRIBUTED.md).
     #[arg(long, conflicts_with_all = ["save", "resume", "checkpoint_every"])]
     no_save: bool,
     /// Also checkpoint the whole run every N optimisation steps (besides each epoch's end;

@@ -333,10 +333,19 @@ pub fn pretrained_steps(has_text: bool) -> Vec<Step> {
              --block-size 32 --save \"$results/llama-finetuned\""
                 .to_string(),
         );
+        // Fine-tuning in f16 (the loss scaler) interrupted after step 15 (exit status 75, as
+        // a kill) and resumed from its step-10 checkpoint.
+        let run = "\"$here/bin/train\" --backend cuda --init-from \"$here/hf/llama-tiny\" --data \
+                   \"$here/text\" --steps 20 --eval-interval 10 --eval-iters 2 --batch-size 8 \
+                   --block-size 32 --precision f16 --save \"$results/llama-resumed\"";
+        commands.push(format!(
+            "( {run} --halt-after-step 15; test $? -eq 75 ) && {run} --resume | tail -n 1 | grep \
+             -q resumed_from_step.:10"
+        ));
     }
     vec![Step {
         name: "pretrained-hf",
-        limit_s: 15,
+        limit_s: 25,
         // The bundle and results folders reach the inner shell as $1 and $2.
         command: format!(
             "bash -c '{}' pretrained-hf \"$here\" \"$results\"",
@@ -451,6 +460,10 @@ mod tests {
         assert!(
             !c[..c.len() - 30].contains("$here"),
             "the inner shell reads $1: {c}"
+        );
+        assert!(
+            c.contains("--halt-after-step 15") && c.contains("--resume"),
+            "{c}"
         );
         assert!(!pretrained_steps(false)[0].command.contains("--init-from"));
     }
