@@ -54,24 +54,10 @@ impl FinetuneConfig {
     /// What a checkpoint of this run must agree with to be resumed: the initial folder and
     /// every option that changes the training.
     pub fn run_config(&self) -> Value {
-        let (t, a) = (&self.text, &self.text.args);
-        json!({
-            "job": "train-finetune",
-            "init_from": self.init_from.display().to_string(),
-            "steps": a.steps,
-            "block_size": a.block_size,
-            "warmup_steps": a.warmup_steps,
-            "min_lr": a.min_lr,
-            "weight_decay": a.weight_decay,
-            "grad_clip": a.grad_clip,
-            "eval_interval": a.eval_interval,
-            "eval_iters": a.eval_iters,
-            "batch_size": t.batch_size,
-            "lr": t.lr,
-            "seed": t.seed,
-            "data": t.data.display().to_string(),
-            "precision": t.precision.name(),
-        })
+        let mut config = self.text.recipe_config();
+        config["job"] = "train-finetune".into();
+        config["init_from"] = self.init_from.display().to_string().into();
+        config
     }
 }
 

@@ -167,14 +167,24 @@ impl GptTrainConfig {
     /// the training (not the progress display, the sample length or the checkpoint options).
     pub fn run_config(&self) -> Value {
         let a = &self.args;
+        let mut config = self.recipe_config();
+        config["job"] = "train-gpt".into();
+        config["n_layer"] = a.n_layer.into();
+        config["n_head"] = a.n_head.into();
+        config["n_embd"] = a.n_embd.into();
+        config["dropout"] = a.dropout.into();
+        config["dtype"] = self.dtype.to_string().into();
+        config
+    }
+
+    /// The options of the training recipe both text jobs share (steps, context, schedule,
+    /// clipping, evaluation, batch, learning rate, seed, data and precision): the part of
+    /// [`GptTrainConfig::run_config`] that is not the model's.
+    pub fn recipe_config(&self) -> Value {
+        let a = &self.args;
         json!({
-            "job": "train-gpt",
             "steps": a.steps,
             "block_size": a.block_size,
-            "n_layer": a.n_layer,
-            "n_head": a.n_head,
-            "n_embd": a.n_embd,
-            "dropout": a.dropout,
             "warmup_steps": a.warmup_steps,
             "min_lr": a.min_lr,
             "weight_decay": a.weight_decay,
@@ -185,7 +195,6 @@ impl GptTrainConfig {
             "lr": self.lr,
             "seed": self.seed,
             "data": self.data.display().to_string(),
-            "dtype": self.dtype.to_string(),
             "precision": self.precision.name(),
         })
     }

@@ -335,30 +335,10 @@ fn two_ranks_fine_tune_a_llama_folder_at_every_level_and_level_three_resumes_bit
     let train = train_with_mpi();
     let tmp = tempfile::tempdir().unwrap();
     let corpus = write_corpus(tmp.path(), &"the cat sat on the mat. ".repeat(400));
-    let folder = common::hf_fixture("llama-tiny");
-    let args = |level: &'static str| -> Vec<String> {
-        [
-            "--init-from",
-            folder.to_str().unwrap(),
-            "--data",
-            corpus.as_str(),
-            "--steps",
-            "12",
-            "--block-size",
-            "16",
-            "--batch-size",
-            "4",
-            "--eval-interval",
-            "4",
-            "--eval-iters",
-            "1",
-            "--lr",
-            "1e-3",
-            "--shard",
-            level,
-        ]
-        .map(String::from)
-        .to_vec()
+    let args = |level: &str| -> Vec<String> {
+        let mut args = common::finetune_args("llama-tiny", &corpus);
+        args.extend(["--shard".to_string(), level.to_string()]);
+        args
     };
     let run = |dir: &std::path::Path, args: &[String]| {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();

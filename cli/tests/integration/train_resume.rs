@@ -158,27 +158,9 @@ fn an_interrupted_fine_tuning_run_resumes_bit_for_bit() {
         ("gpt2-tiny", "f32", &[5][..]),
         ("llama-tiny", "f16", &[7, 10][..]),
     ] {
-        let folder = common::hf_fixture(name);
-        let args = [
-            "--init-from",
-            folder.to_str().unwrap(),
-            "--data",
-            corpus.as_str(),
-            "--steps",
-            "12",
-            "--block-size",
-            "16",
-            "--batch-size",
-            "4",
-            "--eval-interval",
-            "4",
-            "--eval-iters",
-            "1",
-            "--lr",
-            "1e-3",
-            "--precision",
-            precision,
-        ];
+        let mut args = common::finetune_args(name, &corpus);
+        args.extend(["--precision".to_string(), precision.to_string()]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         check_resume_is_exact(&args, halts);
     }
 }

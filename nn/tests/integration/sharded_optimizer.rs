@@ -190,7 +190,11 @@ mod level_three {
             .unwrap()
     }
 
-    fn step(model: &Gpt<Cpu>, optimizer: &mut dyn Optimizer<Cpu>, seed: u64) -> f64 {
+    /// The next-token loss function of a language model over 11 tokens.
+    type LossFn<'a> = &'a dyn Fn(&Tensor<Cpu>, &Tensor<Cpu>) -> tessera_core::Result<Var<Cpu>>;
+
+    /// One optimizer step of `loss` on two windows of 8 tokens drawn from `seed`: the loss.
+    fn lm_step(loss: LossFn<'_>, optimizer: &mut dyn Optimizer<Cpu>, seed: u64) -> f64 {
         let dev = Cpu::new();
         let tokens: Vec<i64> = (0..2 * 9)
             .map(|i| ((i as u64 * 7 + seed) % 11) as i64)
@@ -199,10 +203,14 @@ mod level_three {
         let x = all.narrow(1, 0, 8).unwrap().contiguous().unwrap();
         let y = all.narrow(1, 1, 8).unwrap().contiguous().unwrap();
         optimizer.zero_grad();
-        let loss = model.loss(&x, &y).unwrap();
+        let loss = loss(&x, &y).unwrap();
         loss.backward().unwrap();
         optimizer.step().unwrap();
         loss.value().to_scalar_f64().unwrap()
+    }
+
+    fn step(model: &Gpt<Cpu>, optimizer: &mut dyn Optimizer<Cpu>, seed: u64) -> f64 {
+        lm_step(&|x, y| model.loss(x, y), optimizer, seed)
     }
 
     fn gpt_bits(model: &Gpt<Cpu>) -> Vec<u32> {
@@ -274,18 +282,7 @@ mod level_three {
             config.init(dev, &mut Generator::new(5)).unwrap()
         }
         fn step(model: &Llama<Cpu>, optimizer: &mut dyn Optimizer<Cpu>, seed: u64) -> f64 {
-            let dev = Cpu::new();
-            let tokens: Vec<i64> = (0..2 * 9)
-                .map(|i| ((i as u64 * 5 + seed) % 11) as i64)
-                .collect();
-            let all = Tensor::from_vec(tokens, [2, 9], &dev).unwrap();
-            let x = all.narrow(1, 0, 8).unwrap().contiguous().unwrap();
-            let y = all.narrow(1, 1, 8).unwrap().contiguous().unwrap();
-            optimizer.zero_grad();
-            let loss = model.loss(&x, &y).unwrap();
-            loss.backward().unwrap();
-            optimizer.step().unwrap();
-            loss.value().to_scalar_f64().unwrap()
+            lm_step(&|x, y| model.loss(x, y), optimizer, seed)
         }
         let bits = |model: &Llama<Cpu>| -> Vec<(String, Vec<u32>)> {
             model

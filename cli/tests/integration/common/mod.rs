@@ -214,6 +214,32 @@ pub fn hf_fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// The arguments of a short fine-tuning run (`train --init-from`) of the fixture `name` on
+/// `corpus`: 12 steps of 4 windows of 16 tokens, estimates every 4 steps.
+pub fn finetune_args(name: &str, corpus: &str) -> Vec<String> {
+    let folder = hf_fixture(name).display().to_string();
+    [
+        "--init-from",
+        &folder,
+        "--data",
+        corpus,
+        "--steps",
+        "12",
+        "--block-size",
+        "16",
+        "--batch-size",
+        "4",
+        "--eval-interval",
+        "4",
+        "--eval-iters",
+        "1",
+        "--lr",
+        "1e-3",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
 /// Writes `text` as `corpus.txt` in `dir` and returns its path as `--data` takes it.
 pub fn write_corpus(dir: &Path, text: &str) -> String {
     let corpus = dir.join("corpus.txt");
