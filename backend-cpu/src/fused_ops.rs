@@ -7,8 +7,6 @@ use tessera_core::{bf16, Layout, Result, Tensor};
 
 use crate::checks::check_storage;
 use crate::kernels::adam::{self, AdamFloat, AdamInputs};
-use crate::kernels::lanes::Lane;
-use crate::kernels::num::Num;
 use crate::kernels::{gelu_grad, relu_grad};
 use crate::storage::CpuElement;
 use crate::{Cpu, CpuStorage};
@@ -44,9 +42,11 @@ pub(crate) fn tensor<T: CpuElement>(
 
 /// [`tessera_core::Backend::relu_backward`] on the CPU.
 pub(crate) fn relu_backward(x: &Tensor<Cpu>, grad: &Tensor<Cpu>) -> Result<Option<Tensor<Cpu>>> {
-    fn typed<S: CpuElement + Lane<C>, C: Num>(
+    /// `kernel` over same-shape contiguous `S` operands; `None` for any others.
+    fn typed<S: CpuElement>(
         x: &Tensor<Cpu>,
         grad: &Tensor<Cpu>,
+        kernel: fn(&[S], &[S]) -> Result<Vec<S>>,
     ) -> Result<Option<Tensor<Cpu>>> {
         let dims = x.dims();
         let (Some(xv), Some(gv)) = (
@@ -55,23 +55,16 @@ pub(crate) fn relu_backward(x: &Tensor<Cpu>, grad: &Tensor<Cpu>) -> Result<Optio
         ) else {
             return Ok(None);
         };
-        tensor(x.backend(), relu_grad::relu_backward::<C, S>(xv, gv)?, dims).map(Some)
+        tensor(x.backend(), kernel(xv, gv)?, dims).map(Some)
     }
     match x.storage() {
-        CpuStorage::F32(_) => typed::<f32, f32>(x, grad),
-        CpuStorage::F64(_) => typed::<f64, f64>(x, grad),
+        CpuStorage::F32(_) => typed(x, grad, relu_grad::relu_backward::<f32, f32>),
+        CpuStorage::F64(_) => typed(x, grad, relu_grad::relu_backward::<f64, f64>),
         // Declared in `computes_16_bit`, so never left to the composite: strided or broadcast
         // operands are made contiguous first.
         CpuStorage::BF16(_) if x.dims() == grad.dims() => {
             let (x, grad) = (x.contiguous()?, grad.contiguous()?);
-            let dims = x.dims();
-            let (Some(xv), Some(gv)) = (
-                contiguous::<bf16>("relu_backward", &x, dims)?,
-                contiguous::<bf16>("relu_backward", &grad, dims)?,
-            ) else {
-                return Ok(None);
-            };
-            tensor(x.backend(), relu_grad::relu_backward_bf16(xv, gv)?, dims).map(Some)
+            typed(&x, &grad, relu_grad::relu_backward_bf16)
         }
         _ => Ok(None),
     }
