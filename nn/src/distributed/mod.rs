@@ -63,4 +63,5 @@ pub use local::LocalCommunicator;
 pub use optimizer::DistributedOptimizer;
 pub use reducer::{CommStats, GradientReducer};
 pub use sampler::DistributedSampler;
+pub(crate) use sharded::install_units;
 pub use sharded::{ShardLevel, ShardedOptimizer, ShardedUnits};

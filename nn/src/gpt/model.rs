@@ -2,7 +2,7 @@
 
 use super::cache::GptCache;
 use super::GptConfig;
-use crate::distributed::ShardedUnits;
+use crate::distributed::{install_units, ShardedUnits};
 use crate::init;
 use crate::layers::{
     Dropout, DropoutConfig, Embedding, LayerNorm, LayerNormConfig, Linear, TransformerBlock,
@@ -140,20 +140,8 @@ impl<B: Backend> Gpt<B> {
     /// gathered for its forward and backward passes only; see [`ShardedUnits`]), whose units
     /// must be [`Gpt::block_prefixes`]. Once per model.
     pub fn shard_blocks(&self, units: Arc<ShardedUnits<B>>) -> Result<()> {
-        if units.len() != self.transformer.h.len() {
-            return Err(Error::InvalidArgument {
-                op: "Gpt::shard_blocks",
-                msg: format!(
-                    "{} units for {} blocks",
-                    units.len(),
-                    self.transformer.h.len()
-                ),
-            });
-        }
-        self.units.set(units).map_err(|_| Error::InvalidArgument {
-            op: "Gpt::shard_blocks",
-            msg: "the blocks already run as sharded units".into(),
-        })
+        let blocks = self.transformer.h.len();
+        install_units(&self.units, units, blocks, "Gpt::shard_blocks", "blocks")
     }
 
     /// The configuration.

@@ -2,7 +2,7 @@
 //! attention and SwiGLU MLPs (`transformers`' `LlamaForCausalLM`).
 
 use super::{LlamaAttention, LlamaCache, LlamaConfig};
-use crate::distributed::ShardedUnits;
+use crate::distributed::{install_units, ShardedUnits};
 use crate::init;
 use crate::layers::{Embedding, Linear, RmsNorm, RotaryEmbedding, SiLU, SwiGlu};
 use crate::loss::cross_entropy;
@@ -248,20 +248,8 @@ impl<B: Backend> Llama<B> {
     /// whose units must be [`Llama::layer_prefixes`]. Once per model. Cached decoding
     /// ([`Llama::forward_cached`]) needs the layers whole (`ShardedUnits::gather_all`).
     pub fn shard_layers(&self, units: Arc<ShardedUnits<B>>) -> Result<()> {
-        if units.len() != self.model.layers.len() {
-            return Err(Error::InvalidArgument {
-                op: "Llama::shard_layers",
-                msg: format!(
-                    "{} units for {} layers",
-                    units.len(),
-                    self.model.layers.len()
-                ),
-            });
-        }
-        self.units.set(units).map_err(|_| Error::InvalidArgument {
-            op: "Llama::shard_layers",
-            msg: "the layers already run as sharded units".into(),
-        })
+        let layers = self.model.layers.len();
+        install_units(&self.units, units, layers, "Llama::shard_layers", "layers")
     }
 
     /// The configuration.

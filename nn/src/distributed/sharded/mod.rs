@@ -8,6 +8,7 @@ mod level;
 mod units;
 
 pub use level::ShardLevel;
+pub(crate) use units::install_units;
 pub use units::ShardedUnits;
 
 use crate::clip::{clip_grad_norm_across, grad_norm_across};

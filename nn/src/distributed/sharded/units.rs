@@ -6,7 +6,7 @@ use super::flat::FlatBucket;
 use crate::distributed::communicator::{Communicator, Reduction};
 use crate::module::{Forward, Module};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use tessera_autograd::{enable_grad, is_grad_enabled, no_grad, Var};
 use tessera_core::{Backend, Error, Generator, Result, Tensor};
 
@@ -239,4 +239,26 @@ impl<B: Backend> ShardedUnits<B> {
             .max()
             .unwrap_or(0)
     }
+}
+
+/// Sets a model's `slot` to `units`, once, when they are as many as its `count` blocks (called
+/// `noun` in the errors): what a model's `shard_*` method does (e.g.
+/// [`crate::gpt::Gpt::shard_blocks`]).
+pub(crate) fn install_units<B: Backend>(
+    slot: &OnceLock<Arc<ShardedUnits<B>>>,
+    units: Arc<ShardedUnits<B>>,
+    count: usize,
+    op: &'static str,
+    noun: &str,
+) -> Result<()> {
+    if units.len() != count {
+        return Err(Error::InvalidArgument {
+            op,
+            msg: format!("{} units for {count} {noun}", units.len()),
+        });
+    }
+    slot.set(units).map_err(|_| Error::InvalidArgument {
+        op,
+        msg: format!("the {noun} already run as sharded units"),
+    })
 }
