@@ -73,7 +73,6 @@ pub struct FinetuneReport {
 /// `train --init-from`'s part of the text loop: the loaded folder, saved back in its layout.
 struct HfFolderJob<'a> {
     config: &'a FinetuneConfig,
-    vocab_size: usize,
     corpus_tokens: usize,
 }
 
@@ -131,14 +130,6 @@ impl<B: Backend> TextJob<B> for HfFolderJob<'_> {
         // `generate --model-dir` samples from the saved folder.
         Ok(String::new())
     }
-
-    fn vocab_size(&self) -> usize {
-        self.vocab_size
-    }
-
-    fn corpus_tokens(&self) -> usize {
-        self.corpus_tokens
-    }
 }
 
 /// Fine-tunes `config.init_from` on `config.text.data` with `backend` in one process.
@@ -159,11 +150,8 @@ pub fn run_finetune_with<B: Backend>(
         op: "train --init-from",
         msg,
     };
-    if a.steps == 0 || config.text.batch_size == 0 || a.eval_interval == 0 {
-        return Err(invalid(
-            "steps, batch size and eval interval must be at least 1".into(),
-        ));
-    }
+    // Before loading a model that may take a while.
+    config.text.check_counts("train --init-from")?;
     let options = PretrainedOptions {
         dtype: DType::F32,
         precision: config.text.precision,
@@ -190,14 +178,12 @@ pub fn run_finetune_with<B: Backend>(
         .into_iter()
         .map(|id| id as usize)
         .collect();
-    let windows = TokenWindows::split(&ids, a.block_size, 16 * a.block_size, 10)?;
     let job = HfFolderJob {
         config,
-        vocab_size: model.vocab_size(),
         corpus_tokens: ids.len(),
     };
     let model_type = model.model_type();
-    let run = train_text_model(&config.text, backend, comm, &job, model, windows, start)?;
+    let run = train_text_model(&config.text, backend, comm, &job, model, &ids, start)?;
     Ok(FinetuneReport { model_type, run })
 }
 

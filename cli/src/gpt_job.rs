@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
-use tessera_core::{Backend, DType, Generator, Result};
+use tessera_core::{Backend, DType, Error, Generator, Result};
 use tessera_nn::data::{CharTokenizer, TextCorpus, TokenWindows, FORTUNES_DIR};
 use tessera_nn::distributed::{Communicator, LocalCommunicator, ShardLevel, DEFAULT_BUCKET_BYTES};
 use tessera_nn::gpt::{generate, save_checkpoint, Gpt, GptConfig, SamplingConfig};
@@ -163,6 +163,18 @@ impl GptTrainConfig {
         }
     }
 
+    /// Errors (as `op`'s) unless the steps, batch size and eval interval are at least 1.
+    pub fn check_counts(&self, op: &'static str) -> Result<()> {
+        let a = &self.args;
+        if a.steps == 0 || self.batch_size == 0 || a.eval_interval == 0 {
+            return Err(Error::InvalidArgument {
+                op,
+                msg: "steps, batch size and eval interval must be at least 1".into(),
+            });
+        }
+        Ok(())
+    }
+
     /// What a checkpoint of this run must agree with to be resumed: every option that changes
     /// the training (not the progress display, the sample length or the checkpoint options).
     pub fn run_config(&self) -> Value {
@@ -295,10 +307,10 @@ pub fn run_gpt_training_with<B: Backend>(
 ) -> Result<GptTrainReport> {
     let start = Instant::now();
     let a = &config.args;
+    config.check_counts("train")?;
     let corpus = TextCorpus::load(&config.data)?;
     let tokenizer = CharTokenizer::from_text(&corpus.text);
     let ids = tokenizer.encode(&corpus.text)?;
-    let windows = TokenWindows::split(&ids, a.block_size, 16 * a.block_size, 10)?;
     let model = GptConfig::new(
         a.n_layer,
         a.n_head,
@@ -317,7 +329,7 @@ pub fn run_gpt_training_with<B: Backend>(
         files: corpus.files.len(),
         first_char: corpus.text.chars().take(1).collect(),
     };
-    train_text_model(config, backend, comm, &job, model, windows, start)
+    train_text_model(config, backend, comm, &job, model, &ids, start)
 }
 
 /// `train --model gpt`'s part of the text loop: a character-level GPT, saved with its
@@ -388,13 +400,5 @@ impl<B: Backend> TextJob<B> for CharGptJob<'_> {
             &mut |_| {},
         )?;
         self.tokenizer.decode(&report.tokens)
-    }
-
-    fn vocab_size(&self) -> usize {
-        self.tokenizer.vocab_size()
-    }
-
-    fn corpus_tokens(&self) -> usize {
-        self.corpus_chars
     }
 }

@@ -37,6 +37,9 @@ pub trait LanguageModel<B: Backend>: Module<B> {
     /// The mean next-token cross-entropy of `idx` against `targets` (both i64 `[batch, t]`).
     fn loss(&self, idx: &Tensor<B>, targets: &Tensor<B>) -> Result<Var<B>>;
 
+    /// Tokens in the vocabulary.
+    fn vocab_size(&self) -> usize;
+
     /// The parameter-name prefix of each block: the units of [`LanguageModel::shard_blocks`].
     fn block_prefixes(&self) -> Vec<String>;
 
@@ -47,6 +50,10 @@ pub trait LanguageModel<B: Backend>: Module<B> {
 impl<B: Backend> LanguageModel<B> for Gpt<B> {
     fn loss(&self, idx: &Tensor<B>, targets: &Tensor<B>) -> Result<Var<B>> {
         Gpt::loss(self, idx, targets)
+    }
+
+    fn vocab_size(&self) -> usize {
+        self.config().vocab_size
     }
 
     fn block_prefixes(&self) -> Vec<String> {
@@ -61,6 +68,10 @@ impl<B: Backend> LanguageModel<B> for Gpt<B> {
 impl<B: Backend> LanguageModel<B> for PretrainedModel<B> {
     fn loss(&self, idx: &Tensor<B>, targets: &Tensor<B>) -> Result<Var<B>> {
         PretrainedModel::loss(self, idx, targets)
+    }
+
+    fn vocab_size(&self) -> usize {
+        PretrainedModel::vocab_size(self)
     }
 
     fn block_prefixes(&self) -> Vec<String> {
@@ -93,12 +104,6 @@ pub trait TextJob<B: Backend> {
 
     /// Text sampled from the trained model at the end (rank 0; empty for none).
     fn sample(&self, model: &Self::Model, config: &GptTrainConfig) -> Result<String>;
-
-    /// Tokens in the vocabulary.
-    fn vocab_size(&self) -> usize;
-
-    /// Tokens in the whole corpus.
-    fn corpus_tokens(&self) -> usize;
 }
 
 /// Where a text run stands: what a checkpoint saves besides the model and optimizer state.
@@ -221,8 +226,9 @@ fn rank_stream(seed: u64, rank: usize) -> u64 {
     seed ^ (rank as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
-/// Trains `model` on the windows `train` (estimating the losses on `train` and `val`) as one
-/// rank of a data-parallel run over `comm`: every rank starts from rank 0's model, draws its
+/// Trains `model` on the token ids `ids` of a corpus (split into training and validation
+/// windows of `block_size` tokens, the losses estimated on both) as one rank of a
+/// data-parallel run over `comm`: every rank starts from rank 0's model, draws its
 /// own training windows (the global batch is `world_size * batch_size` windows), averages its
 /// gradients with the others' before clipping, and estimates the losses on its own windows
 /// (the estimates are averaged over the ranks); rank 0 alone prints, logs and saves. With
@@ -234,17 +240,13 @@ pub fn train_text_model<B: Backend, J: TextJob<B>>(
     comm: Arc<dyn Communicator<B>>,
     job: &J,
     model: J::Model,
-    (train, val): (TokenWindows, TokenWindows),
+    ids: &[usize],
     start: Instant,
 ) -> Result<GptTrainReport> {
     let (rank, world_size) = (comm.rank(), comm.world_size());
     let a = &config.args;
-    if a.steps == 0 || config.batch_size == 0 || a.eval_interval == 0 {
-        return Err(Error::InvalidArgument {
-            op: "train",
-            msg: "steps, batch size and eval interval must be at least 1".into(),
-        });
-    }
+    config.check_counts("train")?;
+    let (train, val) = TokenWindows::split(ids, a.block_size, 16 * a.block_size, 10)?;
     // Rank 0's initial model on every rank.
     let ddp = DistributedDataParallel::with_config(
         model,
@@ -605,8 +607,8 @@ pub fn train_text_model<B: Backend, J: TextJob<B>>(
             / progress.train_seconds.max(1e-9),
         seconds: start.elapsed().as_secs_f64(),
         parameters: model.num_parameters(),
-        vocab_size: job.vocab_size(),
-        corpus_chars: job.corpus_tokens(),
+        vocab_size: model.vocab_size(),
+        corpus_chars: ids.len(),
         sample,
         skipped_steps: progress.skipped_steps,
         resumed_from_step,
