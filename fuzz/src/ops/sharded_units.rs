@@ -52,14 +52,7 @@ fn level_three<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
         let plain = ModelKind::Mlp.build(DType::F32, seed, b)?;
         let model = ModelKind::Mlp.build(DType::F32, seed, b)?;
         let comm: Arc<dyn Communicator<B>> = Arc::new(LocalCommunicator::new());
-        let mut prefixes = model.unit_prefixes();
-        match units_change {
-            1 => {
-                prefixes.pop();
-            }
-            2 => prefixes.push("9".into()),
-            _ => {}
-        }
+        let prefixes = with_units_changed(model.unit_prefixes(), units_change, "9");
         Ok((plain, model, ShardedUnits::new(comm, prefixes)?))
     };
     let (plain, model, units) = match setup() {
@@ -94,19 +87,37 @@ fn level_three<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
         units.gather_all()?;
         Ok((want, got, bits(&plain)?, bits(&model)?))
     };
-    match run() {
+    verdict("MLP", run())
+}
+
+/// Unit prefixes as given (`change` 0 or 3), one short (1), or with `extra` added (2).
+fn with_units_changed(mut prefixes: Vec<String>, change: usize, extra: &str) -> Vec<String> {
+    match change {
+        1 => {
+            prefixes.pop();
+        }
+        2 => prefixes.push(extra.into()),
+        _ => {}
+    }
+    prefixes
+}
+
+/// The outcome of a plain and a level-3 step of `model`: equal losses and parameter bits, or
+/// both failing; anything else breaks.
+fn verdict<B: FuzzBackend>(model: &str, steps: Result<BothSteps>) -> Outcome<B> {
+    match steps {
         Err(e) => Outcome::Err(e.to_string()),
         Ok((Ok(want), Ok(got), a, b)) if want.to_bits() != got.to_bits() || a != b => {
             Outcome::Break(format!(
-                "level 3 computed loss {got} where the plain MLP computed {want}, or other \
+                "level 3 computed loss {got} where the plain {model} computed {want}, or other \
                  parameters after the step"
             ))
         }
         Ok((Ok(_), Ok(_), _, _)) => Outcome::Ok(Vec::new()),
         Ok((Err(_), Err(e), _, _)) => Outcome::Err(e.to_string()),
-        Ok((want, got, _, _)) => {
-            Outcome::Break(format!("the plain MLP gave {want:?}, level 3 gave {got:?}"))
-        }
+        Ok((want, got, _, _)) => Outcome::Break(format!(
+            "the plain {model} gave {want:?}, level 3 gave {got:?}"
+        )),
     }
 }
 
@@ -133,14 +144,7 @@ fn llama_level_three<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
         let plain = config.init(b, &mut tessera_core::Generator::new(seed))?;
         let model = config.init(b, &mut tessera_core::Generator::new(seed))?;
         let comm: Arc<dyn Communicator<B>> = Arc::new(LocalCommunicator::new());
-        let mut prefixes = model.layer_prefixes();
-        match units_change {
-            1 => {
-                prefixes.pop();
-            }
-            2 => prefixes.push("model.layers.99".into()),
-            _ => {}
-        }
+        let prefixes = with_units_changed(model.layer_prefixes(), units_change, "model.layers.99");
         Ok((plain, model, ShardedUnits::new(comm, prefixes)?))
     };
     let (plain, model, units) = match setup() {
@@ -191,20 +195,7 @@ fn llama_level_three<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
         units.gather_all()?;
         Ok((want, got, llama_bits(&plain)?, llama_bits(&model)?))
     };
-    match run() {
-        Err(e) => Outcome::Err(e.to_string()),
-        Ok((Ok(want), Ok(got), a, b)) if want.to_bits() != got.to_bits() || a != b => {
-            Outcome::Break(format!(
-                "level 3 computed loss {got} where the plain Llama computed {want}, or other \
-                 parameters after the step ({config:?})"
-            ))
-        }
-        Ok((Ok(_), Ok(_), _, _)) => Outcome::Ok(Vec::new()),
-        Ok((Err(_), Err(e), _, _)) => Outcome::Err(e.to_string()),
-        Ok((want, got, _, _)) => Outcome::Break(format!(
-            "the plain Llama gave {want:?}, level 3 gave {got:?}"
-        )),
-    }
+    verdict(&format!("Llama ({config:?})"), run())
 }
 
 /// `n` images of 784 pixels, labels of 10 classes.
