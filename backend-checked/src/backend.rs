@@ -421,6 +421,25 @@ impl<B: Backend, R: Backend> Backend for Checked<B, R> {
         self.checked_gelu_backward(x, grad)
     }
 
+    fn cross_entropy(
+        &self,
+        logits: &Tensor<Self>,
+        targets: &Tensor<Self>,
+        label_smoothing: f64,
+    ) -> Result<Tensor<Self>> {
+        self.checked_cross_entropy(logits, targets, label_smoothing)
+    }
+
+    fn cross_entropy_backward(
+        &self,
+        logits: &Tensor<Self>,
+        targets: &Tensor<Self>,
+        grad: &Tensor<Self>,
+        label_smoothing: f64,
+    ) -> Result<Tensor<Self>> {
+        self.checked_cross_entropy_backward(logits, targets, grad, label_smoothing)
+    }
+
     fn layer_norm(
         &self,
         x: &Tensor<Self>,

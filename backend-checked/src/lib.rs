@@ -19,6 +19,7 @@ mod attention;
 mod backend;
 mod checked;
 mod composites;
+mod cross_entropy;
 mod divergence;
 mod layer_norm;
 mod settle;

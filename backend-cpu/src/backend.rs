@@ -8,7 +8,7 @@ use crate::kernels::{
 };
 use crate::storage::map_storage;
 use crate::CpuStorage;
-use crate::{attention_ops, fused_ops, layer_norm_ops, nn_ops};
+use crate::{attention_ops, cross_entropy_ops, fused_ops, layer_norm_ops, nn_ops};
 use tessera_core::attention::{AttentionGrads, AttentionInputs, AttentionOutput, AttentionParams};
 use tessera_core::backend::{AdamTensors, AdamUpdate};
 use tessera_core::dispatch::{self, HalfOp};
@@ -366,6 +366,31 @@ impl Backend for Cpu {
         match fused_ops::gelu_backward(x, grad)? {
             Some(t) => Ok(t),
             None => composite::gelu_backward(x, grad),
+        }
+    }
+
+    fn cross_entropy(
+        &self,
+        logits: &Tensor<Cpu>,
+        targets: &Tensor<Cpu>,
+        label_smoothing: f64,
+    ) -> Result<Tensor<Cpu>> {
+        match cross_entropy_ops::cross_entropy(logits, targets, label_smoothing)? {
+            Some(t) => Ok(t),
+            None => composite::cross_entropy(logits, targets, label_smoothing),
+        }
+    }
+
+    fn cross_entropy_backward(
+        &self,
+        logits: &Tensor<Cpu>,
+        targets: &Tensor<Cpu>,
+        grad: &Tensor<Cpu>,
+        label_smoothing: f64,
+    ) -> Result<Tensor<Cpu>> {
+        match cross_entropy_ops::cross_entropy_backward(logits, targets, grad, label_smoothing)? {
+            Some(t) => Ok(t),
+            None => composite::cross_entropy_backward(logits, targets, grad, label_smoothing),
         }
     }
 

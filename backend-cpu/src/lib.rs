@@ -80,6 +80,7 @@ mod attention_ops;
 mod backend;
 mod checks;
 mod cpu_caches;
+mod cross_entropy_ops;
 mod fused_ops;
 mod kernels;
 mod layer_norm_ops;

@@ -55,4 +55,20 @@ fn index_errors_surface_at_read_back_and_then_clear() {
             .unwrap(),
         vec![2.0, 2.0, 4.0, 4.0, 7.0, 6.0]
     );
+
+    // cross_entropy and its gradient check each row's target on the device.
+    let targets = OpenClTensor::from_vec(vec![2i64, 3], [2], &dev).unwrap();
+    let losses = tessera_core::dispatch::cross_entropy(&x, &targets, 0.0).unwrap();
+    assert_eq!(
+        index_error(losses.to_vec::<f32>().unwrap_err()),
+        ("cross_entropy", 3, 3)
+    );
+    let ones = OpenClTensor::from_vec(vec![1.0f32; 2], [2], &dev).unwrap();
+    let negative = OpenClTensor::from_vec(vec![-2i64, 0], [2], &dev).unwrap();
+    let _grad = tessera_core::dispatch::cross_entropy_backward(&x, &negative, &ones, 0.0).unwrap();
+    assert_eq!(
+        index_error(dev.synchronize().unwrap_err()),
+        ("cross_entropy_backward", -2, 3)
+    );
+    dev.synchronize().unwrap();
 }

@@ -15,7 +15,8 @@ use crate::driver::Driver;
 use crate::gpu::Gpu;
 use crate::ops::softmax::RowOp;
 use crate::ops::{
-    adam, attention, conv, elementwise, indexing, matmul, random, reduce, softmax, transfer,
+    adam, attention, conv, cross_entropy, elementwise, indexing, matmul, random, reduce, softmax,
+    transfer,
 };
 use crate::storage::GpuStorage;
 use tessera_core::attention::{AttentionGrads, AttentionInputs, AttentionOutput, AttentionParams};
@@ -313,6 +314,39 @@ impl<D: Driver> Backend for Gpu<D> {
 
     fn logsumexp(&self, x: &Tensor<Self>, axis: usize) -> Result<Tensor<Self>> {
         self.fused_rows(RowOp::LogSumExp, x, axis, composite::logsumexp)
+    }
+
+    fn cross_entropy(
+        &self,
+        logits: &Tensor<Self>,
+        targets: &Tensor<Self>,
+        label_smoothing: f64,
+    ) -> Result<Tensor<Self>> {
+        const OP: &str = "cross_entropy";
+        for t in [logits, targets] {
+            self.check(OP, t.operand(OP)?)?;
+        }
+        match cross_entropy::cross_entropy(self, logits, targets, label_smoothing)? {
+            Some(losses) => Ok(losses),
+            None => composite::cross_entropy(logits, targets, label_smoothing),
+        }
+    }
+
+    fn cross_entropy_backward(
+        &self,
+        logits: &Tensor<Self>,
+        targets: &Tensor<Self>,
+        grad: &Tensor<Self>,
+        label_smoothing: f64,
+    ) -> Result<Tensor<Self>> {
+        const OP: &str = "cross_entropy_backward";
+        for t in [logits, targets, grad] {
+            self.check(OP, t.operand(OP)?)?;
+        }
+        match cross_entropy::cross_entropy_backward(self, logits, targets, grad, label_smoothing)? {
+            Some(dx) => Ok(dx),
+            None => composite::cross_entropy_backward(logits, targets, grad, label_smoothing),
+        }
     }
 
     fn adam_update(

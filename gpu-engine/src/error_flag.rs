@@ -1,4 +1,5 @@
-//! The device's error flag: where indexing kernels record the first out-of-range index (see
+//! The device's error flag: where indexing kernels (and the cross-entropy rows' targets)
+//! record the first out-of-range index (see
 //! `report_index_error` in `tessera_core`'s `common.cl.c`), read back at the next
 //! synchronisation.
 
@@ -15,6 +16,8 @@ pub(crate) fn decode(words: &[i32; FLAG_WORDS]) -> Option<Error> {
         0 => return None,
         1 => "index_select",
         2 => "gather",
+        4 => "cross_entropy",
+        5 => "cross_entropy_backward",
         _ => "scatter_add",
     };
     Some(Error::IndexOutOfRange {

@@ -575,6 +575,36 @@ pub trait Backend: Clone + Send + Sync + fmt::Debug + 'static {
         composite::gelu_backward(x, grad)
     }
 
+    /// Softmax cross-entropy of each row of `logits: [n, c]` against the class indices
+    /// `targets: [n]` (`i64`, each in `0..c`, else [`crate::Error::IndexOutOfRange`]) with label
+    /// smoothing `label_smoothing` in `[0, 1]`: the per-row losses `[n]` (definition in
+    /// [`crate::cross_entropy`]; checked by [`crate::cross_entropy::check_cross_entropy`]).
+    /// Default: [`crate::composite::cross_entropy`] (log-softmax, gather, row sums).
+    fn cross_entropy(
+        &self,
+        logits: &Tensor<Self>,
+        targets: &Tensor<Self>,
+        label_smoothing: f64,
+    ) -> Result<Tensor<Self>> {
+        composite::cross_entropy(logits, targets, label_smoothing)
+    }
+
+    /// The gradient `[n, c]` of [`Backend::cross_entropy`]'s per-row losses with respect to
+    /// the logits, given their upstream gradient `grad: [n]` (the logits' dtype):
+    /// `grad[i] · (softmax(logits[i]) - (1 - s) · onehot(targets[i]) - s / c)`. Default:
+    /// [`crate::composite::cross_entropy_backward`] (softmax, a one-hot scatter and three
+    /// element-wise passes, each over the logits' size); a backend may do it in one pass per
+    /// row.
+    fn cross_entropy_backward(
+        &self,
+        logits: &Tensor<Self>,
+        targets: &Tensor<Self>,
+        grad: &Tensor<Self>,
+        label_smoothing: f64,
+    ) -> Result<Tensor<Self>> {
+        composite::cross_entropy_backward(logits, targets, grad, label_smoothing)
+    }
+
     /// One Adam/AdamW step of one parameter: the new parameter and moments from the current
     /// ones and the gradient (all of one shape and float dtype). Default:
     /// [`crate::composite::adam_update`] (about a dozen element-wise ops); a backend may do it

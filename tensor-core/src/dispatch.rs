@@ -74,6 +74,10 @@ pub enum HalfOp {
     ReluBackward,
     /// [`Backend::gelu_backward`].
     GeluBackward,
+    /// [`Backend::cross_entropy`].
+    CrossEntropy,
+    /// [`Backend::cross_entropy_backward`].
+    CrossEntropyBackward,
     /// [`Backend::adam_update`].
     AdamUpdate,
 }
@@ -100,7 +104,7 @@ impl HalfOp {
     }
 
     /// Every op a backend may declare.
-    pub const ALL: [HalfOp; 21] = [
+    pub const ALL: [HalfOp; 23] = [
         HalfOp::Unary,
         HalfOp::Binary,
         HalfOp::Compare,
@@ -121,6 +125,8 @@ impl HalfOp {
         HalfOp::LayerNormBackward,
         HalfOp::ReluBackward,
         HalfOp::GeluBackward,
+        HalfOp::CrossEntropy,
+        HalfOp::CrossEntropyBackward,
         HalfOp::AdamUpdate,
     ];
 }
@@ -498,6 +504,41 @@ pub fn gelu_backward<B: Backend>(x: &Tensor<B>, grad: &Tensor<B>) -> Result<Tens
         HalfOp::GeluBackward,
         [Some(x), Some(grad)],
         |[x, g]| backend.gelu_backward(x.expect("given"), g.expect("given")),
+    )
+}
+
+/// [`Backend::cross_entropy`] under the 16-bit rule: 16-bit logits are widened, so the row
+/// sums and log-sum-exp run in f32 and each row's loss is rounded once.
+pub fn cross_entropy<B: Backend>(
+    logits: &Tensor<B>,
+    targets: &Tensor<B>,
+    label_smoothing: f64,
+) -> Result<Tensor<B>> {
+    let backend = logits.backend();
+    composite(
+        backend,
+        HalfOp::CrossEntropy,
+        [Some(logits), Some(targets)],
+        |[x, t]| backend.cross_entropy(x.expect("given"), t.expect("given"), label_smoothing),
+    )
+}
+
+/// [`Backend::cross_entropy_backward`] under the 16-bit rule.
+pub fn cross_entropy_backward<B: Backend>(
+    logits: &Tensor<B>,
+    targets: &Tensor<B>,
+    grad: &Tensor<B>,
+    label_smoothing: f64,
+) -> Result<Tensor<B>> {
+    let backend = logits.backend();
+    composite(
+        backend,
+        HalfOp::CrossEntropyBackward,
+        [Some(logits), Some(targets), Some(grad)],
+        |[x, t, g]| {
+            let (x, t, g) = (x.expect("given"), t.expect("given"), g.expect("given"));
+            backend.cross_entropy_backward(x, t, g, label_smoothing)
+        },
     )
 }
 

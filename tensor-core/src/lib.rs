@@ -57,6 +57,7 @@
 pub mod attention;
 pub mod backend;
 pub mod composite;
+pub mod cross_entropy;
 pub mod direct;
 pub mod dispatch;
 pub mod dtype;

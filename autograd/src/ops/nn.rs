@@ -1,10 +1,10 @@
-//! Neural-network ops: softmax family, 2-D convolution and pooling. Their gradients use the
+//! Neural-network ops: softmax family (cross-entropy included), 2-D convolution and pooling. Their gradients use the
 //! backward pieces of the backend (`conv2d_backward_input`, `conv2d_backward_weight`,
 //! `max_pool2d_backward`, `avg_pool2d_backward`), so a backend's fused kernels serve both ways.
 
 use super::grad_if;
 use crate::Var;
-use tessera_core::{Backend, Conv2dParams, Pool2dParams, Result};
+use tessera_core::{dispatch, Backend, Conv2dParams, Pool2dParams, Result, Tensor};
 
 impl<B: Backend> Var<B> {
     /// Softmax along `axis`; gradient `y (g - sum(g y))` along `axis`.
@@ -24,6 +24,21 @@ impl<B: Backend> Var<B> {
         Ok(self.unary_op(y, move |g| {
             let total = g.sum(&[axis], true)?;
             g.sub(&saved.exp()?.mul(&total)?)
+        }))
+    }
+
+    /// Softmax cross-entropy of each row of `self: [n, c]` (logits) against the class indices
+    /// `targets: [n]` (`i64`), with label smoothing in `[0, 1]`: the per-row losses `[n]`
+    /// (see [`tessera_core::cross_entropy`]). Forward and gradient are the backend's
+    /// [`Backend::cross_entropy`] and [`Backend::cross_entropy_backward`] (one pass over each
+    /// row where the backend fuses them); only the logits and targets are kept for the
+    /// backward pass, no log-probabilities.
+    pub fn cross_entropy(&self, targets: &Tensor<B>, label_smoothing: f64) -> Result<Var<B>> {
+        let logits = self.value();
+        let losses = dispatch::cross_entropy(&logits, targets, label_smoothing)?;
+        let targets = targets.clone();
+        Ok(self.unary_op(losses, move |g| {
+            dispatch::cross_entropy_backward(&logits, &targets, g, label_smoothing)
         }))
     }
 

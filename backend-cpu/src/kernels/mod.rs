@@ -11,6 +11,7 @@ pub(crate) mod compare;
 pub(crate) mod conv;
 pub(crate) mod conv_bf16;
 pub(crate) mod copy;
+pub(crate) mod cross_entropy;
 pub(crate) mod fill;
 pub(crate) mod gather;
 pub(crate) mod gelu_grad;

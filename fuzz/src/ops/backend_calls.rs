@@ -418,6 +418,28 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             },
         ),
         op(
+            "backend.cross_entropy",
+            2,
+            &[T, T, F],
+            OUT_T,
+            |c: &mut Ctx<'_, B>| {
+                let (x, t) = (c.t(0)?, c.t(1)?);
+                Ok(c.backend().cross_entropy(&x, &t, c.float(2)).into())
+            },
+        ),
+        op(
+            "backend.cross_entropy_backward",
+            2,
+            &[T, T, T, F],
+            OUT_T,
+            |c: &mut Ctx<'_, B>| {
+                let (x, t, g) = (c.t(0)?, c.t(1)?, c.t(2)?);
+                Ok(c.backend()
+                    .cross_entropy_backward(&x, &t, &g, c.float(3))
+                    .into())
+            },
+        ),
+        op(
             "backend.layer_norm",
             2,
             &[T, T, T, B, B, F],

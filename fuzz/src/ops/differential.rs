@@ -8,7 +8,7 @@
 use super::kinds::*;
 use super::nn_ops::{conv_work, pool_work};
 use super::{op, FuzzBackend, Op};
-use crate::machine::{Ctx, Outcome};
+use crate::machine::{Ctx, Outcome, Skip};
 use tessera_core::backend::AdamUpdate;
 use tessera_core::{composite, Conv2dParams, DType, Error, Pool2dParams, Tensor};
 
@@ -467,6 +467,55 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             },
         ),
         op(
+            "backend vs composite: cross_entropy",
+            2,
+            &[T, T, B, B],
+            NONE,
+            |c: &mut Ctx<'_, B>| {
+                let (x, targets) = (c.t(0)?, cross_entropy_targets(c)?);
+                let smoothing = if c.flag(3) { 0.1 } else { 0.0 };
+                // Through the dispatch, as autograd calls it; the reference in f32 for 16-bit
+                // logits, as the dispatch widens them.
+                let ours = tessera_core::dispatch::cross_entropy(&x, &targets, smoothing);
+                let reference = composite::in_f32([Some(&x), Some(&targets)], |[x, t]| {
+                    composite::cross_entropy(x.unwrap(), t.unwrap(), smoothing)
+                })
+                .unwrap_or_else(|| composite::cross_entropy(&x, &targets, smoothing));
+                Ok(agree("cross_entropy", ours, reference))
+            },
+        ),
+        op(
+            "backend vs composite: cross_entropy_backward",
+            2,
+            &[T, T, B, B, T, B],
+            NONE,
+            |c: &mut Ctx<'_, B>| {
+                let (x, targets) = (c.t(0)?, cross_entropy_targets(c)?);
+                let smoothing = if c.flag(3) { 0.1 } else { 0.0 };
+                // The upstream gradient: the rows' sums (one per row, the logits' dtype) or
+                // any tensor.
+                let grad = if c.flag(5) {
+                    x.sum(&[1], false)
+                } else {
+                    Ok(c.t(4)?)
+                };
+                let Ok(grad) = grad else {
+                    return Ok(Outcome::Err("no row sums for a gradient".into()));
+                };
+                let ours =
+                    tessera_core::dispatch::cross_entropy_backward(&x, &targets, &grad, smoothing);
+                let inputs = [Some(&x), Some(&targets), Some(&grad)];
+                let reference = composite::in_f32(inputs, |[x, t, g]| {
+                    let (x, t, g) = (x.unwrap(), t.unwrap(), g.unwrap());
+                    composite::cross_entropy_backward(x, t, g, smoothing)
+                })
+                .unwrap_or_else(|| {
+                    composite::cross_entropy_backward(&x, &targets, &grad, smoothing)
+                });
+                Ok(agree("cross_entropy_backward", ours, reference))
+            },
+        ),
+        op(
             "backend vs composite: gelu_backward",
             2,
             &[T, T],
@@ -528,4 +577,16 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             },
         ),
     ]
+}
+
+/// Targets for the cross-entropy ops: with flag 2 each row's largest logit (valid classes
+/// whenever the logits are `[n, c]` with `c > 0`), else argument 1 as it is.
+fn cross_entropy_targets<B: FuzzBackend>(c: &mut Ctx<'_, B>) -> Result<Tensor<B>, Skip> {
+    let x = c.t(0)?;
+    if c.flag(2) {
+        if let Ok(t) = x.argmax(1, false) {
+            return Ok(t);
+        }
+    }
+    c.t(1)
 }

@@ -64,6 +64,8 @@ DEVICE T t_min(T a, T b) { return (a < b || TS_ISNAN(a)) ? a : b; }
 #define TS_ERR_INDEX_SELECT 1
 #define TS_ERR_GATHER 2
 #define TS_ERR_SCATTER_ADD 3
+#define TS_ERR_CROSS_ENTROPY 4
+#define TS_ERR_CROSS_ENTROPY_BACKWARD 5
 
 /* Records an out-of-range index unless an earlier error is already recorded. */
 DEVICE void report_index_error(GLOBAL i32* flag, i32 code, i64 index, i64 size) {

@@ -59,4 +59,99 @@ KERNEL void softmax_rows(i64 rows, i64 k, GLOBAL const STORE_T* x, View outer, i
     }
 }
 
+
+/* Softmax cross-entropy of each row against a class index (tessera_core::cross_entropy), one
+ * work-group per row as softmax_rows: with m the row maximum (NaN-propagating), S = sum of
+ * exp(x - m) and t the row's target,
+ *     loss = log(S) + keep (m - x_t) - spread sum(x - m)        (keep = 1 - s, spread = s / c)
+ *     dx_j = g ((exp(x_j - m) / S - keep [j = t]) - spread).
+ * A target outside 0..k is recorded in the error flag (read at the next synchronisation) and
+ * its row written as 0. */
+KERNEL void cross_entropy_rows(i64 rows, i64 k, GLOBAL const STORE_T* x, View outer, i64 stride,
+                               GLOBAL const i64* targets, View tv, T keep, T spread,
+                               GLOBAL STORE_T* out, GLOBAL i32* flag) {
+    LOCAL_DECL T scratch[TS_REDUCE_WG];
+    i64 lid = LOCAL_ID(0);
+    i64 row = GROUP_ID(0);
+    int active = row < rows;
+    i64 base = active ? view_at(outer, row) : 0;
+    i64 len = active ? k : 0;
+
+    T m = T_LOWEST;
+    for (i64 r = lid; r < len; r += TS_REDUCE_WG) m = t_max(m, LOAD(x[base + r * stride]));
+    scratch[lid] = m;
+    BARRIER();
+    SOFTMAX_TREE(t_max)
+    T shift = scratch[0];
+    BARRIER();
+
+    T s = (T)0;
+    T shifted = (T)0;
+    for (i64 r = lid; r < len; r += TS_REDUCE_WG) {
+        T v = LOAD(x[base + r * stride]) - shift;
+        s += exp(v);
+        shifted += v;
+    }
+    scratch[lid] = s;
+    BARRIER();
+    SOFTMAX_TREE(softmax_add)
+    T total = scratch[0];
+    BARRIER();
+    scratch[lid] = shifted;
+    BARRIER();
+    SOFTMAX_TREE(softmax_add)
+    T shifted_total = scratch[0];
+    if (!active || lid != 0) return;
+
+    i64 t = targets[view_at(tv, row)];
+    if (t < 0 || t >= k) {
+        report_index_error(flag, TS_ERR_CROSS_ENTROPY, t, k);
+        out[row] = STORE((T)0);
+        return;
+    }
+    T picked = LOAD(x[base + t * stride]);
+    T loss = log(total) + keep * (shift - picked);
+    /* Without smoothing the spread term is left out (0 * inf would be NaN). */
+    if (spread != (T)0) loss = loss - spread * shifted_total;
+    out[row] = STORE(loss);
+}
+
+KERNEL void cross_entropy_grad_rows(i64 rows, i64 k, GLOBAL const STORE_T* x, View outer,
+                                    i64 stride, GLOBAL const i64* targets, View tv,
+                                    GLOBAL const STORE_T* g, View gv, T keep, T spread,
+                                    GLOBAL STORE_T* out, GLOBAL i32* flag) {
+    LOCAL_DECL T scratch[TS_REDUCE_WG];
+    i64 lid = LOCAL_ID(0);
+    i64 row = GROUP_ID(0);
+    int active = row < rows;
+    i64 base = active ? view_at(outer, row) : 0;
+    i64 len = active ? k : 0;
+
+    T m = T_LOWEST;
+    for (i64 r = lid; r < len; r += TS_REDUCE_WG) m = t_max(m, LOAD(x[base + r * stride]));
+    scratch[lid] = m;
+    BARRIER();
+    SOFTMAX_TREE(t_max)
+    T shift = scratch[0];
+    BARRIER();
+
+    T s = (T)0;
+    for (i64 r = lid; r < len; r += TS_REDUCE_WG) s += exp(LOAD(x[base + r * stride]) - shift);
+    scratch[lid] = s;
+    BARRIER();
+    SOFTMAX_TREE(softmax_add)
+    T total = scratch[0];
+    if (!active) return;
+
+    i64 t = targets[view_at(tv, row)];
+    int bad = t < 0 || t >= k;
+    if (bad && lid == 0) report_index_error(flag, TS_ERR_CROSS_ENTROPY_BACKWARD, t, k);
+    T grad = LOAD(g[view_at(gv, row)]);
+    for (i64 r = lid; r < k; r += TS_REDUCE_WG) {
+        T p = exp(LOAD(x[base + r * stride]) - shift) / total;
+        T hot = r == t ? keep : (T)0;
+        out[row * k + r] = STORE(bad ? (T)0 : ((p - hot) - spread) * grad);
+    }
+}
+
 #endif

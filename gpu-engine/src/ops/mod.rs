@@ -7,6 +7,7 @@ pub(crate) mod attention;
 pub(crate) mod attention_materialized;
 pub(crate) mod blas_layout;
 pub(crate) mod conv;
+pub(crate) mod cross_entropy;
 pub(crate) mod elementwise;
 pub(crate) mod indexing;
 pub(crate) mod matmul;

@@ -1,12 +1,14 @@
 //! Cross-entropy of logits against class indices, with optional label smoothing.
 
-use super::{check_class_targets, nll_loss};
+use super::check_class_targets;
 use tessera_autograd::Var;
 use tessera_core::{Backend, Error, Result, Tensor};
 
 /// `nll_loss(log_softmax(logits), targets)` (PyTorch's `cross_entropy`, reduction `"mean"`):
 /// `logits: [n, c]`, `targets: [n]` `i64` class indices. Stable for any finite logits (the
-/// log-softmax subtracts the log-sum-exp).
+/// log-softmax subtracts the log-sum-exp). Computed by the backend's fused
+/// [`Backend::cross_entropy`] and its gradient ([`Var::cross_entropy`]): no log-probabilities
+/// or one-hot matrix of the logits' size are made or kept.
 pub fn cross_entropy<B: Backend>(logits: &Var<B>, targets: &Tensor<B>) -> Result<Var<B>> {
     cross_entropy_with_label_smoothing(logits, targets, 0.0)
 }
@@ -27,11 +29,5 @@ pub fn cross_entropy_with_label_smoothing<B: Backend>(
         });
     }
     check_class_targets(OP, logits.shape(), targets)?;
-    let log_probs = logits.log_softmax(1)?;
-    let nll = nll_loss(&log_probs, targets)?;
-    if label_smoothing == 0.0 {
-        return Ok(nll);
-    }
-    let uniform = log_probs.mean_all()?.mul_scalar(-label_smoothing)?;
-    nll.mul_scalar(1.0 - label_smoothing)?.add(&uniform)
+    logits.cross_entropy(targets, label_smoothing)?.mean_all()
 }

@@ -5,6 +5,7 @@
 mod attention;
 mod concat;
 mod conv;
+mod cross_entropy;
 mod fused;
 pub mod in_f32;
 mod layer_norm;
@@ -14,6 +15,7 @@ mod softmax;
 pub use attention::{scaled_dot_product_attention, scaled_dot_product_attention_backward};
 pub use concat::concat;
 pub use conv::{conv2d, conv2d_backward_input, conv2d_backward_weight};
+pub use cross_entropy::{cross_entropy, cross_entropy_backward};
 pub use fused::{adam_update, gelu_backward, relu_backward};
 pub use in_f32::{attention_backward_in_f32, in_f32, Narrow};
 pub use layer_norm::{layer_norm, layer_norm_backward};

@@ -9,8 +9,8 @@ use crate::compare::{assert_close, assert_close_scaled, Tolerance};
 use crate::reference::fused::{self, AdamInputs};
 use crate::runner::check_property_systematic;
 use crate::strategies::{
-    regime_value, same_shape_patterns, shape, tensor_case_from, tensor_case_of_kind, LayoutKind,
-    Pattern, TensorCase, ValueRegime,
+    regime_value, regime_values, same_shape_patterns, shape, tensor_case_from, tensor_case_of_kind,
+    LayoutKind, Pattern, TensorCase, ValueRegime,
 };
 use proptest::prelude::*;
 use tessera_core::backend::AdamUpdate;
@@ -29,16 +29,22 @@ pub enum FusedOp {
     LayerNormBackward,
     /// `adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, update)`.
     AdamUpdate,
+    /// `cross_entropy(logits, targets, label_smoothing)`.
+    CrossEntropy,
+    /// `cross_entropy_backward(logits, targets, grad, label_smoothing)`.
+    CrossEntropyBackward,
 }
 
 impl FusedOp {
     /// Every fused composite.
-    pub const ALL: [FusedOp; 5] = [
+    pub const ALL: [FusedOp; 7] = [
         FusedOp::ReluBackward,
         FusedOp::GeluBackward,
         FusedOp::LayerNorm,
         FusedOp::LayerNormBackward,
         FusedOp::AdamUpdate,
+        FusedOp::CrossEntropy,
+        FusedOp::CrossEntropyBackward,
     ];
 
     /// The Backend method's name.
@@ -49,6 +55,8 @@ impl FusedOp {
             FusedOp::LayerNorm => "layer_norm",
             FusedOp::LayerNormBackward => "layer_norm_backward",
             FusedOp::AdamUpdate => "adam_update",
+            FusedOp::CrossEntropy => "cross_entropy",
+            FusedOp::CrossEntropyBackward => "cross_entropy_backward",
         }
     }
 }
@@ -128,6 +136,17 @@ pub enum FusedCase {
         /// Parameter, gradient, first moment, second moment (>= 0) and, for AMSGrad, the
         /// running maximum (>= 0).
         tensors: Vec<TensorCase>,
+    },
+    /// `cross_entropy`, or with `grad` its backward pass.
+    CrossEntropy {
+        /// The logits `[n, c]`.
+        logits: TensorCase,
+        /// One class per row, in `0..c`.
+        targets: Vec<usize>,
+        /// The label smoothing, in `[0, 1]`.
+        smoothing: f64,
+        /// The upstream gradient `[n]`, for the backward pass.
+        grad: Option<TensorCase>,
     },
 }
 
@@ -243,6 +262,88 @@ pub fn cases(op: FusedOp, dtype: DType) -> BoxedStrategy<FusedCase> {
             ValueRegime::Ordinary,
             true,
         ),
+        FusedOp::CrossEntropy => cross_entropy_case(dtype, None, ValueRegime::Ordinary, false),
+        FusedOp::CrossEntropyBackward => {
+            cross_entropy_case(dtype, None, ValueRegime::Ordinary, true)
+        }
+    }
+}
+
+/// A cross-entropy case: logits `[n, c]` (`n` in `0..=4`, at least 1 outside the ordinary
+/// regime, `c` in `1..=40`, so rows shorter and
+/// longer than a vector's lanes), laid out as `kind` (any layout when `None`), with values of
+/// `regime`; targets in `0..c`; label smoothing 0 (most often), 0.1 or 1; with `backward` an
+/// upstream gradient.
+fn cross_entropy_case(
+    dtype: DType,
+    kind: Option<LayoutKind>,
+    regime: ValueRegime,
+    backward: bool,
+) -> BoxedStrategy<FusedCase> {
+    let smoothing = prop_oneof![3 => Just(0.0), 1 => Just(0.1), 1 => Just(1.0)];
+    // Empty batches with ordinary values; every case of the other regimes has rows to check.
+    let first_row = usize::from(regime != ValueRegime::Ordinary);
+    (first_row..=4, 1usize..=40, smoothing)
+        .prop_flat_map(move |(n, c, smoothing)| {
+            let dims = vec![n, c];
+            let logits = match kind {
+                Some(kind) => tensor_case_of_kind(dtype, dims, kind, regime_value(dtype, regime)),
+                // One offset shared by every logit (a row's log-sum-exp is then large and
+                // close to each of its logits).
+                None if regime == ValueRegime::Shifted => regime_values(dtype, regime, n * c)
+                    .prop_map(move |values| TensorCase::contiguous(dtype, vec![n, c], values))
+                    .boxed(),
+                None => tensor_case_from(dtype, dims, regime_value(dtype, regime)),
+            };
+            let targets = prop::collection::vec(0..c, n);
+            let grad = if backward {
+                tensor_case_from(dtype, vec![n], regime_value(dtype, ValueRegime::Ordinary))
+                    .prop_map(Some)
+                    .boxed()
+            } else {
+                Just(None).boxed()
+            };
+            (logits, targets, Just(smoothing), grad)
+        })
+        .prop_map(
+            |(logits, targets, smoothing, grad)| FusedCase::CrossEntropy {
+                logits,
+                targets,
+                smoothing,
+                grad,
+            },
+        )
+        .boxed()
+}
+
+/// `case` with each row's target moved to the row's largest logit (the first of ties; class 0
+/// for a row of NaN): the loss is then small beside the log-sum-exp, so an implementation that
+/// rounds the large log-sum-exp before subtracting the target's logit shows its error.
+fn targets_at_row_maximum(case: FusedCase) -> FusedCase {
+    let FusedCase::CrossEntropy {
+        logits,
+        smoothing,
+        grad,
+        ..
+    } = case
+    else {
+        return case;
+    };
+    let values = logits.reference();
+    let c = values.shape[1].max(1);
+    let targets = values
+        .data
+        .chunks(c)
+        .map(|row| {
+            let best = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            row.iter().position(|&v| v == best).unwrap_or(0)
+        })
+        .collect();
+    FusedCase::CrossEntropy {
+        logits,
+        targets,
+        smoothing,
+        grad,
     }
 }
 
@@ -439,6 +540,31 @@ pub fn patterns(op: FusedOp, dtype: DType) -> Vec<Pattern<FusedCase>> {
                 ));
             }
         }
+        FusedOp::CrossEntropy | FusedOp::CrossEntropyBackward => {
+            let backward = op == FusedOp::CrossEntropyBackward;
+            for kind in LayoutKind::ALL {
+                out.push(Pattern::new(
+                    format!("logits {kind}"),
+                    cross_entropy_case(dtype, Some(kind), ValueRegime::Ordinary, backward),
+                ));
+            }
+            for regime in [
+                ValueRegime::Huge,
+                ValueRegime::Shifted,
+                ValueRegime::Specials,
+            ] {
+                out.push(Pattern::new(
+                    format!("logits {}", regime.name()),
+                    cross_entropy_case(dtype, None, regime, backward),
+                ));
+            }
+            out.push(Pattern::new(
+                "logits shifted by up to 1e4, targets at the row maximum",
+                cross_entropy_case(dtype, None, ValueRegime::Shifted, backward)
+                    .prop_map(targets_at_row_maximum)
+                    .boxed(),
+            ));
+        }
     }
     out
 }
@@ -453,7 +579,7 @@ pub fn smaller_cases(case: &FusedCase) -> Vec<FusedCase> {
         FusedCase::Relu { x, grad } | FusedCase::Gelu { x, grad } => vec![x, grad],
         FusedCase::Adam { tensors, .. } => tensors.iter().collect(),
         // Rows are not element-wise: proptest's own shrinking has to do.
-        FusedCase::LayerNorm { .. } => return Vec::new(),
+        FusedCase::LayerNorm { .. } | FusedCase::CrossEntropy { .. } => return Vec::new(),
     };
     let refs: Vec<_> = tensors.iter().map(|t| t.reference()).collect();
     let n = refs[0].numel();
@@ -476,7 +602,9 @@ pub fn smaller_cases(case: &FusedCase) -> Vec<FusedCase> {
                     x: one[0].clone(),
                     grad: one[1].clone(),
                 },
-                FusedCase::LayerNorm { .. } => unreachable!("returned above"),
+                FusedCase::LayerNorm { .. } | FusedCase::CrossEntropy { .. } => {
+                    unreachable!("returned above")
+                }
                 FusedCase::Adam { hyper, .. } => FusedCase::Adam {
                     hyper: *hyper,
                     tensors: one,
@@ -522,6 +650,12 @@ pub fn check<B: Backend>(dev: &B, case: &FusedCase) -> Result<(), String> {
             eps,
             grad,
         } => check_layer_norm(dev, x, weight.as_ref(), bias.as_ref(), *eps, grad.as_ref()),
+        FusedCase::CrossEntropy {
+            logits,
+            targets,
+            smoothing,
+            grad,
+        } => check_cross_entropy(dev, logits, targets, *smoothing, grad.as_ref()),
         FusedCase::Adam { hyper, tensors } => {
             let dtype = tensors[0].dtype;
             let built = tensors
@@ -657,6 +791,34 @@ fn check_layer_norm<B: Backend>(
         }
     }
     Ok(())
+}
+
+/// `cross_entropy` (and with `grad`, `cross_entropy_backward`), through the dispatch as
+/// autograd calls them.
+fn check_cross_entropy<B: Backend>(
+    dev: &B,
+    logits: &TensorCase,
+    targets: &[usize],
+    smoothing: f64,
+    grad: Option<&TensorCase>,
+) -> Result<(), String> {
+    use tessera_core::{dispatch, Tensor};
+    let x = super::build(dev, logits, "logits")?;
+    let indices: Vec<i64> = targets.iter().map(|&t| t as i64).collect();
+    let t = Tensor::from_vec(indices, [targets.len()], dev).map_err(|e| e.to_string())?;
+    let c = logits.shape()[1];
+    let xr = logits.reference();
+    let Some(grad) = grad else {
+        let got = dispatch::cross_entropy(&x, &t, smoothing)
+            .map_err(op_failed("cross_entropy", &[&x, &t]))?;
+        let want = fused::cross_entropy(&xr, targets, smoothing);
+        return compare_output("losses", &got, &want, 2 * c + 8).map_err(with_inputs(&[&x, &t]));
+    };
+    let g = super::build(dev, grad, "grad")?;
+    let got = dispatch::cross_entropy_backward(&x, &t, &g, smoothing)
+        .map_err(op_failed("cross_entropy_backward", &[&x, &t, &g]))?;
+    let want = fused::cross_entropy_backward(&xr, targets, &grad.reference(), smoothing);
+    compare_output("dlogits", &got, &want, 2 * c + 8).map_err(with_inputs(&[&x, &t, &g]))
 }
 
 /// Checks `op` on `dtype`: the systematic patterns, then 256 random cases.

@@ -1,9 +1,11 @@
 //! Exp-based losses at magnitudes where naive formulas overflow: cross-entropy of logits up to
-//! `1e4` (and shifted by up to `1e4`), value and gradient through autograd on the backend, and
+//! `1e4` (and shifted by up to `1e4`), value and gradient through autograd on the backend, both
+//! composed from log-softmax and gather and as the fused op `nn`'s `cross_entropy` calls
+//! (`Var::cross_entropy`, the backend's `cross_entropy` and its gradient, then a mean), and
 //! the binary cross-entropy on logits in its stable form, against f64 references.
 //!
 //! Each piece (log-softmax, gather, exp, log, ...) is checked on its own elsewhere; here they
-//! run composed as `nn` composes them, with the backward pass of log-softmax included.
+//! run composed, with the backward pass of log-softmax included.
 
 use crate::compare::{compare_values, Tolerance};
 use crate::reference::RefArray;
@@ -18,18 +20,25 @@ use tessera_core::{Backend, DType, Tensor};
 pub enum LossOp {
     /// `mean_i(-log_softmax(x)[i, t_i])` and its gradient `(softmax(x) - onehot(t)) / n`.
     CrossEntropy,
+    /// The same through `Var::cross_entropy(targets, 0.0).mean_all()`.
+    FusedCrossEntropy,
     /// `mean(max(x, 0) - x y + log(1 + e^-|x|))` (value only: its exact gradient is `nn`'s).
     BceWithLogits,
 }
 
 impl LossOp {
-    /// Both losses.
-    pub const ALL: [LossOp; 2] = [LossOp::CrossEntropy, LossOp::BceWithLogits];
+    /// Every loss.
+    pub const ALL: [LossOp; 3] = [
+        LossOp::CrossEntropy,
+        LossOp::FusedCrossEntropy,
+        LossOp::BceWithLogits,
+    ];
 
     /// Name in the coverage matrix.
     pub fn name(self) -> &'static str {
         match self {
             LossOp::CrossEntropy => "cross_entropy at |x| <= 1e4",
+            LossOp::FusedCrossEntropy => "fused cross_entropy at |x| <= 1e4",
             LossOp::BceWithLogits => "bce_with_logits at |x| <= 1e4",
         }
     }
@@ -61,7 +70,7 @@ pub fn cases(op: LossOp, dtype: DType) -> BoxedStrategy<LossCase> {
     (1usize..=4, 2usize..=5, regime)
         .prop_flat_map(move |(n, k, regime)| {
             let targets = match op {
-                LossOp::CrossEntropy => {
+                LossOp::CrossEntropy | LossOp::FusedCrossEntropy => {
                     prop::collection::vec((0..k).prop_map(|t| t as f64), n).boxed()
                 }
                 LossOp::BceWithLogits => {
@@ -89,7 +98,7 @@ fn reference(case: &LossCase) -> (f64, f64, Option<Scaled>) {
     let [n, k] = case.dims;
     let row = |i: usize| &case.logits[i * k..(i + 1) * k];
     match case.op {
-        LossOp::CrossEntropy => {
+        LossOp::CrossEntropy | LossOp::FusedCrossEntropy => {
             let (mut loss, mut scale) = (0.0, 0.0);
             let mut grad = Vec::with_capacity(n * k);
             for i in 0..n {
@@ -135,6 +144,11 @@ pub fn check<B: Backend>(dev: &B, case: &LossCase) -> Result<(), String> {
             let t: Vec<i64> = case.targets.iter().map(|&t| t as i64).collect();
             let targets = Tensor::from_vec(t, [n, 1], dev).map_err(failed)?;
             enable_grad(|| x.log_softmax(1)?.gather(1, &targets)?.neg()?.mean_all())
+        }
+        LossOp::FusedCrossEntropy => {
+            let t: Vec<i64> = case.targets.iter().map(|&t| t as i64).collect();
+            let targets = Tensor::from_vec(t, [n], dev).map_err(failed)?;
+            enable_grad(|| x.cross_entropy(&targets, 0.0)?.mean_all())
         }
         LossOp::BceWithLogits => {
             let y = Var::constant(

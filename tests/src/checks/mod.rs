@@ -65,7 +65,7 @@ pub(crate) fn with_inputs<B: Backend>(inputs: &[&Tensor<B>]) -> impl FnOnce(Stri
 
 /// The provided `Backend` methods whose default implementations are composites of other
 /// methods (`tensor-core/src/composite`).
-pub const COMPOSITE_METHODS: [&str; 18] = [
+pub const COMPOSITE_METHODS: [&str; 20] = [
     "concat",
     "softmax",
     "log_softmax",
@@ -79,6 +79,8 @@ pub const COMPOSITE_METHODS: [&str; 18] = [
     "avg_pool2d_backward",
     "relu_backward",
     "gelu_backward",
+    "cross_entropy",
+    "cross_entropy_backward",
     "layer_norm",
     "layer_norm_backward",
     "adam_update",

@@ -1,5 +1,6 @@
-//! Reference fused element-wise composites: the ReLU gradient and one Adam/AdamW step, written
-//! from their definitions (PyTorch's `threshold_backward` and `torch.optim.Adam(W)`).
+//! Reference fused composites: the ReLU and GELU gradients, one Adam/AdamW step, layer norm,
+//! and softmax cross-entropy with its gradient, written from their definitions (PyTorch's
+//! `threshold_backward`, `torch.optim.Adam(W)`, `layer_norm`, `cross_entropy`).
 
 use super::{elementwise::round_to, RefArray};
 use tessera_core::backend::AdamUpdate;
@@ -283,6 +284,78 @@ pub fn layer_norm_backward(
         Scaled::new(vec![n], dw, dw_mag),
         Scaled::new(vec![n], db, db_mag),
     ]
+}
+
+/// Softmax cross-entropy of each row of `logits: [n, c]` against `targets` with label
+/// smoothing `s` (the definition in `tessera_core::cross_entropy`), in f64 by the shifted
+/// formula `ln Σ e^(x_j - m) + (1 - s)(m - x_t) - (s / c) Σ_j (x_j - m)`: the per-row losses
+/// and their error scales (the sizes of those terms, plus 1). A row holding NaN or `+inf`, or
+/// only `-inf`, gives NaN.
+pub fn cross_entropy(logits: &RefArray, targets: &[usize], s: f64) -> Scaled {
+    let c = logits.shape[1];
+    let (mut values, mut scales) = (Vec::new(), Vec::new());
+    for (row, &t) in logits.data.chunks(c.max(1)).zip(targets) {
+        let shift = ShiftedRow::of(row);
+        let spread: f64 = row.iter().map(|v| v - shift.max).sum();
+        let spread_abs: f64 = row.iter().map(|v| (v - shift.max).abs()).sum();
+        let keep = (1.0 - s) * (shift.max - row[t]);
+        // Without smoothing there is no spread term (`0 · -inf` would make a NaN of a row with
+        // a `-inf` logit, whose loss is `+inf` at its target and finite elsewhere).
+        let (spread, spread_abs) = if s == 0.0 {
+            (0.0, 0.0)
+        } else {
+            (s / c as f64 * spread, s / c as f64 * spread_abs)
+        };
+        values.push(shift.ln_sum + keep - spread);
+        scales.push(shift.ln_sum.abs() + keep.abs() + spread_abs + 1.0);
+    }
+    Scaled::new(vec![targets.len()], values, scales)
+}
+
+/// The gradient of [`cross_entropy`]'s losses with respect to the logits given the upstream
+/// `grad: [n]`: `grad_i · ((p_j - (1 - s)[j = t]) - s / c)`, `p` the row's softmax; error
+/// scales `|grad_i| · (p_j (1 + |x_j - m| + |ln S|) + (1 - s)[j = t] + s / c)` (the exponent
+/// `x_j - m - ln S` is rounded relative to its size before `exp`).
+pub fn cross_entropy_backward(
+    logits: &RefArray,
+    targets: &[usize],
+    grad: &RefArray,
+    s: f64,
+) -> Scaled {
+    let c = logits.shape[1];
+    let (mut values, mut scales) = (Vec::new(), Vec::new());
+    for ((row, &t), &g) in logits.data.chunks(c.max(1)).zip(targets).zip(&grad.data) {
+        let shift = ShiftedRow::of(row);
+        for (j, &x) in row.iter().enumerate() {
+            let p = (x - shift.max - shift.ln_sum).exp();
+            let hot = if j == t { 1.0 - s } else { 0.0 };
+            values.push(g * ((p - hot) - s / c as f64));
+            let exponent = 1.0 + (x - shift.max).abs() + shift.ln_sum.abs();
+            scales.push(g.abs() * (p * exponent + hot + s / c as f64));
+        }
+    }
+    Scaled::new(logits.shape.clone(), values, scales)
+}
+
+/// A row's maximum `m` (NaN when the row holds NaN) and `ln Σ e^(x_j - m)` (NaN when `m` is
+/// infinite: `inf - inf`).
+struct ShiftedRow {
+    max: f64,
+    ln_sum: f64,
+}
+
+impl ShiftedRow {
+    fn of(row: &[f64]) -> Self {
+        let max = row.iter().fold(f64::NEG_INFINITY, |m, &v| {
+            if v.is_nan() || m.is_nan() {
+                f64::NAN
+            } else {
+                m.max(v)
+            }
+        });
+        let ln_sum = row.iter().map(|v| (v - max).exp()).sum::<f64>().ln();
+        ShiftedRow { max, ln_sum }
+    }
 }
 
 #[cfg(test)]

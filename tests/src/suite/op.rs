@@ -59,7 +59,7 @@ pub enum Family {
     /// Scaled dot-product attention and its gradient.
     Attention,
     /// The fused composites: relu_backward, gelu_backward, layer_norm, layer_norm_backward,
-    /// adam_update.
+    /// adam_update, cross_entropy, cross_entropy_backward.
     Fused,
     /// Counter-based random numbers.
     Random,
@@ -433,7 +433,13 @@ impl Op {
             Op::Gradient(GradOp::Where) => vec![DType::Bool],
             Op::Kink(Kink::MaxPoolTies) => vec![DType::Bool, DType::I64],
             Op::Kink(_) => vec![DType::Bool],
-            Op::Loss(LossOp::CrossEntropy) => vec![DType::Bool, DType::I64],
+            Op::Loss(LossOp::CrossEntropy | LossOp::FusedCrossEntropy) => {
+                vec![DType::Bool, DType::I64]
+            }
+            // The targets; the default composite's softmax compares.
+            Op::Fused(FusedOp::CrossEntropy | FusedOp::CrossEntropyBackward) => {
+                vec![DType::Bool, DType::I64]
+            }
             Op::Law(Law::ArgmaxPointsAtMax) => vec![DType::I64],
             Op::Attention(_) => vec![DType::Bool, DType::I64],
             Op::Error(ErrorOp::IndexSelect | ErrorOp::Gather | ErrorOp::ScatterAdd) => {

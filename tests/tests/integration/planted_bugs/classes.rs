@@ -7,7 +7,7 @@
 //! | 2 | values that hide instability | softmax without the max shift; an overflowing sigmoid; max pooling's last tie |
 //! | 3 | shape patterns drawn too rarely | matmul batch offsets from the flattened batch index; causal attention aligned bottom-right |
 //! | 4 | edge semantics | softmax with a finite shift (`+inf` rows); the ReLU gradient blocking NaN |
-//! | 5 | tolerances too loose for a rounding-level formula change | sigmoid through tanh; log-softmax as `x - logsumexp` |
+//! | 5 | tolerances too loose for a rounding-level formula change | sigmoid through tanh; log-softmax as `x - logsumexp`; cross-entropy as `logsumexp - x_t` |
 //!
 //! The seeds are drawn from the process's base seed (`PROPTEST_RNG_SEED` fixes it), so every run
 //! tries ten new ones: a bug caught only by lucky draws fails here sooner or later. The first
@@ -164,6 +164,15 @@ fn class_5_log_softmax_as_x_minus_logsumexp() {
         Bug::LogSoftmaxMinusLse,
         Family::Softmax,
         &floats(Op::Softmax(SoftmaxOp::LogSoftmax)),
+    );
+}
+
+#[test]
+fn class_5_cross_entropy_as_logsumexp_minus_the_target_logit() {
+    caught_on_every_seed(
+        Bug::CrossEntropyUnshifted,
+        Family::Fused,
+        &floats(Op::Fused(FusedOp::CrossEntropy)),
     );
 }
 

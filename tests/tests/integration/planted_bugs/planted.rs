@@ -61,6 +61,10 @@ pub enum Bug {
     /// Class 5: log-softmax as `x - logsumexp(x)`, which rounds the large `max + log(sum)`
     /// before subtracting (off by an ulp of `|max|` near the maximum).
     LogSoftmaxMinusLse,
+    /// Class 5: cross-entropy as `logsumexp(x) - x_t` (and the smoothing's row sum of `x`),
+    /// which rounds the large log-sum-exp before subtracting the target's logit: an ulp of
+    /// `|max|` off when the logits share a large offset.
+    CrossEntropyUnshifted,
     /// Class 3: causal attention aligned to the bottom-right corner (query `i` sees keys
     /// `j <= i + S - L`, as some fused kernels do) instead of PyTorch's top-left: right
     /// whenever `L == S`, wrong when queries and keys differ in number.
@@ -396,6 +400,26 @@ impl<B: Backend> Backend for Planted<B> {
             return x.sub(&composite::logsumexp(x, axis)?);
         }
         composite::log_softmax(x, axis)
+    }
+
+    fn cross_entropy(
+        &self,
+        logits: &Tensor<Self>,
+        targets: &Tensor<Self>,
+        label_smoothing: f64,
+    ) -> Result<Tensor<Self>> {
+        if self.bug != Bug::CrossEntropyUnshifted {
+            return composite::cross_entropy(logits, targets, label_smoothing);
+        }
+        let (n, c) =
+            tessera_core::cross_entropy::check_cross_entropy(logits, targets, label_smoothing)?;
+        let lse = composite::logsumexp(logits, 1)?.reshape([n])?;
+        let picked = logits.gather(1, &targets.reshape([n, 1])?)?.reshape([n])?;
+        let spread = logits
+            .sum(&[1], false)?
+            .mul_scalar(label_smoothing / c as f64)?;
+        lse.sub(&picked.mul_scalar(1.0 - label_smoothing)?)?
+            .sub(&spread)
     }
 
     fn max_pool2d(

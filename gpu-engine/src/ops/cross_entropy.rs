@@ -1,0 +1,115 @@
+//! Softmax cross-entropy and its gradient in one kernel each (`softmax.cl.c`'s
+//! `cross_entropy_rows` and `cross_entropy_grad_rows`, one work-group per row), instead of the
+//! composite's log-softmax, gather, one-hot scatter and element-wise passes over the logits'
+//! size. The operands are read through their strides (no copies); f32 and f64 only (16-bit
+//! logits arrive widened by tensor-core's dispatch), anything else is left to the composite.
+
+use super::operands::scalar;
+use crate::driver::{Driver, ModuleKey};
+use crate::gpu::Gpu;
+use crate::runtime::Arg;
+use crate::view::View;
+use tessera_core::cross_entropy::{check_cross_entropy, check_cross_entropy_backward};
+use tessera_core::{DType, Layout, Result, Tensor};
+
+/// The rows of `[n, c]` logits as the kernels walk them: the view of each row's start, and
+/// the stride between a row's elements.
+fn rows_of<D: Driver>(logits: &Tensor<Gpu<D>>) -> (View, i64) {
+    let (dims, strides) = (logits.dims(), logits.layout().strides());
+    let outer = View::new(&dims[..1], &strides[..1], logits.layout().offset());
+    (outer, strides[1] as i64)
+}
+
+/// A rank-1 operand (`[n]`) as a view.
+fn view_of<D: Driver>(t: &Tensor<Gpu<D>>) -> View {
+    let layout = t.layout();
+    View::new(layout.dims(), layout.strides(), layout.offset())
+}
+
+/// `(1 - s, s / c)` as kernel arguments of `dtype`.
+fn coefficients<'a, D: Driver>(dtype: DType, c: usize, s: f64) -> [Arg<'a, D>; 2] {
+    [scalar(dtype, 1.0 - s), scalar(dtype, s / c.max(1) as f64)]
+}
+
+/// The per-row losses on the device, or None when the composite must run.
+pub(crate) fn cross_entropy<D: Driver>(
+    gpu: &Gpu<D>,
+    logits: &Tensor<Gpu<D>>,
+    targets: &Tensor<Gpu<D>>,
+    label_smoothing: f64,
+) -> Result<Option<Tensor<Gpu<D>>>> {
+    let (n, c) = check_cross_entropy(logits, targets, label_smoothing)?;
+    let dtype = logits.dtype();
+    if !matches!(dtype, DType::F32 | DType::F64) || n == 0 || c == 0 {
+        return Ok(None);
+    }
+    let rt = gpu.runtime();
+    let out = rt.alloc(dtype, n)?;
+    let (outer, stride) = rows_of(logits);
+    let [keep, spread] = coefficients(dtype, c, label_smoothing);
+    let args = [
+        Arg::I64(n as i64),
+        Arg::I64(c as i64),
+        Arg::Buffer(logits.storage()),
+        Arg::View(outer),
+        Arg::I64(stride),
+        Arg::Buffer(targets.storage()),
+        Arg::View(view_of(targets)),
+        keep,
+        spread,
+        Arg::Buffer(&out),
+        Arg::ErrorFlag,
+    ];
+    let group = rt.info().reduce_group as usize;
+    rt.launch(
+        &ModuleKey::tensor(dtype),
+        "cross_entropy_rows",
+        &args,
+        [n, 1, 1],
+        [group, 1, 1],
+    )?;
+    Tensor::from_parts(gpu, out, Layout::contiguous([n])).map(Some)
+}
+
+/// The gradient `[n, c]` on the device, or None when the composite must run.
+pub(crate) fn cross_entropy_backward<D: Driver>(
+    gpu: &Gpu<D>,
+    logits: &Tensor<Gpu<D>>,
+    targets: &Tensor<Gpu<D>>,
+    grad: &Tensor<Gpu<D>>,
+    label_smoothing: f64,
+) -> Result<Option<Tensor<Gpu<D>>>> {
+    let (n, c) = check_cross_entropy_backward(logits, targets, grad, label_smoothing)?;
+    let dtype = logits.dtype();
+    if !matches!(dtype, DType::F32 | DType::F64) || n == 0 || c == 0 {
+        return Ok(None);
+    }
+    let rt = gpu.runtime();
+    let out = rt.alloc(dtype, n * c)?;
+    let (outer, stride) = rows_of(logits);
+    let [keep, spread] = coefficients(dtype, c, label_smoothing);
+    let args = [
+        Arg::I64(n as i64),
+        Arg::I64(c as i64),
+        Arg::Buffer(logits.storage()),
+        Arg::View(outer),
+        Arg::I64(stride),
+        Arg::Buffer(targets.storage()),
+        Arg::View(view_of(targets)),
+        Arg::Buffer(grad.storage()),
+        Arg::View(view_of(grad)),
+        keep,
+        spread,
+        Arg::Buffer(&out),
+        Arg::ErrorFlag,
+    ];
+    let group = rt.info().reduce_group as usize;
+    rt.launch(
+        &ModuleKey::tensor(dtype),
+        "cross_entropy_grad_rows",
+        &args,
+        [n, 1, 1],
+        [group, 1, 1],
+    )?;
+    Tensor::from_parts(gpu, out, Layout::contiguous([n, c])).map(Some)
+}
