@@ -1,9 +1,9 @@
 //! An out-of-range index on a real GPU (device 0) is reported at the next read-back as a typed
-//! error, and the flag is cleared afterwards; and the conformance suite's errors family (every
-//! method called directly with bad operands must return `Err`). Alone in their test binary,
-//! one after the other: the error goes to the next read-back on the device whichever thread
-//! makes it, so no other test may share the device. Skips, printing why, without a CUDA driver
-//! or device.
+//! error (by the indexing and the cross-entropy kernels), and the flag is cleared afterwards;
+//! and the conformance suite's errors family (every method called directly with bad operands
+//! must return `Err`). Alone in their test binary, one after the other: the error goes to the
+//! next read-back on the device whichever thread makes it, so no other test may share the
+//! device. Skips, printing why, without a CUDA driver or device.
 
 use std::sync::Mutex;
 
@@ -62,4 +62,24 @@ fn an_out_of_range_index_surfaces_at_read_back() {
             size: 2
         }
     );
+    // The cross-entropy kernels check each row's target on the device too.
+    let targets = Tensor::from_vec(vec![1i64, 2], [2], &dev).unwrap();
+    let losses = tessera_core::dispatch::cross_entropy(&x, &targets, 0.0).unwrap();
+    assert_eq!(
+        losses.to_vec::<f32>().unwrap_err(),
+        Error::IndexOutOfRange {
+            op: "cross_entropy",
+            index: 2,
+            size: 2
+        }
+    );
+    let ones = Tensor::from_vec(vec![1.0f32; 2], [2], &dev).unwrap();
+    let good = Tensor::from_vec(vec![1i64, 0], [2], &dev).unwrap();
+    let grad = tessera_core::dispatch::cross_entropy_backward(&x, &good, &ones, 0.0).unwrap();
+    // Rows [1, 2] and [3, 4]: softmax [e^-1, 1] / (1 + e^-1), minus the one-hot target.
+    let p = 1.0 / (1.0 + (-1.0f32).exp());
+    let want = [1.0 - p, p - 1.0, -p, p];
+    for (g, w) in grad.to_vec::<f32>().unwrap().iter().zip(want) {
+        assert!((g - w).abs() < 1e-6, "{g} vs {w}");
+    }
 }

@@ -1,6 +1,6 @@
-//! Out-of-range indices are detected on the device and reported at the next read-back (or
-//! `synchronize`) as `IndexOutOfRange`, naming the op, the index and the dimension size; the
-//! report clears the flag. One test on purpose: the flag is per device and process.
+//! Out-of-range indices (and cross-entropy targets) are detected on the device and reported at
+//! the next read-back (or `synchronize`) as `IndexOutOfRange`, naming the op, the index and the
+//! dimension size; the report clears the flag. One test on purpose: the flag is per device and process.
 
 mod common;
 
@@ -71,4 +71,17 @@ fn index_errors_surface_at_read_back_and_then_clear() {
         ("cross_entropy_backward", -2, 3)
     );
     dev.synchronize().unwrap();
+    // With valid targets the gradient is each row's softmax minus its one-hot target.
+    let valid = OpenClTensor::from_vec(vec![2i64, 0], [2], &dev).unwrap();
+    let grad = tessera_core::dispatch::cross_entropy_backward(&x, &valid, &ones, 0.0).unwrap();
+    let got = grad.to_vec::<f32>().unwrap();
+    let rows = [[1.0f64, 2.0, 3.0], [4.0, 5.0, 6.0]];
+    for (i, (row, target)) in rows.iter().zip([2, 0]).enumerate() {
+        let total: f64 = row.iter().map(|v| v.exp()).sum();
+        for (j, v) in row.iter().enumerate() {
+            let want = v.exp() / total - f64::from(j == target);
+            let g = got[i * 3 + j] as f64;
+            assert!((g - want).abs() < 1e-6, "row {i} class {j}: {g} vs {want}");
+        }
+    }
 }
