@@ -126,8 +126,12 @@ impl<B: Backend> TextJob<B> for HfFolderJob<'_> {
         save(model, &self.config.init_from, dir)
     }
 
-    fn sample(&self, _model: &PretrainedModel<B>, _config: &GptTrainConfig) -> Result<String> {
+    fn samples(&self, _config: &GptTrainConfig) -> bool {
         // `generate --model-dir` samples from the saved folder.
+        false
+    }
+
+    fn sample(&self, _model: &PretrainedModel<B>, _config: &GptTrainConfig) -> Result<String> {
         Ok(String::new())
     }
 }

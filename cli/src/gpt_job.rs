@@ -379,10 +379,11 @@ impl<B: Backend> TextJob<B> for CharGptJob<'_> {
         save_checkpoint(dir, model, &self.tokenizer, info)
     }
 
+    fn samples(&self, config: &GptTrainConfig) -> bool {
+        config.args.sample_chars > 0
+    }
+
     fn sample(&self, model: &Gpt<B>, config: &GptTrainConfig) -> Result<String> {
-        if config.args.sample_chars == 0 {
-            return Ok(String::new());
-        }
         let prompt = self
             .tokenizer
             .encode("\n")

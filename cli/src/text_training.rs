@@ -102,7 +102,12 @@ pub trait TextJob<B: Backend> {
     /// estimate; `info` holds the step, losses and options).
     fn save_model(&self, dir: &Path, model: &Self::Model, info: Value) -> Result<()>;
 
-    /// Text sampled from the trained model at the end (rank 0; empty for none).
+    /// Whether [`TextJob::sample`] draws from the model (sharding level 3 then gathers the
+    /// whole model on every rank at the end of the run; without a sample it never does).
+    fn samples(&self, config: &GptTrainConfig) -> bool;
+
+    /// Text sampled from the trained model at the end (rank 0; called only when
+    /// [`TextJob::samples`]).
     fn sample(&self, model: &Self::Model, config: &GptTrainConfig) -> Result<String>;
 }
 
@@ -589,11 +594,15 @@ pub fn train_text_model<B: Backend, J: TextJob<B>>(
     }
     bar.finish_and_clear();
 
-    // Level 3: every rank gathers the whole model (rank 0 samples from it).
-    optimizers.hold()?;
-    let sample = match rank {
-        0 => job.sample(model, config)?,
-        _ => String::new(),
+    // Level 3: every rank gathers the whole model when rank 0 samples from it.
+    let sample = if job.samples(config) {
+        optimizers.hold()?;
+        match rank {
+            0 => job.sample(model, config)?,
+            _ => String::new(),
+        }
+    } else {
+        String::new()
     };
     let mut memory = [
         optimizers.state_bytes(&params) as f64,
