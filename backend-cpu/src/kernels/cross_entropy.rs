@@ -19,6 +19,7 @@
 //! CPU has ([`super::wide`]).
 
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 use tessera_core::{FloatElement, Result};
 
 use super::index_check::checked_index;
@@ -26,7 +27,7 @@ use super::lanes::Lane;
 use super::num::Num;
 use super::reducer::{reduce_slice, MaxOp, SumOp};
 use super::wide::map_contiguous;
-use crate::alloc::{checked_len, try_zeroed};
+use crate::alloc::{assume_init, checked_len, try_uninit, try_zeroed};
 use crate::parallel::{chunk_len, worth_parallel};
 
 const FORWARD: &str = "cross_entropy";
@@ -134,36 +135,40 @@ pub(crate) fn backward<T: CrossEntropyFloat>(
 ) -> Result<Vec<T>> {
     let n = targets.len();
     let rows = checked_targets(BACKWARD, targets, c)?;
-    let mut out = try_zeroed::<T>(checked_len(BACKWARD, &[n, c])?)?;
-    if c == 0 {
-        return Ok(out);
-    }
-    let (keep, spread) = coefficients::<T>(c, label_smoothing);
-    let per_task = rows_per_task(n, c);
-    let task = |(chunk, block): (usize, &mut [T])| -> Result<()> {
-        let first = chunk * per_task;
-        let mut scratch = try_zeroed::<T>(c)?;
-        for (r, out_row) in block.chunks_mut(c).enumerate() {
-            let i = first + r;
-            let row = &logits[i * c..(i + 1) * c];
-            let (_, sum) = shifted_exponentials(row, &mut scratch);
-            let g = grad[i];
-            map_contiguous(out_row, &scratch, &|e| (e / sum - spread) * g);
-            let t = rows[i];
-            out_row[t] = ((scratch[t] / sum - keep) - spread) * g;
+    // Every element is written below (no zero-filling pass over the logits' size).
+    let mut out = try_uninit::<T>(checked_len(BACKWARD, &[n, c])?)?;
+    if c > 0 {
+        let (keep, spread) = coefficients::<T>(c, label_smoothing);
+        let per_task = rows_per_task(n, c);
+        let task = |(chunk, block): (usize, &mut [MaybeUninit<T>])| -> Result<()> {
+            let first = chunk * per_task;
+            let mut scratch = try_zeroed::<T>(c)?;
+            for (r, out_row) in block.chunks_mut(c).enumerate() {
+                let i = first + r;
+                let row = &logits[i * c..(i + 1) * c];
+                let (_, sum) = shifted_exponentials(row, &mut scratch);
+                let g = grad[i];
+                let slope = |e: T| MaybeUninit::new((e / sum - spread) * g);
+                map_contiguous(out_row, &scratch, &slope);
+                let t = rows[i];
+                out_row[t] = MaybeUninit::new(((scratch[t] / sum - keep) - spread) * g);
+            }
+            Ok(())
+        };
+        if per_task >= n {
+            out.chunks_mut(per_task * c)
+                .enumerate()
+                .try_for_each(task)?;
+        } else {
+            out.par_chunks_mut(per_task * c)
+                .enumerate()
+                .try_for_each(task)?;
         }
-        Ok(())
-    };
-    if per_task >= n {
-        out.chunks_mut(per_task * c)
-            .enumerate()
-            .try_for_each(task)?;
-    } else {
-        out.par_chunks_mut(per_task * c)
-            .enumerate()
-            .try_for_each(task)?;
     }
-    Ok(out)
+    // SAFETY: every task succeeded (an error returned above), and each wrote all `c` elements
+    // of each of its rows (`map_contiguous` over `scratch`, `c` long); the rows of the tasks'
+    // blocks cover the `n * c` elements.
+    Ok(unsafe { assume_init(out) })
 }
 
 #[cfg(test)]

@@ -21,6 +21,20 @@ DEVICE T softmax_add(T a, T b) { return a + b; }
         BARRIER();                                                                             \
     }
 
+/* The row's maximum (NaN-propagating) into OUT, every work-item of the group taking part
+ * (a macro for the same reason as SOFTMAX_TREE). Reads the kernel's x, base, stride, len, lid
+ * and scratch; ends with a barrier, so scratch may be reused at once. */
+#define ROW_MAX(OUT)                                                                           \
+    {                                                                                          \
+        T m_ = T_LOWEST;                                                                       \
+        for (i64 r = lid; r < len; r += TS_REDUCE_WG) m_ = t_max(m_, LOAD(x[base + r * stride])); \
+        scratch[lid] = m_;                                                                     \
+        BARRIER();                                                                             \
+        SOFTMAX_TREE(t_max)                                                                    \
+        OUT = scratch[0];                                                                      \
+        BARRIER();                                                                             \
+    }
+
 KERNEL void softmax_rows(i64 rows, i64 k, GLOBAL const STORE_T* x, View outer, i64 stride,
                          GLOBAL STORE_T* out, i32 mode) {
     LOCAL_DECL T scratch[TS_REDUCE_WG];
@@ -31,14 +45,9 @@ KERNEL void softmax_rows(i64 rows, i64 k, GLOBAL const STORE_T* x, View outer, i
     i64 base = active ? view_at(outer, row) : 0;
     i64 len = active ? k : 0;
 
-    T m = T_LOWEST;
-    for (i64 r = lid; r < len; r += TS_REDUCE_WG) m = t_max(m, LOAD(x[base + r * stride]));
-    scratch[lid] = m;
-    BARRIER();
-    SOFTMAX_TREE(t_max)
-    T shift = scratch[0];
+    T shift;
+    ROW_MAX(shift)
     if (mode == TS_LOGSUMEXP && (shift == T_HIGHEST || shift == T_LOWEST)) shift = (T)0;
-    BARRIER();
 
     T s = (T)0;
     for (i64 r = lid; r < len; r += TS_REDUCE_WG) s += exp(LOAD(x[base + r * stride]) - shift);
@@ -77,13 +86,8 @@ KERNEL void cross_entropy_rows(i64 rows, i64 k, GLOBAL const STORE_T* x, View ou
     i64 base = active ? view_at(outer, row) : 0;
     i64 len = active ? k : 0;
 
-    T m = T_LOWEST;
-    for (i64 r = lid; r < len; r += TS_REDUCE_WG) m = t_max(m, LOAD(x[base + r * stride]));
-    scratch[lid] = m;
-    BARRIER();
-    SOFTMAX_TREE(t_max)
-    T shift = scratch[0];
-    BARRIER();
+    T shift;
+    ROW_MAX(shift)
 
     T s = (T)0;
     T shifted = (T)0;
@@ -127,13 +131,8 @@ KERNEL void cross_entropy_grad_rows(i64 rows, i64 k, GLOBAL const STORE_T* x, Vi
     i64 base = active ? view_at(outer, row) : 0;
     i64 len = active ? k : 0;
 
-    T m = T_LOWEST;
-    for (i64 r = lid; r < len; r += TS_REDUCE_WG) m = t_max(m, LOAD(x[base + r * stride]));
-    scratch[lid] = m;
-    BARRIER();
-    SOFTMAX_TREE(t_max)
-    T shift = scratch[0];
-    BARRIER();
+    T shift;
+    ROW_MAX(shift)
 
     T s = (T)0;
     for (i64 r = lid; r < len; r += TS_REDUCE_WG) s += exp(LOAD(x[base + r * stride]) - shift);

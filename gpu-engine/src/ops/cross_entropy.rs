@@ -31,6 +31,25 @@ fn coefficients<'a, D: Driver>(dtype: DType, c: usize, s: f64) -> [Arg<'a, D>; 2
     [scalar(dtype, 1.0 - s), scalar(dtype, s / c.max(1) as f64)]
 }
 
+/// Queues `kernel` with one work-group per row of `n`.
+fn launch_rows<D: Driver>(
+    gpu: &Gpu<D>,
+    dtype: DType,
+    kernel: &'static str,
+    args: &[Arg<'_, D>],
+    n: usize,
+) -> Result<()> {
+    let rt = gpu.runtime();
+    let group = rt.info().reduce_group as usize;
+    rt.launch(
+        &ModuleKey::tensor(dtype),
+        kernel,
+        args,
+        [n, 1, 1],
+        [group, 1, 1],
+    )
+}
+
 /// The per-row losses on the device, or None when the composite must run.
 pub(crate) fn cross_entropy<D: Driver>(
     gpu: &Gpu<D>,
@@ -60,14 +79,7 @@ pub(crate) fn cross_entropy<D: Driver>(
         Arg::Buffer(&out),
         Arg::ErrorFlag,
     ];
-    let group = rt.info().reduce_group as usize;
-    rt.launch(
-        &ModuleKey::tensor(dtype),
-        "cross_entropy_rows",
-        &args,
-        [n, 1, 1],
-        [group, 1, 1],
-    )?;
+    launch_rows(gpu, dtype, "cross_entropy_rows", &args, n)?;
     Tensor::from_parts(gpu, out, Layout::contiguous([n])).map(Some)
 }
 
@@ -103,13 +115,6 @@ pub(crate) fn cross_entropy_backward<D: Driver>(
         Arg::Buffer(&out),
         Arg::ErrorFlag,
     ];
-    let group = rt.info().reduce_group as usize;
-    rt.launch(
-        &ModuleKey::tensor(dtype),
-        "cross_entropy_grad_rows",
-        &args,
-        [n, 1, 1],
-        [group, 1, 1],
-    )?;
+    launch_rows(gpu, dtype, "cross_entropy_grad_rows", &args, n)?;
     Tensor::from_parts(gpu, out, Layout::contiguous([n, c])).map(Some)
 }
