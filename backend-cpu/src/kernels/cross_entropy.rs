@@ -25,8 +25,8 @@ use tessera_core::{FloatElement, Result};
 use super::index_check::checked_index;
 use super::lanes::Lane;
 use super::num::Num;
-use super::reducer::{reduce_slice, MaxOp, SumOp};
-use super::wide::map_contiguous;
+use super::reducer::{reduce_slice, SumOp};
+use super::wide::{map_contiguous, max_contiguous};
 use crate::alloc::{assume_init, checked_len, try_uninit, try_zeroed};
 use crate::parallel::{chunk_len, worth_parallel};
 
@@ -54,7 +54,7 @@ impl CrossEntropyFloat for f64 {
 /// The shared part of both passes for one row: the maximum `m`, and `e_j = exp(x_j - m)` in
 /// `scratch` (the row's length) with their sum.
 fn shifted_exponentials<T: CrossEntropyFloat>(row: &[T], scratch: &mut [T]) -> (T, T) {
-    let m = reduce_slice::<T, T, MaxOp>(row);
+    let m = max_contiguous(row);
     T::exp_shifted(scratch, row, m);
     (m, reduce_slice::<T, T, SumOp>(scratch))
 }

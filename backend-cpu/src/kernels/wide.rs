@@ -1,15 +1,17 @@
-//! Wider vectors for the compiler-vectorised element-wise loops: each function here runs its
-//! loop compiled with AVX-512F or else AVX2 enabled when the CPU has it (detected at run time,
-//! cached by `std`), so the maps use 512- or 256-bit vectors instead of the x86-64 baseline's
-//! 128-bit SSE2. AVX-512 also gives the long loops (GELU and its gradient, `exp`) 32 vector
-//! registers instead of 16, so their constants stay in registers: GELU's forward and gradient
-//! ran 1.8-1.9x faster than with AVX2 on a Zen 4 (which splits 512-bit operations in two). The
-//! loops are ordinary safe code; only the call through the target-feature wrapper is `unsafe`.
-//! Results are bit-for-bit those of the baseline build: Rust never contracts a multiply and an
-//! add into an FMA, and the loops do the same operations on wider registers.
+//! Wider vectors for the compiler-vectorised element-wise loops and a row's maximum: each function
+//! here runs its loop compiled with AVX-512F or else AVX2 enabled when the CPU has it (detected at
+//! run time, cached by `std`), so the maps use 512- or 256-bit vectors instead of the x86-64
+//! baseline's 128-bit SSE2. AVX-512 also gives the long loops (GELU and its gradient, `exp`) 32
+//! vector registers instead of 16, so their constants stay in registers: GELU's forward and
+//! gradient ran 1.8-1.9x faster than with AVX2 on a Zen 4 (which splits 512-bit operations in two).
+//! The loops are ordinary safe code; only the call through the target-feature wrapper is `unsafe`.
+//! Results are bit-for-bit those of the baseline build: Rust never contracts a multiply and an add
+//! into an FMA, and the loops do the same operations on wider registers.
 //!
-//! The loops take their slices as arguments (not captured by a closure), so the compiler knows
-//! the output does not alias the inputs and keeps everything in registers.
+//! The loops take their slices as arguments (not captured by a closure), so the compiler knows the
+//! output does not alias the inputs and keeps everything in registers.
+
+use super::num::Num;
 
 /// Whether to take the AVX2 copies (never under Miri, which has no target features).
 #[inline(always)]
@@ -137,6 +139,61 @@ pub(crate) fn zip_contiguous<A: Copy, B: Copy, U, F: Fn(A, B) -> U>(
     zip_loop(dst, a, b, f)
 }
 
+/// Partial maxima kept apart in [`max_loop`], so that the compiler keeps them in vector
+/// registers (a fold over one accumulator runs at one comparison's latency per element).
+const MAX_LANES: usize = 16;
+
+/// The largest element of `src`, NaN when any element is NaN, `T::LOWEST` when it is empty:
+/// [`Num::max_nan`] over [`MAX_LANES`] partial maxima, then over those in order.
+#[inline(always)]
+fn max_loop<T: Num + Copy>(src: &[T]) -> T {
+    let mut lanes = [T::LOWEST; MAX_LANES];
+    let mut chunks = src.chunks_exact(MAX_LANES);
+    for chunk in &mut chunks {
+        for (m, &v) in lanes.iter_mut().zip(chunk) {
+            *m = m.max_nan(v);
+        }
+    }
+    let tail = chunks
+        .remainder()
+        .iter()
+        .fold(T::LOWEST, |m, &v| m.max_nan(v));
+    lanes.iter().fold(tail, |m, &v| m.max_nan(v))
+}
+
+/// [`max_loop`] with the widest vectors the CPU has (a row's maximum, e.g. the shift of a
+/// softmax over a vocabulary).
+#[inline(always)]
+pub(crate) fn max_contiguous<T: Num + Copy>(src: &[T]) -> T {
+    #[cfg(all(target_arch = "x86_64", tessera_avx512))]
+    if avx512() {
+        /// [`max_loop`] compiled for AVX-512.
+        ///
+        /// # Safety
+        /// The CPU must have AVX-512F.
+        #[target_feature(enable = "avx512f")]
+        unsafe fn wide512<T: Num + Copy>(src: &[T]) -> T {
+            max_loop(src)
+        }
+        // SAFETY: AVX-512F was detected just above; the loop is safe code.
+        return unsafe { wide512(src) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if avx2() {
+        /// [`max_loop`] compiled for AVX2.
+        ///
+        /// # Safety
+        /// The CPU must have AVX2.
+        #[target_feature(enable = "avx2")]
+        unsafe fn wide<T: Num + Copy>(src: &[T]) -> T {
+            max_loop(src)
+        }
+        // SAFETY: AVX2 was detected just above; the loop is safe code.
+        return unsafe { wide(src) };
+    }
+    max_loop(src)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,6 +214,16 @@ mod tests {
             zip_contiguous(&mut got, &a, &b, &|x: f32, y: f32| x * y + 1.0);
             let want: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x * y + 1.0).collect();
             assert_eq!(got, want, "zip, len {len}");
+            let want = a.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+            assert_eq!(max_contiguous(&a), want, "max, len {len}");
+            if len > 0 {
+                let mut with_nan = a.clone();
+                with_nan[len / 2] = f32::NAN;
+                assert!(
+                    max_contiguous(&with_nan).is_nan(),
+                    "max with NaN, len {len}"
+                );
+            }
         }
     }
 }
