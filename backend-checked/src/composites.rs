@@ -25,6 +25,15 @@ fn product(dims: &[usize]) -> usize {
     dims.iter().product()
 }
 
+/// The largest `|x|` over the finite elements of `x` (0 when none is finite): the error scale
+/// of results that subtract a row's log-sum-exp.
+pub(crate) fn largest_finite_magnitude<R: Backend>(x: &Tensor<R>) -> Result<f64> {
+    Ok(x.to_vec_f64()?
+        .into_iter()
+        .filter(|v| v.is_finite())
+        .fold(0.0f64, |m, v| m.max(v.abs())))
+}
+
 impl<B: Backend, R: Backend> Checked<B, R> {
     /// The tensor as seen by each backend: same layout over each side's buffer.
     pub(crate) fn split(&self, t: &Tensor<Self>) -> Result<(Tensor<B>, Tensor<R>)> {
@@ -124,11 +133,7 @@ impl<B: Backend, R: Backend> Checked<B, R> {
         let magnitude = if op == RowOp::Softmax || !x.dtype().is_float() {
             None
         } else {
-            let largest = xr
-                .to_vec_f64()?
-                .into_iter()
-                .filter(|v| v.is_finite())
-                .fold(0.0f64, |m, v| m.max(v.abs()));
+            let largest = largest_finite_magnitude(&xr)?;
             Some(Tensor::full(
                 r.shape().clone(),
                 largest,

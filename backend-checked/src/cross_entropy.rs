@@ -2,6 +2,7 @@
 //! or default) implementation through tensor-core's dispatch, and the results are compared
 //! with an accumulation tolerance over the row's length, scaled by the sizes of the terms.
 
+use crate::composites::largest_finite_magnitude;
 use crate::tolerance::Tolerance;
 use crate::Checked;
 use tessera_core::cross_entropy::{check_cross_entropy, check_cross_entropy_backward};
@@ -20,11 +21,7 @@ impl<B: Backend, R: Backend> Checked<B, R> {
         let r = dispatch::cross_entropy(&xr, &tr, label_smoothing)?;
         // The loss is `ln Σ e^(x - m) + (1 - s)(m - x_t) - (s/c) Σ (x - m)`: each term is at
         // most `ln c` or twice the largest finite |x|.
-        let largest = xr
-            .to_vec_f64()?
-            .into_iter()
-            .filter(|v| v.is_finite())
-            .fold(0.0f64, |m, v| m.max(v.abs()));
+        let largest = largest_finite_magnitude(&xr)?;
         let terms = 2.0 * largest + (c.max(1) as f64).ln() + 1.0;
         let magnitude = Tensor::full(r.shape().clone(), terms, DType::F64, self.reference())?;
         let tolerance = Tolerance::accumulation(logits.dtype(), 2 * c + 8);

@@ -28,7 +28,7 @@ use super::num::Num;
 use super::reducer::{reduce_slice, SumOp};
 use super::wide::{map_contiguous, max_contiguous};
 use crate::alloc::{assume_init, checked_len, try_uninit, try_zeroed};
-use crate::parallel::{chunk_len, worth_parallel};
+use crate::parallel::{chunk_len, try_fill_rows, worth_parallel};
 
 const FORWARD: &str = "cross_entropy";
 const BACKWARD: &str = "cross_entropy_backward";
@@ -73,8 +73,9 @@ fn coefficients<T: CrossEntropyFloat>(c: usize, label_smoothing: f64) -> (T, T) 
     )
 }
 
-/// Rows handed to one task: about four chunks per thread, at least enough rows for a few
-/// thousand elements, or all rows when the work is small.
+/// Rows handed to one task of the forward pass (whose output has one element per row, so
+/// `try_fill_rows` would judge the work by `n` alone): about four chunks per thread, at least
+/// enough rows for a few thousand elements, or all rows when the work is small.
 fn rows_per_task(n: usize, c: usize) -> usize {
     if !worth_parallel(n.saturating_mul(c)) {
         return n.max(1);
@@ -139,9 +140,7 @@ pub(crate) fn backward<T: CrossEntropyFloat>(
     let mut out = try_uninit::<T>(checked_len(BACKWARD, &[n, c])?)?;
     if c > 0 {
         let (keep, spread) = coefficients::<T>(c, label_smoothing);
-        let per_task = rows_per_task(n, c);
-        let task = |(chunk, block): (usize, &mut [MaybeUninit<T>])| -> Result<()> {
-            let first = chunk * per_task;
+        try_fill_rows(&mut out, c, |first, block| {
             let mut scratch = try_zeroed::<T>(c)?;
             for (r, out_row) in block.chunks_mut(c).enumerate() {
                 let i = first + r;
@@ -154,20 +153,11 @@ pub(crate) fn backward<T: CrossEntropyFloat>(
                 out_row[t] = MaybeUninit::new(((scratch[t] / sum - keep) - spread) * g);
             }
             Ok(())
-        };
-        if per_task >= n {
-            out.chunks_mut(per_task * c)
-                .enumerate()
-                .try_for_each(task)?;
-        } else {
-            out.par_chunks_mut(per_task * c)
-                .enumerate()
-                .try_for_each(task)?;
-        }
+        })?;
     }
-    // SAFETY: every task succeeded (an error returned above), and each wrote all `c` elements
-    // of each of its rows (`map_contiguous` over `scratch`, `c` long); the rows of the tasks'
-    // blocks cover the `n * c` elements.
+    // SAFETY: every call succeeded (an error returned above), and each wrote all `c` elements
+    // of each row of its block (`map_contiguous` over `scratch`, `c` long); the blocks of
+    // whole rows cover the `n * c` elements.
     Ok(unsafe { assume_init(out) })
 }
 

@@ -21,18 +21,22 @@ DEVICE T softmax_add(T a, T b) { return a + b; }
         BARRIER();                                                                             \
     }
 
-/* The row's maximum (NaN-propagating) into OUT, every work-item of the group taking part
- * (a macro for the same reason as SOFTMAX_TREE). Reads the kernel's x, base, stride, len, lid
- * and scratch; ends with a barrier, so scratch may be reused at once. */
+/* Every work-item's VALUE combined over the group with COMBINE into OUT (a macro for the same
+ * reason as SOFTMAX_TREE). Ends with a barrier, so scratch may be reused at once. */
+#define GROUP_REDUCE(VALUE, COMBINE, OUT)                                                      \
+    scratch[lid] = VALUE;                                                                      \
+    BARRIER();                                                                                 \
+    SOFTMAX_TREE(COMBINE)                                                                      \
+    OUT = scratch[0];                                                                          \
+    BARRIER();
+
+/* The row's maximum (NaN-propagating) into OUT, every work-item of the group taking part.
+ * Reads the kernel's x, base, stride, len, lid and scratch. */
 #define ROW_MAX(OUT)                                                                           \
     {                                                                                          \
         T m_ = T_LOWEST;                                                                       \
         for (i64 r = lid; r < len; r += TS_REDUCE_WG) m_ = t_max(m_, LOAD(x[base + r * stride])); \
-        scratch[lid] = m_;                                                                     \
-        BARRIER();                                                                             \
-        SOFTMAX_TREE(t_max)                                                                    \
-        OUT = scratch[0];                                                                      \
-        BARRIER();                                                                             \
+        GROUP_REDUCE(m_, t_max, OUT)                                                           \
     }
 
 KERNEL void softmax_rows(i64 rows, i64 k, GLOBAL const STORE_T* x, View outer, i64 stride,
@@ -51,10 +55,8 @@ KERNEL void softmax_rows(i64 rows, i64 k, GLOBAL const STORE_T* x, View outer, i
 
     T s = (T)0;
     for (i64 r = lid; r < len; r += TS_REDUCE_WG) s += exp(LOAD(x[base + r * stride]) - shift);
-    scratch[lid] = s;
-    BARRIER();
-    SOFTMAX_TREE(softmax_add)
-    T total = scratch[0];
+    T total;
+    GROUP_REDUCE(s, softmax_add, total)
     if (!active) return;
 
     if (mode == TS_LOGSUMEXP) {
@@ -96,15 +98,9 @@ KERNEL void cross_entropy_rows(i64 rows, i64 k, GLOBAL const STORE_T* x, View ou
         s += exp(v);
         shifted += v;
     }
-    scratch[lid] = s;
-    BARRIER();
-    SOFTMAX_TREE(softmax_add)
-    T total = scratch[0];
-    BARRIER();
-    scratch[lid] = shifted;
-    BARRIER();
-    SOFTMAX_TREE(softmax_add)
-    T shifted_total = scratch[0];
+    T total, shifted_total;
+    GROUP_REDUCE(s, softmax_add, total)
+    GROUP_REDUCE(shifted, softmax_add, shifted_total)
     if (!active || lid != 0) return;
 
     i64 t = targets[view_at(tv, row)];
@@ -136,10 +132,8 @@ KERNEL void cross_entropy_grad_rows(i64 rows, i64 k, GLOBAL const STORE_T* x, Vi
 
     T s = (T)0;
     for (i64 r = lid; r < len; r += TS_REDUCE_WG) s += exp(LOAD(x[base + r * stride]) - shift);
-    scratch[lid] = s;
-    BARRIER();
-    SOFTMAX_TREE(softmax_add)
-    T total = scratch[0];
+    T total;
+    GROUP_REDUCE(s, softmax_add, total)
     if (!active) return;
 
     i64 t = targets[view_at(tv, row)];

@@ -12,12 +12,24 @@ use crate::view::View;
 use tessera_core::cross_entropy::{check_cross_entropy, check_cross_entropy_backward};
 use tessera_core::{DType, Layout, Result, Tensor};
 
-/// The rows of `[n, c]` logits as the kernels walk them: the view of each row's start, and
-/// the stride between a row's elements.
-fn rows_of<D: Driver>(logits: &Tensor<Gpu<D>>) -> (View, i64) {
+/// The kernels' leading arguments: the sizes, the `[n, c]` logits as rows (the view of each
+/// row's start and the stride between a row's elements) and the targets.
+fn row_args<'a, D: Driver>(
+    (n, c): (usize, usize),
+    logits: &'a Tensor<Gpu<D>>,
+    targets: &'a Tensor<Gpu<D>>,
+) -> Vec<Arg<'a, D>> {
     let (dims, strides) = (logits.dims(), logits.layout().strides());
     let outer = View::new(&dims[..1], &strides[..1], logits.layout().offset());
-    (outer, strides[1] as i64)
+    vec![
+        Arg::I64(n as i64),
+        Arg::I64(c as i64),
+        Arg::Buffer(logits.storage()),
+        Arg::View(outer),
+        Arg::I64(strides[1] as i64),
+        Arg::Buffer(targets.storage()),
+        Arg::View(view_of(targets)),
+    ]
 }
 
 /// A rank-1 operand (`[n]`) as a view.
@@ -64,21 +76,9 @@ pub(crate) fn cross_entropy<D: Driver>(
     }
     let rt = gpu.runtime();
     let out = rt.alloc(dtype, n)?;
-    let (outer, stride) = rows_of(logits);
     let [keep, spread] = coefficients(dtype, c, label_smoothing);
-    let args = [
-        Arg::I64(n as i64),
-        Arg::I64(c as i64),
-        Arg::Buffer(logits.storage()),
-        Arg::View(outer),
-        Arg::I64(stride),
-        Arg::Buffer(targets.storage()),
-        Arg::View(view_of(targets)),
-        keep,
-        spread,
-        Arg::Buffer(&out),
-        Arg::ErrorFlag,
-    ];
+    let mut args = row_args((n, c), logits, targets);
+    args.extend([keep, spread, Arg::Buffer(&out), Arg::ErrorFlag]);
     launch_rows(gpu, dtype, "cross_entropy_rows", &args, n)?;
     Tensor::from_parts(gpu, out, Layout::contiguous([n])).map(Some)
 }
@@ -98,23 +98,16 @@ pub(crate) fn cross_entropy_backward<D: Driver>(
     }
     let rt = gpu.runtime();
     let out = rt.alloc(dtype, n * c)?;
-    let (outer, stride) = rows_of(logits);
     let [keep, spread] = coefficients(dtype, c, label_smoothing);
-    let args = [
-        Arg::I64(n as i64),
-        Arg::I64(c as i64),
-        Arg::Buffer(logits.storage()),
-        Arg::View(outer),
-        Arg::I64(stride),
-        Arg::Buffer(targets.storage()),
-        Arg::View(view_of(targets)),
+    let mut args = row_args((n, c), logits, targets);
+    args.extend([
         Arg::Buffer(grad.storage()),
         Arg::View(view_of(grad)),
         keep,
         spread,
         Arg::Buffer(&out),
         Arg::ErrorFlag,
-    ];
+    ]);
     launch_rows(gpu, dtype, "cross_entropy_grad_rows", &args, n)?;
     Tensor::from_parts(gpu, out, Layout::contiguous([n, c])).map(Some)
 }

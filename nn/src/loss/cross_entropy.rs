@@ -2,7 +2,7 @@
 
 use super::check_class_targets;
 use tessera_autograd::Var;
-use tessera_core::{Backend, Error, Result, Tensor};
+use tessera_core::{Backend, Result, Tensor};
 
 /// `nll_loss(log_softmax(logits), targets)` (PyTorch's `cross_entropy`, reduction `"mean"`):
 /// `logits: [n, c]`, `targets: [n]` `i64` class indices. Stable for any finite logits (the
@@ -21,13 +21,8 @@ pub fn cross_entropy_with_label_smoothing<B: Backend>(
     targets: &Tensor<B>,
     label_smoothing: f64,
 ) -> Result<Var<B>> {
-    const OP: &str = "cross_entropy";
-    if !(0.0..=1.0).contains(&label_smoothing) {
-        return Err(Error::InvalidArgument {
-            op: OP,
-            msg: format!("label smoothing must be in [0, 1], got {label_smoothing}"),
-        });
-    }
-    check_class_targets(OP, logits.shape(), targets)?;
+    // The label smoothing's range is checked by the op (`check_cross_entropy`), with this
+    // op name and message.
+    check_class_targets("cross_entropy", logits.shape(), targets)?;
     logits.cross_entropy(targets, label_smoothing)?.mean_all()
 }
