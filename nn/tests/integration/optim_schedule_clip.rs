@@ -103,3 +103,29 @@ fn clip_grad_norm_leaves_small_gradients_alone() {
     assert!(clip_grad_norm([&a], -1.0).is_err());
     assert!(clip_grad_norm([&a], f64::NAN).is_err());
 }
+
+#[test]
+fn clip_grad_norm_sums_large_f32_gradients_in_f64() {
+    // 700,000 elements: more than one of the norm's chunks, the last one partial, given as a
+    // transposed (non-contiguous) view. Squares summed in f32 would be off by about 1e-7.
+    let (rows, cols) = (1000, 700);
+    let values: Vec<f32> = (0..rows * cols)
+        .map(|i| 1.0 + (i % 997) as f32 * 1e-3)
+        .collect();
+    let expected = values
+        .iter()
+        .map(|&g| f64::from(g) * f64::from(g))
+        .sum::<f64>()
+        .sqrt();
+    let grad = Tensor::from_vec(values, [rows, cols], &dev())
+        .unwrap()
+        .transpose(0, 1)
+        .unwrap();
+    let param = Var::param(Tensor::zeros([cols, rows], DType::F32, &dev()).unwrap());
+    param.set_grad(Some(grad));
+    let norm = clip_grad_norm([&param], f64::MAX).unwrap();
+    assert!(
+        ((norm - expected) / expected).abs() < 1e-12,
+        "{norm} against {expected}"
+    );
+}
