@@ -48,7 +48,7 @@
 //!   - the `MaybeUninit` outputs of the fused Adam step (`kernels/adam.rs`);
 //!   - calls of safe loops compiled for AVX2, after run-time detection (`kernels/wide.rs`,
 //!     `kernels/pool.rs`);
-//!   - the zeroed allocation (`alloc.rs`) and two `mallopt` calls (`malloc_tuning.rs`).
+//!   - the zeroed allocation (`alloc.rs`) and three `mallopt` calls (`malloc_tuning.rs`).
 //!
 //!   Each block states the invariant it relies on (`SAFETY:`) and checks it first (operands
 //!   inside their storages, output lengths against the inputs, CPU features before
