@@ -9,9 +9,22 @@ FAMILIES = [
     ("cross-entropy", ("cross_entropy", "log_softmax", "nll_loss")),
     ("AdamW", ("adam",)),
     ("matmul (GEMM)", ("gemm", "matmul")),
-    ("allocation", ("malloc", "_int_free", "cfree", "memset", "alloc::", "try_zeroed", "try_uninit")),
-    ("copies", ("memmove", "memcpy", "contiguous", "copy_strided")),
+    ("allocation", ("malloc", "_int_free", "cfree", "memset", "alloc::alloc", "try_zeroed", "try_uninit", "page_fault", "clear_page")),
+    ("copies", ("memmove", "memcpy", "contiguous_copy", "copy_strided", "assign_storage")),
 ]
+
+def bare(frame):
+    """The frame's function path without generic arguments (whose types, such as
+    `alloc::vec::Vec<..>`, would otherwise match a family's keys)."""
+    out, depth = [], 0
+    for ch in frame:
+        if ch == "<":
+            depth += 1
+        elif ch == ">" and depth:
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    return "".join(out)
 
 def classify(frames):
     text = "\n".join(frames)
@@ -29,10 +42,14 @@ def classify(frames):
         phase = "zero_grad"
     else:
         phase = "forward (incl. loss)"
+    frames = [bare(f) for f in frames]
     # Fused ops own the GEMMs and maps they call: matched anywhere in the stack first.
     for name, keys in FAMILIES[:5]:
         if any(k in f for f in frames for k in keys):
             return phase, name
+    # The GEMM kernel owns its packing (a `memcpy` of rows under `kernels::gemm`).
+    if any("kernels::gemm" in f for f in frames):
+        return phase, "matmul (GEMM)"
     for f in frames:  # then leaf first
         for name, keys in FAMILIES[5:]:
             if any(k in f for k in keys):

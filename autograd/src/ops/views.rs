@@ -17,9 +17,11 @@ fn unslice<B: Backend>(
     start: usize,
     step: usize,
 ) -> Result<Tensor<B>> {
-    let zeros = Tensor::zeros(dims, grad.dtype(), grad.backend())?;
+    let mut zeros = Tensor::zeros(dims, grad.dtype(), grad.backend())?;
     if step == 1 {
-        return zeros.narrow_assign(axis as isize, start, grad, false);
+        // In place: the zeros are fresh and this function's own.
+        zeros.narrow_assign_in_place(axis as isize, start, grad)?;
+        return Ok(zeros);
     }
     // Positions `start + i * step` along `axis`, broadcast over the other axes.
     let len = grad.dims()[axis];
