@@ -21,6 +21,7 @@
 //! (and, forward, query blocks) are spread over rayon's threads when the work is large enough.
 
 use super::gemm::{gemm, GemmElement, MatMut, MatRef};
+use super::wide::{map_in_place, map_sum_in_place};
 use crate::alloc::{checked_len, out_of_memory, try_filled};
 use crate::parallel::threads;
 use crate::strided::StridedPlan;
@@ -410,9 +411,8 @@ impl<'a, T: AttentionFloat> Problem<'a, T> {
     }
 }
 
-/// Independent partial results of the row reductions below: enough for the compiler to keep
-/// them in vector registers (a fold over one accumulator runs at one add's latency per
-/// element).
+/// Independent partial maxima of [`row_max`]: enough for the compiler to keep them in vector
+/// registers (a fold over one accumulator runs at one comparison's latency per element).
 const LANES: usize = 16;
 
 /// The largest value of `row` (`-inf` when empty; NaNs are skipped, as `max` skips them).
@@ -431,23 +431,10 @@ fn row_max<T: AttentionFloat>(row: &[T]) -> T {
     lanes.iter().fold(tail, |m, &x| m.max(x))
 }
 
-/// Replaces every `x` of `row` by `e^(x - shift)` and returns their sum (summed in [`LANES`]
-/// partial sums, then those in order).
+/// Replaces every `x` of `row` by `e^(x - shift)` and returns their sum (summed in 16 partial
+/// sums, then those in order), with the widest vectors the CPU has.
 fn exp_shifted_sum<T: AttentionFloat>(row: &mut [T], shift: T) -> T {
-    let mut lanes = [T::ZERO; LANES];
-    let mut chunks = row.chunks_exact_mut(LANES);
-    for chunk in &mut chunks {
-        for (sum, x) in lanes.iter_mut().zip(chunk) {
-            *x = (*x - shift).exp_in_loop();
-            *sum = *sum + *x;
-        }
-    }
-    let mut tail = T::ZERO;
-    for x in chunks.into_remainder() {
-        *x = (*x - shift).exp_in_loop();
-        tail = tail + *x;
-    }
-    lanes.iter().fold(tail, |s, &x| s + x)
+    map_sum_in_place(row, &|x: T| (x - shift).exp_in_loop())
 }
 
 /// `data` cut into `n` consecutive slices of `each` elements (empty ones when `each` is 0).
@@ -659,9 +646,7 @@ impl<T: AttentionFloat> Problem<'_, T> {
             if shift == T::neg_infinity() {
                 row.fill(T::ZERO);
             } else {
-                for x in row {
-                    *x = (*x - shift).exp_in_loop();
-                }
+                map_in_place(row, &|x: T| (x - shift).exp_in_loop());
             }
         }
         // dp = dO[i0..] · V[j0..]ᵀ

@@ -12,6 +12,7 @@
 //! output does not alias the inputs and keeps everything in registers.
 
 use super::num::Num;
+use num_traits::Zero;
 
 /// Whether to take the AVX2 copies (never under Miri, which has no target features).
 #[inline(always)]
@@ -40,6 +41,59 @@ fn avx512() -> bool {
     }
 }
 
+/// Defines a public-in-crate function that runs a plain loop compiled with AVX-512F where the
+/// CPU has it, else with AVX2, else for the x86-64 baseline: the loop is safe code, and only the
+/// calls through the target-feature copies are `unsafe` (each after its feature was detected).
+macro_rules! widest {
+    (
+        $(#[$doc:meta])*
+        fn $name:ident<$($gen:ident),*>($($arg:ident: $ty:ty),*) $(-> $ret:ty)?
+        where [$($bounds:tt)*]
+        = $loop:ident
+    ) => {
+        $(#[$doc])*
+        #[inline(always)]
+        pub(crate) fn $name<$($gen),*>($($arg: $ty),*) $(-> $ret)?
+        where
+            $($bounds)*
+        {
+            #[cfg(all(target_arch = "x86_64", tessera_avx512))]
+            if avx512() {
+                /// The loop compiled for AVX-512.
+                ///
+                /// # Safety
+                /// The CPU must have AVX-512F.
+                #[target_feature(enable = "avx512f")]
+                unsafe fn wide512<$($gen),*>($($arg: $ty),*) $(-> $ret)?
+                where
+                    $($bounds)*
+                {
+                    $loop($($arg),*)
+                }
+                // SAFETY: AVX-512F was detected just above; the loop is safe code.
+                return unsafe { wide512($($arg),*) };
+            }
+            #[cfg(target_arch = "x86_64")]
+            if avx2() {
+                /// The loop compiled for AVX2.
+                ///
+                /// # Safety
+                /// The CPU must have AVX2.
+                #[target_feature(enable = "avx2")]
+                unsafe fn wide<$($gen),*>($($arg: $ty),*) $(-> $ret)?
+                where
+                    $($bounds)*
+                {
+                    $loop($($arg),*)
+                }
+                // SAFETY: AVX2 was detected just above; the loop is safe code.
+                return unsafe { wide($($arg),*) };
+            }
+            $loop($($arg),*)
+        }
+    };
+}
+
 /// `dst[i] = f(src[i])` over the common length.
 #[inline(always)]
 fn map_loop<T: Copy, U, F: Fn(T) -> U>(dst: &mut [U], src: &[T], f: &F) {
@@ -56,99 +110,17 @@ fn zip_loop<A: Copy, B: Copy, U, F: Fn(A, B) -> U>(dst: &mut [U], a: &[A], b: &[
     }
 }
 
-/// `dst[i] = f(src[i])` over the common length, with AVX2 where the CPU has it.
-#[inline(always)]
-pub(crate) fn map_contiguous<T: Copy, U, F: Fn(T) -> U>(dst: &mut [U], src: &[T], f: &F) {
-    #[cfg(all(target_arch = "x86_64", tessera_avx512))]
-    if avx512() {
-        /// [`map_loop`] compiled for AVX-512.
-        ///
-        /// # Safety
-        /// The CPU must have AVX-512F.
-        #[target_feature(enable = "avx512f")]
-        unsafe fn wide512<T: Copy, U, F: Fn(T) -> U>(dst: &mut [U], src: &[T], f: &F) {
-            map_loop(dst, src, f)
-        }
-        // SAFETY: AVX-512F was detected just above; the loop is safe code.
-        unsafe { wide512(dst, src, f) };
-        return;
-    }
-    #[cfg(target_arch = "x86_64")]
-    if avx2() {
-        /// [`map_loop`] compiled for AVX2.
-        ///
-        /// # Safety
-        /// The CPU must have AVX2.
-        #[target_feature(enable = "avx2")]
-        unsafe fn wide<T: Copy, U, F: Fn(T) -> U>(dst: &mut [U], src: &[T], f: &F) {
-            map_loop(dst, src, f)
-        }
-        // SAFETY: AVX2 was detected just above; the loop is safe code.
-        unsafe { wide(dst, src, f) };
-        return;
-    }
-    map_loop(dst, src, f)
-}
-
-/// `dst[i] = f(a[i], b[i])` over the common length, with AVX2 where the CPU has it.
-#[inline(always)]
-pub(crate) fn zip_contiguous<A: Copy, B: Copy, U, F: Fn(A, B) -> U>(
-    dst: &mut [U],
-    a: &[A],
-    b: &[B],
-    f: &F,
-) {
-    #[cfg(all(target_arch = "x86_64", tessera_avx512))]
-    if avx512() {
-        /// [`zip_loop`] compiled for AVX-512.
-        ///
-        /// # Safety
-        /// The CPU must have AVX-512F.
-        #[target_feature(enable = "avx512f")]
-        unsafe fn wide512<A: Copy, B: Copy, U, F: Fn(A, B) -> U>(
-            dst: &mut [U],
-            a: &[A],
-            b: &[B],
-            f: &F,
-        ) {
-            zip_loop(dst, a, b, f)
-        }
-        // SAFETY: AVX-512F was detected just above; the loop is safe code.
-        unsafe { wide512(dst, a, b, f) };
-        return;
-    }
-    #[cfg(target_arch = "x86_64")]
-    if avx2() {
-        /// [`zip_loop`] compiled for AVX2.
-        ///
-        /// # Safety
-        /// The CPU must have AVX2.
-        #[target_feature(enable = "avx2")]
-        unsafe fn wide<A: Copy, B: Copy, U, F: Fn(A, B) -> U>(
-            dst: &mut [U],
-            a: &[A],
-            b: &[B],
-            f: &F,
-        ) {
-            zip_loop(dst, a, b, f)
-        }
-        // SAFETY: AVX2 was detected just above; the loop is safe code.
-        unsafe { wide(dst, a, b, f) };
-        return;
-    }
-    zip_loop(dst, a, b, f)
-}
-
-/// Partial maxima kept apart in [`max_loop`], so that the compiler keeps them in vector
-/// registers (a fold over one accumulator runs at one comparison's latency per element).
-const MAX_LANES: usize = 16;
+/// Partial results kept apart in [`max_loop`] and [`map_sum_loop`], so that the compiler keeps
+/// them in vector registers (a fold over one accumulator runs at one operation's latency per
+/// element).
+const LANES: usize = 16;
 
 /// The largest element of `src`, NaN when any element is NaN, `T::LOWEST` when it is empty:
-/// [`Num::max_nan`] over [`MAX_LANES`] partial maxima, then over those in order.
+/// [`Num::max_nan`] over [`LANES`] partial maxima, then over those in order.
 #[inline(always)]
 fn max_loop<T: Num + Copy>(src: &[T]) -> T {
-    let mut lanes = [T::LOWEST; MAX_LANES];
-    let mut chunks = src.chunks_exact(MAX_LANES);
+    let mut lanes = [T::LOWEST; LANES];
+    let mut chunks = src.chunks_exact(LANES);
     for chunk in &mut chunks {
         for (m, &v) in lanes.iter_mut().zip(chunk) {
             *m = m.max_nan(v);
@@ -161,37 +133,70 @@ fn max_loop<T: Num + Copy>(src: &[T]) -> T {
     lanes.iter().fold(tail, |m, &v| m.max_nan(v))
 }
 
-/// [`max_loop`] with the widest vectors the CPU has (a row's maximum, e.g. the shift of a
-/// softmax over a vocabulary).
+/// `data[i] = f(data[i])`.
 #[inline(always)]
-pub(crate) fn max_contiguous<T: Num + Copy>(src: &[T]) -> T {
-    #[cfg(all(target_arch = "x86_64", tessera_avx512))]
-    if avx512() {
-        /// [`max_loop`] compiled for AVX-512.
-        ///
-        /// # Safety
-        /// The CPU must have AVX-512F.
-        #[target_feature(enable = "avx512f")]
-        unsafe fn wide512<T: Num + Copy>(src: &[T]) -> T {
-            max_loop(src)
-        }
-        // SAFETY: AVX-512F was detected just above; the loop is safe code.
-        return unsafe { wide512(src) };
+fn map_in_place_loop<T: Copy, F: Fn(T) -> T>(data: &mut [T], f: &F) {
+    for x in data {
+        *x = f(*x);
     }
-    #[cfg(target_arch = "x86_64")]
-    if avx2() {
-        /// [`max_loop`] compiled for AVX2.
-        ///
-        /// # Safety
-        /// The CPU must have AVX2.
-        #[target_feature(enable = "avx2")]
-        unsafe fn wide<T: Num + Copy>(src: &[T]) -> T {
-            max_loop(src)
+}
+
+/// `data[i] = f(data[i])`, returning the sum of the new values: [`LANES`] partial sums over
+/// whole chunks, the remainder summed in order, then the partial sums added to it in order.
+#[inline(always)]
+fn map_sum_loop<T: Zero + Copy, F: Fn(T) -> T>(data: &mut [T], f: &F) -> T {
+    let mut lanes = [T::zero(); LANES];
+    let mut chunks = data.chunks_exact_mut(LANES);
+    for chunk in &mut chunks {
+        for (sum, x) in lanes.iter_mut().zip(chunk) {
+            *x = f(*x);
+            *sum = *sum + *x;
         }
-        // SAFETY: AVX2 was detected just above; the loop is safe code.
-        return unsafe { wide(src) };
     }
-    max_loop(src)
+    let mut tail = T::zero();
+    for x in chunks.into_remainder() {
+        *x = f(*x);
+        tail = tail + *x;
+    }
+    lanes.iter().fold(tail, |s, &x| s + x)
+}
+
+widest! {
+    /// `dst[i] = f(src[i])` over the common length, with the widest vectors the CPU has.
+    fn map_contiguous<T, U, F>(dst: &mut [U], src: &[T], f: &F)
+    where [T: Copy, F: Fn(T) -> U]
+    = map_loop
+}
+
+widest! {
+    /// `dst[i] = f(a[i], b[i])` over the common length, with the widest vectors the CPU has.
+    fn zip_contiguous<A, B, U, F>(dst: &mut [U], a: &[A], b: &[B], f: &F)
+    where [A: Copy, B: Copy, F: Fn(A, B) -> U]
+    = zip_loop
+}
+
+widest! {
+    /// [`max_loop`] with the widest vectors the CPU has (a row's maximum, e.g. the shift of a
+    /// softmax over a vocabulary).
+    fn max_contiguous<T>(src: &[T]) -> T
+    where [T: Num + Copy]
+    = max_loop
+}
+
+widest! {
+    /// `data[i] = f(data[i])` with the widest vectors the CPU has (a row of scores turned into
+    /// probabilities in place).
+    fn map_in_place<T, F>(data: &mut [T], f: &F)
+    where [T: Copy, F: Fn(T) -> T]
+    = map_in_place_loop
+}
+
+widest! {
+    /// [`map_sum_loop`] with the widest vectors the CPU has: a row exponentiated in place and
+    /// its sum, bit for bit what the same loop gives at the baseline's width.
+    fn map_sum_in_place<T, F>(data: &mut [T], f: &F) -> T
+    where [T: Zero + Copy, F: Fn(T) -> T]
+    = map_sum_loop
 }
 
 #[cfg(test)]
@@ -216,6 +221,22 @@ mod tests {
             assert_eq!(got, want, "zip, len {len}");
             let want = a.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
             assert_eq!(max_contiguous(&a), want, "max, len {len}");
+            let shifted_exp = |v: f32| super::super::vector_math::exp(v - 1.5);
+            let mut got = a.clone();
+            map_in_place(&mut got, &shifted_exp);
+            let want: Vec<f32> = a.iter().map(|&v| shifted_exp(v)).collect();
+            assert_eq!(got, want, "map in place, len {len}");
+            let mut got = a.clone();
+            let sum = map_sum_in_place(&mut got, &shifted_exp);
+            assert_eq!(got, want, "map and sum in place, len {len}");
+            let mut baseline = a.clone();
+            let baseline_sum = map_sum_loop(&mut baseline, &shifted_exp);
+            assert_eq!(sum.to_bits(), baseline_sum.to_bits(), "sum, len {len}");
+            let exact: f64 = want.iter().map(|&v| f64::from(v)).sum();
+            assert!(
+                (f64::from(sum) - exact).abs() <= 1e-6 * exact.abs(),
+                "sum {sum} against {exact}, len {len}"
+            );
             if len > 0 {
                 let mut with_nan = a.clone();
                 with_nan[len / 2] = f32::NAN;
