@@ -12,6 +12,7 @@
 
 use super::lanes::Lane;
 use super::num::Num;
+use super::wide::{fold_into, widest};
 use crate::strided::StridedPlan;
 
 /// Interleaved accumulators in the innermost loop.
@@ -79,7 +80,7 @@ impl<T: Num> Reducer<T> for MinOp {
 /// Reduces a contiguous slice pairwise.
 pub(crate) fn reduce_slice<S: Lane<T>, T: Num, R: Reducer<T>>(xs: &[S]) -> T {
     if xs.len() <= PAIRWISE_BLOCK {
-        return reduce_lanes::<S, T, R>(xs);
+        return reduce_lanes_widest::<S, T, R>(xs);
     }
     let mid = (xs.len() / 2).next_multiple_of(LANES);
     R::combine(
@@ -89,7 +90,7 @@ pub(crate) fn reduce_slice<S: Lane<T>, T: Num, R: Reducer<T>>(xs: &[S]) -> T {
 }
 
 /// Reduces a short slice in `LANES` interleaved accumulators.
-#[inline]
+#[inline(always)]
 fn reduce_lanes<S: Lane<T>, T: Num, R: Reducer<T>>(xs: &[S]) -> T {
     let mut acc = [R::IDENTITY; LANES];
     let mut chunks = xs.chunks_exact(LANES);
@@ -105,8 +106,15 @@ fn reduce_lanes<S: Lane<T>, T: Num, R: Reducer<T>>(xs: &[S]) -> T {
     R::combine(combine_lanes::<T, R>(acc), tail)
 }
 
+widest! {
+    /// [`reduce_lanes`] with the widest vectors the CPU has (bit for bit the same result).
+    fn reduce_lanes_widest<S, T, R>(xs: &[S]) -> T
+    where [S: Lane<T>, T: Num, R: Reducer<T>]
+    = reduce_lanes
+}
+
 /// Combines the lane accumulators as a balanced tree.
-#[inline]
+#[inline(always)]
 pub(crate) fn combine_lanes<T: Num, R: Reducer<T>>(mut acc: [T; LANES]) -> T {
     let mut width = LANES / 2;
     while width > 0 {
@@ -178,9 +186,9 @@ pub(crate) fn reduce_rows<S: Lane<T>, T: Num, R: Reducer<T>>(
         red.for_each_run(reduced.start, reduced.len(), |_, [ro], rlen| {
             for t in 0..rlen {
                 let start = base + ro + t * rs + t0;
-                for (b, &v) in blk.iter_mut().zip(&x[start..start + width]) {
-                    *b = R::combine(*b, v.load());
-                }
+                fold_into(blk, &x[start..start + width], &|b, v: S| {
+                    R::combine(b, v.load())
+                });
                 rows += 1;
                 if rows == ROW_BLOCK {
                     merge_block::<T, R>(mid, blk);
@@ -204,5 +212,39 @@ fn merge_block<T: Num, R: Reducer<T>>(acc: &mut [T], blk: &mut [T]) {
     for (a, b) in acc.iter_mut().zip(blk.iter_mut()) {
         *a = R::combine(*a, *b);
         *b = R::IDENTITY;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_core::bf16;
+
+    /// The leaf reduction at the CPU's widest vectors gives the bits of the baseline loop, and
+    /// the pairwise sum stays within 1e-6 of the f64 sum (lengths around the lane count and
+    /// the pairwise block; Miri-sized).
+    #[test]
+    fn miri_widest_leaf_reductions_match_the_baseline_loop() {
+        for len in [0, 1, 15, 16, 17, 100, PAIRWISE_BLOCK, PAIRWISE_BLOCK + 33] {
+            let xs: Vec<f32> = (0..len)
+                .map(|i| ((i * 37) % 101) as f32 * 0.37 - 9.0)
+                .collect();
+            let leaf = &xs[..len.min(PAIRWISE_BLOCK)];
+            let wide = reduce_lanes_widest::<f32, f32, SumOp>(leaf);
+            let plain = reduce_lanes::<f32, f32, SumOp>(leaf);
+            assert_eq!(wide.to_bits(), plain.to_bits(), "sum, len {len}");
+            let max = reduce_lanes_widest::<f32, f32, MaxOp>(leaf);
+            assert_eq!(max, reduce_lanes::<f32, f32, MaxOp>(leaf), "max, len {len}");
+            let exact: f64 = xs.iter().map(|&v| f64::from(v)).sum();
+            let pairwise = f64::from(reduce_slice::<f32, f32, SumOp>(&xs));
+            assert!(
+                (pairwise - exact).abs() <= 1e-6 * (1.0 + exact.abs()),
+                "len {len}"
+            );
+            let halves: Vec<bf16> = xs.iter().map(|&v| bf16::from_f32(v)).collect();
+            let wide = reduce_lanes_widest::<bf16, f32, SumOp>(&halves[..leaf.len()]);
+            let plain = reduce_lanes::<bf16, f32, SumOp>(&halves[..leaf.len()]);
+            assert_eq!(wide.to_bits(), plain.to_bits(), "bf16 sum, len {len}");
+        }
     }
 }

@@ -16,7 +16,7 @@ use num_traits::Zero;
 
 /// Whether to take the AVX2 copies (never under Miri, which has no target features).
 #[inline(always)]
-fn avx2() -> bool {
+pub(crate) fn avx2() -> bool {
     #[cfg(all(target_arch = "x86_64", not(miri)))]
     {
         std::is_x86_feature_detected!("avx2")
@@ -30,7 +30,7 @@ fn avx2() -> bool {
 /// Whether to take the AVX-512 copies: where the build has the intrinsics' target features
 /// stable and the CPU has AVX-512F (never under Miri).
 #[inline(always)]
-fn avx512() -> bool {
+pub(crate) fn avx512() -> bool {
     #[cfg(all(target_arch = "x86_64", tessera_avx512, not(miri)))]
     {
         std::is_x86_feature_detected!("avx512f")
@@ -44,6 +44,7 @@ fn avx512() -> bool {
 /// Defines a public-in-crate function that runs a plain loop compiled with AVX-512F where the
 /// CPU has it, else with AVX2, else for the x86-64 baseline: the loop is safe code, and only the
 /// calls through the target-feature copies are `unsafe` (each after its feature was detected).
+/// The loop takes the same generic parameters in the same order.
 macro_rules! widest {
     (
         $(#[$doc:meta])*
@@ -58,7 +59,7 @@ macro_rules! widest {
             $($bounds)*
         {
             #[cfg(all(target_arch = "x86_64", tessera_avx512))]
-            if avx512() {
+            if $crate::kernels::wide::avx512() {
                 /// The loop compiled for AVX-512.
                 ///
                 /// # Safety
@@ -68,13 +69,13 @@ macro_rules! widest {
                 where
                     $($bounds)*
                 {
-                    $loop($($arg),*)
+                    $loop::<$($gen),*>($($arg),*)
                 }
                 // SAFETY: AVX-512F was detected just above; the loop is safe code.
-                return unsafe { wide512($($arg),*) };
+                return unsafe { wide512::<$($gen),*>($($arg),*) };
             }
             #[cfg(target_arch = "x86_64")]
-            if avx2() {
+            if $crate::kernels::wide::avx2() {
                 /// The loop compiled for AVX2.
                 ///
                 /// # Safety
@@ -84,15 +85,17 @@ macro_rules! widest {
                 where
                     $($bounds)*
                 {
-                    $loop($($arg),*)
+                    $loop::<$($gen),*>($($arg),*)
                 }
                 // SAFETY: AVX2 was detected just above; the loop is safe code.
-                return unsafe { wide($($arg),*) };
+                return unsafe { wide::<$($gen),*>($($arg),*) };
             }
-            $loop($($arg),*)
+            $loop::<$($gen),*>($($arg),*)
         }
     };
 }
+
+pub(crate) use widest;
 
 /// `dst[i] = f(src[i])` over the common length.
 #[inline(always)]
@@ -107,6 +110,14 @@ fn map_loop<T: Copy, U, F: Fn(T) -> U>(dst: &mut [U], src: &[T], f: &F) {
 fn zip_loop<A: Copy, B: Copy, U, F: Fn(A, B) -> U>(dst: &mut [U], a: &[A], b: &[B], f: &F) {
     for ((d, &x), &y) in dst.iter_mut().zip(a).zip(b) {
         *d = f(x, y);
+    }
+}
+
+/// `acc[i] = f(acc[i], src[i])` over the common length.
+#[inline(always)]
+fn fold_into_loop<T: Copy, S: Copy, F: Fn(T, S) -> T>(acc: &mut [T], src: &[S], f: &F) {
+    for (a, &v) in acc.iter_mut().zip(src) {
+        *a = f(*a, v);
     }
 }
 
@@ -176,6 +187,14 @@ widest! {
 }
 
 widest! {
+    /// `acc[i] = f(acc[i], src[i])` over the common length, with the widest vectors the CPU
+    /// has (a row folded into a tile of partial sums).
+    fn fold_into<T, S, F>(acc: &mut [T], src: &[S], f: &F)
+    where [T: Copy, S: Copy, F: Fn(T, S) -> T]
+    = fold_into_loop
+}
+
+widest! {
     /// [`max_loop`] with the widest vectors the CPU has (a row's maximum, e.g. the shift of a
     /// softmax over a vocabulary).
     fn max_contiguous<T>(src: &[T]) -> T
@@ -221,6 +240,10 @@ mod tests {
             assert_eq!(got, want, "zip, len {len}");
             let want = a.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
             assert_eq!(max_contiguous(&a), want, "max, len {len}");
+            let mut got = b.clone();
+            fold_into(&mut got, &a, &|x: f32, y: f32| x - 2.0 * y);
+            let want: Vec<f32> = b.iter().zip(&a).map(|(x, y)| x - 2.0 * y).collect();
+            assert_eq!(got, want, "fold into, len {len}");
             let shifted_exp = |v: f32| super::super::vector_math::exp(v - 1.5);
             let mut got = a.clone();
             map_in_place(&mut got, &shifted_exp);
