@@ -421,6 +421,15 @@ impl<B: Backend, R: Backend> Backend for Checked<B, R> {
         self.checked_gelu_backward(x, grad)
     }
 
+    fn matmul_bias(
+        &self,
+        lhs: &Tensor<Self>,
+        rhs: &Tensor<Self>,
+        bias: &Tensor<Self>,
+    ) -> Result<Tensor<Self>> {
+        self.checked_matmul_bias(lhs, rhs, bias)
+    }
+
     fn cross_entropy(
         &self,
         logits: &Tensor<Self>,

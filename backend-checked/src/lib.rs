@@ -22,6 +22,7 @@ mod composites;
 mod cross_entropy;
 mod divergence;
 mod layer_norm;
+mod matmul_bias;
 mod settle;
 pub mod storage;
 pub mod tolerance;

@@ -8,7 +8,7 @@ use crate::kernels::{
 };
 use crate::storage::map_storage;
 use crate::CpuStorage;
-use crate::{attention_ops, cross_entropy_ops, fused_ops, layer_norm_ops, nn_ops};
+use crate::{attention_ops, cross_entropy_ops, fused_ops, layer_norm_ops, matmul_bias_ops, nn_ops};
 use tessera_core::attention::{AttentionGrads, AttentionInputs, AttentionOutput, AttentionParams};
 use tessera_core::backend::{AdamTensors, AdamUpdate};
 use tessera_core::dispatch::{self, HalfOp};
@@ -366,6 +366,18 @@ impl Backend for Cpu {
         match fused_ops::gelu_backward(x, grad)? {
             Some(t) => Ok(t),
             None => composite::gelu_backward(x, grad),
+        }
+    }
+
+    fn matmul_bias(
+        &self,
+        lhs: &Tensor<Cpu>,
+        rhs: &Tensor<Cpu>,
+        bias: &Tensor<Cpu>,
+    ) -> Result<Tensor<Cpu>> {
+        match matmul_bias_ops::matmul_bias(lhs, rhs, bias)? {
+            Some(t) => Ok(t),
+            None => composite::matmul_bias(lhs, rhs, bias),
         }
     }
 

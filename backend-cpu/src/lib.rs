@@ -85,6 +85,7 @@ mod fused_ops;
 mod kernels;
 mod layer_norm_ops;
 mod malloc_tuning;
+mod matmul_bias_ops;
 mod nn_ops;
 mod parallel;
 mod storage;

@@ -575,6 +575,20 @@ pub trait Backend: Clone + Send + Sync + fmt::Debug + 'static {
         composite::gelu_backward(x, grad)
     }
 
+    /// The matrix product `lhs·rhs` (`[..batch, m, k]` and `[..batch, k, n]`) with `bias: [n]`
+    /// added to every row (definition in [`crate::matmul_bias`]; checked by
+    /// [`crate::matmul_bias::check_matmul_bias`]): a linear layer's forward pass. Default:
+    /// [`crate::composite::matmul_bias`] (the product, then a broadcast addition over the
+    /// output); a backend may add the bias inside its GEMM.
+    fn matmul_bias(
+        &self,
+        lhs: &Tensor<Self>,
+        rhs: &Tensor<Self>,
+        bias: &Tensor<Self>,
+    ) -> Result<Tensor<Self>> {
+        composite::matmul_bias(lhs, rhs, bias)
+    }
+
     /// Softmax cross-entropy of each row of `logits: [n, c]` against the class indices
     /// `targets: [n]` (`i64`, each in `0..c`, else [`crate::Error::IndexOutOfRange`]) with label
     /// smoothing `label_smoothing` in `[0, 1]`: the per-row losses `[n]` (definition in

@@ -48,6 +48,12 @@ pub enum HalfOp {
     ArgReduce,
     /// [`Backend::matmul`].
     Matmul,
+    /// [`Backend::matmul_bias`]. Unlike the other composites, a backend that does not declare
+    /// it gets its definition op by op in the 16-bit dtype (the product and the addition each
+    /// under this rule), the values of a product followed by an addition, rather than the whole
+    /// op widened to f32: its operands are the largest of a layer, and their 16-bit product is
+    /// what a backend is most likely to compute natively.
+    MatmulBias,
     /// [`Backend::index_select`].
     IndexSelect,
     /// [`Backend::gather`].
@@ -104,7 +110,7 @@ impl HalfOp {
     }
 
     /// Every op a backend may declare.
-    pub const ALL: [HalfOp; 23] = [
+    pub const ALL: [HalfOp; 24] = [
         HalfOp::Unary,
         HalfOp::Binary,
         HalfOp::Compare,
@@ -112,6 +118,7 @@ impl HalfOp {
         HalfOp::Reduce,
         HalfOp::ArgReduce,
         HalfOp::Matmul,
+        HalfOp::MatmulBias,
         HalfOp::IndexSelect,
         HalfOp::Gather,
         HalfOp::ScatterAdd,
@@ -505,6 +512,21 @@ pub fn gelu_backward<B: Backend>(x: &Tensor<B>, grad: &Tensor<B>) -> Result<Tens
         [Some(x), Some(grad)],
         |[x, g]| backend.gelu_backward(x.expect("given"), g.expect("given")),
     )
+}
+
+/// [`Backend::matmul_bias`] under the 16-bit rule, which for this op runs the definition op
+/// by op in a 16-bit dtype the backend does not declare (see [`HalfOp::MatmulBias`]).
+pub fn matmul_bias<B: Backend>(
+    lhs: &Tensor<B>,
+    rhs: &Tensor<B>,
+    bias: &Tensor<B>,
+) -> Result<Tensor<B>> {
+    let backend = lhs.backend();
+    let dtypes = [lhs.dtype(), rhs.dtype(), bias.dtype()];
+    if to_widen(backend, HalfOp::MatmulBias, dtypes).is_some() {
+        return crate::composite::matmul_bias(lhs, rhs, bias);
+    }
+    backend.matmul_bias(lhs, rhs, bias)
 }
 
 /// [`Backend::cross_entropy`] under the 16-bit rule: 16-bit logits are widened, so the row

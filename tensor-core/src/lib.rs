@@ -66,6 +66,7 @@ pub mod layer_norm;
 pub mod layout;
 mod layout_checks;
 pub mod limits;
+pub mod matmul_bias;
 pub mod operand;
 pub mod ops;
 pub mod random;

@@ -9,6 +9,7 @@ FAMILIES = [
     ("cross-entropy", ("cross_entropy", "log_softmax", "nll_loss")),
     ("AdamW", ("adam",)),
     ("matmul (GEMM)", ("gemm", "matmul")),
+    ("bias gradients (row sums)", ("sum_to_dims",)),
     ("allocation", ("malloc", "_int_free", "cfree", "memset", "alloc::alloc", "try_zeroed", "try_uninit", "page_fault", "clear_page")),
     ("copies", ("memmove", "memcpy", "contiguous_copy", "copy_strided", "assign_storage")),
 ]

@@ -70,3 +70,24 @@ proptest! {
         )?;
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(CASES))]
+
+    /// A product with a bias (a linear layer in one op): `x · Wᵀ + b` on rank-2 or batched
+    /// inputs against a shared weight, gradients for all three.
+    #[test]
+    fn matmul_bias(
+        (x, w, b) in (0usize..=2, 1usize..=4, 1usize..=4, 1usize..=4)
+            .prop_flat_map(|(batch, m, k, n)| {
+                let x = if batch == 0 { vec![m, k] } else { vec![batch, m, k] };
+                (
+                    input_with(x, uniform(-2.0, 2.0)),
+                    input_with(vec![n, k], uniform(-2.0, 2.0)),
+                    input_with(vec![n], uniform(-2.0, 2.0)),
+                )
+            })
+    ) {
+        check(|v| v[0].matmul_bias(&v[1].t()?, &v[2]), &[&x, &w, &b])?;
+    }
+}

@@ -6,7 +6,10 @@
 //! (see [`super::gemm::try_split_gemm`]); many small products are spread over rayon one product
 //! per task instead.
 
-use super::gemm::{try_gemm, try_split_gemm, GemmElement, MatMut, MatRef};
+use super::gemm::{
+    chosen_path, gemm_addend_on, try_gemm, try_split_gemm, try_split_gemm_addend, GemmElement,
+    MatMut, MatRef,
+};
 use crate::alloc::{checked_len, try_with_capacity};
 use crate::checks::{dtype_mismatch, unsupported};
 use crate::parallel::Parallelism;
@@ -39,14 +42,37 @@ pub(crate) fn matmul_with(
     let shape = ProductShape::new(ll, rl)?;
     Ok(match (lhs, rhs) {
         (CpuStorage::F32(a), CpuStorage::F32(b)) => {
-            CpuStorage::F32(batched_gemm(split, a, ll, b, rl, &shape)?)
+            CpuStorage::F32(batched_gemm(split, a, ll, b, rl, None, &shape)?)
         }
         (CpuStorage::F64(a), CpuStorage::F64(b)) => {
-            CpuStorage::F64(batched_gemm(split, a, ll, b, rl, &shape)?)
+            CpuStorage::F64(batched_gemm(split, a, ll, b, rl, None, &shape)?)
         }
         _ if lhs.dtype() == rhs.dtype() => return Err(unsupported("matmul", lhs.dtype())),
         _ => return Err(dtype_mismatch("matmul", lhs, rhs)),
     })
+}
+
+/// `[..batch, m, k] x [..batch, k, n] + bias -> [..batch, m, n]` with a contiguous `bias` of
+/// `n` elements added to every row inside the GEMM (see `gemm::gemm_addend_on`).
+pub(crate) fn matmul_bias<T: GemmElement>(
+    a: &[T],
+    ll: &Layout,
+    b: &[T],
+    rl: &Layout,
+    bias: &[T],
+) -> Result<Vec<T>> {
+    let shape = ProductShape::new(ll, rl)?;
+    if bias.len() != shape.n {
+        return Err(Error::InvalidArgument {
+            op: "matmul_bias",
+            msg: format!(
+                "the bias has {} elements for {} columns",
+                bias.len(),
+                shape.n
+            ),
+        });
+    }
+    batched_gemm(Parallelism::current(), a, ll, b, rl, Some(bias), &shape)
 }
 
 /// The sizes of a batched product, checked for consistency.
@@ -122,6 +148,7 @@ fn batched_gemm<T: GemmElement>(
     ll: &Layout,
     b: &[T],
     rl: &Layout,
+    bias: Option<&[T]>,
     shape: &ProductShape,
 ) -> Result<Vec<T>> {
     let ProductShape { m, k, n, .. } = *shape;
@@ -135,7 +162,14 @@ fn batched_gemm<T: GemmElement>(
         requested_bytes: len.saturating_mul(std::mem::size_of::<T>()),
     })?;
     if len == 0 || k == 0 {
-        out.resize(len, T::ZERO);
+        match bias {
+            Some(bias) if len > 0 => {
+                for _ in 0..len / n {
+                    out.extend_from_slice(bias);
+                }
+            }
+            _ => out.resize(len, T::ZERO),
+        }
         return Ok(out);
     }
     let r = ll.rank();
@@ -187,19 +221,27 @@ fn batched_gemm<T: GemmElement>(
     let output = |i: usize| unsafe { outputs.at(i * m, 0) };
     // SAFETY (both closures): both operands were checked to lie inside `a` and `b`; `c` is one
     // batch element of the output, `m * n` elements no other call writes; the strides fit in
-    // `isize` because the largest offsets do.
+    // `isize` because the largest offsets do; the addend reads the bias's `n` elements
+    // (checked by the caller), the same row for every row of C.
+    // The bias as an `m x n` addend: one row, repeated by a row stride of 0.
+    let addend = bias.map(|bias| MatRef {
+        ptr: bias.as_ptr(),
+        rs: 0,
+        cs: 1,
+    });
     let product = |(lhs, rhs): &(Matrix, Matrix), c: MatMut<T>| unsafe {
-        try_gemm((m, k, n), operand(a, lhs), operand(b, rhs), T::ZERO, c)
+        let (a, b) = (operand(a, lhs), operand(b, rhs));
+        match addend {
+            Some(r) => gemm_addend_on(chosen_path(), (m, k, n), a, b, r, c),
+            None => try_gemm((m, k, n), a, b, T::ZERO, c),
+        }
     };
     let split_product = |(lhs, rhs): &(Matrix, Matrix), c: MatMut<T>| unsafe {
-        try_split_gemm(
-            split,
-            (m, k, n),
-            operand(a, lhs),
-            operand(b, rhs),
-            T::ZERO,
-            c,
-        )
+        let (a, b) = (operand(a, lhs), operand(b, rhs));
+        match addend {
+            Some(r) => try_split_gemm_addend(split, (m, k, n), a, b, r, c),
+            None => try_split_gemm(split, (m, k, n), a, b, T::ZERO, c),
+        }
     };
     let small = m * k + k * n < GEMM_THREADING_SIZE;
     let work = batch.saturating_mul(m).saturating_mul(n).saturating_mul(k);

@@ -175,3 +175,76 @@ fn invalid_requests_are_errors() {
     let too_big = Layout::contiguous([3, 2]);
     assert!(tessera_core::direct::matmul(&Cpu, (&f, &too_big), (&f, &l)).is_err());
 }
+
+/// `x.matmul_bias(y, bias)` against the reference product plus the bias, for operands that take
+/// every GEMM path: the blocked kernels with edge tiles and several blocks along k, the GEMV of
+/// one row or column, an empty inner dimension, batches (one task per product, and products
+/// split over threads), a transposed rhs (a linear layer's `Wᵀ`) and a strided bias.
+#[test]
+fn products_with_a_bias_add_it_to_every_row() {
+    let cases = [
+        (1, 3, 4, 5),
+        (1, 17, 9, 33),
+        (1, 40, 300, 70),
+        (1, 1, 100, 40),
+        (1, 64, 70, 1),
+        (1, 5, 0, 6),
+        (64, 16, 16, 16),
+        (3, 200, 150, 120),
+    ];
+    for f32_dtype in [false, true] {
+        let make = |d: &[f64], dims: &[usize]| {
+            if f32_dtype {
+                (tensor_f32(d, dims), as_f32(d))
+            } else {
+                (tensor_f64(d, dims), d.to_vec())
+            }
+        };
+        for (batch, m, k, n) in cases {
+            let (a, ad) = make(&values(batch * m * k, 21, -1.0, 1.0), &[batch, m, k]);
+            let (bt, btd) = make(&values(batch * n * k, 22, -1.0, 1.0), &[batch, n, k]);
+            let bt = bt.transpose(1, 2).unwrap();
+            // Every other element of a vector twice as long.
+            let (bias, bias_d) = make(&values(2 * n, 23, -2.0, 2.0), &[2 * n]);
+            let bias = bias.slice(0, 0, 2 * n, 2).unwrap();
+            let got = a.matmul_bias(&bt, &bias).unwrap();
+            assert_eq!(got.dims(), &[batch, m, n]);
+            let yv = view_of(&btd, &bt);
+            let mut want = matmul_reference(&ad, &yv, batch, m, k, n);
+            for (i, w) in want.iter_mut().enumerate() {
+                *w += bias_d[2 * (i % n)];
+            }
+            let tol = if f32_dtype {
+                1e-5 * (k as f64).sqrt().max(1.0)
+            } else {
+                1e-12
+            };
+            let what = format!("{batch}x{m}x{k}x{n} f32={f32_dtype}");
+            assert_close(&got.to_vec_f64().unwrap(), &want, tol, tol, &what);
+        }
+    }
+}
+
+#[test]
+fn a_bias_of_the_wrong_length_or_rank_is_a_typed_error() {
+    let a = tensor_f32(&values(6, 1, -1.0, 1.0), &[2, 3]);
+    let b = tensor_f32(&values(12, 2, -1.0, 1.0), &[3, 4]);
+    for dims in [&[3][..], &[1, 4], &[5]] {
+        let bias = tensor_f32(&values(dims.iter().product(), 3, -1.0, 1.0), dims);
+        assert!(
+            matches!(a.matmul_bias(&b, &bias), Err(Error::InvalidArgument { .. })),
+            "bias {dims:?}"
+        );
+    }
+    let bias = tensor_f32(&values(4, 3, -1.0, 1.0), &[4]);
+    let vector = tensor_f32(&values(3, 4, -1.0, 1.0), &[3]);
+    assert!(matches!(
+        vector.matmul_bias(&b, &bias),
+        Err(Error::InvalidArgument { .. })
+    ));
+    let wrong_inner = tensor_f32(&values(8, 5, -1.0, 1.0), &[2, 4]);
+    assert!(matches!(
+        wrong_inner.matmul_bias(&b, &bias),
+        Err(Error::MatmulShape { .. })
+    ));
+}

@@ -189,6 +189,24 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             Ok(a.numel()
                 .saturating_mul(b.dims().last().copied().unwrap_or(1).max(1)))
         }),
+        op("Var::matmul_bias", 3, &[V, V, V, B], OUT_V, |c| {
+            let (a, b) = (c.v(0)?, c.v(1)?);
+            // With the flag, a trainable bias of the right length, else any Var.
+            let bias = if c.flag(3) {
+                match super::math::bias_for(&b.value()) {
+                    Ok(t) => Var::param(t),
+                    Err(e) => return Ok(Outcome::Err(e.to_string())),
+                }
+            } else {
+                c.v(2)?
+            };
+            Ok(a.matmul_bias(&b, &bias).into())
+        })
+        .work(|c| {
+            let (a, b) = (c.v(0)?, c.v(1)?);
+            Ok(a.numel()
+                .saturating_mul(b.dims().last().copied().unwrap_or(1).max(1)))
+        }),
         op("Var::sum", 4, &[V, AXES, B], OUT_V, |c| {
             Ok(c.v(0)?.sum(&c.axes(1), c.flag(2)).into())
         }),

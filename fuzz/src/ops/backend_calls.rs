@@ -4,6 +4,7 @@
 //! without `Tensor`'s checks in front. The backend must answer with typed errors on its own.
 
 use super::kinds::*;
+use super::math::bias_for;
 use super::{alloc_work, op, FuzzBackend, Op};
 use crate::machine::{Ctx, Outcome, Skip};
 use tessera_core::backend::AdamUpdate;
@@ -417,6 +418,25 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
                 Ok(c.backend().gelu_backward(&x, &g).into())
             },
         ),
+        op(
+            "backend.matmul_bias",
+            2,
+            &[T, T, T, B],
+            OUT_T,
+            |c: &mut Ctx<'_, B>| {
+                let (a, b) = (c.t(0)?, c.t(1)?);
+                // With the flag, a bias of the right length, else any tensor.
+                let bias = if c.flag(3) { bias_for(&b) } else { Ok(c.t(2)?) };
+                Ok(bias
+                    .and_then(|bias| c.backend().matmul_bias(&a, &b, &bias))
+                    .into())
+            },
+        )
+        .work(|c| {
+            let (a, b) = (c.t(0)?, c.t(1)?);
+            Ok(a.numel()
+                .saturating_mul(b.dims().last().copied().unwrap_or(1).max(1)))
+        }),
         op(
             "backend.cross_entropy",
             2,

@@ -6,6 +6,7 @@
 //! invariant of the result could have shown.
 
 use super::kinds::*;
+use super::math::bias_for;
 use super::nn_ops::{conv_work, pool_work};
 use super::{op, FuzzBackend, Op};
 use crate::machine::{Ctx, Outcome, Skip};
@@ -466,6 +467,30 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
                 ))
             },
         ),
+        op(
+            "backend vs composite: matmul_bias",
+            2,
+            &[T, T, T, B],
+            NONE,
+            |c: &mut Ctx<'_, B>| {
+                let (a, b) = (c.t(0)?, c.t(1)?);
+                // With the flag, a bias of the right length (the sum of rhs's rows), else any.
+                let bias = if c.flag(3) { bias_for(&b) } else { Ok(c.t(2)?) };
+                let Ok(bias) = bias else {
+                    return Ok(Outcome::Err("no row sums for a bias".into()));
+                };
+                // Through the dispatch, as autograd calls it (which runs the composite itself
+                // for a 16-bit dtype the backend does not declare).
+                let ours = tessera_core::dispatch::matmul_bias(&a, &b, &bias);
+                let reference = composite::matmul_bias(&a, &b, &bias);
+                Ok(agree("matmul_bias", ours, reference))
+            },
+        )
+        .work(|c| {
+            let (a, b) = (c.t(0)?, c.t(1)?);
+            Ok(a.numel()
+                .saturating_mul(b.dims().last().copied().unwrap_or(1).max(1)))
+        }),
         op(
             "backend vs composite: cross_entropy",
             2,

@@ -42,6 +42,15 @@ fn matmul_work<B: FuzzBackend>(c: &Ctx<'_, B>) -> Result<usize, Skip> {
         .saturating_add(a.numel() + b.numel()))
 }
 
+/// A bias that fits a product with `rhs` (`[n]` for `rhs: [.., k, n]`): the sum of its rows,
+/// in its dtype; an error where `rhs` has no columns or is not a float tensor.
+pub(super) fn bias_for<B: FuzzBackend>(
+    rhs: &tessera_core::Tensor<B>,
+) -> tessera_core::Result<tessera_core::Tensor<B>> {
+    let n = rhs.dims().last().copied().unwrap_or(0).max(1);
+    rhs.reshape([rhs.numel() / n, n])?.sum(&[0], false)
+}
+
 /// Work of a reduction of tensor argument 0 over the axes of argument `axes_arg`: the elements
 /// of its view, a reduced axis of stride 0 counted once (repeated in closed form, see
 /// docs/SOUNDNESS.md "Work bounds") — except where the view is first converted whole (Bool
@@ -245,6 +254,13 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
         .expect(|c, out| same_dtype(c, 0, out)),
         op("Tensor::matmul", 8, &[T, T], OUT_T, |c| {
             Ok(c.t(0)?.matmul(&c.t(1)?).into())
+        })
+        .work(matmul_work)
+        .expect(|c, out| same_dtype(c, 0, out)),
+        op("Tensor::matmul_bias", 4, &[T, T, T, B], OUT_T, |c| {
+            let (a, b) = (c.t(0)?, c.t(1)?);
+            let bias = if c.flag(3) { bias_for(&b) } else { Ok(c.t(2)?) };
+            Ok(bias.and_then(|bias| a.matmul_bias(&b, &bias)).into())
         })
         .work(matmul_work)
         .expect(|c, out| same_dtype(c, 0, out)),

@@ -161,12 +161,12 @@ impl<B: Backend> Forward<B> for Linear<B> {
         // Under a 16-bit policy every operand is cast to the compute dtype (a no-op when it is
         // already of it) and the result back to the input's dtype.
         let p = self.precision;
-        let mut y = p
-            .to_compute(&rows)?
-            .matmul(&p.to_compute(&self.weight)?.t()?)?;
-        if let Some(b) = &self.bias {
-            y = y.add(&p.to_compute(b)?)?;
-        }
+        let (rows, weight_t) = (p.to_compute(&rows)?, p.to_compute(&self.weight)?.t()?);
+        let y = match &self.bias {
+            // One op: a backend may add the bias inside its product.
+            Some(b) => rows.matmul_bias(&weight_t, &p.to_compute(b)?)?,
+            None => rows.matmul(&weight_t)?,
+        };
         let y = p.from_compute(y, x.dtype())?;
         let mut out_dims = dims;
         *out_dims.last_mut().expect("checked non-empty above") = out_f;

@@ -143,10 +143,11 @@ fn project<B: Backend>(
 ) -> Result<Var<B>> {
     let d = x.dims().to_vec();
     let rows = precision.to_compute(&x.reshape([d[0] * d[1], d[2]])?)?;
-    let mut y = rows.matmul(&precision.to_compute(w)?.t()?)?;
-    if let Some(b) = bias {
-        y = y.add(&precision.to_compute(b)?)?;
-    }
+    let w_t = precision.to_compute(w)?.t()?;
+    let y = match bias {
+        Some(b) => rows.matmul_bias(&w_t, &precision.to_compute(b)?)?,
+        None => rows.matmul(&w_t)?,
+    };
     y.reshape([d[0], d[1], w.dims()[0]])
 }
 

@@ -9,6 +9,7 @@ mod cross_entropy;
 mod fused;
 pub mod in_f32;
 mod layer_norm;
+mod matmul_bias;
 mod pool;
 mod softmax;
 
@@ -19,6 +20,7 @@ pub use cross_entropy::{cross_entropy, cross_entropy_backward};
 pub use fused::{adam_update, gelu_backward, relu_backward};
 pub use in_f32::{attention_backward_in_f32, in_f32, Narrow};
 pub use layer_norm::{layer_norm, layer_norm_backward};
+pub use matmul_bias::matmul_bias;
 pub use pool::{avg_pool2d, avg_pool2d_backward, max_pool2d, max_pool2d_backward};
 pub use softmax::{log_softmax, logsumexp, softmax};
 

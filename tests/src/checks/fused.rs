@@ -29,6 +29,8 @@ pub enum FusedOp {
     LayerNormBackward,
     /// `adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, update)`.
     AdamUpdate,
+    /// `matmul_bias(lhs, rhs, bias)`.
+    MatmulBias,
     /// `cross_entropy(logits, targets, label_smoothing)`.
     CrossEntropy,
     /// `cross_entropy_backward(logits, targets, grad, label_smoothing)`.
@@ -37,12 +39,13 @@ pub enum FusedOp {
 
 impl FusedOp {
     /// Every fused composite.
-    pub const ALL: [FusedOp; 7] = [
+    pub const ALL: [FusedOp; 8] = [
         FusedOp::ReluBackward,
         FusedOp::GeluBackward,
         FusedOp::LayerNorm,
         FusedOp::LayerNormBackward,
         FusedOp::AdamUpdate,
+        FusedOp::MatmulBias,
         FusedOp::CrossEntropy,
         FusedOp::CrossEntropyBackward,
     ];
@@ -55,6 +58,7 @@ impl FusedOp {
             FusedOp::LayerNorm => "layer_norm",
             FusedOp::LayerNormBackward => "layer_norm_backward",
             FusedOp::AdamUpdate => "adam_update",
+            FusedOp::MatmulBias => "matmul_bias",
             FusedOp::CrossEntropy => "cross_entropy",
             FusedOp::CrossEntropyBackward => "cross_entropy_backward",
         }
@@ -136,6 +140,15 @@ pub enum FusedCase {
         /// Parameter, gradient, first moment, second moment (>= 0) and, for AMSGrad, the
         /// running maximum (>= 0).
         tensors: Vec<TensorCase>,
+    },
+    /// `matmul_bias(lhs, rhs, bias)`.
+    MatmulBias {
+        /// `[..batch, m, k]`.
+        lhs: TensorCase,
+        /// `[..batch, k, n]`.
+        rhs: TensorCase,
+        /// `[n]`.
+        bias: TensorCase,
     },
     /// `cross_entropy`, or with `grad` its backward pass.
     CrossEntropy {
@@ -262,11 +275,41 @@ pub fn cases(op: FusedOp, dtype: DType) -> BoxedStrategy<FusedCase> {
             ValueRegime::Ordinary,
             true,
         ),
+        FusedOp::MatmulBias => matmul_bias_case(dtype, None, ValueRegime::Ordinary),
         FusedOp::CrossEntropy => cross_entropy_case(dtype, None, ValueRegime::Ordinary, false),
         FusedOp::CrossEntropyBackward => {
             cross_entropy_case(dtype, None, ValueRegime::Ordinary, true)
         }
     }
+}
+
+/// A product-with-bias case: `[batch, m, k] x [batch, k, n] + [n]` (no batch dimension half of
+/// the time; `m` and `n` in `1..=7`, `k` in `0..=9`, so empty sums too), every operand laid out
+/// as `kind` (any layout when `None`), the product's operands with values of `regime`.
+fn matmul_bias_case(
+    dtype: DType,
+    kind: Option<LayoutKind>,
+    regime: ValueRegime,
+) -> BoxedStrategy<FusedCase> {
+    let batch = prop_oneof![Just(None), (1usize..=3).prop_map(Some)];
+    (batch, 1usize..=7, 0usize..=9, 1usize..=7)
+        .prop_flat_map(move |(batch, m, k, n)| {
+            let with_batch = |rows: usize, cols: usize| match batch {
+                Some(b) => vec![b, rows, cols],
+                None => vec![rows, cols],
+            };
+            let operand = |dims: Vec<usize>, regime: ValueRegime| match kind {
+                Some(kind) => tensor_case_of_kind(dtype, dims, kind, regime_value(dtype, regime)),
+                None => tensor_case_from(dtype, dims, regime_value(dtype, regime)),
+            };
+            (
+                operand(with_batch(m, k), regime),
+                operand(with_batch(k, n), regime),
+                operand(vec![n], ValueRegime::Ordinary),
+            )
+        })
+        .prop_map(|(lhs, rhs, bias)| FusedCase::MatmulBias { lhs, rhs, bias })
+        .boxed()
 }
 
 /// A cross-entropy case: logits `[n, c]` (`n` in `0..=4`, at least 1 outside the ordinary
@@ -540,6 +583,20 @@ pub fn patterns(op: FusedOp, dtype: DType) -> Vec<Pattern<FusedCase>> {
                 ));
             }
         }
+        FusedOp::MatmulBias => {
+            for kind in LayoutKind::ALL {
+                out.push(Pattern::new(
+                    format!("operands {kind}"),
+                    matmul_bias_case(dtype, Some(kind), ValueRegime::Ordinary),
+                ));
+            }
+            for regime in [ValueRegime::Huge, ValueRegime::Specials] {
+                out.push(Pattern::new(
+                    format!("lhs and rhs {}", regime.name()),
+                    matmul_bias_case(dtype, None, regime),
+                ));
+            }
+        }
         FusedOp::CrossEntropy | FusedOp::CrossEntropyBackward => {
             let backward = op == FusedOp::CrossEntropyBackward;
             for kind in LayoutKind::ALL {
@@ -578,8 +635,10 @@ pub fn smaller_cases(case: &FusedCase) -> Vec<FusedCase> {
     let tensors: Vec<&TensorCase> = match case {
         FusedCase::Relu { x, grad } | FusedCase::Gelu { x, grad } => vec![x, grad],
         FusedCase::Adam { tensors, .. } => tensors.iter().collect(),
-        // Rows are not element-wise: proptest's own shrinking has to do.
-        FusedCase::LayerNorm { .. } | FusedCase::CrossEntropy { .. } => return Vec::new(),
+        // Rows and products are not element-wise: proptest's own shrinking has to do.
+        FusedCase::LayerNorm { .. }
+        | FusedCase::CrossEntropy { .. }
+        | FusedCase::MatmulBias { .. } => return Vec::new(),
     };
     let refs: Vec<_> = tensors.iter().map(|t| t.reference()).collect();
     let n = refs[0].numel();
@@ -602,9 +661,9 @@ pub fn smaller_cases(case: &FusedCase) -> Vec<FusedCase> {
                     x: one[0].clone(),
                     grad: one[1].clone(),
                 },
-                FusedCase::LayerNorm { .. } | FusedCase::CrossEntropy { .. } => {
-                    unreachable!("returned above")
-                }
+                FusedCase::LayerNorm { .. }
+                | FusedCase::CrossEntropy { .. }
+                | FusedCase::MatmulBias { .. } => unreachable!("returned above"),
                 FusedCase::Adam { hyper, .. } => FusedCase::Adam {
                     hyper: *hyper,
                     tensors: one,
@@ -656,6 +715,17 @@ pub fn check<B: Backend>(dev: &B, case: &FusedCase) -> Result<(), String> {
             smoothing,
             grad,
         } => check_cross_entropy(dev, logits, targets, *smoothing, grad.as_ref()),
+        FusedCase::MatmulBias { lhs, rhs, bias } => {
+            let (l, r) = (super::build(dev, lhs, "lhs")?, super::build(dev, rhs, "rhs")?);
+            let b = super::build(dev, bias, "bias")?;
+            // Through tensor-core's dispatch, as autograd calls it (the 16-bit rule).
+            let got = tessera_core::dispatch::matmul_bias(&l, &r, &b)
+                .map_err(op_failed("matmul_bias", &[&l, &r, &b]))?;
+            let (lr, rr, br) = (lhs.reference(), rhs.reference(), bias.reference());
+            let want = fused::matmul_bias(lhs.dtype, &lr, &rr, &br);
+            let k = lhs.shape()[lhs.shape().len() - 1];
+            compare_output("out", &got, &want, k + 1).map_err(with_inputs(&[&l, &r, &b]))
+        }
         FusedCase::Adam { hyper, tensors } => {
             let dtype = tensors[0].dtype;
             let built = tensors

@@ -9,7 +9,7 @@
 use super::op::{Family, Op};
 
 /// Every method of `tessera_core::Backend`, in the trait's order.
-pub const BACKEND_METHODS: [&str; 42] = [
+pub const BACKEND_METHODS: [&str; 43] = [
     "name",
     "device",
     "supports_dtype",
@@ -49,6 +49,7 @@ pub const BACKEND_METHODS: [&str; 42] = [
     "layer_norm_backward",
     "relu_backward",
     "gelu_backward",
+    "matmul_bias",
     "cross_entropy",
     "cross_entropy_backward",
     "adam_update",

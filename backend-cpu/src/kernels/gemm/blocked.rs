@@ -12,8 +12,10 @@
 //!         micro-kernel: the mr x nr tile of C, kc steps deep     (panels in L1)
 //! ```
 //!
-//! The first `pc` block applies the caller's `beta` (C is not read when it is 0); later ones
-//! accumulate. Edge tiles (fewer than `mr` rows or `nr` columns left) and outputs without a
+//! The first `pc` block applies the caller's `beta` (C is not read when it is 0), or, given an
+//! addend `R` (a bias row broadcast over the rows: a linear layer's), writes each tile of `R`
+//! into C just before its micro-kernel loads and accumulates onto it, so the addition costs a
+//! tile's worth of L1 stores instead of a pass over C; later blocks accumulate. Edge tiles (fewer than `mr` rows or `nr` columns left) and outputs without a
 //! unit column stride go through a local tile that is then added into C element by element.
 
 use super::blocking::Blocking;
@@ -23,11 +25,14 @@ use super::scratch::with_buffers;
 use super::{GemmElement, MatMut, MatRef};
 use tessera_core::Result;
 
-/// `C = A·B + beta·C` with `kernel` and the block sizes of `blocking`, on this thread. Errors
-/// only when the packing buffers cannot be allocated, before anything is written.
+/// `C = A·B + beta·C`, or `C = A·B + R` given an `addend` `R` (`beta` is then ignored and C not
+/// read), with `kernel` and the block sizes of `blocking`, on this thread. Errors only when the
+/// packing buffers cannot be allocated, before anything is written.
 ///
 /// # Safety
-/// As [`super::try_gemm`], with `m, k, n > 0`.
+/// As [`super::try_gemm`], with `m, k, n > 0`; `addend`, if any, must be readable at every
+/// `(i, j)` of C's shape.
+#[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn gemm<T: GemmElement>(
     kernel: &MicroKernel<T>,
     blocking: Blocking,
@@ -35,6 +40,7 @@ pub(super) unsafe fn gemm<T: GemmElement>(
     a: MatRef<T>,
     b: MatRef<T>,
     beta: T,
+    addend: Option<MatRef<T>>,
     c: MatMut<T>,
 ) -> Result<()> {
     let (mr, nr) = (kernel.mr, kernel.nr);
@@ -71,10 +77,10 @@ pub(super) unsafe fn gemm<T: GemmElement>(
                         pack(a_pack, src, rows, depth, mr, kernel.transpose_pack);
                     }
                 }
-                let (beta, load_c) = if pc == 0 {
-                    (beta, beta != T::ZERO)
-                } else {
-                    (T::ONE, true)
+                let (beta, load_c, first_addend) = match (pc, addend) {
+                    (0, Some(r)) => (T::ONE, true, Some(r)),
+                    (0, None) => (beta, beta != T::ZERO, None),
+                    _ => (T::ONE, true, None),
                 };
                 for ic in (0..n).step_by(nc) {
                     let cols = nc.min(n - ic);
@@ -115,6 +121,8 @@ pub(super) unsafe fn gemm<T: GemmElement>(
                         depth,
                         beta,
                         load_c,
+                        // SAFETY: (jc, ic) is inside C's shape, where the addend is readable.
+                        addend: first_addend.map(|r| unsafe { r.at(jc, ic) }),
                         upcoming,
                     };
                     // SAFETY: the block's tile of C starts at (jc, ic), inside C, and spans
@@ -147,6 +155,9 @@ struct Block<'p, T> {
     depth: usize,
     beta: T,
     load_c: bool,
+    /// The addend's block at this block's origin, written into each tile of C before its
+    /// kernel accumulates onto it (`beta` is then 1).
+    addend: Option<MatRef<T>>,
     /// The source of the B block packed after this one, fetched into the caches a share at a
     /// time between this block's tiles.
     upcoming: Option<Upcoming>,
@@ -240,6 +251,9 @@ impl<T: GemmElement> Block<'_, T> {
                 // panels and writes only its own rows.
                 unsafe {
                     let c_tile = c.at(jr, ir);
+                    if let Some(r) = self.addend {
+                        copy_tile(r.at(jr, ir), c_tile, tile_rows, tile_cols);
+                    }
                     let (rows, run) = kernel.kernel_for(tile_rows, self.row_major_a);
                     if tile_rows == rows && tile_cols == nr && c.cs == 1 {
                         run(
@@ -295,6 +309,20 @@ impl<T: GemmElement> Block<'_, T> {
                     *dst = if self.load_c { x + self.beta * *dst } else { x };
                 }
             }
+        }
+    }
+}
+
+/// Copies the `rows x cols` tile at `src` into the tile at `dst`.
+///
+/// # Safety
+/// Both tiles must be inside their matrices, `dst` writable and not overlapping `src`.
+#[inline]
+unsafe fn copy_tile<T: Copy>(src: MatRef<T>, dst: MatMut<T>, rows: usize, cols: usize) {
+    for i in 0..rows {
+        for j in 0..cols {
+            // SAFETY: (i, j) is inside both tiles.
+            unsafe { *dst.at(i, j).ptr = *src.at(i, j).ptr };
         }
     }
 }

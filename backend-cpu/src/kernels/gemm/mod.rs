@@ -370,7 +370,9 @@ pub(crate) unsafe fn gemm_on<T: GemmElement>(
             return Ok(());
         }
         match T::micro_kernel(path) {
-            Some(kernel) => blocked::gemm(kernel, kernel.blocking(), (m, k, n), a, b, beta, c),
+            Some(kernel) => {
+                blocked::gemm(kernel, kernel.blocking(), (m, k, n), a, b, beta, None, c)
+            }
             None => {
                 portable::gemm((m, k, n), a, b, beta, c);
                 Ok(())
@@ -414,15 +416,82 @@ pub(crate) unsafe fn try_split_gemm<T: GemmElement>(
     let path = chosen_path();
     // SAFETY: forwarded; every block is a product of the caller's operands.
     unsafe {
-        split_over_threads(path, split, dims, a, b, c, &|dims, a, b, c| {
+        split_over_threads(path, split, dims, a, b, c, &|dims, a, b, c, _| {
             gemm_on(path, dims, a, b, beta, c)
         })
     }
 }
 
-/// One block of a split product: `C_block = A_block·B_block + beta·C_block`.
-type BlockProduct<'f, T> =
-    dyn Fn((usize, usize, usize), MatRef<T>, MatRef<T>, MatMut<T>) -> Result<()> + Sync + 'f;
+/// `C = A·B + R` (`R: m x n`, e.g. a bias row broadcast with row stride 0) on `path`, on this
+/// thread: the blocked kernels write `R` into each tile of C just before accumulating onto it;
+/// the other paths (a GEMV, a column-major C, the portable path) copy `R` into C first and
+/// accumulate onto it.
+///
+/// # Safety
+/// As [`try_gemm`]; `addend` must be readable at every `(i, j)` with `i < m`, `j < n`, and not
+/// overlap C.
+pub(crate) unsafe fn gemm_addend_on<T: GemmElement>(
+    path: GemmPath,
+    (m, k, n): (usize, usize, usize),
+    a: MatRef<T>,
+    b: MatRef<T>,
+    addend: MatRef<T>,
+    c: MatMut<T>,
+) -> Result<()> {
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    // SAFETY (whole body): as `gemm_on`; the addend is read at C's positions only.
+    unsafe {
+        if let (Some(kernel), true) = (T::micro_kernel(path), m > 1 && n > 1 && c.cs == 1 && k > 0)
+        {
+            return blocked::gemm(
+                kernel,
+                kernel.blocking(),
+                (m, k, n),
+                a,
+                b,
+                T::ZERO,
+                Some(addend),
+                c,
+            );
+        }
+        for i in 0..m {
+            for j in 0..n {
+                *c.at(i, j).ptr = *addend.at(i, j).ptr;
+            }
+        }
+        gemm_on(path, (m, k, n), a, b, T::ONE, c)
+    }
+}
+
+/// [`gemm_addend_on`] split over rayon's threads as [`try_split_gemm`] splits its products.
+///
+/// # Safety
+/// As [`gemm_addend_on`].
+pub(crate) unsafe fn try_split_gemm_addend<T: GemmElement>(
+    split: Parallelism,
+    dims: (usize, usize, usize),
+    a: MatRef<T>,
+    b: MatRef<T>,
+    addend: MatRef<T>,
+    c: MatMut<T>,
+) -> Result<()> {
+    let path = chosen_path();
+    // SAFETY: forwarded; every block is a product of the caller's operands, and its addend
+    // starts at the block's origin in C.
+    unsafe {
+        split_over_threads(path, split, dims, a, b, c, &|dims, a, b, c, (row, col)| {
+            gemm_addend_on(path, dims, a, b, addend.at(row, col), c)
+        })
+    }
+}
+
+/// One block of a split product: `C_block = A_block·B_block + beta·C_block`, given the block's
+/// dimensions, operands, output and origin `(row, column)` in C.
+type BlockProduct<'f, T> = dyn Fn((usize, usize, usize), MatRef<T>, MatRef<T>, MatMut<T>, (usize, usize)) -> Result<()>
+    + Sync
+    + 'f;
 
 /// Cuts `C = A·B` into disjoint blocks as [`try_split_gemm`] describes and runs `block` on
 /// each, on this thread and the rayon workers free to help (see `team`); returns the first
@@ -461,7 +530,7 @@ unsafe fn split_over_threads<T: GemmElement>(
     };
     let blocks = blocks.min(side / split.gemm_min_block.max(unit).max(1));
     if threads < 2 || blocks < 2 {
-        return block((m, k, n), a, b, c);
+        return block((m, k, n), a, b, c, (0, 0));
     }
     let step = side.div_ceil(blocks).div_ceil(unit) * unit;
     let run = |i: usize| -> Result<()> {
@@ -473,9 +542,9 @@ unsafe fn split_over_threads<T: GemmElement>(
         // every other block's; the operand views start inside the caller's matrices.
         unsafe {
             if split_cols {
-                block((m, k, len), a, b.at(0, start), c.at(0, start))
+                block((m, k, len), a, b.at(0, start), c.at(0, start), (0, start))
             } else {
-                block((len, k, n), a.at(start, 0), b, c.at(start, 0))
+                block((len, k, n), a.at(start, 0), b, c.at(start, 0), (start, 0))
             }
         }
     };

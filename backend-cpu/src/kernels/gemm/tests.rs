@@ -342,7 +342,7 @@ fn check_blocked_driver<T: Element + TinyKernels>(
         }
         check::<T>(case, |dims, a, b, beta, c| {
             // SAFETY: as in `check_path`; the scalar kernel runs on any CPU.
-            unsafe { blocked::gemm(&kernel, blocking, dims, a, b, beta, c) }.unwrap()
+            unsafe { blocked::gemm(&kernel, blocking, dims, a, b, beta, None, c) }.unwrap()
         })
     });
 }
@@ -507,4 +507,80 @@ fn every_micro_kernel_has_consistent_blocking() {
         }
     }
     consistent(Box::leak(Box::new(tiny_blocks::<f32>(true))));
+}
+
+/// `C = A·B + R` with `R` a bias row repeated by a row stride of 0 (a linear layer's): the
+/// blocked driver with the tiny scalar kernel (edge tiles, several blocks along k, both
+/// blockings), `gemm_addend_on` on the portable path (its copy-then-accumulate fallback, the
+/// GEMVs of one row or column and `k = 0` included) and on this CPU's path, and the split over
+/// two threads (not under Miri: rayon and SIMD).
+#[test]
+fn products_with_an_addend_row_match_the_reference() {
+    let shapes: &[(usize, usize, usize)] = if cfg!(miri) {
+        &[(1, 1, 1), (7, 11, 9), (1, 4, 3), (5, 3, 1), (4, 0, 2)]
+    } else {
+        &[
+            (1, 1, 1),
+            (7, 11, 9),
+            (1, 4, 3),
+            (5, 3, 1),
+            (4, 0, 2),
+            (40, 70, 90),
+            (150, 40, 70),
+        ]
+    };
+    let kernel = tiny_blocks::<f64>(false);
+    for &(m, k, n) in shapes {
+        let a: Vec<f64> = (0..m * k).map(|i| (i % 7) as f64 - 3.0).collect();
+        let b: Vec<f64> = (0..k * n).map(|i| (i % 5) as f64 * 0.5 - 1.0).collect();
+        let bias: Vec<f64> = (0..n).map(|j| j as f64 * 0.25 + 10.0).collect();
+        let want: Vec<f64> = (0..m * n)
+            .map(|idx| {
+                let (i, j) = (idx / n, idx % n);
+                (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum::<f64>() + bias[j]
+            })
+            .collect();
+        let addend = MatRef {
+            ptr: bias.as_ptr(),
+            rs: 0,
+            cs: 1,
+        };
+        let (am, bm) = (MatRef::row_major(&a, k), MatRef::row_major(&b, n));
+        let run = |what: &str, f: &dyn Fn(MatMut<f64>)| {
+            let mut c = vec![f64::NAN; m * n];
+            f(MatMut::row_major(&mut c, n));
+            assert_eq!(c, want, "{what} {m}x{k}x{n}");
+        };
+        if k > 0 {
+            for blocking in tiny_blockings(&kernel) {
+                // SAFETY: row-major operands of the given sizes, C disjoint from them, the bias
+                // row readable at every column; the scalar kernel runs on any CPU.
+                run("blocked", &|c| unsafe {
+                    blocked::gemm(&kernel, blocking, (m, k, n), am, bm, 0.0, Some(addend), c)
+                        .unwrap()
+                });
+            }
+        }
+        // SAFETY: as above.
+        run("portable", &|c| unsafe {
+            gemm_addend_on(GemmPath::Portable, (m, k, n), am, bm, addend, c).unwrap()
+        });
+        if cfg!(miri) {
+            continue;
+        }
+        // SAFETY: as above; the chosen path's kernels run on this CPU.
+        run("chosen path", &|c| unsafe {
+            gemm_addend_on(chosen_path(), (m, k, n), am, bm, addend, c).unwrap()
+        });
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            // SAFETY: as above.
+            run("split", &|c| unsafe {
+                try_split_gemm_addend(Parallelism::eager(2), (m, k, n), am, bm, addend, c).unwrap()
+            })
+        });
+    }
 }

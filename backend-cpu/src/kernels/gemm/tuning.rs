@@ -108,6 +108,7 @@ fn sweep_blockings() {
                         MatRef::row_major(&a, n),
                         MatRef::row_major(&b, n),
                         0.0,
+                        None,
                         MatMut::row_major(&mut c, n),
                     )
                 }
