@@ -16,7 +16,8 @@ impl<B: Backend, R: Backend> Checked<B, R> {
     ) -> Result<Tensor<Self>> {
         check_matmul_bias(lhs, rhs, bias)?;
         let k = lhs.dims()[lhs.rank() - 1];
-        let ((lb, lr), (rb, rr), (bb, br)) = (self.split(lhs)?, self.split(rhs)?, self.split(bias)?);
+        let ((lb, lr), (rb, rr), (bb, br)) =
+            (self.split(lhs)?, self.split(rhs)?, self.split(bias)?);
         let b = dispatch::matmul_bias(&lb, &rb, &bb)?;
         let r = dispatch::matmul_bias(&lr, &rr, &br)?;
         let abs = |t: &Tensor<R>| t.to_dtype(DType::F64)?.abs();

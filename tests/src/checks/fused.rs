@@ -716,7 +716,10 @@ pub fn check<B: Backend>(dev: &B, case: &FusedCase) -> Result<(), String> {
             grad,
         } => check_cross_entropy(dev, logits, targets, *smoothing, grad.as_ref()),
         FusedCase::MatmulBias { lhs, rhs, bias } => {
-            let (l, r) = (super::build(dev, lhs, "lhs")?, super::build(dev, rhs, "rhs")?);
+            let (l, r) = (
+                super::build(dev, lhs, "lhs")?,
+                super::build(dev, rhs, "rhs")?,
+            );
             let b = super::build(dev, bias, "bias")?;
             // Through tensor-core's dispatch, as autograd calls it (the 16-bit rule).
             let got = tessera_core::dispatch::matmul_bias(&l, &r, &b)

@@ -195,13 +195,18 @@ pub struct Scaled {
 /// with the error scale `Σ|lhs·rhs| + |bias|` of each output.
 pub fn matmul_bias(dtype: DType, lhs: &RefArray, rhs: &RefArray, bias: &RefArray) -> Scaled {
     let rank = lhs.shape.len();
-    let (m, k, n) = (lhs.shape[rank - 2], lhs.shape[rank - 1], rhs.shape[rank - 1]);
+    let (m, k, n) = (
+        lhs.shape[rank - 2],
+        lhs.shape[rank - 1],
+        rhs.shape[rank - 1],
+    );
     let batch: usize = lhs.shape[..rank - 2].iter().product();
     let (mut values, mut scales) = (Vec::new(), Vec::new());
     for p in 0..batch {
         for i in 0..m {
             for j in 0..n {
-                let terms = (0..k).map(|q| lhs.data[(p * m + i) * k + q] * rhs.data[(p * k + q) * n + j]);
+                let terms =
+                    (0..k).map(|q| lhs.data[(p * m + i) * k + q] * rhs.data[(p * k + q) * n + j]);
                 let (sum, scale) = terms.fold((0.0, 0.0), |(s, a), t: f64| (s + t, a + t.abs()));
                 values.push(round_to(dtype, sum + bias.data[j]));
                 scales.push(scale + bias.data[j].abs());
