@@ -15,6 +15,7 @@
 //! registers or cache, where the composite writes the product and then reads it back for a
 //! broadcast addition over the whole output.
 
+use crate::operand::MatmulOperands;
 use crate::{Backend, Error, Result, Shape, Tensor};
 
 /// Checks the operands of [`crate::Backend::matmul_bias`] and returns the output's shape
@@ -31,19 +32,10 @@ pub fn check_matmul_bias<B: Backend>(
     lhs.check_same_device(OP, bias)?;
     lhs.check_same_dtype(OP, rhs)?;
     lhs.check_same_dtype(OP, bias)?;
-    let (l, r) = (lhs.dims(), rhs.dims());
-    let rank = l.len();
-    let fits = rank >= 2
-        && r.len() == rank
-        && l[..rank - 2] == r[..rank - 2]
-        && l[rank - 1] == r[rank - 2];
-    if !fits {
-        return Err(Error::MatmulShape {
-            lhs: lhs.shape().clone(),
-            rhs: rhs.shape().clone(),
-        });
-    }
-    let n = r[rank - 1];
+    // Ranks, batch dimensions, inner sizes and dtypes as for a product.
+    let xs = MatmulOperands::new(lhs.operand(OP)?, rhs.operand(OP)?)?;
+    let out = xs.output_dims();
+    let n = out[out.len() - 1];
     if bias.dims() != [n] {
         return Err(Error::InvalidArgument {
             op: OP,
@@ -53,7 +45,5 @@ pub fn check_matmul_bias<B: Backend>(
             ),
         });
     }
-    let mut out = l[..rank - 1].to_vec();
-    out.push(n);
     Ok(Shape::new(out))
 }
