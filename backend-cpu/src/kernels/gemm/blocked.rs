@@ -15,8 +15,9 @@
 //! The first `pc` block applies the caller's `beta` (C is not read when it is 0), or, given an
 //! addend `R` (a bias row broadcast over the rows: a linear layer's), writes each tile of `R`
 //! into C just before its micro-kernel loads and accumulates onto it, so the addition costs a
-//! tile's worth of L1 stores instead of a pass over C; later blocks accumulate. Edge tiles (fewer than `mr` rows or `nr` columns left) and outputs without a
-//! unit column stride go through a local tile that is then added into C element by element.
+//! tile's worth of L1 stores instead of a pass over C; later blocks accumulate. Edge tiles
+//! (fewer than `mr` rows or `nr` columns left) and outputs without a unit column stride go
+//! through a local tile that is then added into C element by element.
 
 use super::blocking::Blocking;
 use super::microkernel::{KernelFn, MicroKernel, MAX_TILE};
@@ -318,7 +319,7 @@ impl<T: GemmElement> Block<'_, T> {
 /// # Safety
 /// Both tiles must be inside their matrices, `dst` writable and not overlapping `src`.
 #[inline]
-unsafe fn copy_tile<T: Copy>(src: MatRef<T>, dst: MatMut<T>, rows: usize, cols: usize) {
+pub(super) unsafe fn copy_tile<T: Copy>(src: MatRef<T>, dst: MatMut<T>, rows: usize, cols: usize) {
     for i in 0..rows {
         for j in 0..cols {
             // SAFETY: (i, j) is inside both tiles.

@@ -456,11 +456,7 @@ pub(crate) unsafe fn gemm_addend_on<T: GemmElement>(
                 c,
             );
         }
-        for i in 0..m {
-            for j in 0..n {
-                *c.at(i, j).ptr = *addend.at(i, j).ptr;
-            }
-        }
+        blocked::copy_tile(addend, c, m, n);
         gemm_on(path, (m, k, n), a, b, T::ONE, c)
     }
 }
