@@ -8,8 +8,9 @@
 //!   (`ShardedOptimizer`; 0 is plain data parallelism); rank 0 also writes the consolidated
 //!   optimizer state to `OUT_DIR/state.f64` (names in `state.txt`).
 //! * `gpt OUT_DIR LEVEL`: a small f64 GPT with dropout, trained 10 steps with AdamW at sharding
-//!   level `LEVEL` (3: its blocks as `ShardedUnits`), each rank on its own windows; every rank
-//!   appends its parameters after each step to `OUT_DIR/rank<r>.f64`.
+//!   level `LEVEL` (3: its blocks as `ShardedUnits`; `3p`: the same with gathers prefetched),
+//!   each rank on its own windows, with two evaluation passes between each backward pass and
+//!   step; every rank appends its parameters after each step to `OUT_DIR/rank<r>.f64`.
 //! * `collectives`: every collective on every dtype against values computed here, and the
 //!   typed errors of mismatched calls; prints `collectives ok` on each rank.
 //! * `die VICTIM`: a few all-reduces, then rank `VICTIM` kills itself with SIGKILL while the
@@ -50,7 +51,7 @@ fn main() {
         _ => {
             eprintln!(
                 "usage: mpi_check train OUT_DIR BUCKET_BYTES | sharded OUT_DIR LEVEL \
-                 BUCKET_BYTES | gpt OUT_DIR LEVEL | collectives | die VICTIM"
+                 BUCKET_BYTES | gpt OUT_DIR LEVEL[p] | collectives | die VICTIM"
             );
             std::process::exit(2);
         }
@@ -193,7 +194,11 @@ fn sharded(args: &[String]) -> Result<()> {
 /// See the module docs (`gpt OUT_DIR LEVEL`).
 fn sharded_gpt(args: &[String]) -> Result<()> {
     let out = PathBuf::from(&args[0]);
-    let level = ShardLevel::from_number(args[1].parse().expect("LEVEL is a number"))?;
+    let (level, prefetch) = match args[1].strip_suffix('p') {
+        Some(level) => (level, true),
+        None => (args[1].as_str(), false),
+    };
+    let level = ShardLevel::from_number(level.parse().expect("LEVEL is a number"))?;
     let mpi = Arc::new(MpiCommunicator::init()?);
     let rank = Bootstrap::rank(&*mpi);
     let comm: Arc<dyn Communicator<Cpu>> = mpi;
@@ -214,6 +219,7 @@ fn sharded_gpt(args: &[String]) -> Result<()> {
                 Ok(problem::adamw(shares))
             })?;
             gpt.shard_blocks(u.clone())?;
+            u.set_prefetch(prefetch);
             u.release_all()?;
             units = Some(u);
             Box::new(o)
@@ -237,6 +243,11 @@ fn sharded_gpt(args: &[String]) -> Result<()> {
         let y = all.narrow(1, 1, 8)?.contiguous()?;
         optimizer.zero_grad();
         gpt.loss(&x, &y)?.backward()?;
+        // Evaluation passes (dropout streams advance alike at every level): forward passes
+        // without backward, whose order the prefetch follows too.
+        for _ in 0..2 {
+            tessera_autograd::no_grad(|| gpt.loss(&x, &y))?;
+        }
         optimizer.step()?;
         if let Some(u) = &units {
             u.gather_all()?;
@@ -277,8 +288,9 @@ fn expect_failure(what: &str, outcome: Result<()>, kind: CommFailure) -> Result<
 }
 
 fn collectives() -> Result<()> {
-    let mpi = MpiCommunicator::init()?;
-    let comm: &dyn Communicator<Cpu> = &mpi;
+    let mpi = Arc::new(MpiCommunicator::init()?);
+    let shared: Arc<dyn Communicator<Cpu>> = mpi.clone();
+    let comm: &dyn Communicator<Cpu> = &*shared;
     let (rank, world) = (comm.rank(), comm.world_size());
     let dev = Cpu::new();
     let r = rank as f64;
@@ -382,8 +394,35 @@ fn collectives() -> Result<()> {
         expect_eq(
             &format!("all_gather {dtype}"),
             gathered.to_vec_f64()?,
+            expected.clone(),
+        )?;
+        // Started ahead (on a thread of its own): the same values, with a collective issued
+        // meanwhile running after it; one rank waiting at once while the others gather
+        // synchronously; a handle dropped unused.
+        let pending = shared.clone().start_all_gather(&shard)?;
+        let mut behind = Tensor::from_f64_values(&[r, 1.0], [2], dtype, &dev)?;
+        comm.all_reduce(&mut behind, Reduction::Sum)?;
+        expect_eq(
+            &format!("all_reduce behind a started all_gather {dtype}"),
+            behind.to_vec_f64()?,
+            vec![sum_of_ranks, n],
+        )?;
+        expect_eq(
+            &format!("start_all_gather {dtype}"),
+            pending.wait()?.to_vec_f64()?,
+            expected.clone(),
+        )?;
+        let gathered = if rank == 0 {
+            shared.clone().start_all_gather(&shard)?.wait()?
+        } else {
+            comm.all_gather(&shard)?
+        };
+        expect_eq(
+            &format!("start_all_gather beside all_gather {dtype}"),
+            gathered.to_vec_f64()?,
             expected,
         )?;
+        drop(shared.clone().start_all_gather(&shard)?);
     }
     let uneven = Tensor::zeros([2 * world + 1], DType::F32, &dev)?;
     if comm.reduce_scatter(&uneven, Reduction::Sum).is_ok() {
@@ -424,6 +463,12 @@ fn collectives() -> Result<()> {
     expect_failure(
         "shapes differ",
         comm.broadcast(&mut shaped, 0),
+        CommFailure::Mismatch,
+    )?;
+    let sized = Tensor::zeros([2 + rank], DType::F32, &dev)?;
+    expect_failure(
+        "started gathers' sizes differ",
+        shared.clone().start_all_gather(&sized).map(drop),
         CommFailure::Mismatch,
     )?;
     let mut plain = Tensor::zeros([2], DType::F32, &dev)?;

@@ -297,7 +297,8 @@ fn every_sharding_level_trains_a_gpt_with_dropout_bit_for_bit_like_plain_data_pa
     };
     for ranks in [2, 4] {
         let mut plain: Option<Vec<u64>> = None;
-        for level in ["0", "1", "2", "3"] {
+        // "3p": level 3 with the gathers prefetched.
+        for level in ["0", "1", "2", "3", "3p"] {
             let dir = tempfile::tempdir().unwrap();
             let out = mpirun(
                 ranks,

@@ -30,6 +30,7 @@
 //! default `mpirun` kills the whole job within about a second of one process dying, before any
 //! time limit; `mpirun --enable-recovery` lets the survivors run on and report the typed error.
 
+mod gather_ahead;
 mod host_buffer;
 mod ordered;
 mod raw;
@@ -43,14 +44,14 @@ use crate::timeout::timeout_from_env;
 use mpi::environment::Universe;
 use mpi::ffi;
 use mpi::Threading;
-use raw::{error_string, WaitFailure, SUCCESS};
+use raw::{error_string, Idle, WaitFailure, SUCCESS};
 use std::any::Any;
 use std::ffi::{c_int, c_void};
 use std::mem::ManuallyDrop;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tessera_core::{Backend, CommFailure, Error, HostData, Result, Tensor};
-use tessera_nn::distributed::{check_root, Communicator, Reduction};
+use tessera_nn::distributed::{check_root, Communicator, PendingGather, Reduction};
 
 const LIBRARY: &str = "mpi";
 
@@ -63,6 +64,13 @@ struct RawComm(ffi::MPI_Comm);
 unsafe impl Send for RawComm {}
 // SAFETY: as above.
 unsafe impl Sync for RawComm {}
+
+/// A non-blocking collective that [`MpiCommunicator::post`] started: the buffers MPI reads and
+/// writes until it completes, and its request.
+struct Posted<T> {
+    buffers: T,
+    request: ffi::MPI_Request,
+}
 
 /// What changes during the communicator's life.
 struct State {
@@ -287,9 +295,23 @@ impl MpiCommunicator {
         state: &mut State,
         op: &'static str,
         what: &str,
-        mut buffers: T,
+        buffers: T,
         start: impl FnOnce(&mut T, ffi::MPI_Comm, *mut ffi::MPI_Request) -> c_int,
     ) -> Result<T> {
+        let posted = self.post(state, op, what, buffers, start)?;
+        self.complete(state, op, what, posted, Idle::Yield)
+    }
+
+    /// Starts a non-blocking collective over `buffers` with `start`; [`MpiCommunicator::complete`]
+    /// waits for it. On failure the communicator is marked broken.
+    fn post<T: Send + 'static>(
+        &self,
+        state: &mut State,
+        op: &'static str,
+        what: &str,
+        mut buffers: T,
+        start: impl FnOnce(&mut T, ffi::MPI_Comm, *mut ffi::MPI_Request) -> c_int,
+    ) -> Result<Posted<T>> {
         // SAFETY: RSMPI_REQUEST_NULL is MPI's predefined null request.
         let mut request: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
         let rc = start(&mut buffers, self.comm.0, &mut request);
@@ -299,10 +321,28 @@ impl MpiCommunicator {
             state.broken = Some(msg.clone());
             return Err(self.error(op, CommFailure::Library, msg));
         }
-        // SAFETY: the request was just started; its buffers live in `buffers`, whose heap
+        Ok(Posted { buffers, request })
+    }
+
+    /// Waits for a collective [`MpiCommunicator::post`] started (idling between tests as
+    /// `idle` says) and returns its buffers. On
+    /// failure the communicator is marked broken and the buffers are kept forever.
+    fn complete<T: Send + 'static>(
+        &self,
+        state: &mut State,
+        op: &'static str,
+        what: &str,
+        posted: Posted<T>,
+        idle: Idle,
+    ) -> Result<T> {
+        let Posted {
+            buffers,
+            mut request,
+        } = posted;
+        // SAFETY: the request was started by `post`; its buffers live in `buffers`, whose heap
         // allocations do not move when `buffers` does, and are kept alive below until it
         // completes, or forever if it does not.
-        match unsafe { raw::wait(&mut request, self.timeout) } {
+        match unsafe { raw::wait(&mut request, self.timeout, idle) } {
             Ok(()) => Ok(buffers),
             Err(failure) => {
                 state.abandoned.push(Box::new(buffers));
@@ -548,6 +588,10 @@ impl<B: Backend> Communicator<B> for MpiCommunicator {
 
     fn all_gather(&self, shard: &Tensor<B>) -> Result<Tensor<B>> {
         self.all_gather_ordered(shard)
+    }
+
+    fn start_all_gather(self: Arc<Self>, shard: &Tensor<B>) -> Result<PendingGather<B>> {
+        self.start_all_gather_ordered(shard)
     }
 
     fn broadcast(&self, tensor: &mut Tensor<B>, root: usize) -> Result<()> {

@@ -12,16 +12,17 @@
 //! That is the bandwidth-optimal shape of an all-reduce (each rank sends and receives about
 //! twice its data), and a reduce-scatter is its first half, so both give the same bits.
 
-use super::{host_buffer, MpiCommunicator, State};
+use super::raw::Idle;
+use super::{host_buffer, MpiCommunicator, Posted, State};
 use crate::signature::{
     dtype_code, shape_hash, Signature, ALL_GATHER_CODE, ALL_REDUCE_CODE, REDUCE_SCATTER_CODE,
 };
 use mpi::ffi;
-use tessera_core::{Backend, Error, HostData, Result, Tensor};
+use tessera_core::{Backend, DType, Error, HostData, Result, Tensor};
 use tessera_nn::distributed::{check_gatherable, check_reducible, check_shardable, Reduction};
 
 /// A host element type the ordered collectives carry.
-trait Element: Copy + Default + Send + 'static {
+pub(super) trait Element: Copy + Default + Send + 'static {
     /// MPI's datatype of it.
     fn datatype() -> ffi::MPI_Datatype;
     /// `a op b` (a mean adds; [`Element::mean`] divides afterwards).
@@ -158,11 +159,25 @@ impl MpiCommunicator {
         op: &'static str,
         block: Vec<T>,
     ) -> Result<Vec<T>> {
+        let what = gather_description(block.len());
+        let posted = self.post_all_gather_vec(state, op, block)?;
+        let (_, recv) = self.complete(state, op, &what, posted, Idle::Yield)?;
+        Ok(recv)
+    }
+
+    /// Starts the all-gather of `block` (`MPI_Iallgather`); its buffers are the block and
+    /// the receiving vector.
+    pub(super) fn post_all_gather_vec<T: Element>(
+        &self,
+        state: &mut State,
+        op: &'static str,
+        block: Vec<T>,
+    ) -> Result<Posted<(Vec<T>, Vec<T>)>> {
         let count = self.count(op, block.len())?;
         let datatype = T::datatype();
         let recv = host_buffer::zeroed::<T>(block.len() * self.world_size)?;
-        let what = format!("the all-gather of {count} elements per rank");
-        let (_, recv) = self.run(
+        let what = gather_description(block.len());
+        self.post(
             state,
             op,
             &what,
@@ -182,8 +197,29 @@ impl MpiCommunicator {
                     )
                 }
             },
-        )?;
-        Ok(recv)
+        )
+    }
+
+    /// Checks that every rank all-gathers a shard of `dtype` and `count` elements (a
+    /// collective).
+    pub(super) fn agree_all_gather(
+        &self,
+        state: &mut State,
+        dtype: DType,
+        count: usize,
+    ) -> Result<()> {
+        self.agree(
+            state,
+            "all_gather",
+            Signature {
+                collective: ALL_GATHER_CODE,
+                reduction: 0,
+                dtype: dtype_code(dtype),
+                count: count as u64,
+                root: 0,
+                shape: 0,
+            },
+        )
     }
 
     /// [`tessera_nn::distributed::Communicator::all_reduce`]: padded to a multiple of the
@@ -261,18 +297,7 @@ impl MpiCommunicator {
         const OP: &str = "all_gather";
         check_gatherable(shard)?;
         let mut state = self.healthy(OP)?;
-        self.agree(
-            &mut state,
-            OP,
-            Signature {
-                collective: ALL_GATHER_CODE,
-                reduction: 0,
-                dtype: dtype_code(shard.dtype()),
-                count: shard.numel() as u64,
-                root: 0,
-                shape: 0,
-            },
-        )?;
+        self.agree_all_gather(&mut state, shard.dtype(), shard.numel())?;
         if self.world_size == 1 {
             return shard.contiguous();
         }
@@ -285,4 +310,9 @@ impl MpiCommunicator {
         drop(state);
         Tensor::from_host(data, [total], shard.backend())
     }
+}
+
+/// What an all-gather of `count` elements per rank is called in errors.
+pub(super) fn gather_description(count: usize) -> String {
+    format!("the all-gather of {count} elements per rank")
 }

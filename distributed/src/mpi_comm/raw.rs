@@ -34,6 +34,16 @@ pub(crate) enum WaitFailure {
     Timeout(Duration),
 }
 
+/// What [`wait`] does between tests of a request once the first few found it incomplete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Idle {
+    /// Yields the core: for a caller that waits for the result now.
+    Yield,
+    /// Sleeps 50 µs: for a thread that moves a collective forward in the background while the
+    /// rank computes, which should take as little of the cores as it can.
+    Sleep,
+}
+
 /// Polls `request` with `MPI_Test` until it completes, MPI reports an error, or `timeout`
 /// passes. `MPI_Test` never blocks and drives MPI's progress engine, so this returns within
 /// the timeout (plus one `MPI_Test`) whatever the peers do. The loop keeps polling because Open
@@ -49,6 +59,7 @@ pub(crate) enum WaitFailure {
 pub(crate) unsafe fn wait(
     request: &mut ffi::MPI_Request,
     timeout: Duration,
+    idle: Idle,
 ) -> Result<(), WaitFailure> {
     let started = Instant::now();
     let mut tries: u32 = 0;
@@ -67,10 +78,12 @@ pub(crate) unsafe fn wait(
             return Err(WaitFailure::Timeout(waited));
         }
         tries = tries.saturating_add(1);
-        if tries > 64 {
-            std::thread::yield_now();
-        } else {
+        if tries <= 64 {
             std::hint::spin_loop();
+        } else if idle == Idle::Sleep {
+            std::thread::sleep(Duration::from_micros(50));
+        } else {
+            std::thread::yield_now();
         }
     }
 }

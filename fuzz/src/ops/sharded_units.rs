@@ -2,7 +2,8 @@
 //! for Llama (`Llama::shard_layers`): a
 //! model whose layers run as sharded units must refuse units that do not match its layers, and
 //! otherwise compute what the plain model computes: the same loss (or the same kind of
-//! failure) and, after a training step, the same parameters bit for bit. The same for a whole
+//! failure) and, after training steps, the same parameters bit for bit, with or without the
+//! units' gathers prefetched (`ShardedUnits::set_prefetch`). The same for a whole
 //! `Learner::fit` at level 3 (`Learner::sharded_units`, maybe with sharded checkpoints in a run
 //! folder) against the plain learner: the same epochs' figures and parameters, or both failing.
 
@@ -48,12 +49,15 @@ fn level_three<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
     let b = c.backend();
     let (batch, units_change, width) = (c.size(0) % 5, c.size(1) % 4, c.size(2) % 3);
     let (seed, label_range) = (c.seed(3), 9 + c.size(4) % 3);
+    let prefetch = c.flag(5);
     let setup = || -> Result<_> {
         let plain = ModelKind::Mlp.build(DType::F32, seed, b)?;
         let model = ModelKind::Mlp.build(DType::F32, seed, b)?;
         let comm: Arc<dyn Communicator<B>> = Arc::new(LocalCommunicator::new());
         let prefixes = with_units_changed(model.unit_prefixes(), units_change, "9");
-        Ok((plain, model, ShardedUnits::new(comm, prefixes)?))
+        let units = ShardedUnits::new(comm, prefixes)?;
+        units.set_prefetch(prefetch);
+        Ok((plain, model, units))
     };
     let (plain, model, units) = match setup() {
         Ok(v) => v,
@@ -82,8 +86,11 @@ fn level_three<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
         let x = Tensor::randn([batch, features], DType::F32, seed, b)?;
         let labels: Vec<i64> = (0..batch).map(|i| (i * 7 % label_range) as i64).collect();
         let y = Tensor::from_vec(labels, [batch], b)?;
-        let want = train_step(&plain, &mut plain_opt, &x, &y);
-        let got = train_step(&model, &mut sharded, &x, &y);
+        // Two steps: the second's forward pass follows the order the first one taught.
+        let want = train_step(&plain, &mut plain_opt, &x, &y)
+            .and_then(|_| train_step(&plain, &mut plain_opt, &x, &y));
+        let got = train_step(&model, &mut sharded, &x, &y)
+            .and_then(|_| train_step(&model, &mut sharded, &x, &y));
         units.gather_all()?;
         Ok((want, got, bits(&plain)?, bits(&model)?))
     };
@@ -145,7 +152,9 @@ fn llama_level_three<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
         let model = config.init(b, &mut tessera_core::Generator::new(seed))?;
         let comm: Arc<dyn Communicator<B>> = Arc::new(LocalCommunicator::new());
         let prefixes = with_units_changed(model.layer_prefixes(), units_change, "model.layers.99");
-        Ok((plain, model, ShardedUnits::new(comm, prefixes)?))
+        let units = ShardedUnits::new(comm, prefixes)?;
+        units.set_prefetch(c.flag(12));
+        Ok((plain, model, units))
     };
     let (plain, model, units) = match setup() {
         Ok(v) => v,
@@ -190,8 +199,10 @@ fn llama_level_three<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
             .collect();
         let x = Tensor::from_vec(ids.clone(), [2, t], b)?;
         let y = Tensor::from_vec(ids.into_iter().rev().collect(), [2, t], b)?;
-        let want = step(&plain, &mut plain_opt, &x, &y);
-        let got = step(&model, &mut sharded, &x, &y);
+        let want =
+            step(&plain, &mut plain_opt, &x, &y).and_then(|_| step(&plain, &mut plain_opt, &x, &y));
+        let got =
+            step(&model, &mut sharded, &x, &y).and_then(|_| step(&model, &mut sharded, &x, &y));
         units.gather_all()?;
         Ok((want, got, llama_bits(&plain)?, llama_bits(&model)?))
     };
@@ -294,13 +305,13 @@ fn learner_level_three<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
 pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
     vec![
         op(
-            "ReferenceModel::shard_layers: a level-3 MLP step against the plain one",
+            "ReferenceModel::shard_layers: level-3 MLP steps (maybe prefetched) against the plain ones",
             1,
-            &[SIZE, SIZE, SIZE, SEED, SIZE],
+            &[SIZE, SIZE, SIZE, SEED, SIZE, B],
             NONE,
             |c| Ok(level_three(c)),
         )
-        .work(|_| Ok(1 << 21)),
+        .work(|_| Ok(1 << 22)),
         op(
             "Learner::sharded_units: a level-3 MLP's fit against the plain one",
             1,
@@ -310,14 +321,14 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
         )
         .work(|_| Ok(1 << 23)),
         op(
-            "Llama::shard_layers: a level-3 Llama step against the plain one",
+            "Llama::shard_layers: level-3 Llama steps (maybe prefetched) against the plain ones",
             1,
             &[
-                SIZE, SIZE, SIZE, SIZE, SIZE, SIZE, SIZE, SEED, SIZE, SIZE, B, B,
+                SIZE, SIZE, SIZE, SIZE, SIZE, SIZE, SIZE, SEED, SIZE, SIZE, B, B, B,
             ],
             NONE,
             |c| Ok(llama_level_three(c)),
         )
-        .work(|_| Ok(1 << 22)),
+        .work(|_| Ok(1 << 23)),
     ]
 }

@@ -1,6 +1,8 @@
 //! [`Communicator`]: what data-parallel training needs from a communication library, and
 //! [`Reduction`], the element-wise reductions it offers.
 
+use super::PendingGather;
+use std::sync::Arc;
 use tessera_core::{Backend, DType, Error, Result, Tensor};
 
 /// How [`Communicator::all_reduce`] combines the ranks' values, element by element.
@@ -115,6 +117,19 @@ pub trait Communicator<B: Backend>: Send + Sync {
         debug_assert_eq!(full.numel(), n * world);
         self.all_reduce(&mut full, Reduction::Sum)?;
         Ok(full)
+    }
+
+    /// Starts [`Communicator::all_gather`] of `shard` and returns its handle, so that the rank
+    /// can compute while the exchange runs (the prefetch of sharded units,
+    /// [`crate::distributed::ShardedUnits::set_prefetch`]). The same collective as
+    /// `all_gather` for the ordering rule: every rank starts it at the same point of its
+    /// sequence of collectives, and a rank's later collectives run after it.
+    ///
+    /// The provided implementation gathers at once and returns a completed handle (right for a
+    /// library whose calls only queue work, as NCCL's do on a stream). `MpiCommunicator`
+    /// runs the exchange on a thread of its own.
+    fn start_all_gather(self: Arc<Self>, shard: &Tensor<B>) -> Result<PendingGather<B>> {
+        Ok(PendingGather::ready(self.all_gather(shard)?))
     }
 
     /// Waits until every collective this rank queued has completed, or fails within the time

@@ -48,6 +48,7 @@ mod communicator;
 mod ddp;
 mod local;
 mod optimizer;
+mod pending;
 mod reducer;
 mod sampler;
 mod sharded;
@@ -61,6 +62,7 @@ pub use communicator::{
 pub use ddp::{DdpConfig, DistributedDataParallel};
 pub use local::LocalCommunicator;
 pub use optimizer::DistributedOptimizer;
+pub use pending::PendingGather;
 pub use reducer::{CommStats, GradientReducer};
 pub use sampler::DistributedSampler;
 pub(crate) use sharded::install_units;

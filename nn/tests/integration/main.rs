@@ -37,3 +37,4 @@ mod sharded_optimizer;
 mod soundness;
 mod thread_comm;
 mod training_state;
+mod unit_prefetch;

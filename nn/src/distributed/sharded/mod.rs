@@ -5,6 +5,7 @@
 mod backward_reducer;
 mod flat;
 mod level;
+mod prefetch;
 mod units;
 
 pub use level::ShardLevel;

@@ -3,6 +3,7 @@
 //! for its backward pass (sharding level 3, PyTorch FSDP's `FULL_SHARD`).
 
 use super::flat::FlatBucket;
+use super::prefetch::{Prefetched, UnitPrefetch};
 use crate::distributed::communicator::{Communicator, Reduction};
 use crate::module::{Forward, Module};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,8 +35,13 @@ pub(crate) struct UnitPart<B: Backend> {
 /// are the same) and back-propagates through it, reduce-scatters the parameters' gradients
 /// into this rank's share, and releases them. So a rank holds at most one unit's whole
 /// parameters and gradients at a time, for one extra forward pass per unit and step
-/// (activation checkpointing at unit boundaries, as FSDP is usually run). Gathers are not
-/// prefetched: every collective here blocks until its data has arrived.
+/// (activation checkpointing at unit boundaries, as FSDP is usually run).
+///
+/// **Prefetch** ([`ShardedUnits::set_prefetch`], off by default): a unit's pass first starts
+/// the gather of the unit predicted to run next (learned from the previous forward pass; the
+/// reverse order in backward), so that the exchange runs while the unit computes, on a
+/// communicator whose [`Communicator::start_all_gather`] runs in the background (MPI's). It
+/// costs one more unit's whole parameters held at once.
 ///
 /// Outside training steps, [`ShardedUnits::gather_all`] holds every parameter whole (to save a
 /// checkpoint, sample, or restore one) until [`ShardedUnits::release_all`], which takes each
@@ -45,6 +51,7 @@ pub struct ShardedUnits<B: Backend> {
     prefixes: Vec<String>,
     parts: Mutex<Vec<Vec<Arc<UnitPart<B>>>>>,
     held: AtomicBool,
+    prefetch: Mutex<UnitPrefetch<B>>,
 }
 
 impl<B: Backend> ShardedUnits<B> {
@@ -60,11 +67,13 @@ impl<B: Backend> ShardedUnits<B> {
             }
         }
         let parts = Mutex::new(prefixes.iter().map(|_| Vec::new()).collect());
+        let prefetch = Mutex::new(UnitPrefetch::new(prefixes.len()));
         Ok(Arc::new(ShardedUnits {
             comm,
             prefixes,
             parts,
             held: AtomicBool::new(true),
+            prefetch,
         }))
     }
 
@@ -76,6 +85,17 @@ impl<B: Backend> ShardedUnits<B> {
     /// Whether there is no unit.
     pub fn is_empty(&self) -> bool {
         self.prefixes.is_empty()
+    }
+
+    /// Starts each unit's gather while the unit before it computes (see the
+    /// [type docs](ShardedUnits)), or not (the default). Every rank must choose the same.
+    pub fn set_prefetch(&self, enabled: bool) {
+        self.prefetch_state().enabled = enabled;
+    }
+
+    /// Whether gathers are prefetched ([`ShardedUnits::set_prefetch`]).
+    pub fn prefetches(&self) -> bool {
+        self.prefetch_state().enabled
     }
 
     /// The communicator.
@@ -105,6 +125,10 @@ impl<B: Backend> ShardedUnits<B> {
         self.parts.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn prefetch_state(&self) -> std::sync::MutexGuard<'_, UnitPrefetch<B>> {
+        self.prefetch.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn parts_of(&self, unit: usize) -> Result<Vec<Arc<UnitPart<B>>>> {
         self.lock()
             .get(unit)
@@ -124,11 +148,65 @@ impl<B: Backend> ShardedUnits<B> {
     fn gather(&self, parts: &[Arc<UnitPart<B>>]) -> Result<()> {
         for part in parts {
             let flat = self.comm.all_gather(&part.shard.value())?;
-            for (index, piece) in part.layout.pieces(&part.params, &flat)? {
-                part.params[index].1.set_value(piece.contiguous()?)?;
-            }
+            Self::fill(part, &flat)?;
         }
         Ok(())
+    }
+
+    /// Gives every parameter of `part` its piece of the whole flat vector `flat`.
+    fn fill(part: &UnitPart<B>, flat: &Tensor<B>) -> Result<()> {
+        for (index, piece) in part.layout.pieces(&part.params, flat)? {
+            part.params[index].1.set_value(piece.contiguous()?)?;
+        }
+        Ok(())
+    }
+
+    /// Gives unit `unit`'s parameters (`parts`) their whole values: from the gather started
+    /// ahead for it, or gathered now (a gather started for another unit, or from shares
+    /// replaced since, is waited for and dropped). Then, with prefetch on, starts the gather of
+    /// `next` (`None`: nothing predicted).
+    fn acquire(&self, unit: usize, parts: &[Arc<UnitPart<B>>], next: Option<usize>) -> Result<()> {
+        let pending = self.prefetch_state().pending.take();
+        match pending {
+            Some(prefetched) if prefetched.serves(unit, parts) => {
+                for (part, flat) in parts.iter().zip(prefetched.wait()?) {
+                    Self::fill(part, &flat)?;
+                }
+            }
+            other => {
+                if let Some(wasted) = other {
+                    wasted.wait()?;
+                }
+                self.gather(parts)?;
+            }
+        }
+        match next {
+            Some(next) if self.prefetches() => self.start_gather(next),
+            _ => Ok(()),
+        }
+    }
+
+    /// Starts the gather of unit `unit`'s shares and keeps its handle for the unit's next use.
+    fn start_gather(&self, unit: usize) -> Result<()> {
+        let parts = self.parts_of(unit)?;
+        let mut gathers = Vec::with_capacity(parts.len());
+        for part in &parts {
+            let share = part.shard.value();
+            let pending = self.comm.clone().start_all_gather(&share)?;
+            gathers.push((share, pending));
+        }
+        self.prefetch_state().pending = Some(Prefetched { unit, gathers });
+        Ok(())
+    }
+
+    /// Waits for and drops a gather started ahead (before the parameters are gathered or
+    /// replaced another way), so that no stale gather is left behind.
+    fn drop_prefetched(&self) -> Result<()> {
+        let pending = self.prefetch_state().pending.take();
+        match pending {
+            Some(wasted) => wasted.wait().map(drop),
+            None => Ok(()),
+        }
     }
 
     /// Replaces every parameter of `parts` by a one-element placeholder of its shape (its
@@ -152,6 +230,7 @@ impl<B: Backend> ShardedUnits<B> {
         if self.held.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
+        self.drop_prefetched()?;
         let parts: Vec<_> = self.lock().iter().flatten().cloned().collect();
         self.gather(&parts)
     }
@@ -185,7 +264,8 @@ impl<B: Backend> ShardedUnits<B> {
         // The dropout streams as they are before the pass: backward replays from them.
         let mut streams: Vec<(String, Generator)> = Vec::new();
         module.visit_random_streams("", &mut |name, s| streams.push((name.to_string(), s.get())));
-        self.gather(&parts)?;
+        let next = self.prefetch_state().forward(unit);
+        self.acquire(unit, &parts, next)?;
         let forward = no_grad(|| module.forward(&x.detach()));
         Self::release(&parts)?;
         let y = forward?.value();
@@ -196,7 +276,8 @@ impl<B: Backend> ShardedUnits<B> {
         parents.extend(parts.iter().map(|p| p.shard.clone()));
         let (units, replay, x_value) = (self.clone(), module.clone(), x.value());
         Ok(Var::from_op(y, parents, move |grad| {
-            units.gather(&parts)?;
+            let next = units.prefetch_state().backward(unit);
+            units.acquire(unit, &parts, next)?;
             replay.visit_random_streams("", &mut |name, s| {
                 if let Some((_, g)) = streams.iter().find(|(n, _)| n == name) {
                     s.set(g.clone());
@@ -220,9 +301,10 @@ impl<B: Backend> ShardedUnits<B> {
     }
 
     /// Bytes a unit's pass adds at most: the largest unit's whole parameters and gradients
-    /// (every optimizer group's part of it).
+    /// (every optimizer group's part of it), and with prefetch another unit's parameters.
     pub fn peak_unit_bytes(&self) -> usize {
-        2 * self.largest_unit_bytes()
+        let units_held = if self.prefetches() { 3 } else { 2 };
+        units_held * self.largest_unit_bytes()
     }
 
     /// Bytes of the largest unit's whole parameters.
