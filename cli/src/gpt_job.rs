@@ -129,6 +129,10 @@ pub struct GptTrainConfig {
     /// How much of the training state each rank keeps ([`ShardLevel`]; levels 1 and 2 split
     /// the AdamW state, and the gradients, over the ranks).
     pub shard: ShardLevel,
+    /// At level 3: each unit's gather starts while the unit before it computes
+    /// ([`tessera_nn::distributed::ShardedUnits::set_prefetch`]; one more unit's parameters
+    /// held at once).
+    pub shard_prefetch: bool,
     /// Each rank writes its own part of the run checkpoints
     /// ([`run::save_sharded_checkpoint`]) instead of every rank gathering the whole state
     /// for rank 0 to write.
@@ -158,6 +162,7 @@ impl GptTrainConfig {
             dtype: DType::F32,
             precision: Precision::F32,
             shard: ShardLevel::Replicated,
+            shard_prefetch: false,
             sharded_checkpoints: false,
             bucket_bytes: DEFAULT_BUCKET_BYTES,
         }

@@ -64,6 +64,7 @@ impl<B: Backend> GptOptimizers<B> {
             },
             ShardLevel::Parameters => {
                 let units = ShardedUnits::new(comm.clone(), model.block_prefixes())?;
+                units.set_prefetch(config.shard_prefetch);
                 let shard = |params, c: AdamWConfig| {
                     ShardedOptimizer::with_units(params, &units, config.bucket_bytes, |shares| {
                         AdamW::new(shares, c)

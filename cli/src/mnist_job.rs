@@ -95,6 +95,10 @@ pub struct TrainConfig {
     /// How much of the training state each rank keeps (levels 1 and 2 shard the optimizer
     /// state and the gradients; see [`ShardLevel`]).
     pub shard: ShardLevel,
+    /// At level 3: each unit's gather starts while the unit before it computes
+    /// ([`tessera_nn::distributed::ShardedUnits::set_prefetch`]; one more unit's parameters
+    /// held at once).
+    pub shard_prefetch: bool,
     /// Each rank writes its own part of the run checkpoints
     /// ([`tessera_nn::run::save_sharded_checkpoint`]) instead of gathering the whole state.
     pub sharded_checkpoints: bool,
@@ -223,6 +227,7 @@ pub fn run_training_with<B: Backend>(
     }
     // Level 3: every layer with parameters is a unit, gathered for its passes only.
     let units = ShardedUnits::new(comm.clone(), model.unit_prefixes())?;
+    units.set_prefetch(config.shard_prefetch);
     let model = model.shard_layers(units.clone())?;
     train_model(config, model, backend, comm, Some(units))
 }

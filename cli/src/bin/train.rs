@@ -154,6 +154,11 @@ struct Args {
     /// docs/DISTRIBUTED.md).
     #[arg(long, default_value = "0", value_parser = parse_shard)]
     shard: ShardLevel,
+    /// With --shard 3: start each block's (layer's) gather while the one before it computes,
+    /// so that the exchange overlaps computation (MPI runs it on a thread of its own; one more
+    /// block's parameters are held at once).
+    #[arg(long)]
+    shard_prefetch: bool,
     /// With --save: each rank writes its own part of the run checkpoints (with --shard 1-3,
     /// its share of the optimizer state and parameters) and rank 0 a manifest, instead of
     /// every rank gathering the whole state for rank 0 to write. They resume on any number of
@@ -228,6 +233,10 @@ fn main() -> ExitCode {
         eprintln!("error: --resume and --checkpoint-every need a run folder: --save DIR");
         return ExitCode::FAILURE;
     }
+    if args.shard_prefetch && args.shard != ShardLevel::Parameters {
+        eprintln!("error: --shard-prefetch prefetches the gathers of --shard 3");
+        return ExitCode::FAILURE;
+    }
     if args.init_from.is_some() {
         return finetune_main(&args);
     }
@@ -269,6 +278,7 @@ fn main() -> ExitCode {
         progress: std::io::stderr().is_terminal(),
         precision: args.precision,
         shard: args.shard,
+        shard_prefetch: args.shard_prefetch,
         sharded_checkpoints: args.sharded_checkpoints,
         bucket_bytes: bucket_bytes(args.bucket_mb),
     };
@@ -391,6 +401,7 @@ fn text_config(args: &Args, default_lr: f64, default_dir: &str) -> GptTrainConfi
         dtype: tessera_core::DType::F32,
         precision: args.precision,
         shard: args.shard,
+        shard_prefetch: args.shard_prefetch,
         sharded_checkpoints: args.sharded_checkpoints,
         bucket_bytes: bucket_bytes(args.bucket_mb),
     }

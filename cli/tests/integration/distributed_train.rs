@@ -301,6 +301,18 @@ fn sharded_gpts_train_like_the_plain_one_and_level_three_resumes_bit_for_bit() {
         level_two_bytes[1] < level_two_bytes[0],
         "{level_two_bytes:?}"
     );
+    // Level 3 with its gathers prefetched (each on a thread while a block computes, and
+    // evaluation passes between): bit for bit level 3 without.
+    let mut args = gpt_args(&corpus);
+    args.extend(["--shard", "3", "--shard-prefetch"]);
+    let prefetched = tmp.path().join("3-prefetch");
+    let report = summary(&mpi_train(&train, &prefetched, &args).output().unwrap());
+    assert_eq!(report["shard"], 3, "{report}");
+    assert_same_state(
+        &final_state(&tmp.path().join("3-25")),
+        &final_state(&prefetched),
+        "level-3 GPT with prefetch",
+    );
     // Level 3 interrupted after step 5 and resumed (from step 4): bit for bit its whole run.
     let mut args = gpt_args(&corpus);
     args.extend(["--shard", "3"]);
@@ -389,6 +401,13 @@ fn level_three_runs_in_one_process_and_unknown_levels_and_bucket_sizes_are_refus
     let tmp = tempfile::tempdir().unwrap();
     let out = train(&tmp.path().join("mlp"), &["--shard", "3", "--epochs", "1"]);
     assert_eq!(summary(&out)["shard"], 3);
+    let out = train(
+        &tmp.path().join("early"),
+        &["--shard", "2", "--shard-prefetch"],
+    );
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--shard-prefetch"), "{stderr}");
     let out = train(&tmp.path().join("four"), &["--shard", "4"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
@@ -420,17 +439,25 @@ fn a_cnn_at_level_three_trains_the_plain_cnn_bit_for_bit() {
         "--test-limit",
         "100",
     ];
-    let run = |level: &'static str| {
-        let dir = tmp.path().join(level);
+    let run = |level: &'static str, extra: &[&'static str]| {
+        let dir = tmp.path().join(format!("{level}{}", extra.len()));
         let mut args = cnn.to_vec();
         args.extend(["--shard", level, "--batch-size", "32"]);
+        args.extend(extra);
         let report = summary(&mpi_train(&train, &dir, &args).output().unwrap());
         (report, final_state(&dir))
     };
-    let ((plain, plain_state), (units, units_state)) = (run("0"), run("3"));
+    let ((plain, plain_state), (units, units_state)) = (run("0", &[]), run("3", &[]));
     assert_eq!(units["shard"], 3, "{units}");
     assert_eq!(units["test_accuracy"], plain["test_accuracy"], "{units}");
     assert_same_state(&plain_state, &units_state, "the CNN at level 3");
+    let (prefetched, prefetched_state) = run("3", &["--shard-prefetch"]);
+    assert_eq!(prefetched["test_accuracy"], plain["test_accuracy"]);
+    assert_same_state(
+        &plain_state,
+        &prefetched_state,
+        "the CNN at level 3 with prefetch",
+    );
     assert!(
         units["state_bytes_per_rank"].as_u64() < plain["state_bytes_per_rank"].as_u64(),
         "{units} vs {plain}"

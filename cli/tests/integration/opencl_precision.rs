@@ -31,6 +31,7 @@ fn config(precision: Precision) -> TrainConfig {
         progress: false,
         precision,
         shard: tessera_nn::distributed::ShardLevel::Replicated,
+        shard_prefetch: false,
         sharded_checkpoints: false,
         bucket_bytes: tessera_nn::distributed::DEFAULT_BUCKET_BYTES,
     }

@@ -1,5 +1,5 @@
-//! `cargo xtask bench ddp --shards`: what each sharding level (`train --shard 0|1|2|3`) costs and
-//! saves for the GPT on 2 and 4 ranks. Runs `train --model gpt --distributed` (release, MPI
+//! `cargo xtask bench ddp --shards`: what each sharding level (`train --shard 0|1|2|3`, and 3
+//! with `--shard-prefetch`) costs and saves for the GPT on 2 and 4 ranks. Runs `train --model gpt --distributed` (release, MPI
 //! build) under `mpirun --oversubscribe`, one rayon thread per rank, at every level in
 //! alternating order (0-1-2-3, then 3-2-1-0, ...) so that drifting load hits every level alike;
 //! reports each run's `state_bytes_per_rank` and `peak_rss_bytes` (the run's own figures) and
@@ -15,14 +15,52 @@ use serde_json::{json, Value};
 /// The suite's name in its results file.
 pub const NAME: &str = "ddp-shard";
 
-/// The sharding levels compared.
-const LEVELS: [usize; 4] = [0, 1, 2, 3];
+/// A configuration compared: a sharding level, and whether level 3 prefetches its gathers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Variant {
+    level: usize,
+    prefetch: bool,
+}
+
+impl Variant {
+    /// How the tables name it: the level, `3p` with prefetch.
+    fn label(self) -> String {
+        format!("{}{}", self.level, if self.prefetch { "p" } else { "" })
+    }
+}
+
+/// The configurations compared: levels 0 to 3, then level 3 with prefetch.
+const VARIANTS: [Variant; 5] = [
+    Variant {
+        level: 0,
+        prefetch: false,
+    },
+    Variant {
+        level: 1,
+        prefetch: false,
+    },
+    Variant {
+        level: 2,
+        prefetch: false,
+    },
+    Variant {
+        level: 3,
+        prefetch: false,
+    },
+    Variant {
+        level: 3,
+        prefetch: true,
+    },
+];
+
+/// The plain data-parallel baseline every ratio is against.
+const BASELINE: Variant = VARIANTS[0];
 
 /// One run's figures.
 #[derive(Clone, Debug)]
 struct ShardRun {
     ranks: usize,
-    level: usize,
+    variant: Variant,
     state_bytes: f64,
     peak_rss: f64,
     tokens_per_s: f64,
@@ -32,21 +70,22 @@ struct ShardRun {
 fn run_once(
     exe: &std::path::Path,
     ranks: usize,
-    level: usize,
+    variant: Variant,
     args: &DdpArgs,
 ) -> TaskResult<ShardRun> {
     // The run folder `train` needs (the GPT job always saves), replaced by every run.
     let dir = target_dir()
         .join("bench")
         .join("ddp-shard-runs")
-        .join(format!("{ranks}-ranks-shard-{level}"));
+        .join(format!("{ranks}-ranks-shard-{}", variant.label()));
     let _ = std::fs::remove_dir_all(&dir);
     let mut cmd = mpirun_one_thread_per_rank();
     cmd.args(["--oversubscribe", "-np"])
         .arg(ranks.to_string())
         .arg(exe)
         .args(["--distributed", "--model", "gpt", "--shard"])
-        .arg(level.to_string())
+        .arg(variant.level.to_string())
+        .args(variant.prefetch.then_some("--shard-prefetch"))
         .args(["--steps", &args.steps.to_string()])
         .args(["--eval-interval", &args.steps.to_string()])
         .args(["--eval-iters", "1", "--sample-chars", "0"])
@@ -62,7 +101,7 @@ fn run_once(
     let number = |key: &str| raw[key].as_f64().unwrap_or(f64::NAN);
     Ok(ShardRun {
         ranks,
-        level,
+        variant,
         state_bytes: number("state_bytes_per_rank"),
         peak_rss: number("peak_rss_bytes"),
         tokens_per_s: number("tokens_per_s"),
@@ -90,22 +129,23 @@ fn spread(values: &[f64]) -> (f64, f64, f64) {
 fn summarise(runs: &[ShardRun]) -> Vec<Value> {
     let mut rows = Vec::new();
     for ranks in [2, 4] {
-        let of = |level: usize, f: &dyn Fn(&ShardRun) -> f64| -> Vec<f64> {
+        let of = |variant: Variant, f: &dyn Fn(&ShardRun) -> f64| -> Vec<f64> {
             runs.iter()
-                .filter(|r| r.ranks == ranks && r.level == level)
+                .filter(|r| r.ranks == ranks && r.variant == variant)
                 .map(f)
                 .collect()
         };
-        let base_state = spread(&of(0, &|r| r.state_bytes)).1;
-        let base_rss = spread(&of(0, &|r| r.peak_rss)).1;
-        let base_tps = spread(&of(0, &|r| r.tokens_per_s)).1;
-        for level in LEVELS {
-            let state = spread(&of(level, &|r| r.state_bytes)).1;
-            let rss = spread(&of(level, &|r| r.peak_rss)).1;
-            let tps = spread(&of(level, &|r| r.tokens_per_s));
+        let base_state = spread(&of(BASELINE, &|r| r.state_bytes)).1;
+        let base_rss = spread(&of(BASELINE, &|r| r.peak_rss)).1;
+        let base_tps = spread(&of(BASELINE, &|r| r.tokens_per_s)).1;
+        for variant in VARIANTS {
+            let state = spread(&of(variant, &|r| r.state_bytes)).1;
+            let rss = spread(&of(variant, &|r| r.peak_rss)).1;
+            let tps = spread(&of(variant, &|r| r.tokens_per_s));
             rows.push(json!({
                 "ranks": ranks,
-                "shard": level,
+                "shard": variant.level,
+                "prefetch": variant.prefetch,
                 "state_bytes_per_rank": state,
                 "state_vs_level0": state / base_state,
                 "peak_rss_bytes": rss,
@@ -136,16 +176,17 @@ pub fn run(args: &DdpArgs) -> TaskResult<()> {
     let mut runs = Vec::new();
     for pair in 0..args.pairs {
         for ranks in [2, 4] {
-            let mut order = LEVELS.to_vec();
+            let mut order = VARIANTS.to_vec();
             if pair % 2 == 1 {
                 order.reverse();
             }
-            for level in order {
-                let run = run_once(&exe, ranks, level, args)?;
+            for variant in order {
+                let run = run_once(&exe, ranks, variant, args)?;
                 println!(
-                    "    run {}: {ranks} ranks, --shard {level}: {:.0} bytes of state per rank, \
+                    "    run {}: {ranks} ranks, --shard {}: {:.0} bytes of state per rank, \
                      peak RSS {:.1} MB, {:.0} tokens/s",
                     pair + 1,
+                    variant.label(),
                     run.state_bytes,
                     run.peak_rss / 1e6,
                     run.tokens_per_s
@@ -158,7 +199,7 @@ pub fn run(args: &DdpArgs) -> TaskResult<()> {
     println!(
         "\nddp --shards: train --model gpt (the default model), {} windows per rank and step, \
          {} steps, 1 thread per rank, mpirun --oversubscribe; medians of {} runs, ratios to \
-         --shard 0 at the same world size\n",
+         --shard 0 at the same world size (3p: --shard 3 --shard-prefetch)\n",
         args.batch, args.steps, args.pairs
     );
     println!(
@@ -170,9 +211,10 @@ pub fn run(args: &DdpArgs) -> TaskResult<()> {
         let tps = &row["tokens_per_s"];
         let t = |i: usize| tps[i].as_f64().unwrap_or(f64::NAN);
         println!(
-            "| {} | {} | {:.0} | {:.2} | {:.1} | {:.2} | {:.0} / {:.0} / {:.0} | {:.2} |",
+            "| {} | {}{} | {:.0} | {:.2} | {:.1} | {:.2} | {:.0} / {:.0} / {:.0} | {:.2} |",
             row["ranks"],
             row["shard"],
+            if row["prefetch"] == true { "p" } else { "" },
             f("state_bytes_per_rank"),
             f("state_vs_level0"),
             f("peak_rss_bytes") / 1e6,
@@ -199,10 +241,10 @@ pub fn run(args: &DdpArgs) -> TaskResult<()> {
 mod tests {
     use super::*;
 
-    fn run(ranks: usize, level: usize, state: f64, tps: f64) -> ShardRun {
+    fn run(ranks: usize, variant: Variant, state: f64, tps: f64) -> ShardRun {
         ShardRun {
             ranks,
-            level,
+            variant,
             state_bytes: state,
             peak_rss: 100.0,
             tokens_per_s: tps,
@@ -214,23 +256,38 @@ mod tests {
     fn ratios_are_against_level_zero_of_the_same_world_size() {
         let mut runs = Vec::new();
         for ranks in [2, 4] {
-            for level in LEVELS {
+            for variant in VARIANTS {
+                let level = variant.level + usize::from(variant.prefetch);
                 for tps in [90.0, 100.0, 130.0] {
                     let state = 1000.0 / (1 + level * ranks / 2) as f64;
-                    runs.push(run(ranks, level, state, tps / (1 + level) as f64));
+                    runs.push(run(ranks, variant, state, tps / (1 + level) as f64));
                 }
             }
         }
         let rows = summarise(&runs);
-        assert_eq!(rows.len(), 8);
-        let row = |ranks: u64, level: u64| {
+        assert_eq!(rows.len(), 10);
+        let row = |ranks: u64, level: u64, prefetch: bool| {
             rows.iter()
-                .find(|r| r["ranks"] == ranks && r["shard"] == level)
+                .find(|r| r["ranks"] == ranks && r["shard"] == level && r["prefetch"] == prefetch)
                 .unwrap()
         };
-        assert_eq!(row(2, 0)["state_vs_level0"], 1.0);
-        assert_eq!(row(4, 3)["state_vs_level0"], 1.0 / 7.0);
-        assert_eq!(row(2, 1)["tokens_per_s_vs_level0"], 0.5);
-        assert_eq!(row(4, 0)["tokens_per_s"], json!([90.0, 100.0, 130.0]));
+        assert_eq!(row(2, 0, false)["state_vs_level0"], 1.0);
+        assert_eq!(row(4, 3, false)["state_vs_level0"], 1.0 / 7.0);
+        let prefetched = row(4, 3, true)["state_vs_level0"].as_f64().unwrap();
+        assert!((prefetched - 1.0 / 9.0).abs() < 1e-12);
+        assert_eq!(row(2, 1, false)["tokens_per_s_vs_level0"], 0.5);
+        assert_eq!(row(2, 3, true)["tokens_per_s_vs_level0"], 0.2);
+        assert_eq!(
+            row(4, 0, false)["tokens_per_s"],
+            json!([90.0, 100.0, 130.0])
+        );
+        assert_eq!(
+            Variant {
+                level: 3,
+                prefetch: true
+            }
+            .label(),
+            "3p"
+        );
     }
 }
