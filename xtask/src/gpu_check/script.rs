@@ -276,12 +276,14 @@ pub fn gpt_steps() -> Vec<Step> {
                 .into(),
         },
         // Sharding level 3 on one rank (NCCL when libnccl.so.2 loads, else the host): the
-        // blocks gathered for their passes and released, their gradients reduce-scattered.
+        // blocks gathered for their passes (each gather started ahead of its block, which for
+        // NCCL queues it on the stream) and released, their gradients reduce-scattered. Without
+        // prefetch it ran on an H200 on 2026-12-04.
         Step {
             name: "train-gpt-shard3-1rank",
             limit_s: 10,
             command: "\"$here/bin/train\" --backend cuda --distributed --comm auto --shard 3 \
-                      --model gpt --data \"$here/text\" --steps 30 --eval-interval 15 \
+                      --shard-prefetch --model gpt --data \"$here/text\" --steps 30 --eval-interval 15 \
                       --eval-iters 2 --sample-chars 0 --save \"$results/gpt-shard3\""
                 .into(),
         },
