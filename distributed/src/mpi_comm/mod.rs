@@ -83,8 +83,9 @@ struct State {
 
 /// The group of processes started by `mpirun`, as a [`Communicator`] of any backend: tensors
 /// are read back to the host, exchanged by MPI, and uploaded again (use
-/// `tessera_distributed::NcclCommunicator` to keep CUDA tensors on their GPUs). See the
-/// [module documentation](self) for the failure handling.
+/// `tessera_distributed::NcclCommunicator` to keep CUDA tensors on their GPUs). The failure
+/// handling (typed errors within a time limit, a broken communicator after one) is described
+/// at the top of `distributed/src/mpi_comm/mod.rs`.
 ///
 /// ```no_run
 /// use std::sync::Arc;

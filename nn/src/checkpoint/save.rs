@@ -17,7 +17,7 @@ pub const METADATA_KEY: &str = "__metadata__";
 ///
 /// Tensors may live on any backend and be non-contiguous views; they are stored row-major with
 /// their dims and dtype (F32, F64, I64 or BOOL). Names must be non-empty, unique and not
-/// `__metadata__`; a violation is an [`Error::Checkpoint`] naming the tensor.
+/// `__metadata__`; a violation is an [`tessera_core::Error::Checkpoint`] naming the tensor.
 pub fn save<'a, B, N, I>(
     path: impl AsRef<Path>,
     tensors: I,

@@ -43,7 +43,7 @@ thread_local! {
 }
 
 /// While a `CastCache` is alive on a thread, that thread's gradient-free 16-bit casts of
-/// parameters are made once and reused (see the [module docs](self)). Guards nest; the cache
+/// parameters are made once and reused (see the module docs of `precision/cast_cache.rs`). Guards nest; the cache
 /// is emptied when the last one is dropped.
 ///
 /// ```

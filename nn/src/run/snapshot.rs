@@ -106,7 +106,7 @@ pub(super) fn check_group_names(names: &[&str]) -> Result<()> {
     Ok(())
 }
 
-/// Writes the state of a run at `step` into `dir` ([`RunDir::commit`]): the model's
+/// Writes the state of a run at `step` into `dir` (committed as one step of the run folder): the model's
 /// parameters, buffers and random streams, the state of each optimizer (named groups, e.g.
 /// `[("decay", &a), ("no_decay", &b)]`), the run's `config` and the job's host `state` (its
 /// counters, data position, host generators, loss scaler...). Also writes the configuration to

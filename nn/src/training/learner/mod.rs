@@ -114,7 +114,7 @@ fn sum_over_ranks<B: Backend>(comm: &dyn Communicator<B>, values: &mut [f64]) ->
 }
 
 /// The training loop for a classifier trained with cross-entropy on `(features, labels)`
-/// batches (see the [module docs](self)). Built with [`Learner::new`] and the builder methods,
+/// batches (see the module docs of `training/learner/mod.rs`). Built with [`Learner::new`] and the builder methods,
 /// run with [`Learner::fit`].
 pub struct Learner<B: Backend, M: Forward<B>, O: Optimizer<B>> {
     model: M,
