@@ -13,8 +13,9 @@
 //!   step; every rank appends its parameters after each step to `OUT_DIR/rank<r>.f64`.
 //! * `collectives`: every collective on every dtype against values computed here, and the
 //!   typed errors of mismatched calls; prints `collectives ok` on each rank.
-//! * `die VICTIM`: a few all-reduces, then rank `VICTIM` kills itself with SIGKILL while the
-//!   others keep all-reducing; each survivor prints one line
+//! * `die VICTIM [gather]`: a few all-reduces, then rank `VICTIM` kills itself with SIGKILL
+//!   while the others keep all-reducing (with `gather`: starting all-gathers and waiting for
+//!   them); each survivor prints one line
 //!   `survivor <rank> <kind> <seconds> <message>` with the error it got and when.
 //!
 //! ```text
@@ -51,7 +52,7 @@ fn main() {
         _ => {
             eprintln!(
                 "usage: mpi_check train OUT_DIR BUCKET_BYTES | sharded OUT_DIR LEVEL \
-                 BUCKET_BYTES | gpt OUT_DIR LEVEL[p] | collectives | die VICTIM"
+                 BUCKET_BYTES | gpt OUT_DIR LEVEL[p] | collectives | die VICTIM [gather]"
             );
             std::process::exit(2);
         }
@@ -487,8 +488,10 @@ fn collectives() -> Result<()> {
 
 fn die(args: &[String]) -> Result<()> {
     let victim: usize = args[0].parse().expect("VICTIM is a rank");
-    let mpi = MpiCommunicator::init()?;
-    let comm: &dyn Communicator<Cpu> = &mpi;
+    let via_gather = args.get(1).map(String::as_str) == Some("gather");
+    let mpi = Arc::new(MpiCommunicator::init()?);
+    let shared: Arc<dyn Communicator<Cpu>> = mpi.clone();
+    let comm: &dyn Communicator<Cpu> = &*shared;
     let rank = comm.rank();
     let dev = Cpu::new();
     let mut t = Tensor::ones([1000], DType::F32, &dev)?;
@@ -506,7 +509,14 @@ fn die(args: &[String]) -> Result<()> {
     }
     let started = Instant::now();
     let error = loop {
-        if let Err(e) = comm.all_reduce(&mut t, Reduction::Sum) {
+        let outcome = if via_gather {
+            // Started on the gather thread and waited for: the failure comes from either.
+            let started = shared.clone().start_all_gather(&t);
+            started.and_then(|pending| pending.wait()).map(drop)
+        } else {
+            comm.all_reduce(&mut t, Reduction::Sum)
+        };
+        if let Err(e) = outcome {
             break e;
         }
     };
@@ -525,6 +535,7 @@ fn die(args: &[String]) -> Result<()> {
     std::io::stdout().flush().ok();
     // The communicator is broken: dropping it skips MPI_Finalize, which could wait for the
     // dead rank.
+    drop(shared);
     drop(mpi);
     std::process::exit(0);
 }
