@@ -11,7 +11,7 @@
 
 use super::ordered::{gather_description, Element};
 use super::raw::Idle;
-use super::{MpiCommunicator, LIBRARY};
+use super::MpiCommunicator;
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -19,11 +19,6 @@ use tessera_core::{Backend, CommFailure, DType, Error, HostData, Result, Tensor}
 use tessera_nn::distributed::{check_gatherable, PendingGather};
 
 const OP: &str = "all_gather";
-
-/// What the gather thread returns: the communicator (handed back so that the waiting thread,
-/// not this one, drops it: the last handle finalises MPI, which belongs on the thread that
-/// initialised it) and the gathered values.
-type Outcome = (Arc<MpiCommunicator>, Result<HostData>);
 
 impl MpiCommunicator {
     /// [`tessera_nn::distributed::Communicator::start_all_gather`]: returns once the exchange
@@ -40,7 +35,9 @@ impl MpiCommunicator {
         let total = shard.numel() * self.world_size;
         let backend = shard.backend().clone();
         let dtype = shard.dtype();
-        let (rank, world_size) = (self.rank, self.world_size);
+        // The waiter's own handle: dropped after the thread has ended, so the last handle
+        // (which finalises MPI, on the thread that initialised it) is never the thread's.
+        let comm = self.clone();
         let (started, posted) = sync_channel(1);
         let spawned = match shard.to_host()? {
             HostData::F32(v) => spawn(self, v, dtype, started, HostData::F32),
@@ -53,30 +50,27 @@ impl MpiCommunicator {
                 })
             }
         };
-        let thread_error = move |msg: String| Error::Communication {
-            library: LIBRARY,
-            op: OP,
-            rank,
-            world_size,
-            kind: CommFailure::Library,
-            msg,
-        };
-        let worker = spawned
-            .map_err(|e| thread_error(format!("could not start the gather's thread: {e}")))?;
+        let worker = spawned.map_err(|e| {
+            comm.error(
+                OP,
+                CommFailure::Library,
+                format!("could not start the gather's thread: {e}"),
+            )
+        })?;
         // Once the thread answers it holds the lock and has posted the exchange, or failed.
         let failed = match posted.recv() {
             Ok(Ok(())) => None,
             Ok(Err(e)) => Some(e),
-            Err(_) => Some(thread_error(
-                "the gather's thread ended before posting".into(),
+            Err(_) => Some(comm.error(
+                OP,
+                CommFailure::Library,
+                "the gather's thread ended before posting",
             )),
         };
         let join = move || -> Result<HostData> {
-            let (comm, result) = worker
-                .join()
-                .map_err(|_| thread_error("the gather's thread panicked".into()))?;
-            drop(comm);
-            result
+            let joined = worker.join();
+            let panicked = || comm.error(OP, CommFailure::Library, "the gather's thread panicked");
+            joined.unwrap_or_else(|_| Err(panicked()))
         };
         if let Some(e) = failed {
             // The thread returns at once after a failed start.
@@ -127,11 +121,8 @@ fn spawn<T: Element>(
     dtype: DType,
     started: SyncSender<Result<()>>,
     wrap: fn(Vec<T>) -> HostData,
-) -> std::io::Result<JoinHandle<Outcome>> {
+) -> std::io::Result<JoinHandle<Result<HostData>>> {
     std::thread::Builder::new()
         .name("tessera-mpi-gather".into())
-        .spawn(move || {
-            let result = comm.gather_posting(block, dtype, started).map(wrap);
-            (comm, result)
-        })
+        .spawn(move || comm.gather_posting(block, dtype, started).map(wrap))
 }
