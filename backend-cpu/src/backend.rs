@@ -34,8 +34,8 @@ impl Default for Cpu {
 
 impl Cpu {
     /// The CPU backend (a unit value; every `Cpu` is the same device). Creating one has no
-    /// process-wide effect; see [`crate::tune_allocator`] for the opt-in allocator tuning that
-    /// training programs want.
+    /// process-wide effect; see [`crate::tune_allocator`] for the opt-in allocator tuning and
+    /// [`crate::join_thread_pool`] for the opt-in thread set-up that training programs want.
     pub fn new() -> Self {
         Cpu
     }

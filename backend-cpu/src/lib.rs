@@ -17,7 +17,8 @@
 //!   (`kernels::gemm_bf16`; [`BF16_GEMM_ENV_VAR`] chooses); every other 16-bit op widens to
 //!   f32.
 //! * **Parallelism**: outputs above 32768 elements are split across `rayon`'s pool; below that
-//!   everything runs on the calling thread.
+//!   everything runs on the calling thread. A training program makes its own thread one of
+//!   the pool's ([`join_thread_pool`], an explicit opt-in), so that `N` threads compute in all.
 //! * **Memory**: freed tensor memory stays in the process for the next tensor of that size
 //!   (glibc `mallopt` tuning, an explicit opt-in: [`tune_allocator`]).
 //!
@@ -78,6 +79,7 @@
 mod alloc;
 mod attention_ops;
 mod backend;
+mod calling_thread;
 mod checks;
 mod cpu_caches;
 mod cross_entropy_ops;
@@ -92,6 +94,7 @@ mod storage;
 mod strided;
 
 pub use backend::Cpu;
+pub use calling_thread::{join_thread_pool, PoolJoin, CALLING_THREAD_ENV_VAR};
 pub use kernels::gemm::{BLOCKING_ENV_VAR, GEMM_ENV_VAR};
 pub use kernels::gemm_bf16::BF16_GEMM_ENV_VAR;
 pub use malloc_tuning::{tune_allocator, MALLOC_TUNING_ENV_VAR};

@@ -225,6 +225,8 @@ impl BackendJob for GptJob<'_> {
 fn main() -> ExitCode {
     // Keep freed tensor memory for reuse: a training program's choice (see tessera_cpu::tune_allocator).
     tessera_cpu::tune_allocator();
+    // Compute on this thread as one of the CPU backend's threads (see tessera_cpu::join_thread_pool).
+    tessera_cpu::join_thread_pool();
     let args = Args::parse();
     // The text jobs always have a run folder (checkpoints/gpt, checkpoints/finetuned by default).
     let text_job = matches!(args.model, ModelArg::Gpt) || args.init_from.is_some();

@@ -75,6 +75,8 @@ fn main() -> ExitCode {
     }
     // Keep freed tensor memory for reuse: a training program's choice (see tessera_cpu::tune_allocator).
     tessera_cpu::tune_allocator();
+    // Compute on this thread as one of the pool's, as a training program would.
+    let pool = tessera_cpu::join_thread_pool();
     let cli = Cli::parse();
     if cfg!(debug_assertions) {
         eprintln!("tessera-bench: warning: this is a debug build; its numbers mean little");
@@ -84,6 +86,7 @@ fn main() -> ExitCode {
     let info = serde_json::json!({ "tessera_info": {
         "cpu_gemm": tessera_cpu::gemm_description(),
         "rayon_threads": rayon_threads(),
+        "thread_pool": pool.to_string(),
     }});
     if writeln!(stdout, "{info}").is_err() {
         return ExitCode::FAILURE;
