@@ -31,6 +31,10 @@ pub struct ChildJob {
     pub deadline: Option<Duration>,
     /// The address-space limit in MiB (0: none).
     pub memory_mib: u64,
+    /// Whether this process's main thread, which runs the programs, joins rayon's pool first
+    /// (`tessera_cpu::join_thread_pool`, as the `train` command does); the driver sets it for
+    /// every other job, so both thread set-ups are fuzzed.
+    pub join_pool: bool,
 }
 
 /// Limits the address space of this process to `mib` MiB and disables core dumps, so that an
@@ -72,6 +76,9 @@ pub struct OpStats {
 /// Runs the job, printing the protocol lines; returns when done.
 pub fn run_child(job: &ChildJob) {
     crate::panics::install_quiet_hook();
+    if job.join_pool {
+        tessera_cpu::join_thread_pool();
+    }
     if let Err(e) = limit_memory(job.memory_mib) {
         eprintln!("fuzz child: cannot limit memory: {e}");
     }

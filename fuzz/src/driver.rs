@@ -219,6 +219,10 @@ fn supervise(
         if let Some(r) = remaining {
             cmd.args(["--deadline-ms", &r.as_millis().to_string()]);
         }
+        // Every other job's programs run on a main thread joined to rayon's pool.
+        if j % 2 == 1 {
+            cmd.arg("--join-pool");
+        }
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => {

@@ -33,6 +33,7 @@ fn main() -> ExitCode {
                 count: flag(&args, "--count").unwrap_or(1),
                 deadline: flag::<u64>(&args, "--deadline-ms").map(Duration::from_millis),
                 memory_mib: flag(&args, "--memory-mib").unwrap_or(0),
+                join_pool: args.iter().any(|a| a == "--join-pool"),
             });
             ExitCode::SUCCESS
         }
