@@ -488,8 +488,8 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
         )
         .work(|c| {
             let (a, b) = (c.t(0)?, c.t(1)?);
-            Ok(a.numel()
-                .saturating_mul(b.dims().last().copied().unwrap_or(1).max(1)))
+            Ok(crate::ops::math::product_work(a.dims(), b.dims())
+                .saturating_add(a.numel() + b.numel()))
         }),
         op(
             "backend vs composite: cross_entropy",

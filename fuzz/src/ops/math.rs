@@ -32,14 +32,28 @@ fn broadcast_work<B: FuzzBackend>(c: &Ctx<'_, B>) -> Result<usize, Skip> {
 /// Work of a matrix product: output elements times the inner dimension.
 fn matmul_work<B: FuzzBackend>(c: &Ctx<'_, B>) -> Result<usize, Skip> {
     let (a, b) = (c.t(0)?, c.t(1)?);
-    let k = a.dims().last().copied().unwrap_or(1);
-    let m: usize = a.dims().iter().rev().skip(1).product();
-    let n: usize = b.dims().last().copied().unwrap_or(1);
-    let batch: usize = b.dims().iter().rev().skip(2).product();
-    Ok(m.saturating_mul(n)
-        .saturating_mul(k.max(1))
-        .saturating_mul(batch.max(1))
-        .saturating_add(a.numel() + b.numel()))
+    Ok(product_work(a.dims(), b.dims()).saturating_add(a.numel() + b.numel()))
+}
+
+/// Multiply-adds of `a · b` as `Tensor::matmul` broadcasts them: the batch dimensions of both
+/// operands broadcast against each other (the larger of two aligned sizes), times `m n k`, where
+/// a 1-D left operand has one row and a 1-D right operand one column. Mismatched shapes (an
+/// error) are counted as if they broadcast.
+pub(crate) fn product_work(a: &[usize], b: &[usize]) -> usize {
+    let k = a.last().copied().unwrap_or(1).max(1);
+    let m = if a.len() >= 2 { a[a.len() - 2] } else { 1 };
+    let n = if b.len() >= 2 { b[b.len() - 1] } else { 1 };
+    let (a_batch, b_batch) = (
+        &a[..a.len().saturating_sub(2)],
+        &b[..b.len().saturating_sub(2)],
+    );
+    let rank = a_batch.len().max(b_batch.len());
+    let aligned =
+        |dims: &[usize], i: usize| (i + dims.len()).checked_sub(rank).map_or(1, |j| dims[j]);
+    let batch = (0..rank).fold(1usize, |acc, i| {
+        acc.saturating_mul(aligned(a_batch, i).max(aligned(b_batch, i)))
+    });
+    batch.saturating_mul(m).saturating_mul(n).saturating_mul(k)
 }
 
 /// A bias that fits a product with `rhs` (`[n]` for `rhs: [.., k, n]`): the sum of its rows,
@@ -270,4 +284,24 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
         .work(broadcast_work),
         op("-&a", 1, &[T], OUT_T, |c| Ok((-&c.t(0)?).into())),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::product_work;
+
+    #[test]
+    fn product_work_counts_each_batch_once() {
+        // [3, 4, 5] · [3, 5, 6]: three 4x5 · 5x6 products.
+        assert_eq!(product_work(&[3, 4, 5], &[3, 5, 6]), 3 * 4 * 6 * 5);
+        assert_eq!(product_work(&[4, 5], &[5, 6]), 4 * 6 * 5);
+        // Batch dimensions broadcast: [2, 1] against [3] is [2, 3].
+        assert_eq!(product_work(&[2, 1, 4, 5], &[3, 5, 6]), 2 * 3 * 4 * 6 * 5);
+        assert_eq!(product_work(&[4, 5], &[7, 5, 6]), 7 * 4 * 6 * 5);
+        // Vectors: one row on the left, one column on the right.
+        assert_eq!(product_work(&[5], &[5, 6]), 6 * 5);
+        assert_eq!(product_work(&[4, 5], &[5]), 4 * 5);
+        assert_eq!(product_work(&[5], &[5]), 5);
+        assert_eq!(product_work(&[], &[]), 1);
+    }
 }
