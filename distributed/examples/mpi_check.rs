@@ -424,6 +424,15 @@ fn collectives() -> Result<()> {
             expected,
         )?;
         drop(shared.clone().start_all_gather(&shard)?);
+        // To one rank: the last one receives what the all-gather gave, the others nothing.
+        let root = world - 1;
+        let to_root = comm.gather(&shard, root)?;
+        let expected: Vec<f64> = (0..world).flat_map(|k| [k as f64, -(k as f64)]).collect();
+        expect_eq(
+            &format!("gather {dtype} to rank {root}"),
+            to_root.map(|t| t.to_vec_f64()).transpose()?,
+            (rank == root).then_some(expected),
+        )?;
     }
     let uneven = Tensor::zeros([2 * world + 1], DType::F32, &dev)?;
     if comm.reduce_scatter(&uneven, Reduction::Sum).is_ok() {
@@ -470,6 +479,12 @@ fn collectives() -> Result<()> {
     expect_failure(
         "started gathers' sizes differ",
         shared.clone().start_all_gather(&sized).map(drop),
+        CommFailure::Mismatch,
+    )?;
+    let small = Tensor::zeros([2], DType::F32, &dev)?;
+    expect_failure(
+        "gathers' roots differ",
+        comm.gather(&small, rank % 2).map(drop),
         CommFailure::Mismatch,
     )?;
     let mut plain = Tensor::zeros([2], DType::F32, &dev)?;

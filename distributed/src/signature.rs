@@ -37,6 +37,8 @@ pub const BYTES_BROADCAST_CODE: u64 = 5;
 pub const REDUCE_SCATTER_CODE: u64 = 6;
 /// ... of an all-gather of a tensor.
 pub const ALL_GATHER_CODE: u64 = 7;
+/// ... of a gather of a tensor to one rank.
+pub const GATHER_CODE: u64 = 8;
 
 /// Number of `f64`s [`Signature::encode`] produces.
 pub const ENCODED_LEN: usize = 12;
@@ -126,6 +128,7 @@ impl Signature {
             BYTES_BROADCAST_CODE => "broadcast_bytes",
             REDUCE_SCATTER_CODE => "reduce_scatter",
             ALL_GATHER_CODE => "all_gather",
+            GATHER_CODE => "gather",
             _ => "an unknown collective",
         };
         let dtype = match self.dtype {

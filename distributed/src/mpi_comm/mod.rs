@@ -31,6 +31,7 @@
 //! time limit; `mpirun --enable-recovery` lets the survivors run on and report the typed error.
 
 mod gather_ahead;
+mod gather_root;
 mod host_buffer;
 mod ordered;
 mod raw;
@@ -593,6 +594,10 @@ impl<B: Backend> Communicator<B> for MpiCommunicator {
 
     fn start_all_gather(self: Arc<Self>, shard: &Tensor<B>) -> Result<PendingGather<B>> {
         self.start_all_gather_ordered(shard)
+    }
+
+    fn gather(&self, shard: &Tensor<B>, root: usize) -> Result<Option<Tensor<B>>> {
+        self.gather_to_root(shard, root)
     }
 
     fn broadcast(&self, tensor: &mut Tensor<B>, root: usize) -> Result<()> {

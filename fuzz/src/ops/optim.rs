@@ -115,6 +115,35 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             },
         )
         .work(|_| Ok(1 << 20)),
+        op("Communicator::gather(local)", 1, &[T, B], OUT_T, |c| {
+            // Root 0 (this one rank) or 1 (not a rank: a typed error).
+            let root = usize::from(c.flag(1));
+            let comm = LocalCommunicator::new();
+            let gathered = Communicator::<B>::gather(&comm, &c.t(0)?, root).and_then(|t| {
+                t.ok_or_else(|| tessera_core::Error::InvalidArgument {
+                    op: "gather",
+                    msg: "the only rank received nothing".into(),
+                })
+            });
+            Ok(gathered.into())
+        })
+        .expect(|c, out| {
+            // One rank gathers its own shard: the same values.
+            super::like_input(c, 0, out)?;
+            let (x, o) = (
+                c.t(0).map_err(|_| "input vanished")?,
+                super::out_tensor(out)?,
+            );
+            let bits = |t: &Tensor<B>| {
+                t.to_vec_f64()
+                    .map(|v| v.into_iter().map(f64::to_bits).collect::<Vec<_>>())
+            };
+            match (bits(&x), bits(o)) {
+                (Ok(a), Ok(b)) if a == b => Ok(()),
+                (Ok(_), Ok(_)) => Err("gathered values differ from the shard".into()),
+                _ => Err("values unreadable".into()),
+            }
+        }),
         op("Optimizer::zero_grad", 2, &[O], NONE, |c| {
             c.optim(0)?.zero_grad();
             Ok(Ok::<_, String>(()).into())

@@ -119,6 +119,21 @@ pub trait Communicator<B: Backend>: Send + Sync {
         Ok(full)
     }
 
+    /// [`Communicator::all_gather`] to one rank: `root` receives every rank's rank-1 `shard`
+    /// (same length and dtype on every rank; f32, f64 or i64) concatenated in rank order, the
+    /// other ranks `None`. A consolidated checkpoint gathers its state this way, since only
+    /// the rank that writes it needs the whole (1/N of an all-gather's traffic into each other
+    /// rank, and no whole copy there).
+    ///
+    /// The provided implementation all-gathers and keeps the result on `root` (right for a
+    /// library with no gather of its own: NCCL's is a group of sends and receives).
+    /// `MpiCommunicator` calls `MPI_Igather`.
+    fn gather(&self, shard: &Tensor<B>, root: usize) -> Result<Option<Tensor<B>>> {
+        check_root(root, self.world_size())?;
+        let full = self.all_gather(shard)?;
+        Ok((self.rank() == root).then_some(full))
+    }
+
     /// Starts [`Communicator::all_gather`] of `shard` and returns its handle, so that the rank
     /// can compute while the exchange runs (the prefetch of sharded units,
     /// [`crate::distributed::ShardedUnits::set_prefetch`]). The same collective as

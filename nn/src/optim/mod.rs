@@ -80,11 +80,13 @@ pub trait Optimizer<B: Backend> {
     fn finish_checkpoint(&self) {}
 
     /// Hands the whole state (what [`Optimizer::state`] returns after
-    /// [`Optimizer::prepare_checkpoint`]) to `visit` in parts, so that no rank holds all of it
-    /// at once: a [`crate::distributed::ShardedOptimizer`] gathers one bucket at a time (a
-    /// collective: every rank calls it and sees the same parts). By default one part,
-    /// [`Optimizer::state`]. An error of `visit` is returned after the last part (the
-    /// collectives still run on every rank) and `visit` is not called again after it.
+    /// [`Optimizer::prepare_checkpoint`]) to `visit` in parts on rank 0, so that no rank holds
+    /// all of it at once: a [`crate::distributed::ShardedOptimizer`] gathers one bucket at a
+    /// time to rank 0 (a collective: every rank calls it; the other ranks are visited as many
+    /// times, with only the entries they hold whole, such as step counts, and receive no
+    /// gathered data). By default one part, [`Optimizer::state`], on every rank. An error of
+    /// `visit` is returned after the last part (the collectives still run on every rank) and
+    /// `visit` is not called again after it.
     fn visit_consolidated_state(&self, visit: &mut ConsolidatedVisitor<'_, B>) -> Result<()> {
         visit(self.state())
     }

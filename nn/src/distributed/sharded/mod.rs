@@ -469,7 +469,7 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
     /// all-gathered and cut into its parameters, a scalar entry (a step count) given to each.
     fn consolidated_state(&self) -> Result<Vec<(String, Tensor<B>)>> {
         let mut out = Vec::new();
-        self.visit_buckets_consolidated(&mut |part| {
+        self.visit_buckets_consolidated(false, &mut |part| {
             out.extend(part);
             Ok(())
         })?;
@@ -477,10 +477,16 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
     }
 
     /// The consolidated state one bucket at a time (a collective: each bucket's shares are
-    /// all-gathered): `visit` gets every parameter's entries of that bucket, then the flat
-    /// bucket is dropped. After an error of `visit` the gathers go on (every rank makes the
-    /// same calls) without visiting; the error is returned at the end.
-    fn visit_buckets_consolidated(&self, visit: &mut ConsolidatedVisitor<'_, B>) -> Result<()> {
+    /// gathered to rank 0, `root_only`, or all-gathered): `visit` gets every parameter's
+    /// entries of that bucket, then the flat bucket is dropped; with `root_only` the other
+    /// ranks are visited as often, with the bucket's replicated entries (step counts) only.
+    /// After an error of `visit` the gathers go on (every rank makes the same calls) without
+    /// visiting; the error is returned at the end.
+    fn visit_buckets_consolidated(
+        &self,
+        root_only: bool,
+        visit: &mut ConsolidatedVisitor<'_, B>,
+    ) -> Result<()> {
         let mut failed = None;
         for (i, entries) in self.state_by_bucket()? {
             let bucket = &self.buckets[i];
@@ -492,7 +498,14 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
                     }
                     continue;
                 }
-                let flat = self.comm.all_gather(&tensor)?;
+                let flat = if root_only {
+                    match self.comm.gather(&tensor, 0)? {
+                        Some(flat) => flat,
+                        None => continue,
+                    }
+                } else {
+                    self.comm.all_gather(&tensor)?
+                };
                 for (index, piece) in bucket.pieces(&self.params, &flat)? {
                     let name = format!("{}.{entry}", self.params[index].0);
                     part.push((name, piece.contiguous()?));
@@ -782,9 +795,10 @@ impl<B: Backend, O: Optimizer<B>> Optimizer<B> for ShardedOptimizer<B, O> {
         *self.gathered.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
-    /// One bucket's consolidated state at a time (a collective; see the trait).
+    /// One bucket's consolidated state at a time, gathered to rank 0 (a collective; see the
+    /// trait).
     fn visit_consolidated_state(&self, visit: &mut ConsolidatedVisitor<'_, B>) -> Result<()> {
-        self.visit_buckets_consolidated(visit)
+        self.visit_buckets_consolidated(true, visit)
     }
 
     fn local_shards(&self) -> Result<Option<LocalShards<B>>> {

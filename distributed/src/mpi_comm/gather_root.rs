@@ -1,0 +1,107 @@
+//! [`tessera_nn::distributed::Communicator::gather`] over MPI: every rank's block to one rank
+//! (`MPI_Igather`), which is all a consolidated checkpoint's writer needs.
+
+use super::ordered::Element;
+use super::{host_buffer, MpiCommunicator, State};
+use crate::signature::{dtype_code, Signature, GATHER_CODE};
+use mpi::ffi;
+use std::ffi::c_int;
+use tessera_core::{Backend, Error, HostData, Result, Tensor};
+use tessera_nn::distributed::{check_gatherable, check_root};
+
+impl MpiCommunicator {
+    /// Every rank's `shard` concatenated in rank order on `root`; `None` elsewhere.
+    pub(super) fn gather_to_root<B: Backend>(
+        &self,
+        shard: &Tensor<B>,
+        root: usize,
+    ) -> Result<Option<Tensor<B>>> {
+        const OP: &str = "gather";
+        check_gatherable(shard)?;
+        check_root(root, self.world_size)?;
+        let mut state = self.healthy(OP)?;
+        self.agree(
+            &mut state,
+            OP,
+            Signature {
+                collective: GATHER_CODE,
+                reduction: 0,
+                dtype: dtype_code(shard.dtype()),
+                count: shard.numel() as u64,
+                root: root as u64,
+                shape: 0,
+            },
+        )?;
+        let is_root = self.rank == root;
+        if self.world_size == 1 {
+            return Ok(Some(shard.contiguous()?));
+        }
+        let total = shard.numel() * self.world_size;
+        if total == 0 {
+            return Ok(is_root
+                .then(|| Tensor::zeros([0], shard.dtype(), shard.backend()))
+                .transpose()?);
+        }
+        let gathered = match shard.to_host()? {
+            HostData::F32(v) => self.gather_vec(&mut state, OP, v, root)?.map(HostData::F32),
+            HostData::F64(v) => self.gather_vec(&mut state, OP, v, root)?.map(HostData::F64),
+            HostData::I64(v) => self.gather_vec(&mut state, OP, v, root)?.map(HostData::I64),
+            other => {
+                return Err(Error::UnsupportedDType {
+                    op: OP,
+                    dtype: other.dtype(),
+                })
+            }
+        };
+        drop(state);
+        gathered
+            .map(|data| Tensor::from_host(data, [total], shard.backend()))
+            .transpose()
+    }
+
+    /// `MPI_Igather` of `block` (same length on every rank) to `root`: the blocks in rank
+    /// order there, `None` elsewhere (which receive nothing and allocate no buffer for it).
+    fn gather_vec<T: Element>(
+        &self,
+        state: &mut State,
+        op: &'static str,
+        block: Vec<T>,
+        root: usize,
+    ) -> Result<Option<Vec<T>>> {
+        let count = self.count(op, block.len())?;
+        let datatype = T::datatype();
+        let is_root = self.rank == root;
+        let recv_len = if is_root {
+            block.len() * self.world_size
+        } else {
+            0
+        };
+        let recv = host_buffer::zeroed::<T>(recv_len)?;
+        let what = format!("the gather of {count} elements per rank to rank {root}");
+        let (_, recv) = self.run(
+            state,
+            op,
+            &what,
+            (block, recv),
+            |(send, recv), comm, request| {
+                // SAFETY: `send` holds `count` elements of `datatype`; on `root`, `recv` holds
+                // `world_size * count` (MPI reads the receive arguments on the root only);
+                // `root` is a rank of `comm` (checked above).
+                unsafe {
+                    ffi::MPI_Igather(
+                        send.as_ptr().cast(),
+                        count,
+                        datatype,
+                        recv.as_mut_ptr().cast(),
+                        count,
+                        datatype,
+                        root as c_int,
+                        comm,
+                        request,
+                    )
+                }
+            },
+        )?;
+        Ok(is_root.then_some(recv))
+    }
+}
