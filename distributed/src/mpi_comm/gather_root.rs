@@ -38,9 +38,9 @@ impl MpiCommunicator {
         }
         let total = shard.numel() * self.world_size;
         if total == 0 {
-            return Ok(is_root
+            return is_root
                 .then(|| Tensor::zeros([0], shard.dtype(), shard.backend()))
-                .transpose()?);
+                .transpose();
         }
         let gathered = match shard.to_host()? {
             HostData::F32(v) => self.gather_vec(&mut state, OP, v, root)?.map(HostData::F32),
