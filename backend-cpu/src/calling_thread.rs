@@ -13,10 +13,17 @@
 //! [`join_thread_pool`] does the same with rayon: it builds the global pool with the calling
 //! thread as worker 0 (`rayon::ThreadPoolBuilder::use_current_thread`), so `N` threads compute
 //! in all and the ops the loop's thread starts run on it as part of the pool. Like
-//! [`crate::tune_allocator`] it is process-wide, so it is an explicit opt-in that a program
-//! calls once at start (the `train` and `generate` commands and the benchmarks do); a library
-//! never should. Other threads may still use the backend: their ops run on the pool's other
-//! workers. With one thread nothing changes (every op then runs on its caller anyway).
+//! [`crate::tune_allocator`] it is process-wide, so it is an explicit opt-in that a training
+//! program calls once at start (the `train` command and the training benchmarks do); a
+//! library never should. Other threads may still use the backend: their ops run on the pool's
+//! other workers. With one thread nothing changes (every op then runs on its caller anyway).
+//!
+//! It is for training steps, whose ops are large. At batch 1, where a whole forward pass takes
+//! 150 us and a split product's blocks a few microseconds each, it measured worse on the same
+//! two cores (the CNN's batch-1 latency 175-240 us against 160-170 us; one thread: 172 us):
+//! with a single other worker, that worker is asleep more often, and waking it is a system
+//! call on the calling thread's path, where rayon's two spinning workers often had one awake.
+//! The `generate` command and the inference benchmarks therefore keep rayon's default pool.
 
 use std::fmt;
 

@@ -22,7 +22,6 @@ fn main() -> tessera_core::Result<()> {
     let reps: usize = args.next().and_then(|r| r.parse().ok()).unwrap_or(2000);
     let dev = Cpu::new();
     tessera_cpu::tune_allocator();
-    tessera_cpu::join_thread_pool();
     let net = kind.build(DType::F32, 0, &dev)?;
     net.eval();
     let mut dims = vec![1];

@@ -272,8 +272,6 @@ impl BackendJob for Generate<'_> {
 
 fn main() -> ExitCode {
     tessera_cpu::tune_allocator();
-    // Compute on this thread as one of the CPU backend's threads (see tessera_cpu::join_thread_pool).
-    tessera_cpu::join_thread_pool();
     let args = Args::parse();
     let result = (args.backend)
         .open(&DeviceOptions::default(), Generate(&args))

@@ -75,9 +75,15 @@ fn main() -> ExitCode {
     }
     // Keep freed tensor memory for reuse: a training program's choice (see tessera_cpu::tune_allocator).
     tessera_cpu::tune_allocator();
-    // Compute on this thread as one of the pool's, as a training program would.
-    let pool = tessera_cpu::join_thread_pool();
     let cli = Cli::parse();
+    // A training suite computes on this thread as one of the pool's, as a training program
+    // does (`train`); the inference suites keep rayon's default pool, as an inference program
+    // that does not opt in (at batch 1 on two cores, joining made the CNN's latency worse).
+    let pool = if cli.bench.suite.is_inference() {
+        "rayon's default pool (an inference suite)".to_string()
+    } else {
+        tessera_cpu::join_thread_pool().to_string()
+    };
     if cfg!(debug_assertions) {
         eprintln!("tessera-bench: warning: this is a debug build; its numbers mean little");
     }
@@ -86,7 +92,7 @@ fn main() -> ExitCode {
     let info = serde_json::json!({ "tessera_info": {
         "cpu_gemm": tessera_cpu::gemm_description(),
         "rayon_threads": rayon_threads(),
-        "thread_pool": pool.to_string(),
+        "thread_pool": pool,
     }});
     if writeln!(stdout, "{info}").is_err() {
         return ExitCode::FAILURE;

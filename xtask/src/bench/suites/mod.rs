@@ -72,6 +72,13 @@ pub enum SuiteCommand {
 }
 
 impl SuiteCommand {
+    /// Whether the suite measures what an inference program runs (batch-1 latency, decoding),
+    /// which keeps rayon's default pool; the others measure a training program's work, whose
+    /// thread joins the pool first (`tessera_cpu::join_thread_pool`).
+    pub fn is_inference(&self) -> bool {
+        matches!(self, SuiteCommand::Infer(_) | SuiteCommand::Decode(_))
+    }
+
     /// The suite's name, as in records, peer script names and result files.
     pub fn name(&self) -> &'static str {
         match self {
