@@ -1,7 +1,7 @@
 //! NCCL without and with a GPU: the library and every function Tessera calls are found in
 //! `libnccl.so.2` when it is installed (PyPI's `nvidia-nccl-cu12` provides it; no GPU needed),
 //! and on a machine with a CUDA device a one-rank communicator all-reduces, broadcasts,
-//! reduce-scatters and all-gathers device tensors. Each part skips, printing why, when the library or the GPU is absent (a
+//! reduce-scatters, all-gathers and gathers device tensors. Each part skips, printing why, when the library or the GPU is absent (a
 //! missing library fails instead with `TESSERA_REQUIRE_NCCL` set, as in CI).
 //! Built only with the `nccl` feature; `tests/nccl_build.rs` runs it from a plain
 //! `cargo test`.
@@ -116,7 +116,13 @@ fn one_rank_all_reduces_and_broadcasts_device_tensors() {
         let gathered = comm.all_gather(&view).unwrap();
         comm.synchronize().unwrap();
         assert_eq!(gathered.to_vec_f64().unwrap(), values[1..6], "{dtype}");
+        // To one rank (the trait's gather over NCCL's all-gather): the root receives it.
+        let to_root = comm.gather(&view, 0).unwrap().expect("rank 0 is the root");
+        comm.synchronize().unwrap();
+        assert_eq!(to_root.to_vec_f64().unwrap(), values[1..6], "{dtype}");
     }
     let matrix = Tensor::ones([2, 3], DType::F32, &device).unwrap();
     assert!(comm.all_gather(&matrix).is_err());
+    let vector = Tensor::ones([3], DType::F32, &device).unwrap();
+    assert!(comm.gather(&vector, 1).is_err(), "root 1 of one rank");
 }
