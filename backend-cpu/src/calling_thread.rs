@@ -20,7 +20,7 @@
 //!
 //! It is for training steps, whose ops are large. At batch 1, where a whole forward pass takes
 //! 150 us and a split product's blocks a few microseconds each, it measured worse on the same
-//! two cores (the CNN's batch-1 latency 175-240 us against 160-170 us; one thread: 172 us):
+//! two cores (the CNN's batch-1 latency 174-240 us against 160-195 us; one thread: 172 us):
 //! with a single other worker, that worker is asleep more often, and waking it is a system
 //! call on the calling thread's path, where rayon's two spinning workers often had one awake.
 //! The `generate` command and the inference benchmarks therefore keep rayon's default pool.
