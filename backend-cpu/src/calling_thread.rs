@@ -64,11 +64,11 @@ impl fmt::Display for PoolJoin {
 }
 
 /// The thread count rayon's global pool gets by default: `RAYON_NUM_THREADS` when it is a
-/// positive number, else the available parallelism.
-pub(crate) fn default_pool_threads() -> usize {
+/// positive number (read as rayon reads it), else the available parallelism.
+pub fn default_pool_threads() -> usize {
     std::env::var("RAYON_NUM_THREADS")
         .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
+        .and_then(|v| v.parse::<usize>().ok())
         .filter(|&n| n > 0)
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }

@@ -94,7 +94,9 @@ mod storage;
 mod strided;
 
 pub use backend::Cpu;
-pub use calling_thread::{join_thread_pool, PoolJoin, CALLING_THREAD_ENV_VAR};
+pub use calling_thread::{
+    default_pool_threads, join_thread_pool, PoolJoin, CALLING_THREAD_ENV_VAR,
+};
 pub use kernels::gemm::{BLOCKING_ENV_VAR, GEMM_ENV_VAR};
 pub use kernels::gemm_bf16::BF16_GEMM_ENV_VAR;
 pub use malloc_tuning::{tune_allocator, MALLOC_TUNING_ENV_VAR};

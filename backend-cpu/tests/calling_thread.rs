@@ -52,6 +52,12 @@ fn child(case: &str) {
         }
         _ => join_thread_pool(),
     };
+    let expected_threads = if case == "single" { 1 } else { 3 };
+    assert_eq!(
+        tessera_cpu::default_pool_threads(),
+        expected_threads,
+        "case {case}"
+    );
     match (case, &outcome) {
         ("single", PoolJoin::SingleThread)
         | ("disabled", PoolJoin::Disabled)
@@ -65,6 +71,7 @@ fn joined_pool_computes_and_serves_other_threads() {
     // SAFETY-free in edition 2021: no other thread exists yet to read the environment.
     std::env::set_var("RAYON_NUM_THREADS", "3");
     std::env::remove_var(CALLING_THREAD_ENV_VAR);
+    assert_eq!(tessera_cpu::default_pool_threads(), 3);
     assert_eq!(join_thread_pool(), PoolJoin::Joined { threads: 3 });
     assert_eq!(rayon::current_thread_index(), Some(0));
     assert_eq!(rayon::current_num_threads(), 3);

@@ -27,7 +27,7 @@ impl MpiCommunicator {
         self: Arc<Self>,
         shard: &Tensor<B>,
     ) -> Result<PendingGather<B>> {
-        check_gatherable(shard)?;
+        check_gatherable(OP, shard)?;
         if self.world_size == 1 || shard.numel() == 0 {
             // Nothing to wait for beyond the argument check.
             return Ok(PendingGather::ready(self.all_gather_ordered(shard)?));

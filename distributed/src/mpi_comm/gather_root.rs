@@ -17,8 +17,8 @@ impl MpiCommunicator {
         root: usize,
     ) -> Result<Option<Tensor<B>>> {
         const OP: &str = "gather";
-        check_gatherable(shard)?;
-        check_root(root, self.world_size)?;
+        check_gatherable(OP, shard)?;
+        check_root(OP, root, self.world_size)?;
         let mut state = self.healthy(OP)?;
         self.agree(
             &mut state,
@@ -42,32 +42,24 @@ impl MpiCommunicator {
                 .then(|| Tensor::zeros([0], shard.dtype(), shard.backend()))
                 .transpose();
         }
-        let gathered = match shard.to_host()? {
-            HostData::F32(v) => self.gather_vec(&mut state, OP, v, root)?.map(HostData::F32),
-            HostData::F64(v) => self.gather_vec(&mut state, OP, v, root)?.map(HostData::F64),
-            HostData::I64(v) => self.gather_vec(&mut state, OP, v, root)?.map(HostData::I64),
-            other => {
-                return Err(Error::UnsupportedDType {
-                    op: OP,
-                    dtype: other.dtype(),
-                })
-            }
-        };
+        let data = each_numeric!(shard.to_host()?, OP, |v| self
+            .gather_vec(&mut state, OP, v, root)?);
         drop(state);
-        gathered
-            .map(|data| Tensor::from_host(data, [total], shard.backend()))
-            .transpose()
+        if !is_root {
+            return Ok(None);
+        }
+        Tensor::from_host(data, [total], shard.backend()).map(Some)
     }
 
     /// `MPI_Igather` of `block` (same length on every rank) to `root`: the blocks in rank
-    /// order there, `None` elsewhere (which receive nothing and allocate no buffer for it).
+    /// order there, nothing elsewhere (an empty vector: no buffer is allocated to receive).
     fn gather_vec<T: Element>(
         &self,
         state: &mut State,
         op: &'static str,
         block: Vec<T>,
         root: usize,
-    ) -> Result<Option<Vec<T>>> {
+    ) -> Result<Vec<T>> {
         let count = self.count(op, block.len())?;
         let datatype = T::datatype();
         let is_root = self.rank == root;
@@ -102,6 +94,6 @@ impl MpiCommunicator {
                 }
             },
         )?;
-        Ok(is_root.then_some(recv))
+        Ok(recv)
     }
 }

@@ -30,6 +30,25 @@
 //! default `mpirun` kills the whole job within about a second of one process dying, before any
 //! time limit; `mpirun --enable-recovery` lets the survivors run on and report the typed error.
 
+/// Runs `$body` with `$v` bound to the values of a numeric `HostData`, rewrapping its result
+/// in the same variant; other dtypes return `Error::UnsupportedDType` from the function.
+/// (Defined before the modules below, which use it: the tensor collectives.)
+macro_rules! each_numeric {
+    ($data:expr, $op:expr, |$v:ident| $body:expr) => {
+        match $data {
+            HostData::F32($v) => HostData::F32($body),
+            HostData::F64($v) => HostData::F64($body),
+            HostData::I64($v) => HostData::I64($body),
+            other => {
+                return Err(Error::UnsupportedDType {
+                    op: $op,
+                    dtype: other.dtype(),
+                })
+            }
+        }
+    };
+}
+
 mod gather_ahead;
 mod gather_root;
 mod host_buffer;
@@ -602,7 +621,7 @@ impl<B: Backend> Communicator<B> for MpiCommunicator {
 
     fn broadcast(&self, tensor: &mut Tensor<B>, root: usize) -> Result<()> {
         const OP: &str = "broadcast";
-        check_root(root, self.world_size)?;
+        check_root(OP, root, self.world_size)?;
         let mut state = self.healthy(OP)?;
         self.agree(
             &mut state,
@@ -684,7 +703,7 @@ impl Bootstrap for MpiCommunicator {
 
     fn broadcast_bytes(&self, bytes: &mut [u8], root: usize) -> Result<()> {
         const OP: &str = "broadcast_bytes";
-        check_root(root, self.world_size)?;
+        check_root(OP, root, self.world_size)?;
         let mut state = self.healthy(OP)?;
         self.agree(
             &mut state,

@@ -85,24 +85,6 @@ impl Element for i64 {
     }
 }
 
-/// Runs `$body` with `$v` bound to the values of a numeric [`HostData`], rewrapping its result
-/// in the same variant; other dtypes return [`Error::UnsupportedDType`] from the function.
-macro_rules! each_numeric {
-    ($data:expr, $op:expr, |$v:ident| $body:expr) => {
-        match $data {
-            HostData::F32($v) => HostData::F32($body),
-            HostData::F64($v) => HostData::F64($body),
-            HostData::I64($v) => HostData::I64($body),
-            other => {
-                return Err(Error::UnsupportedDType {
-                    op: $op,
-                    dtype: other.dtype(),
-                })
-            }
-        }
-    };
-}
-
 impl MpiCommunicator {
     /// This rank's block of the rank-ordered combination of every rank's `values` (whose
     /// length is a multiple of the world size).
@@ -295,7 +277,7 @@ impl MpiCommunicator {
     /// [`tessera_nn::distributed::Communicator::all_gather`].
     pub(super) fn all_gather_ordered<B: Backend>(&self, shard: &Tensor<B>) -> Result<Tensor<B>> {
         const OP: &str = "all_gather";
-        check_gatherable(shard)?;
+        check_gatherable(OP, shard)?;
         let mut state = self.healthy(OP)?;
         self.agree_all_gather(&mut state, shard.dtype(), shard.numel())?;
         if self.world_size == 1 {

@@ -431,7 +431,7 @@ impl Communicator<Cuda> for NcclCommunicator {
 
     fn broadcast(&self, tensor: &mut Tensor<Cuda>, root: usize) -> Result<()> {
         const OP: &str = "broadcast";
-        check_root(root, self.world_size)?;
+        check_root(OP, root, self.world_size)?;
         self.agree(
             OP,
             Signature {
@@ -511,7 +511,7 @@ impl Communicator<Cuda> for NcclCommunicator {
     /// NCCL's own `ncclAllGather` (every rank's shard, in rank order).
     fn all_gather(&self, shard: &Tensor<Cuda>) -> Result<Tensor<Cuda>> {
         const OP: &str = "all_gather";
-        check_gatherable(shard)?;
+        check_gatherable(OP, shard)?;
         self.agree(
             OP,
             Signature {

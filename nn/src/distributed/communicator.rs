@@ -97,7 +97,7 @@ pub trait Communicator<B: Backend>: Send + Sync {
     /// The provided implementation places the shard in zeros and all-reduces a sum (exact:
     /// adding zeros changes no value but the sign of a zero).
     fn all_gather(&self, shard: &Tensor<B>) -> Result<Tensor<B>> {
-        check_gatherable(shard)?;
+        check_gatherable("all_gather", shard)?;
         let n = shard.numel();
         let world = self.world_size();
         let mut pieces: Vec<Tensor<B>> = Vec::with_capacity(world);
@@ -129,7 +129,7 @@ pub trait Communicator<B: Backend>: Send + Sync {
     /// library with no gather of its own: NCCL's is a group of sends and receives).
     /// `MpiCommunicator` calls `MPI_Igather`.
     fn gather(&self, shard: &Tensor<B>, root: usize) -> Result<Option<Tensor<B>>> {
-        check_root(root, self.world_size())?;
+        check_root("gather", root, self.world_size())?;
         let full = self.all_gather(shard)?;
         Ok((self.rank() == root).then_some(full))
     }
@@ -200,32 +200,29 @@ pub fn check_shardable<B: Backend>(
     Ok(len / world_size)
 }
 
-/// Checks that `shard` may be all-gathered: rank 1, f32, f64 or i64. For implementations of
-/// [`Communicator::all_gather`].
-pub fn check_gatherable<B: Backend>(shard: &Tensor<B>) -> Result<()> {
+/// Checks that `shard` may be gathered by `op` (`"all_gather"`, `"gather"`): rank 1, f32, f64
+/// or i64. For implementations of [`Communicator::all_gather`] and [`Communicator::gather`].
+pub fn check_gatherable<B: Backend>(op: &'static str, shard: &Tensor<B>) -> Result<()> {
     if shard.rank() != 1 {
         return Err(Error::InvalidArgument {
-            op: "all_gather",
+            op,
             msg: format!("takes a rank-1 tensor, got shape {:?}", shard.dims()),
         });
     }
     match shard.dtype() {
         DType::F32 | DType::F64 | DType::I64 => Ok(()),
-        dtype => Err(Error::UnsupportedDType {
-            op: "all_gather",
-            dtype,
-        }),
+        dtype => Err(Error::UnsupportedDType { op, dtype }),
     }
 }
 
-/// Checks that `root` names a rank of a group of `world_size`. For implementations of
-/// [`Communicator`].
-pub fn check_root(root: usize, world_size: usize) -> Result<()> {
+/// Checks that the `root` of `op` (`"broadcast"`, `"gather"`) names a rank of a group of
+/// `world_size`. For implementations of [`Communicator`].
+pub fn check_root(op: &'static str, root: usize, world_size: usize) -> Result<()> {
     if root < world_size {
         Ok(())
     } else {
         Err(Error::InvalidArgument {
-            op: "broadcast",
+            op,
             msg: format!("root {root} is not a rank of a group of {world_size}"),
         })
     }

@@ -46,7 +46,7 @@ impl<B: Backend> Communicator<B> for LocalCommunicator {
     }
 
     fn broadcast(&self, _tensor: &mut Tensor<B>, root: usize) -> Result<()> {
-        check_root(root, 1)
+        check_root("broadcast", root, 1)
     }
 
     fn barrier(&self) -> Result<()> {

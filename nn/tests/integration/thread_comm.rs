@@ -83,7 +83,7 @@ impl<B: Backend> Communicator<B> for ThreadComm {
         Ok(())
     }
     fn broadcast(&self, tensor: &mut Tensor<B>, root: usize) -> Result<()> {
-        check_root(root, self.world)?;
+        check_root("broadcast", root, self.world)?;
         let all = self.exchange(tensor.to_vec_f64()?);
         *tensor = rebuild(tensor, all[root].clone())?;
         Ok(())

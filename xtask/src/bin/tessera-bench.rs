@@ -59,15 +59,6 @@ fn report(cli: ReportCli) -> ExitCode {
     }
 }
 
-/// The threads of rayon's global pool: what the CPU backend runs on.
-fn rayon_threads() -> usize {
-    std::env::var("RAYON_NUM_THREADS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&n: &usize| n > 0)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-}
-
 fn main() -> ExitCode {
     if std::env::args().nth(1).as_deref() == Some(REPORT_COMMAND) {
         let words = std::env::args().skip(1);
@@ -91,7 +82,7 @@ fn main() -> ExitCode {
     // What the records depend on besides the code: the CPU backend's GEMM path and threads.
     let info = serde_json::json!({ "tessera_info": {
         "cpu_gemm": tessera_cpu::gemm_description(),
-        "rayon_threads": rayon_threads(),
+        "rayon_threads": tessera_cpu::default_pool_threads(),
         "thread_pool": pool,
     }});
     if writeln!(stdout, "{info}").is_err() {
