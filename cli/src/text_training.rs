@@ -525,8 +525,8 @@ pub fn train_text_model<B: Backend, J: TextJob<B>>(
                     "data": config.data.display().to_string(),
                     "backend": backend.name(),
                 });
-                // Level 3 holds the parameters whole while rank 0 writes them.
-                optimizers.hold()?;
+                // Level 3 holds the parameters whole on rank 0 while it writes them.
+                optimizers.hold_on_rank0()?;
                 let saved = save_on_rank0(&*comm, || job.save_model(dir, model, info));
                 optimizers.release()?;
                 saved?;
@@ -561,8 +561,8 @@ pub fn train_text_model<B: Backend, J: TextJob<B>>(
                 })?;
             } else if world_size > 1 {
                 // A sharded state is gathered a bucket at a time (a collective), level 3's
-                // parameters whole.
-                optimizers.hold()?;
+                // parameters whole on rank 0, which writes them.
+                optimizers.hold_on_rank0()?;
                 let groups = &optimizers.groups();
                 let saved = bar.suspend(|| {
                     run::save_gathered_checkpoint(
@@ -594,9 +594,9 @@ pub fn train_text_model<B: Backend, J: TextJob<B>>(
     }
     bar.finish_and_clear();
 
-    // Level 3: every rank gathers the whole model when rank 0 samples from it.
+    // Level 3: the whole model is gathered to rank 0, which samples from it.
     let sample = if job.samples(config) {
-        optimizers.hold()?;
+        optimizers.hold_on_rank0()?;
         match rank {
             0 => job.sample(model, config)?,
             _ => String::new(),

@@ -250,8 +250,27 @@ fn sharded_gpt(args: &[String]) -> Result<()> {
             tessera_autograd::no_grad(|| gpt.loss(&x, &y))?;
         }
         optimizer.step()?;
+        // Level 3, odd steps: held on one rank alone first (gathered there only), which must
+        // hold what every rank holds after `gather_all` below; the release keeps the shares.
+        let held_on_one = match &units {
+            Some(u) if step % 2 == 1 => {
+                let root = (step as usize / 2) % comm.world_size();
+                u.hold_on(root)?;
+                let held = (rank == root).then(|| problem::flat_parameters(gpt));
+                u.release_all()?;
+                held
+            }
+            _ => None,
+        };
         if let Some(u) = &units {
             u.gather_all()?;
+        }
+        if let Some(held) = held_on_one {
+            expect_eq(
+                "the parameters held on one rank",
+                held,
+                problem::flat_parameters(gpt),
+            )?;
         }
         for v in problem::flat_parameters(gpt) {
             file.write_all(&v.to_le_bytes())

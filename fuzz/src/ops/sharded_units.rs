@@ -46,6 +46,19 @@ fn train_step<B: FuzzBackend>(
 type BothSteps = (Result<f64>, Result<f64>, Vec<u64>, Vec<u64>);
 
 fn level_three<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
+    level_three_holding(c, None)
+}
+
+/// [`level_three`], the units held on rank `c.size(6) % 2` between the two steps
+/// (`ShardedUnits::hold_on`; rank 1 is outside the one-rank world, a typed error): held, the
+/// model must be the plain one's; what is written into it meanwhile is dropped at the release.
+fn level_three_held_on_one_rank<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
+    level_three_holding(c, Some(c.size(6) % 2))
+}
+
+/// A level-3 MLP's two steps against the plain one's, the units held on rank `hold` between
+/// them when it is given.
+fn level_three_holding<B: FuzzBackend>(c: &Ctx<'_, B>, hold: Option<usize>) -> Outcome<B> {
     let b = c.backend();
     let (batch, units_change, width) = (c.size(0) % 5, c.size(1) % 4, c.size(2) % 3);
     let (seed, label_range) = (c.seed(3), 9 + c.size(4) % 3);
@@ -87,15 +100,36 @@ fn level_three<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
         let labels: Vec<i64> = (0..batch).map(|i| (i * 7 % label_range) as i64).collect();
         let y = Tensor::from_vec(labels, [batch], b)?;
         // Two steps: the second's forward pass follows the order the first one taught.
-        let want = train_step(&plain, &mut plain_opt, &x, &y)
-            .and_then(|_| train_step(&plain, &mut plain_opt, &x, &y));
-        let got = train_step(&model, &mut sharded, &x, &y)
-            .and_then(|_| train_step(&model, &mut sharded, &x, &y));
+        let plain_first = train_step(&plain, &mut plain_opt, &x, &y);
+        let plain_after_first = bits(&plain)?;
+        let want = plain_first.and_then(|_| train_step(&plain, &mut plain_opt, &x, &y));
+        let first = train_step(&model, &mut sharded, &x, &y);
+        if let (Some(root), Ok(_)) = (hold, &first) {
+            units.hold_on(root)?;
+            let held = bits(&model)?;
+            // Written while held on one rank: dropped at the release.
+            for (name, var) in model.parameters() {
+                if units.unit_of(&name).is_some() {
+                    var.set_value(var.value().zeros_like()?)?;
+                }
+            }
+            units.release_all()?;
+            if held != plain_after_first {
+                return Err(tessera_core::Error::InvalidArgument {
+                    op: "fuzz",
+                    msg: HELD_DIFFERS.into(),
+                });
+            }
+        }
+        let got = first.and_then(|_| train_step(&model, &mut sharded, &x, &y));
         units.gather_all()?;
         Ok((want, got, bits(&plain)?, bits(&model)?))
     };
     verdict("MLP", run())
 }
+
+/// The error [`level_three_holding`] reports when the held model is not the plain one.
+const HELD_DIFFERS: &str = "ShardedUnits::hold_on held other parameters than the plain model's";
 
 /// Unit prefixes as given (`change` 0 or 3), one short (1), or with `extra` added (2).
 fn with_units_changed(mut prefixes: Vec<String>, change: usize, extra: &str) -> Vec<String> {
@@ -113,6 +147,7 @@ fn with_units_changed(mut prefixes: Vec<String>, change: usize, extra: &str) -> 
 /// both failing; anything else breaks.
 fn verdict<B: FuzzBackend>(model: &str, steps: Result<BothSteps>) -> Outcome<B> {
     match steps {
+        Err(e) if e.to_string().contains(HELD_DIFFERS) => Outcome::Break(e.to_string()),
         Err(e) => Outcome::Err(e.to_string()),
         Ok((Ok(want), Ok(got), a, b)) if want.to_bits() != got.to_bits() || a != b => {
             Outcome::Break(format!(
@@ -312,6 +347,14 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             |c| Ok(level_three(c)),
         )
         .work(|_| Ok(1 << 22)),
+        op(
+            "ShardedUnits::hold_on: a level-3 MLP held on one rank between steps, against the plain one",
+            1,
+            &[SIZE, SIZE, SIZE, SEED, SIZE, B, SIZE],
+            NONE,
+            |c| Ok(level_three_held_on_one_rank(c)),
+        )
+        .work(|_| Ok(1 << 23)),
         op(
             "Learner::sharded_units: a level-3 MLP's fit against the plain one",
             1,

@@ -19,7 +19,8 @@ use tessera_core::Backend;
 
 /// Writes the checkpoint of `step` that [`super::save_checkpoint`] writes for the same state
 /// (one file, the same tensors and metadata), from every rank at once (a collective): the
-/// model from rank 0's copy (hold a level-3 model's units whole first), each optimizer's state
+/// model from rank 0's copy (hold a level-3 model's units whole there first,
+/// [`crate::distributed::ShardedUnits::hold_on`]), each optimizer's state
 /// a part at a time ([`Optimizer::visit_consolidated_state`]), so that a rank holds at most one
 /// bucket of gathered state instead of all of it ([`Optimizer::prepare_checkpoint`] gathers
 /// everything on every rank). Rank 0 writes; when any rank fails, every rank returns an error

@@ -37,4 +37,5 @@ mod sharded_optimizer;
 mod soundness;
 mod thread_comm;
 mod training_state;
+mod unit_hold_on;
 mod unit_prefetch;

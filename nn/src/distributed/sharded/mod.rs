@@ -520,11 +520,11 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
 
     /// This rank's pieces of the parameters and of the wrapped optimizer's state (what it
     /// writes into a sharded checkpoint). A unit's parameters are read from this rank's share
-    /// while they are released, from the parameters while they are held whole (what
+    /// unless they are held whole on every rank: then from the parameters (what
     /// [`ShardedUnits::release_all`] would take the shares from).
     fn own_pieces(&self) -> Result<LocalShards<B>> {
         let held = match &self.units {
-            Some(units) => units.is_held(),
+            Some(units) => units.is_held_everywhere(),
             None => true,
         };
         let piece = |index: usize, name: String, offset: usize, values: Tensor<B>| TensorPiece {

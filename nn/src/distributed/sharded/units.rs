@@ -4,9 +4,8 @@
 
 use super::flat::FlatBucket;
 use super::prefetch::{Prefetched, UnitPrefetch};
-use crate::distributed::communicator::{Communicator, Reduction};
+use crate::distributed::communicator::{check_root, Communicator, Reduction};
 use crate::module::{Forward, Module};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use tessera_autograd::{enable_grad, is_grad_enabled, no_grad, Var};
 use tessera_core::{Backend, Error, Generator, Result, Tensor};
@@ -43,15 +42,29 @@ pub(crate) struct UnitPart<B: Backend> {
 /// communicator whose [`Communicator::start_all_gather`] runs in the background (MPI's). It
 /// costs one more unit's whole parameters held at once.
 ///
-/// Outside training steps, [`ShardedUnits::gather_all`] holds every parameter whole (to save a
-/// checkpoint, sample, or restore one) until [`ShardedUnits::release_all`], which takes each
-/// rank's shares from the values the parameters then hold.
+/// Outside training steps, [`ShardedUnits::gather_all`] holds every parameter whole on every
+/// rank (to restore a checkpoint, or evaluate on each rank) until [`ShardedUnits::release_all`],
+/// which takes each rank's shares from the values the parameters then hold. To read the whole
+/// model on one rank only (rank 0 writes a checkpoint or samples),
+/// [`ShardedUnits::hold_on`] gathers to that rank alone: the others hold no more than in
+/// training.
 pub struct ShardedUnits<B: Backend> {
     comm: Arc<dyn Communicator<B>>,
     prefixes: Vec<String>,
     parts: Mutex<Vec<Vec<Arc<UnitPart<B>>>>>,
-    held: AtomicBool,
+    hold: Mutex<Hold>,
     prefetch: Mutex<UnitPrefetch<B>>,
+}
+
+/// Where the units' parameters are held whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Hold {
+    /// Nowhere: each rank keeps its shares (training).
+    Released,
+    /// On every rank ([`ShardedUnits::gather_all`]).
+    Everywhere,
+    /// On this rank only, for reading ([`ShardedUnits::hold_on`]).
+    On(usize),
 }
 
 impl<B: Backend> ShardedUnits<B> {
@@ -72,7 +85,7 @@ impl<B: Backend> ShardedUnits<B> {
             comm,
             prefixes,
             parts,
-            held: AtomicBool::new(true),
+            hold: Mutex::new(Hold::Everywhere),
             prefetch,
         }))
     }
@@ -129,6 +142,14 @@ impl<B: Backend> ShardedUnits<B> {
         self.prefetch.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn hold_state(&self) -> Hold {
+        *self.hold.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn set_hold(&self, hold: Hold) {
+        *self.hold.lock().unwrap_or_else(|p| p.into_inner()) = hold;
+    }
+
     fn parts_of(&self, unit: usize) -> Result<Vec<Arc<UnitPart<B>>>> {
         self.lock()
             .get(unit)
@@ -139,9 +160,28 @@ impl<B: Backend> ShardedUnits<B> {
             })
     }
 
-    /// Whether every parameter is held whole ([`ShardedUnits::gather_all`]).
+    /// Whether this rank holds every parameter whole ([`ShardedUnits::gather_all`], or
+    /// [`ShardedUnits::hold_on`] this rank).
     pub fn is_held(&self) -> bool {
-        self.held.load(Ordering::SeqCst)
+        match self.hold_state() {
+            Hold::Released => false,
+            Hold::Everywhere => true,
+            Hold::On(root) => root == self.comm.rank(),
+        }
+    }
+
+    /// Whether every rank holds every parameter whole ([`ShardedUnits::gather_all`]): the
+    /// values [`ShardedUnits::release_all`] will take the shares from.
+    pub(crate) fn is_held_everywhere(&self) -> bool {
+        self.hold_state() == Hold::Everywhere
+    }
+
+    /// The rank that alone holds the parameters whole ([`ShardedUnits::hold_on`]), if any.
+    pub fn held_only_on(&self) -> Option<usize> {
+        match self.hold_state() {
+            Hold::On(root) => Some(root),
+            _ => None,
+        }
     }
 
     /// Gives every parameter of `parts` its whole value, all-gathered (a collective).
@@ -223,30 +263,74 @@ impl<B: Backend> ShardedUnits<B> {
         Ok(())
     }
 
-    /// Holds every unit's parameters whole until [`ShardedUnits::release_all`] (a collective:
-    /// to save or restore a checkpoint, evaluate or sample on one rank). Nothing to do when
-    /// they are already held.
+    /// Holds every unit's parameters whole on every rank until [`ShardedUnits::release_all`]
+    /// (a collective: to restore a checkpoint, or evaluate on every rank). Nothing to do when
+    /// they are already held everywhere; held on one rank ([`ShardedUnits::hold_on`]), that
+    /// hold ends first.
     pub fn gather_all(&self) -> Result<()> {
-        if self.held.swap(true, Ordering::SeqCst) {
-            return Ok(());
+        match self.hold_state() {
+            Hold::Everywhere => return Ok(()),
+            Hold::On(_) => self.release_all()?,
+            Hold::Released => {}
         }
         self.drop_prefetched()?;
-        let parts: Vec<_> = self.lock().iter().flatten().cloned().collect();
+        let parts = self.all_parts();
+        self.set_hold(Hold::Everywhere);
         self.gather(&parts)
     }
 
-    /// Takes each rank's shares from the whole values the parameters hold (those gathered, or
-    /// written since, e.g. by a restored checkpoint) and releases them. Not a collective.
-    pub fn release_all(&self) -> Result<()> {
-        if !self.held.swap(false, Ordering::SeqCst) {
-            return Ok(());
+    /// Holds every unit's parameters whole on rank `root` alone, for reading, until
+    /// [`ShardedUnits::release_all`] (a collective, [`Communicator::gather`]): what rank 0
+    /// needs to write the model or sample from it, without the other ranks holding more than
+    /// their shares. Meanwhile only `root` may run the model; [`ShardedUnits::run`] elsewhere
+    /// is an error. What `root` writes into the parameters is dropped at the release (the
+    /// other ranks could not take their shares from it): to change the model, use
+    /// [`ShardedUnits::gather_all`]. Nothing to do when they are held everywhere already.
+    pub fn hold_on(&self, root: usize) -> Result<()> {
+        match self.hold_state() {
+            Hold::Everywhere => return Ok(()),
+            Hold::On(held) if held == root => return Ok(()),
+            Hold::On(_) => self.release_all()?,
+            Hold::Released => {}
         }
-        let parts: Vec<_> = self.lock().iter().flatten().cloned().collect();
+        check_root("ShardedUnits::hold_on", root, self.comm.world_size())?;
+        self.drop_prefetched()?;
+        let parts = self.all_parts();
+        // Set first: after a failed gather, the release frees what was filled.
+        self.set_hold(Hold::On(root));
         for part in &parts {
-            let share = part.layout.share(&part.params, |v| Ok(v.value()))?;
-            part.shard.set_value(share)?;
+            if let Some(flat) = self.comm.gather(&part.shard.value(), root)? {
+                Self::fill(part, &flat)?;
+            }
         }
-        Self::release(&parts)
+        Ok(())
+    }
+
+    /// Ends a hold: after [`ShardedUnits::gather_all`], takes each rank's shares from the
+    /// whole values the parameters hold (those gathered, or written since, e.g. by a restored
+    /// checkpoint); after [`ShardedUnits::hold_on`], keeps the shares as they were. Then
+    /// releases the whole values. Not a collective.
+    pub fn release_all(&self) -> Result<()> {
+        let hold = self.hold_state();
+        self.set_hold(Hold::Released);
+        let parts = self.all_parts();
+        match hold {
+            Hold::Released => Ok(()),
+            Hold::On(root) if root != self.comm.rank() => Ok(()),
+            Hold::On(_) => Self::release(&parts),
+            Hold::Everywhere => {
+                for part in &parts {
+                    let share = part.layout.share(&part.params, |v| Ok(v.value()))?;
+                    part.shard.set_value(share)?;
+                }
+                Self::release(&parts)
+            }
+        }
+    }
+
+    /// Every unit's parts.
+    fn all_parts(&self) -> Vec<Arc<UnitPart<B>>> {
+        self.lock().iter().flatten().cloned().collect()
     }
 
     /// Runs `module`, unit `unit` of the model, on `x` (see the [type docs](ShardedUnits)):
@@ -259,6 +343,16 @@ impl<B: Backend> ShardedUnits<B> {
     {
         if self.is_held() {
             return module.forward(x);
+        }
+        if let Some(root) = self.held_only_on() {
+            return Err(Error::InvalidArgument {
+                op: "ShardedUnits::run",
+                msg: format!(
+                    "the units are held whole on rank {root} only (hold_on); rank {} runs them \
+                     after release_all",
+                    self.comm.rank()
+                ),
+            });
         }
         let parts = self.parts_of(unit)?;
         // The dropout streams as they are before the pass: backward replays from them.

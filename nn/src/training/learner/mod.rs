@@ -212,15 +212,22 @@ impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
     /// [`crate::distributed::ShardedOptimizer::with_units`] over them. The learner releases
     /// the units' parameters for training (after restoring a checkpoint), evaluates with the
     /// ranks in lockstep (each unit gathered as it runs, [`crate::training::evaluate_in_lockstep`]),
-    /// holds them whole to save; [`Learner::fit`] returns with them whole.
+    /// holds them whole on rank 0 alone to save ([`ShardedUnits::hold_on`]); [`Learner::fit`]
+    /// returns with them whole on every rank.
     pub fn sharded_units(mut self, units: Arc<ShardedUnits<B>>) -> Self {
         self.units = Some(units);
         self
     }
 
-    /// Holds the units' parameters whole (a collective; nothing without units).
+    /// Holds the units' parameters whole on every rank (a collective; nothing without units).
     fn hold_units(&self) -> Result<()> {
         self.units.as_ref().map_or(Ok(()), |u| u.gather_all())
+    }
+
+    /// Holds the units' parameters whole on rank 0 alone, which writes them (a collective;
+    /// nothing without units).
+    fn hold_units_on_rank0(&self) -> Result<()> {
+        self.units.as_ref().map_or(Ok(()), |u| u.hold_on(0))
     }
 
     /// Releases the units' parameters to this rank's shares (nothing without units).
@@ -342,8 +349,9 @@ impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
     /// Writes a whole-run checkpoint of `progress` (rank 0 writes; every rank holds the same
     /// model and optimizer state) and the newest model.
     fn save(&self, progress: &Progress) -> Result<()> {
-        // Level 3: the model whole while it is written (rank 0 writes `model.safetensors`).
-        self.hold_units()?;
+        // Level 3: the model whole on rank 0 while it writes it (the checkpoint's model tensors
+        // and `model.safetensors`); the other ranks keep their shares.
+        self.hold_units_on_rank0()?;
         let saved = self.save_held(progress);
         self.release_units()?;
         saved
