@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use tessera_core::{Backend, DType, Error, Result};
 use tessera_nn::data::{TextCorpus, TokenWindows};
-use tessera_nn::distributed::{Communicator, LocalCommunicator};
+use tessera_nn::distributed::{save_on_rank0, Communicator, LocalCommunicator, ShardedUnits};
 use tessera_nn::pretrained::{PretrainedModel, PretrainedOptions};
 use tessera_nn::Module;
 use tessera_tokenizer::Tokenizer;
@@ -122,8 +122,24 @@ impl<B: Backend> TextJob<B> for HfFolderJob<'_> {
         )
     }
 
-    fn save_model(&self, dir: &Path, model: &PretrainedModel<B>, _info: Value) -> Result<()> {
-        save(model, &self.config.init_from, dir)
+    fn save_model(
+        &self,
+        dir: &Path,
+        model: &PretrainedModel<B>,
+        _info: Value,
+        units: Option<&ShardedUnits<B>>,
+        comm: &dyn Communicator<B>,
+    ) -> Result<()> {
+        // The Hugging Face folder is written from the whole model: level 3 holds it on rank 0
+        // alone meanwhile.
+        if let Some(units) = units {
+            units.hold_on(0)?;
+        }
+        let saved = save_on_rank0(comm, || save(model, &self.config.init_from, dir));
+        if let Some(units) = units {
+            units.release_all()?;
+        }
+        saved
     }
 
     fn samples(&self, _config: &GptTrainConfig) -> bool {

@@ -12,8 +12,10 @@ use std::sync::Arc;
 use std::time::Instant;
 use tessera_core::{Backend, DType, Error, Generator, Result};
 use tessera_nn::data::{CharTokenizer, TextCorpus, TokenWindows, FORTUNES_DIR};
-use tessera_nn::distributed::{Communicator, LocalCommunicator, ShardLevel, DEFAULT_BUCKET_BYTES};
-use tessera_nn::gpt::{generate, save_checkpoint, Gpt, GptConfig, SamplingConfig};
+use tessera_nn::distributed::{
+    Communicator, LocalCommunicator, ShardLevel, ShardedUnits, DEFAULT_BUCKET_BYTES,
+};
+use tessera_nn::gpt::{generate, save_checkpoint_gathered, Gpt, GptConfig, SamplingConfig};
 use tessera_nn::precision::Precision;
 use tessera_nn::run::{f64_from_json, f64_to_json, u64_from_json};
 use tessera_nn::Module;
@@ -380,8 +382,15 @@ impl<B: Backend> TextJob<B> for CharGptJob<'_> {
         )
     }
 
-    fn save_model(&self, dir: &Path, model: &Gpt<B>, info: Value) -> Result<()> {
-        save_checkpoint(dir, model, &self.tokenizer, info)
+    fn save_model(
+        &self,
+        dir: &Path,
+        model: &Gpt<B>,
+        info: Value,
+        units: Option<&ShardedUnits<B>>,
+        comm: &dyn Communicator<B>,
+    ) -> Result<()> {
+        save_checkpoint_gathered(dir, model, units, &self.tokenizer, info, comm)
     }
 
     fn samples(&self, config: &GptTrainConfig) -> bool {

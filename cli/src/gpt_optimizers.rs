@@ -242,6 +242,16 @@ impl<B: Backend> GptOptimizers<B> {
         }
     }
 
+    /// Level 3's units (released during training), if any.
+    pub fn units(&self) -> Option<&ShardedUnits<B>> {
+        match self {
+            GptOptimizers::Sharded {
+                units: Some(units), ..
+            } => Some(units),
+            _ => None,
+        }
+    }
+
     /// Level 3: holds every parameter whole on rank 0 alone (a collective), for rank 0 to
     /// save or sample; the other ranks keep their shares.
     pub fn hold_on_rank0(&self) -> Result<()> {

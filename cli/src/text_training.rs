@@ -19,7 +19,7 @@ use tessera_autograd::{no_grad, Var};
 use tessera_core::{Backend, Error, Result, Tensor};
 use tessera_nn::data::{SplitMix64, TokenWindows};
 use tessera_nn::distributed::{
-    save_on_rank0, Communicator, DdpConfig, DistributedDataParallel, Reduction, ShardedUnits,
+    Communicator, DdpConfig, DistributedDataParallel, Reduction, ShardedUnits,
 };
 use tessera_nn::gpt::Gpt;
 use tessera_nn::precision::{DynamicLossScaler, ScalerStep};
@@ -98,12 +98,20 @@ pub trait TextJob<B: Backend> {
     /// The line printed (by rank 0) before training: the model and the data.
     fn describe(&self, model: &Self::Model, train: &TokenWindows, val: &TokenWindows) -> String;
 
-    /// Writes the model's folder, what `generate` reads, into `dir` (rank 0, at every loss
-    /// estimate; `info` holds the step, losses and options).
-    fn save_model(&self, dir: &Path, model: &Self::Model, info: Value) -> Result<()>;
+    /// Writes the model's folder, what `generate` reads, into `dir` from rank 0 (a collective
+    /// over `comm`, at every loss estimate; `info` holds the step, losses and options). A
+    /// level-3 model's `units` are released: gather them to rank 0 as it needs them.
+    fn save_model(
+        &self,
+        dir: &Path,
+        model: &Self::Model,
+        info: Value,
+        units: Option<&ShardedUnits<B>>,
+        comm: &dyn Communicator<B>,
+    ) -> Result<()>;
 
     /// Whether [`TextJob::sample`] draws from the model (sharding level 3 then gathers the
-    /// whole model on every rank at the end of the run; without a sample it never does).
+    /// whole model on rank 0 at the end of the run; without a sample it never does).
     fn samples(&self, config: &GptTrainConfig) -> bool;
 
     /// Text sampled from the trained model at the end (rank 0; called only when
@@ -525,11 +533,7 @@ pub fn train_text_model<B: Backend, J: TextJob<B>>(
                     "data": config.data.display().to_string(),
                     "backend": backend.name(),
                 });
-                // Level 3 holds the parameters whole on rank 0 while it writes them.
-                optimizers.hold_on_rank0()?;
-                let saved = save_on_rank0(&*comm, || job.save_model(dir, model, info));
-                optimizers.release()?;
-                saved?;
+                job.save_model(dir, model, info, optimizers.units(), &*comm)?;
             }
             if let Some(log) = metrics.as_mut() {
                 let values = [
@@ -560,23 +564,21 @@ pub fn train_text_model<B: Backend, J: TextJob<B>>(
                     )
                 })?;
             } else if world_size > 1 {
-                // A sharded state is gathered a bucket at a time (a collective), level 3's
-                // parameters whole on rank 0, which writes them.
-                optimizers.hold_on_rank0()?;
+                // A sharded state is gathered to rank 0 a bucket at a time (a collective),
+                // level 3's parameters a block at a time.
                 let groups = &optimizers.groups();
-                let saved = bar.suspend(|| {
+                bar.suspend(|| {
                     run::save_gathered_checkpoint(
                         dir,
                         step,
                         model,
+                        optimizers.units(),
                         groups,
                         &run_config,
                         &state,
                         &*comm,
                     )
-                });
-                optimizers.release()?;
-                saved?;
+                })?;
             } else {
                 // One rank: a sharded state is its whole state, gathered from itself.
                 optimizers.prepare_checkpoint()?;

@@ -137,7 +137,9 @@ fn damaged_resume_in<B: FuzzBackend>(
                     Saved::Sharded => {
                         save_sharded_checkpoint(&run, s, &m, groups, &config, &state, &*comm)?
                     }
-                    _ => save_gathered_checkpoint(&run, s, &m, groups, &config, &state, &*comm)?,
+                    _ => save_gathered_checkpoint(
+                        &run, s, &m, None, groups, &config, &state, &*comm,
+                    )?,
                 };
                 // The consolidated state: what a plain AdamW holds after the resume.
                 o.prepare_checkpoint()?;

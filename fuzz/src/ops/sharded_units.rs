@@ -17,6 +17,7 @@ use tessera_nn::distributed::{Communicator, LocalCommunicator, ShardedOptimizer,
 use tessera_nn::loss::cross_entropy;
 use tessera_nn::models::{ModelKind, ReferenceModel};
 use tessera_nn::optim::{Optimizer, Sgd, SgdConfig};
+use tessera_nn::run::save_gathered_model;
 use tessera_nn::{Forward, Module};
 
 /// Every bit of a model's parameters.
@@ -46,19 +47,42 @@ fn train_step<B: FuzzBackend>(
 type BothSteps = (Result<f64>, Result<f64>, Vec<u64>, Vec<u64>);
 
 fn level_three<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
-    level_three_holding(c, None)
+    level_three_with(c, Between::Nothing)
+}
+
+/// What [`level_three_with`] does with the level-3 model between its two steps.
+#[derive(Clone, Copy)]
+enum Between {
+    Nothing,
+    /// `ShardedUnits::hold_on(root)`, then the release.
+    HoldOn(usize),
+    /// `run::save_gathered_model` of the released units (into a folder that exists, or not).
+    SaveGathered {
+        folder_exists: bool,
+    },
 }
 
 /// [`level_three`], the units held on rank `c.size(6) % 2` between the two steps
 /// (`ShardedUnits::hold_on`; rank 1 is outside the one-rank world, a typed error): held, the
 /// model must be the plain one's; what is written into it meanwhile is dropped at the release.
 fn level_three_held_on_one_rank<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
-    level_three_holding(c, Some(c.size(6) % 2))
+    level_three_with(c, Between::HoldOn(c.size(6) % 2))
 }
 
-/// A level-3 MLP's two steps against the plain one's, the units held on rank `hold` between
-/// them when it is given.
-fn level_three_holding<B: FuzzBackend>(c: &Ctx<'_, B>, hold: Option<usize>) -> Outcome<B> {
+/// [`level_three`], the released model written between the two steps with
+/// `run::save_gathered_model` (the units gathered a unit at a time): the file must hold what
+/// `Module::save` of the plain model writes, or (no folder) be a typed error.
+fn level_three_saved_gathered<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
+    level_three_with(
+        c,
+        Between::SaveGathered {
+            folder_exists: c.size(6) % 4 != 0,
+        },
+    )
+}
+
+/// A level-3 MLP's two steps against the plain one's, with `between` done between them.
+fn level_three_with<B: FuzzBackend>(c: &Ctx<'_, B>, between: Between) -> Outcome<B> {
     let b = c.backend();
     let (batch, units_change, width) = (c.size(0) % 5, c.size(1) % 4, c.size(2) % 3);
     let (seed, label_range) = (c.seed(3), 9 + c.size(4) % 3);
@@ -102,9 +126,52 @@ fn level_three_holding<B: FuzzBackend>(c: &Ctx<'_, B>, hold: Option<usize>) -> O
         // Two steps: the second's forward pass follows the order the first one taught.
         let plain_first = train_step(&plain, &mut plain_opt, &x, &y);
         let plain_after_first = bits(&plain)?;
+        // What `Module::save` of the plain model writes after its first step.
+        let plain_after_first_file = match between {
+            Between::SaveGathered { .. } => {
+                let path = c.dir().join(format!("level3-plain-{seed}.safetensors"));
+                plain.save(&path)?;
+                Some(tessera_nn::checkpoint::load(&path, b)?.tensors)
+            }
+            _ => None,
+        };
         let want = plain_first.and_then(|_| train_step(&plain, &mut plain_opt, &x, &y));
         let first = train_step(&model, &mut sharded, &x, &y);
-        if let (Some(root), Ok(_)) = (hold, &first) {
+        if let (Between::SaveGathered { folder_exists }, Ok(_)) = (between, &first) {
+            let folder = c.dir().join(format!("level3-file-{seed}"));
+            let _ = std::fs::remove_dir_all(&folder);
+            if folder_exists {
+                std::fs::create_dir_all(&folder)
+                    .map_err(|e| tessera_core::Error::io(&folder, e))?;
+            }
+            let path = folder.join("model.safetensors");
+            let comm = units.communicator().clone();
+            let no_metadata = Default::default();
+            save_gathered_model(&path, &model, Some(&*units), &no_metadata, &*comm)?;
+            if units.is_held() {
+                return Err(broke("save_gathered_model left the units held"));
+            }
+            let written = tessera_nn::checkpoint::load(&path, b)?.tensors;
+            let want = plain_after_first_file
+                .as_ref()
+                .expect("saved with SaveGathered");
+            let as_bits = |t: &Tensor<B>| {
+                t.to_vec_f64()
+                    .map(|v| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>())
+            };
+            let same = written.len() == want.len()
+                && want.iter().all(|(name, w)| {
+                    written
+                        .get(name)
+                        .is_some_and(|g| g.dims() == w.dims() && as_bits(g).ok() == as_bits(w).ok())
+                });
+            if !same {
+                return Err(broke(
+                    "save_gathered_model wrote other tensors than the plain model's Module::save",
+                ));
+            }
+        }
+        if let (Between::HoldOn(root), Ok(_)) = (between, &first) {
             units.hold_on(root)?;
             let held = bits(&model)?;
             // Written while held on one rank: dropped at the release.
@@ -115,10 +182,9 @@ fn level_three_holding<B: FuzzBackend>(c: &Ctx<'_, B>, hold: Option<usize>) -> O
             }
             units.release_all()?;
             if held != plain_after_first {
-                return Err(tessera_core::Error::InvalidArgument {
-                    op: "fuzz",
-                    msg: HELD_DIFFERS.into(),
-                });
+                return Err(broke(
+                    "ShardedUnits::hold_on held other parameters than the plain model's",
+                ));
             }
         }
         let got = first.and_then(|_| train_step(&model, &mut sharded, &x, &y));
@@ -128,8 +194,16 @@ fn level_three_holding<B: FuzzBackend>(c: &Ctx<'_, B>, hold: Option<usize>) -> O
     verdict("MLP", run())
 }
 
-/// The error [`level_three_holding`] reports when the held model is not the plain one.
-const HELD_DIFFERS: &str = "ShardedUnits::hold_on held other parameters than the plain model's";
+/// Marks an error of [`level_three_with`] that is a broken invariant, not a typed failure.
+const BROKE: &str = "fuzz invariant broken: ";
+
+/// An error [`verdict`] turns into a break.
+fn broke(what: &str) -> tessera_core::Error {
+    tessera_core::Error::InvalidArgument {
+        op: "fuzz",
+        msg: format!("{BROKE}{what}"),
+    }
+}
 
 /// Unit prefixes as given (`change` 0 or 3), one short (1), or with `extra` added (2).
 fn with_units_changed(mut prefixes: Vec<String>, change: usize, extra: &str) -> Vec<String> {
@@ -147,7 +221,7 @@ fn with_units_changed(mut prefixes: Vec<String>, change: usize, extra: &str) -> 
 /// both failing; anything else breaks.
 fn verdict<B: FuzzBackend>(model: &str, steps: Result<BothSteps>) -> Outcome<B> {
     match steps {
-        Err(e) if e.to_string().contains(HELD_DIFFERS) => Outcome::Break(e.to_string()),
+        Err(e) if e.to_string().contains(BROKE) => Outcome::Break(e.to_string()),
         Err(e) => Outcome::Err(e.to_string()),
         Ok((Ok(want), Ok(got), a, b)) if want.to_bits() != got.to_bits() || a != b => {
             Outcome::Break(format!(
@@ -353,6 +427,14 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             &[SIZE, SIZE, SIZE, SEED, SIZE, B, SIZE],
             NONE,
             |c| Ok(level_three_held_on_one_rank(c)),
+        )
+        .work(|_| Ok(1 << 23)),
+        op(
+            "run::save_gathered_model: a level-3 MLP written a unit at a time between steps, against Module::save",
+            1,
+            &[SIZE, SIZE, SIZE, SEED, SIZE, B, SIZE],
+            NONE,
+            |c| Ok(level_three_saved_gathered(c)),
         )
         .work(|_| Ok(1 << 23)),
         op(

@@ -66,4 +66,4 @@ pub use pending::PendingGather;
 pub use reducer::{CommStats, GradientReducer};
 pub use sampler::DistributedSampler;
 pub(crate) use sharded::install_units;
-pub use sharded::{ShardLevel, ShardedOptimizer, ShardedUnits};
+pub use sharded::{ShardLevel, ShardedOptimizer, ShardedUnits, WholeVisitor};

@@ -5,6 +5,9 @@
 use super::{Gpt, GptConfig};
 use crate::checkpoint::write_atomically;
 use crate::data::CharTokenizer;
+use crate::distributed::{all_ranks_ok, save_on_rank0, Communicator, ShardedUnits};
+use crate::module::persistence::module_file_metadata;
+use crate::run::save_gathered_model;
 use crate::Module;
 use serde_json::{json, Value};
 use std::path::Path;
@@ -36,6 +39,41 @@ pub fn save_checkpoint<B: Backend>(
     training: Value,
 ) -> Result<()> {
     let dir = dir.as_ref();
+    check_vocabulary(model, tokenizer)?;
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    model.save(dir.join(MODEL_FILE))?;
+    save_tokenizer_and_config(dir, model, tokenizer, training)
+}
+
+/// [`save_checkpoint`] from the ranks of a data-parallel run (a collective: every rank of
+/// `comm` calls it): rank 0 writes the folder, a level-3 model's blocks (`units`,
+/// [`Gpt::shard_blocks`]) gathered to it a block at a time
+/// ([`crate::run::save_gathered_model`]), so that no rank holds the whole model to save it.
+/// When any rank fails, every rank returns an error.
+pub fn save_checkpoint_gathered<B: Backend>(
+    dir: impl AsRef<Path>,
+    model: &Gpt<B>,
+    units: Option<&ShardedUnits<B>>,
+    tokenizer: &CharTokenizer,
+    training: Value,
+    comm: &dyn Communicator<B>,
+) -> Result<()> {
+    let dir = dir.as_ref();
+    let prepared = match comm.rank() {
+        0 => check_vocabulary(model, tokenizer)
+            .and_then(|()| std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))),
+        _ => Ok(()),
+    };
+    all_ranks_ok(comm, prepared, "prepare the checkpoint folder")?;
+    let metadata = module_file_metadata();
+    save_gathered_model(&dir.join(MODEL_FILE), model, units, &metadata, comm)?;
+    save_on_rank0(comm, || {
+        save_tokenizer_and_config(dir, model, tokenizer, training)
+    })
+}
+
+/// Fails unless the tokenizer's vocabulary is the model's.
+fn check_vocabulary<B: Backend>(model: &Gpt<B>, tokenizer: &CharTokenizer) -> Result<()> {
     if tokenizer.vocab_size() != model.config().vocab_size {
         return Err(Error::InvalidArgument {
             op: "save_checkpoint",
@@ -46,8 +84,16 @@ pub fn save_checkpoint<B: Backend>(
             ),
         });
     }
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    model.save(dir.join(MODEL_FILE))?;
+    Ok(())
+}
+
+/// Writes `vocab.json` and `config.json` into the existing folder `dir`.
+fn save_tokenizer_and_config<B: Backend>(
+    dir: &Path,
+    model: &Gpt<B>,
+    tokenizer: &CharTokenizer,
+    training: Value,
+) -> Result<()> {
     tokenizer.save(dir.join(VOCAB_FILE))?;
     let info = json!({ "model": model.config().to_json(), "training": training });
     let text = serde_json::to_string_pretty(&info).expect("JSON values serialise");

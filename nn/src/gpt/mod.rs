@@ -30,7 +30,8 @@ pub use crate::generation::{
 };
 pub use cache::GptCache;
 pub use checkpoint::{
-    load_checkpoint, save_checkpoint, GptCheckpoint, CONFIG_FILE, MODEL_FILE, VOCAB_FILE,
+    load_checkpoint, save_checkpoint, save_checkpoint_gathered, GptCheckpoint, CONFIG_FILE,
+    MODEL_FILE, VOCAB_FILE,
 };
 pub use config::GptConfig;
 pub use model::{Gpt, GptTransformer};

@@ -64,7 +64,7 @@
 //! same model loads with [`Module::load`].
 
 mod containers;
-mod persistence;
+pub(crate) mod persistence;
 mod random_stream;
 mod training_mode;
 

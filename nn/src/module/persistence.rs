@@ -107,11 +107,14 @@ pub(super) fn load_state_dict<B: Backend, M: Module<B> + ?Sized>(
     Ok(report)
 }
 
+/// The metadata of a file [`Module::save`] writes.
+pub(crate) fn module_file_metadata() -> BTreeMap<String, String> {
+    BTreeMap::from([("format".to_string(), "tessera-module-v1".to_string())])
+}
+
 pub(super) fn save<B: Backend, M: Module<B> + ?Sized>(module: &M, path: &Path) -> Result<()> {
     let tensors = state_dict(module);
-    let mut metadata = BTreeMap::new();
-    metadata.insert("format".to_string(), "tessera-module-v1".to_string());
-    checkpoint::save(path, tensors.iter(), &metadata)
+    checkpoint::save(path, tensors.iter(), &module_file_metadata())
 }
 
 pub(super) fn load<B: Backend, M: Module<B> + ?Sized>(

@@ -29,7 +29,9 @@
 //! (`step-N.rank-R-of-W.safetensors`) and rank 0 the manifest naming them all; [`resume`] reads
 //! either kind, into any number of ranks ([`resume_allowing`] lets `world_size` differ), and
 //! [`consolidate_checkpoint`] rewrites a sharded one as one file. [`save_gathered_checkpoint`]
-//! writes the one-file checkpoint of such a state directly, gathering it a bucket at a time.
+//! writes the one-file checkpoint of such a state directly, gathering it a bucket at a time,
+//! and [`save_gathered_model`] a model file, both with a level-3 model's units gathered to rank
+//! 0 a unit at a time.
 //!
 //! [`MetricsLog`] writes a run's scalars for TensorBoard (event files, see [`tfevents`]) and as
 //! `metrics.jsonl`.
@@ -37,6 +39,7 @@
 //! Floating-point host values go through [`f64_to_json`] and [`f64_from_json`], which keep
 //! their bits exactly (JSON numbers do not, for NaN and infinities).
 
+mod gathered_model;
 mod gathered_save;
 mod host_value;
 mod manifest;
@@ -46,6 +49,7 @@ mod sharded;
 mod snapshot;
 pub mod tfevents;
 
+pub use gathered_model::save_gathered_model;
 pub use gathered_save::save_gathered_checkpoint;
 pub use host_value::{f64_from_json, f64_to_json, scaler_from_json, scaler_to_json, u64_from_json};
 pub use manifest::{Manifest, ShardFile};

@@ -147,6 +147,7 @@ fn save_three_ways(world: usize, level: ShardLevel, whole: &Path, sharded: &Path
             &gathered,
             3,
             &model,
+            None,
             groups,
             &config(world),
             &state,
@@ -318,8 +319,16 @@ fn a_gathered_save_that_rank_0_cannot_write_fails_on_every_rank_without_a_manife
                 .unwrap();
         mlp_step(&model, &mut opt, 0, &*comm);
         let groups: &[(&str, &dyn Optimizer<Cpu>)] = &[("opt", &opt)];
-        let saved =
-            run::save_gathered_checkpoint(&dir, 1, &model, groups, &config(3), &json!({}), &*comm);
+        let saved = run::save_gathered_checkpoint(
+            &dir,
+            1,
+            &model,
+            None,
+            groups,
+            &config(3),
+            &json!({}),
+            &*comm,
+        );
         saved.unwrap_err().to_string()
     });
     for (rank, error) in errors.iter().enumerate().skip(1) {

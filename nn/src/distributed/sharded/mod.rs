@@ -10,7 +10,7 @@ mod units;
 
 pub use level::ShardLevel;
 pub(crate) use units::install_units;
-pub use units::ShardedUnits;
+pub use units::{ShardedUnits, WholeVisitor};
 
 use crate::clip::{clip_grad_norm_across, grad_norm_across};
 use crate::distributed::buckets::plan_buckets;

@@ -44,10 +44,11 @@ pub(crate) struct UnitPart<B: Backend> {
 ///
 /// Outside training steps, [`ShardedUnits::gather_all`] holds every parameter whole on every
 /// rank (to restore a checkpoint, or evaluate on each rank) until [`ShardedUnits::release_all`],
-/// which takes each rank's shares from the values the parameters then hold. To read the whole
-/// model on one rank only (rank 0 writes a checkpoint or samples),
-/// [`ShardedUnits::hold_on`] gathers to that rank alone: the others hold no more than in
-/// training.
+/// which takes each rank's shares from the values the parameters then hold. To run the whole
+/// model on one rank only (rank 0 samples), [`ShardedUnits::hold_on`] gathers to that rank
+/// alone: the others hold no more than in training. To write it,
+/// [`ShardedUnits::visit_whole_on`] hands one unit at a time to one rank (what
+/// [`crate::run::save_gathered_checkpoint`] and [`crate::run::save_gathered_model`] do).
 pub struct ShardedUnits<B: Backend> {
     comm: Arc<dyn Communicator<B>>,
     prefixes: Vec<String>,
@@ -55,6 +56,10 @@ pub struct ShardedUnits<B: Backend> {
     hold: Mutex<Hold>,
     prefetch: Mutex<UnitPrefetch<B>>,
 }
+
+/// What [`ShardedUnits::visit_whole_on`] calls on the root: a unit parameter (the model's
+/// own `Var`) and its whole value.
+pub type WholeVisitor<'a, B> = dyn FnMut(&Var<B>, &Tensor<B>) -> Result<()> + 'a;
 
 /// Where the units' parameters are held whole.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -326,6 +331,68 @@ impl<B: Backend> ShardedUnits<B> {
                 Self::release(&parts)
             }
         }
+    }
+
+    /// Hands every unit's parameters whole to `visit` on rank `root`, one unit's optimizer
+    /// group at a time, to write them without holding the model whole anywhere (a collective):
+    /// released, each part's shares are gathered to `root` ([`Communicator::gather`]) and
+    /// dropped after the visit; held whole there ([`ShardedUnits::gather_all`], or
+    /// [`ShardedUnits::hold_on`] `root`), the parameters are visited as they are, without
+    /// communication. The other ranks send their shares and are not visited. An error of
+    /// `visit` is returned after the last part (the gathers still run on every rank) and
+    /// `visit` is not called after it; held on another rank than `root`, it is an error on
+    /// every rank.
+    pub fn visit_whole_on(&self, root: usize, visit: &mut WholeVisitor<'_, B>) -> Result<()> {
+        const OP: &str = "ShardedUnits::visit_whole_on";
+        check_root(OP, root, self.comm.world_size())?;
+        let on_root = self.comm.rank() == root;
+        let parts = self.all_parts();
+        let held = match self.hold_state() {
+            Hold::Released => false,
+            Hold::Everywhere => true,
+            Hold::On(held) if held == root => true,
+            Hold::On(held) => {
+                return Err(Error::InvalidArgument {
+                    op: OP,
+                    msg: format!(
+                        "the units are held whole on rank {held} only, not on rank {root}; \
+                         release_all first"
+                    ),
+                })
+            }
+        };
+        if !held {
+            self.drop_prefetched()?;
+        }
+        let mut failed = None;
+        for part in &parts {
+            // (index in `part.params`, whole value), on the root only.
+            let whole: Vec<(usize, Tensor<B>)> = match (held, on_root) {
+                (true, true) => (part.params.iter().map(|(_, v)| v.value()))
+                    .enumerate()
+                    .collect(),
+                (true, false) => Vec::new(),
+                (false, _) => match self.comm.gather(&part.shard.value(), root)? {
+                    Some(flat) => part.layout.pieces(&part.params, &flat)?,
+                    None => Vec::new(),
+                },
+            };
+            for (index, value) in &whole {
+                if failed.is_none() {
+                    failed = visit(&part.params[*index].1, value).err();
+                }
+            }
+        }
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// The ids ([`Var::id`]) of every parameter a unit holds.
+    pub(crate) fn parameter_ids(&self) -> std::collections::BTreeSet<u64> {
+        let parts = self.all_parts();
+        parts
+            .iter()
+            .flat_map(|p| p.params.iter().map(|(_, v)| v.id()))
+            .collect()
     }
 
     /// Every unit's parts.

@@ -67,7 +67,7 @@ use super::{
 };
 use crate::data::{DataLoader, Dataset};
 use crate::distributed::{
-    save_on_rank0, Communicator, DistributedSampler, LocalCommunicator, Reduction, ShardedUnits,
+    Communicator, DistributedSampler, LocalCommunicator, Reduction, ShardedUnits,
 };
 use crate::module::Forward;
 use crate::optim::Optimizer;
@@ -212,8 +212,8 @@ impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
     /// [`crate::distributed::ShardedOptimizer::with_units`] over them. The learner releases
     /// the units' parameters for training (after restoring a checkpoint), evaluates with the
     /// ranks in lockstep (each unit gathered as it runs, [`crate::training::evaluate_in_lockstep`]),
-    /// holds them whole on rank 0 alone to save ([`ShardedUnits::hold_on`]); [`Learner::fit`]
-    /// returns with them whole on every rank.
+    /// gathers them to rank 0 a unit at a time as it saves
+    /// ([`ShardedUnits::visit_whole_on`]); [`Learner::fit`] returns with them whole on every rank.
     pub fn sharded_units(mut self, units: Arc<ShardedUnits<B>>) -> Self {
         self.units = Some(units);
         self
@@ -347,24 +347,17 @@ impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
     }
 
     /// Writes a whole-run checkpoint of `progress` (rank 0 writes; every rank holds the same
-    /// model and optimizer state) and the newest model.
+    /// model and optimizer state) and the newest model. At level 3 on several ranks no rank
+    /// holds the whole model for it: the units' parameters are gathered to rank 0 a unit at a
+    /// time as it writes them.
     fn save(&self, progress: &Progress) -> Result<()> {
-        // Level 3: the model whole on rank 0 while it writes it (the checkpoint's model tensors
-        // and `model.safetensors`); the other ranks keep their shares.
-        self.hold_units_on_rank0()?;
-        let saved = self.save_held(progress);
-        self.release_units()?;
-        saved
-    }
-
-    /// [`Learner::save`] with the units held.
-    fn save_held(&self, progress: &Progress) -> Result<()> {
         let Some(run) = &self.run else {
             return Ok(());
         };
         let groups: &[(&str, &dyn Optimizer<B>)] = &[("optimizer", &self.optimizer)];
         let state = progress.to_json();
         let step = progress.global_step as u64;
+        let units = self.units.as_deref();
         if run.sharded {
             // Every rank writes its own part; nothing is gathered.
             run::save_sharded_checkpoint(
@@ -376,27 +369,40 @@ impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
                 &state,
                 &*self.comm,
             )?;
-            return save_on_rank0(&*self.comm, || run.dir.save_model(&self.model));
+            return self.save_model_file(run);
         }
         if self.comm.world_size() > 1 {
-            // A state spread over the ranks is gathered a bucket at a time (a collective).
+            // A state spread over the ranks is gathered to rank 0 a bucket at a time, the
+            // units a unit at a time (a collective).
             run::save_gathered_checkpoint(
                 &run.dir,
                 step,
                 &self.model,
+                units,
                 groups,
                 &run.config,
                 &state,
                 &*self.comm,
             )?;
-            return save_on_rank0(&*self.comm, || run.dir.save_model(&self.model));
+            return self.save_model_file(run);
         }
-        // One rank: a sharded optimizer's state is its whole state, gathered from itself.
+        // One rank: a sharded optimizer's state is its whole state, gathered from itself, and
+        // the units' parameters are held whole while they are written.
+        self.hold_units_on_rank0()?;
         self.optimizer.prepare_checkpoint()?;
         let saved = run::save_checkpoint(&run.dir, step, &self.model, groups, &run.config, &state)
             .and_then(|_| run.dir.save_model(&self.model));
         self.optimizer.finish_checkpoint();
+        self.release_units()?;
         saved
+    }
+
+    /// Writes the run folder's `model.safetensors` from rank 0 (a collective; level 3's units
+    /// gathered to rank 0 a unit at a time).
+    fn save_model_file(&self, run: &RunFolder) -> Result<()> {
+        let units = self.units.as_deref();
+        let path = run.dir.model_path();
+        run::save_gathered_model(&path, &self.model, units, &Default::default(), &*self.comm)
     }
 
     /// Trains on `train` for the configured epochs (continuing a resumed run), evaluating on
