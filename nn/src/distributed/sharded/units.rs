@@ -292,13 +292,13 @@ impl<B: Backend> ShardedUnits<B> {
     /// other ranks could not take their shares from it): to change the model, use
     /// [`ShardedUnits::gather_all`]. Nothing to do when they are held everywhere already.
     pub fn hold_on(&self, root: usize) -> Result<()> {
+        check_root("ShardedUnits::hold_on", root, self.comm.world_size())?;
         match self.hold_state() {
             Hold::Everywhere => return Ok(()),
             Hold::On(held) if held == root => return Ok(()),
             Hold::On(_) => self.release_all()?,
             Hold::Released => {}
         }
-        check_root("ShardedUnits::hold_on", root, self.comm.world_size())?;
         self.drop_prefetched()?;
         let parts = self.all_parts();
         // Set first: after a failed gather, the release frees what was filled.
