@@ -445,13 +445,20 @@ fn a_cnn_at_level_three_trains_the_plain_cnn_bit_for_bit() {
         args.extend(["--shard", level, "--batch-size", "32"]);
         args.extend(extra);
         let report = summary(&mpi_train(&train, &dir, &args).output().unwrap());
-        (report, final_state(&dir))
+        (report, final_state(&dir), common::model_file(&dir))
     };
-    let ((plain, plain_state), (units, units_state)) = (run("0", &[]), run("3", &[]));
+    let ((plain, plain_state, plain_model), (units, units_state, units_model)) =
+        (run("0", &[]), run("3", &[]));
     assert_eq!(units["shard"], 3, "{units}");
     assert_eq!(units["test_accuracy"], plain["test_accuracy"], "{units}");
     assert_same_state(&plain_state, &units_state, "the CNN at level 3");
-    let (prefetched, prefetched_state) = run("3", &["--shard-prefetch"]);
+    // `model.safetensors`, written from each layer gathered to rank 0 in turn at level 3.
+    assert!(!units_model.is_empty());
+    assert!(
+        units_model == plain_model,
+        "the level-3 model file differs from plain data parallelism's"
+    );
+    let (prefetched, prefetched_state, _) = run("3", &["--shard-prefetch"]);
     assert_eq!(prefetched["test_accuracy"], plain["test_accuracy"]);
     assert_same_state(
         &plain_state,

@@ -71,6 +71,23 @@ pub fn summary(out: &std::process::Output) -> Value {
         .unwrap_or_else(|| panic!("no JSON line:\n{stdout}\n{stderr}"))
 }
 
+/// The bits of every tensor of the run folder's `model.safetensors`, by name.
+pub fn model_file(dir: &Path) -> BTreeMap<String, Vec<u64>> {
+    let run = RunDir::open(dir).unwrap();
+    let file = checkpoint::load(run.model_path(), &tessera_cpu::Cpu::new()).unwrap();
+    let bits = |t: &tessera_core::Tensor<tessera_cpu::Cpu>| -> Vec<u64> {
+        t.to_vec_f64()
+            .unwrap()
+            .iter()
+            .map(|x| x.to_bits())
+            .collect()
+    };
+    file.tensors
+        .iter()
+        .map(|(n, t)| (n.clone(), bits(t)))
+        .collect()
+}
+
 /// The bits of every tensor of the run's final checkpoint (model and optimizer), and its host
 /// state without the timings (f64s are stored by their bits: equal JSON is equal bits).
 pub fn final_state(dir: &Path) -> BTreeMap<String, Vec<u64>> {
