@@ -382,7 +382,7 @@ fn learner_level_three<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
         let mut learner = Learner::new(model, optimizer)
             .epochs(epochs)
             .communicator(comm)
-            .sharded_units(units);
+            .sharded_units(units.clone());
         if with_run_dir {
             let dir = c.dir().join(format!("level3-run-{seed}"));
             let _ = std::fs::remove_dir_all(&dir);
@@ -392,6 +392,14 @@ fn learner_level_three<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
                 .sharded_checkpoints();
         }
         let report = learner.fit(&train, &test, b)?;
+        // Released on return, as in training: no rank holds the model whole.
+        if units.is_held() {
+            return Err(tessera_core::Error::InvalidArgument {
+                op: "fuzz",
+                msg: format!("{BROKE}Learner::fit returned with the units held"),
+            });
+        }
+        units.gather_all()?;
         fitted(report, learner.model())
     };
     match (plain(), sharded()) {
@@ -400,6 +408,7 @@ fn learner_level_three<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
              learner gave {:?}",
             got.0, want.0
         )),
+        (_, Err(e)) if e.to_string().contains(BROKE) => Outcome::Break(e.to_string()),
         (Ok(_), Ok(_)) => Outcome::Ok(Vec::new()),
         (Err(_), Err(e)) => Outcome::Err(e.to_string()),
         (want, got) => Outcome::Break(format!(

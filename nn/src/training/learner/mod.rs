@@ -213,15 +213,12 @@ impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
     /// the units' parameters for training (after restoring a checkpoint), evaluates with the
     /// ranks in lockstep (each unit gathered as it runs, [`crate::training::evaluate_in_lockstep`]),
     /// gathers them to rank 0 a unit at a time as it saves
-    /// ([`ShardedUnits::visit_whole_on`]); [`Learner::fit`] returns with them whole on every rank.
+    /// ([`ShardedUnits::visit_whole_on`]). [`Learner::fit`] returns with them released, as in
+    /// training: hold them whole to use the model ([`ShardedUnits::gather_all`] on every rank,
+    /// [`ShardedUnits::hold_on`] one rank), so that no rank's memory rises when it returns.
     pub fn sharded_units(mut self, units: Arc<ShardedUnits<B>>) -> Self {
         self.units = Some(units);
         self
-    }
-
-    /// Holds the units' parameters whole on every rank (a collective; nothing without units).
-    fn hold_units(&self) -> Result<()> {
-        self.units.as_ref().map_or(Ok(()), |u| u.gather_all())
     }
 
     /// Holds the units' parameters whole on rank 0 alone, which writes them (a collective;
@@ -406,7 +403,8 @@ impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
     }
 
     /// Trains on `train` for the configured epochs (continuing a resumed run), evaluating on
-    /// `test` after every epoch; returns every epoch's figures.
+    /// `test` after every epoch; returns every epoch's figures. A level-3 model's units are
+    /// released on return ([`Learner::sharded_units`]).
     pub fn fit<D, E>(
         &mut self,
         train: &DataLoader<D>,
@@ -656,7 +654,6 @@ impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
             };
             self.save(&progress)?;
         }
-        self.hold_units()?;
         Ok(FitReport {
             stopped_early: progress.stopped && progress.epoch < self.epochs,
             epochs: progress.epochs,
