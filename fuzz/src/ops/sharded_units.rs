@@ -419,6 +419,94 @@ fn learner_level_three<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
     }
 }
 
+/// Every tensor of a safetensors file by name: dims and bits.
+type FileTensors = Vec<(String, Vec<usize>, Vec<u64>)>;
+
+fn file_tensors<B: FuzzBackend>(path: &std::path::Path, b: &B) -> Result<FileTensors> {
+    let file = tessera_nn::checkpoint::load(path, b)?;
+    let mut out = Vec::new();
+    for (name, t) in &file.tensors {
+        let bits = t.to_vec_f64()?.into_iter().map(f64::to_bits).collect();
+        out.push((name.clone(), t.dims().to_vec(), bits));
+    }
+    Ok(out)
+}
+
+/// `gpt::save_checkpoint_gathered` of a GPT whose blocks are released level-3 units (one
+/// rank), against `gpt::save_checkpoint` of the same model held whole: the same weights, bit
+/// for bit, and the same vocabulary and configuration files; a tokenizer whose vocabulary is
+/// not the model's (drawn now and then) fails both.
+fn gpt_saved_gathered<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
+    use tessera_nn::data::CharTokenizer;
+    use tessera_nn::gpt::{save_checkpoint, save_checkpoint_gathered, MODEL_FILE};
+    let b = c.backend();
+    let config = super::transformer::gpt_config(c, 0);
+    let seed = c.seed(7);
+    let vocab = config.vocab_size + usize::from(c.size(8) % 4 == 0);
+    let run = || -> Result<(Result<()>, Result<()>, std::path::PathBuf, std::path::PathBuf)> {
+        let model = config.init(b, &mut tessera_core::Generator::new(seed))?;
+        let comm: Arc<dyn Communicator<B>> = Arc::new(LocalCommunicator::new());
+        let units = ShardedUnits::new(comm.clone(), model.block_prefixes())?;
+        let _optimizer = ShardedOptimizer::with_units(model.parameters(), &units, 4096, |s| {
+            Sgd::new(s, SgdConfig::new(0.1))
+        })?;
+        model.shard_blocks(units.clone())?;
+        let chars = (0..vocab).map(|i| char::from_u32(0x100 + i as u32));
+        let tokenizer = CharTokenizer::from_chars(chars.collect::<Option<Vec<char>>>().ok_or(
+            tessera_core::Error::InvalidArgument {
+                op: "fuzz",
+                msg: "no such characters".into(),
+            },
+        )?)?;
+        let (plain_dir, dir) = (
+            c.dir().join(format!("gpt-plain-{seed}")),
+            c.dir().join(format!("gpt-gathered-{seed}")),
+        );
+        // Held whole (as made), then released for the gathered save.
+        let plain = save_checkpoint(&plain_dir, &model, &tokenizer, serde_json::json!({}));
+        units.release_all()?;
+        let gathered = save_checkpoint_gathered(
+            &dir,
+            &model,
+            Some(&*units),
+            &tokenizer,
+            serde_json::json!({}),
+            &*comm,
+        );
+        if units.is_held() {
+            return Err(broke("save_checkpoint_gathered left the units held"));
+        }
+        Ok((plain, gathered, plain_dir, dir))
+    };
+    let (plain, gathered, plain_dir, dir) = match run() {
+        Ok(v) => v,
+        Err(e) if e.to_string().contains(BROKE) => return Outcome::Break(e.to_string()),
+        Err(e) => return Outcome::Err(e.to_string()),
+    };
+    match (plain, gathered) {
+        (Ok(()), Ok(())) => {
+            let weights = |d: &std::path::Path| file_tensors(&d.join(MODEL_FILE), b);
+            let same_weights = match (weights(&plain_dir), weights(&dir)) {
+                (Ok(a), Ok(g)) => a == g,
+                (a, g) => return Outcome::Break(format!("unreadable weights: {a:?} / {g:?}")),
+            };
+            let same_files = ["vocab.json", "config.json"]
+                .iter()
+                .all(|f| std::fs::read(plain_dir.join(f)).ok() == std::fs::read(dir.join(f)).ok());
+            match same_weights && same_files {
+                true => Outcome::Ok(Vec::new()),
+                false => Outcome::Break(
+                    "save_checkpoint_gathered wrote another folder than save_checkpoint".into(),
+                ),
+            }
+        }
+        (Err(_), Err(e)) => Outcome::Err(e.to_string()),
+        (plain, gathered) => Outcome::Break(format!(
+            "save_checkpoint gave {plain:?}, save_checkpoint_gathered {gathered:?}"
+        )),
+    }
+}
+
 /// The entries of this family.
 pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
     vec![
@@ -446,6 +534,17 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             |c| Ok(level_three_saved_gathered(c)),
         )
         .work(|_| Ok(1 << 23)),
+        op(
+            "gpt::save_checkpoint_gathered: a GPT's released blocks written a block at a time, against save_checkpoint",
+            1,
+            &[SIZE, SIZE, SIZE, SIZE, SIZE, B, F, SEED, SIZE],
+            NONE,
+            |c| Ok(gpt_saved_gathered(c)),
+        )
+        .work(|c| {
+            let config = super::transformer::gpt_config(c, 0);
+            Ok(super::transformer::gpt_work(&config).saturating_mul(2))
+        }),
         op(
             "Learner::sharded_units: a level-3 MLP's fit against the plain one",
             1,

@@ -83,7 +83,7 @@ fn model_size<B: FuzzBackend>(c: &Ctx<'_, B>, i: usize, cap: usize, small: bool)
 
 /// A GPT config from the arguments starting at `i` (six sizes, a flag for "small", a
 /// dropout).
-fn gpt_config<B: FuzzBackend>(c: &Ctx<'_, B>, i: usize) -> GptConfig {
+pub(super) fn gpt_config<B: FuzzBackend>(c: &Ctx<'_, B>, i: usize) -> GptConfig {
     let small = c.flag(i + 5);
     let n_head = model_size(c, i + 1, 3, small);
     GptConfig::new(
@@ -114,7 +114,7 @@ fn attention_shape<B: FuzzBackend>(c: &Ctx<'_, B>, i: usize, small: bool) -> (us
 
 /// The work of building a GPT of `config`: its parameters, and each block's own cost
 /// ([`LAYER_WORK`], whatever its width), saturating.
-fn gpt_work(config: &GptConfig) -> usize {
+pub(super) fn gpt_work(config: &GptConfig) -> usize {
     let e = config.n_embd;
     let per_layer = e.saturating_mul(e).saturating_mul(12);
     let n = per_layer
