@@ -234,12 +234,7 @@ impl<B: Backend> GptOptimizers<B> {
 
     /// Level 3: holds every parameter whole (a collective), to save, restore or sample.
     pub fn hold(&self) -> Result<()> {
-        match self {
-            GptOptimizers::Sharded {
-                units: Some(units), ..
-            } => units.gather_all(),
-            _ => Ok(()),
-        }
+        self.units().map_or(Ok(()), ShardedUnits::gather_all)
     }
 
     /// Level 3's units (released during training), if any.
@@ -255,23 +250,13 @@ impl<B: Backend> GptOptimizers<B> {
     /// Level 3: holds every parameter whole on rank 0 alone (a collective), for rank 0 to
     /// save or sample; the other ranks keep their shares.
     pub fn hold_on_rank0(&self) -> Result<()> {
-        match self {
-            GptOptimizers::Sharded {
-                units: Some(units), ..
-            } => units.hold_on(0),
-            _ => Ok(()),
-        }
+        self.units().map_or(Ok(()), |units| units.hold_on(0))
     }
 
     /// Level 3: back to shares (taken from what the parameters hold now after
     /// [`GptOptimizers::hold`]).
     pub fn release(&self) -> Result<()> {
-        match self {
-            GptOptimizers::Sharded {
-                units: Some(units), ..
-            } => units.release_all(),
-            _ => Ok(()),
-        }
+        self.units().map_or(Ok(()), ShardedUnits::release_all)
     }
 
     /// The most bytes of parameters, gradients and optimizer state this rank holds at once.
