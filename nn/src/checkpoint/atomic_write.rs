@@ -26,6 +26,14 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     })
 }
 
+/// The folder a file `path` is in (`.` for a bare file name): where its temporaries go.
+pub(crate) fn folder_of(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
 /// [`write_atomically`] of what `write` writes into the (buffered) temporary file: a file
 /// streamed piece by piece, with the same guarantees. Returns what `write` returns.
 pub fn write_atomically_with<T>(
@@ -36,10 +44,7 @@ pub fn write_atomically_with<T>(
         op: "write_atomically",
         msg: format!("{} does not name a file", path.display()),
     })?;
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
+    let dir = folder_of(path);
     let prefix = format!(".{}.tmp-", file_name.to_string_lossy());
     remove_stale_temporaries(&dir, &prefix);
     let temp = dir.join(format!(

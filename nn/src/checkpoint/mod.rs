@@ -19,7 +19,7 @@ mod spooled_writer;
 mod tensor_spec;
 mod writer;
 
-pub(crate) use atomic_write::write_atomically_with;
+pub(crate) use atomic_write::{folder_of, write_atomically_with};
 pub use atomic_write::{remove_stale_temporaries_in, write_atomically};
 pub use load::{inspect, load, load_checked, CheckpointInfo, CheckpointReader};
 pub use save::{save, serialize, METADATA_KEY};

@@ -4,12 +4,12 @@
 //! it.
 
 use super::snapshot::model_vars;
-use crate::checkpoint::{self, write_atomically_with, SpooledSafetensors};
+use crate::checkpoint::{self, folder_of, write_atomically_with, SpooledSafetensors};
 use crate::distributed::{all_ranks_ok, save_on_rank0, Communicator, ShardedUnits};
 use crate::module::Module;
 use crate::Result;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use tessera_core::{Backend, Tensor};
 
 /// Hands `model`'s parameters and buffers to `visit` by name on rank 0 (a collective when
@@ -79,11 +79,7 @@ where
         let tensors = model.state_dict();
         return save_on_rank0(comm, || checkpoint::save(path, tensors.iter(), metadata));
     };
-    let folder = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let mut spool = (comm.rank() == 0).then(|| SpooledSafetensors::new(&folder));
+    let mut spool = (comm.rank() == 0).then(|| SpooledSafetensors::new(folder_of(path)));
     let visited = visit_model_on_rank0(model, Some(units), comm, &mut |name, tensor| {
         spool.as_mut().map_or(Ok(()), |s| s.add(name, tensor))
     });
