@@ -131,7 +131,7 @@ fn level_three_with<B: FuzzBackend>(c: &Ctx<'_, B>, between: Between) -> Outcome
             Between::SaveGathered { .. } => {
                 let path = c.dir().join(format!("level3-plain-{seed}.safetensors"));
                 plain.save(&path)?;
-                Some(tessera_nn::checkpoint::load(&path, b)?.tensors)
+                Some(file_tensors(&path, b)?)
             }
             _ => None,
         };
@@ -151,20 +151,10 @@ fn level_three_with<B: FuzzBackend>(c: &Ctx<'_, B>, between: Between) -> Outcome
             if units.is_held() {
                 return Err(broke("save_gathered_model left the units held"));
             }
-            let written = tessera_nn::checkpoint::load(&path, b)?.tensors;
             let want = plain_after_first_file
                 .as_ref()
                 .expect("saved with SaveGathered");
-            let as_bits = |t: &Tensor<B>| {
-                t.to_vec_f64()
-                    .map(|v| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>())
-            };
-            let same = written.len() == want.len()
-                && want.iter().all(|(name, w)| {
-                    written
-                        .get(name)
-                        .is_some_and(|g| g.dims() == w.dims() && as_bits(g).ok() == as_bits(w).ok())
-                });
+            let same = file_tensors(&path, b)? == *want;
             if !same {
                 return Err(broke(
                     "save_gathered_model wrote other tensors than the plain model's Module::save",
