@@ -95,8 +95,19 @@ pub fn sample_f64(dist: Distribution, seed: u64, index: u64) -> f64 {
 pub struct Generator {
     seed: u64,
     offset: u64,
-    /// Draws are zeros, made without drawing (see [`Generator::for_loading`]).
-    zeros: bool,
+    /// What a draw through [`Tensor::random_from`](crate::Tensor::random_from) makes.
+    draws: Draws,
+}
+
+/// What a [`Generator`]'s draws make.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Draws {
+    /// Samples of the distribution.
+    Values,
+    /// Zeros, without drawing ([`Generator::for_loading`]).
+    Zeros,
+    /// One zero broadcast to the shape ([`Generator::deferred`]).
+    Placeholders,
 }
 
 impl Generator {
@@ -105,7 +116,7 @@ impl Generator {
         Generator {
             seed,
             offset: 0,
-            zeros: false,
+            draws: Draws::Values,
         }
     }
 
@@ -124,14 +135,68 @@ impl Generator {
     /// ```
     pub fn for_loading() -> Self {
         Generator {
-            zeros: true,
+            draws: Draws::Zeros,
             ..Generator::new(0)
+        }
+    }
+
+    /// The stream `seed` for a deferred build (PyTorch's meta device, or FSDP's deferred
+    /// initialisation): each draw through
+    /// [`Tensor::random_from`](crate::Tensor::random_from) is a placeholder, one zero broadcast
+    /// to the shape, which costs one element of memory whatever the shape, and moves the
+    /// counter as a real draw would. So a model built from it has its shapes and names but
+    /// no weights, and a [`Generator::drawing`] copy taken at any point draws exactly the
+    /// values a build from [`Generator::new`]`(seed)` draws from there: a part of the model
+    /// can be given its values later, one part at a time. Its [`fork`](Generator::fork)s
+    /// (dropout streams) are those of `Generator::new(seed)`.
+    ///
+    /// ```
+    /// use tessera_core::Generator;
+    /// let (mut real, mut deferred) = (Generator::new(7), Generator::deferred(7));
+    /// assert_eq!(real.advance(1_000_000), deferred.advance(1_000_000));
+    /// assert!(deferred.draws_placeholders());
+    /// assert_eq!(deferred.drawing(), real);
+    /// assert_eq!(deferred.fork(), real.fork());
+    /// ```
+    pub fn deferred(seed: u64) -> Self {
+        Generator {
+            draws: Draws::Placeholders,
+            ..Generator::new(seed)
         }
     }
 
     /// Whether draws are zeros (a [`Generator::for_loading`]).
     pub fn draws_zeros(&self) -> bool {
-        self.zeros
+        self.draws == Draws::Zeros
+    }
+
+    /// Whether draws are placeholders (a [`Generator::deferred`]).
+    pub fn draws_placeholders(&self) -> bool {
+        self.draws == Draws::Placeholders
+    }
+
+    /// This generator at the same point of its stream, drawing placeholders (a
+    /// [`Generator::deferred`] of the same stream): what a build that defers one part of a
+    /// model draws that part from, before going on with [`Generator::drawing`].
+    pub fn deferring(&self) -> Generator {
+        Generator {
+            draws: Draws::Placeholders,
+            ..self.clone()
+        }
+    }
+
+    /// This generator at the same point of its stream, drawing values: of a
+    /// [`Generator::deferred`], the draws a plain build would make from here on. Other
+    /// generators are returned as they are.
+    pub fn drawing(&self) -> Generator {
+        let draws = match self.draws {
+            Draws::Placeholders => Draws::Values,
+            other => other,
+        };
+        Generator {
+            draws,
+            ..self.clone()
+        }
     }
 
     /// Returns `(seed, offset)` for a draw of `n` elements and moves past them. The counter

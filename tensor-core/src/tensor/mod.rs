@@ -397,6 +397,9 @@ impl<B: Backend> Tensor<B> {
         if generator.draws_zeros() {
             return Self::zeros(shape, dtype, backend);
         }
+        if generator.draws_placeholders() {
+            return Self::zeros(Shape::scalar(), dtype, backend)?.broadcast_to(shape);
+        }
         Self::random(shape, dist, dtype, seed, offset, backend)
     }
 
