@@ -6,6 +6,7 @@ use crate::distributed::communicator::{Communicator, Reduction};
 use crate::distributed::optimizer::DistributedOptimizer;
 use crate::distributed::reducer::{CommStats, GradientReducer};
 use crate::loss::cross_entropy;
+use crate::module::placeholder::{is_placeholder, placeholder_element};
 use crate::module::{Forward, Module, ModuleVisitor};
 use crate::optim::Optimizer;
 use std::sync::Arc;
@@ -221,13 +222,33 @@ impl<B: Backend, M: Module<B>> DistributedDataParallel<B, M> {
         Ok(loss.value())
     }
 
-    /// Replaces every parameter and buffer by rank `root`'s (a collective).
+    /// Replaces every parameter and buffer by rank `root`'s (a collective). A tensor that is
+    /// one element broadcast to its shape on every rank (a placeholder of a deferred build, or
+    /// a released sharded unit's parameter) is sent as that element and stays a placeholder.
     pub fn broadcast_state(&self, root: usize) -> Result<()> {
         let comm = self.communicator();
-        for (_, var) in self.reducer.parameters().iter().chain(&self.buffers) {
-            let mut value = var.value();
-            comm.broadcast(&mut value, root)?;
-            var.set_value(value)?;
+        let vars: Vec<&Var<B>> = (self.reducer.parameters().iter().chain(&self.buffers))
+            .map(|(_, v)| v)
+            .collect();
+        // 1 where this tensor is a placeholder on every rank.
+        let mut compact: Vec<f64> = vars
+            .iter()
+            .map(|v| f64::from(u8::from(is_placeholder(&v.value()))))
+            .collect();
+        if self.world_size() > 1 {
+            comm.all_reduce_host(&mut compact, Reduction::Min)?;
+        }
+        for (var, compact) in vars.into_iter().zip(compact) {
+            let value = var.value();
+            if compact > 0.0 {
+                let mut one = placeholder_element(&value)?;
+                comm.broadcast(&mut one, root)?;
+                var.set_value(one.broadcast_to(value.dims().to_vec())?)?;
+            } else {
+                let mut value = value;
+                comm.broadcast(&mut value, root)?;
+                var.set_value(value)?;
+            }
         }
         comm.synchronize()
     }

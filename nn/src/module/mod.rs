@@ -65,6 +65,7 @@
 
 mod containers;
 pub(crate) mod persistence;
+pub(crate) mod placeholder;
 mod random_stream;
 mod training_mode;
 

@@ -5,6 +5,7 @@
 use super::flat::FlatBucket;
 use super::prefetch::{Prefetched, UnitPrefetch};
 use crate::distributed::communicator::{check_root, Communicator, Reduction};
+use crate::module::placeholder::{is_placeholder, placeholder};
 use crate::module::{Forward, Module};
 use std::sync::{Arc, Mutex, OnceLock};
 use tessera_autograd::{enable_grad, is_grad_enabled, no_grad, Var};
@@ -260,9 +261,9 @@ impl<B: Backend> ShardedUnits<B> {
         for part in parts {
             for (_, var) in &part.params {
                 let value = var.value();
-                let one = Tensor::zeros([1], var.dtype(), value.backend())?;
+                let one = placeholder(var.dims(), &value)?;
                 drop(value);
-                var.set_value(one.broadcast_to(var.dims().to_vec())?)?;
+                var.set_value(one)?;
             }
         }
         Ok(())
@@ -317,8 +318,11 @@ impl<B: Backend> ShardedUnits<B> {
     /// releases the whole values. Not a collective.
     pub fn release_all(&self) -> Result<()> {
         let hold = self.hold_state();
-        self.set_hold(Hold::Released);
         let parts = self.all_parts();
+        if hold == Hold::Everywhere {
+            Self::check_have_values(&parts, "ShardedUnits::release_all")?;
+        }
+        self.set_hold(Hold::Released);
         match hold {
             Hold::Released => Ok(()),
             Hold::On(root) if root != self.comm.rank() => Ok(()),
@@ -331,6 +335,80 @@ impl<B: Backend> ShardedUnits<B> {
                 Self::release(&parts)
             }
         }
+    }
+
+    /// An error naming the first parameter of `parts` that holds a placeholder (a deferred
+    /// build's, never given values): its share would silently be zeros.
+    fn check_have_values(parts: &[Arc<UnitPart<B>>], op: &'static str) -> Result<()> {
+        for (name, var) in parts.iter().flat_map(|p| &p.params) {
+            if is_placeholder(&var.value()) {
+                return Err(Error::InvalidArgument {
+                    op,
+                    msg: format!(
+                        "parameter {name} of shape {:?} holds no values (a deferred build): \
+                         give the units their values with ShardedUnits::initialize",
+                        var.dims()
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives the units' parameters their first values one unit at a time, each rank keeping
+    /// only its shares: what takes the place of [`ShardedUnits::release_all`] for a model built
+    /// without its units' values (e.g. [`crate::gpt::GptConfig::init_deferred`]), so that no
+    /// rank ever holds more than one unit whole. A collective. For each unit in order:
+    /// `init(unit)` gives its parameters their whole values on every rank (e.g.
+    /// [`crate::gpt::Gpt::init_block`]), rank 0's values are broadcast (every rank starts from
+    /// rank 0's model, as [`crate::distributed::DistributedDataParallel`] makes it), each rank
+    /// takes its shares, and the whole values are released. The units must be held everywhere
+    /// (as [`crate::distributed::ShardedOptimizer::with_units`] leaves them); they end
+    /// released. When `init` fails, or leaves a placeholder, on any rank, every rank returns an
+    /// error.
+    pub fn initialize(&self, init: &mut dyn FnMut(usize) -> Result<()>) -> Result<()> {
+        const OP: &str = "ShardedUnits::initialize";
+        if self.hold_state() != Hold::Everywhere {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                msg: "the units must be held whole everywhere (as with_units leaves them, or \
+                      after gather_all)"
+                    .into(),
+            });
+        }
+        self.drop_prefetched()?;
+        // Set first: after a failure, the units are released, never half held.
+        self.set_hold(Hold::Released);
+        let world = self.comm.world_size();
+        for unit in 0..self.len() {
+            let parts = self.parts_of(unit)?;
+            let mut outcome = init(unit).and_then(|()| Self::check_have_values(&parts, OP));
+            let mut failed = [f64::from(u8::from(outcome.is_err()))];
+            if world > 1 {
+                self.comm.all_reduce_host(&mut failed, Reduction::Max)?;
+            }
+            if failed[0] > 0.0 {
+                Self::release(&parts)?;
+                if outcome.is_ok() {
+                    outcome = Err(Error::InvalidArgument {
+                        op: OP,
+                        msg: format!("another rank failed to initialize unit {unit}"),
+                    });
+                }
+                return outcome;
+            }
+            for part in &parts {
+                let mut flat = part
+                    .layout
+                    .flatten(&part.params, world, |v| Ok(v.value()))?;
+                Self::release(std::slice::from_ref(part))?;
+                if world > 1 {
+                    self.comm.broadcast(&mut flat, 0)?;
+                }
+                part.shard.set_value(part.layout.shard_of(&flat)?)?;
+            }
+        }
+        Ok(())
     }
 
     /// Hands every unit's parameters whole to `visit` on rank `root`, one unit's optimizer

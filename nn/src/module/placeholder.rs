@@ -1,0 +1,56 @@
+//! Placeholders: a parameter value that is one zero broadcast to the parameter's shape, which
+//! costs one element of memory. A released sharded unit's parameters hold them, and so do the
+//! parameters a deferred build ([`tessera_core::Generator::deferred`]) has not given values yet.
+
+use crate::Module;
+use tessera_core::{Backend, Error, Result, Shape, Tensor};
+
+/// One zero of `like`'s dtype broadcast to `dims`.
+pub(crate) fn placeholder<B: Backend>(dims: &[usize], like: &Tensor<B>) -> Result<Tensor<B>> {
+    Tensor::zeros(Shape::scalar(), like.dtype(), like.backend())?.broadcast_to(dims.to_vec())
+}
+
+/// Whether `value` has more than one element and every one of them is the same stored element
+/// (every stride zero): a placeholder, or any other tensor expanded from one element.
+pub(crate) fn is_placeholder<B: Backend>(value: &Tensor<B>) -> bool {
+    value.numel() > 1 && value.layout().strides().iter().all(|&s| s == 0)
+}
+
+/// One stored element of a tensor [`is_placeholder`] accepts, as a scalar tensor.
+pub(crate) fn placeholder_element<B: Backend>(value: &Tensor<B>) -> Result<Tensor<B>> {
+    let mut one = value.clone();
+    for dim in 0..value.rank() as isize {
+        one = one.narrow(dim, 0, 1)?;
+    }
+    one.reshape(Shape::scalar())?.contiguous()
+}
+
+/// An error naming the first parameter of `module` (its names under `prefix`) that holds a
+/// placeholder instead of values, if any: what a deferred build's model answers when it is run
+/// before its values are given (see `op`'s docs for how).
+pub(crate) fn check_has_values<B: Backend, M: Module<B> + ?Sized>(
+    module: &M,
+    prefix: &str,
+    op: &'static str,
+    how: &str,
+) -> Result<()> {
+    match module
+        .parameters()
+        .into_iter()
+        .find(|(_, v)| is_placeholder(&v.value()))
+    {
+        Some((name, var)) => Err(Error::InvalidArgument {
+            op,
+            msg: format!(
+                "parameter {}{name} of shape {:?} holds no values yet (a deferred build): {how}",
+                if prefix.is_empty() {
+                    String::new()
+                } else {
+                    format!("{prefix}.")
+                },
+                var.dims()
+            ),
+        }),
+        None => Ok(()),
+    }
+}
