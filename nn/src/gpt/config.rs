@@ -110,6 +110,21 @@ impl GptConfig {
         Gpt::new(*self, backend, generator)
     }
 
+    /// [`GptConfig::init`] without the blocks' values (deferred initialisation, FSDP's
+    /// `param_init_fn`): the embeddings and the final LayerNorm are drawn as `init` draws them,
+    /// while each block's matrices are placeholders of one element, and [`Gpt::init_block`]
+    /// later draws the values `init` would have, block by block. For sharding level 3, where
+    /// [`crate::distributed::ShardedUnits::initialize`] gives each block its values and keeps
+    /// only this rank's share before the next, so that no rank holds the whole model. Until
+    /// then, running a block that holds placeholders is an error.
+    pub fn init_deferred<B: Backend>(
+        &self,
+        backend: &B,
+        generator: &mut Generator,
+    ) -> Result<Gpt<B>> {
+        Gpt::build(*self, backend, generator, true)
+    }
+
     /// Trainable scalars of the model (the tied output head counted once); `usize::MAX` for a
     /// configuration so large that the count overflows (which [`GptConfig::validate`] rejects).
     pub fn num_parameters(&self) -> usize {

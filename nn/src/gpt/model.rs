@@ -9,6 +9,7 @@ use crate::layers::{
     TransformerBlockConfig,
 };
 use crate::loss::cross_entropy;
+use crate::module::placeholder::check_has_values;
 use crate::module::{child_name, Forward, ModuleVisitor, ToBackend};
 use crate::Module;
 use std::sync::{Arc, OnceLock};
@@ -54,6 +55,11 @@ pub struct Gpt<B: Backend> {
     config: GptConfig,
     /// Set by [`Gpt::shard_blocks`]: the blocks run as sharded units.
     units: OnceLock<Arc<ShardedUnits<B>>>,
+    /// Where each block's draws start in the build's stream (drawing values): what
+    /// [`Gpt::init_block`] draws from.
+    block_generators: Vec<Generator>,
+    /// Built by [`GptConfig::init_deferred`]: the blocks hold placeholders until given values.
+    deferred: bool,
 }
 
 /// nanoGPT's weight standard deviation.
@@ -62,49 +68,52 @@ const INIT_STD: f64 = 0.02;
 impl<B: Backend> Gpt<B> {
     /// A model of `config` on `backend`, initialised from `generator`.
     pub fn new(config: GptConfig, backend: &B, generator: &mut Generator) -> Result<Self> {
+        Self::build(config, backend, generator, false)
+    }
+
+    /// [`GptConfig::init_deferred`]: [`Gpt::new`] whose blocks are placeholders (when
+    /// `deferred_blocks`), their draws skipped but counted, so that [`Gpt::init_block`] draws
+    /// the values `new` would have.
+    pub(crate) fn build(
+        config: GptConfig,
+        backend: &B,
+        generator: &mut Generator,
+        deferred_blocks: bool,
+    ) -> Result<Self> {
         config.validate()?;
         let (e, dtype) = (config.n_embd, config.dtype);
         let normal = |dims: [usize; 2], std: f64, g: &mut Generator| {
             init::normal(dims, 0.0, std, dtype, g, backend)
         };
-        let block_config = TransformerBlockConfig::new(e, config.n_head)
-            .dropout(config.dropout)
-            .bias(config.bias)
-            .gelu(config.gelu)
-            .layer_norm_eps(config.layer_norm_eps)
-            .dtype(dtype)
-            .precision(config.precision);
-        let residual_std = INIT_STD / (2.0 * config.n_layer as f64).sqrt();
         let wte = Embedding::from_tensor(normal([config.vocab_size, e], INIT_STD, generator)?)?;
         let wpe = Embedding::from_tensor(normal([config.block_size, e], INIT_STD, generator)?)?;
         let drop = DropoutConfig::new().p(config.dropout).init(generator)?;
         let mut h = Vec::new();
-        h.try_reserve_exact(config.n_layer)
-            .map_err(|_| Error::OutOfMemory {
-                device: "host".into(),
-                requested_bytes: config
-                    .n_layer
-                    .saturating_mul(std::mem::size_of::<TransformerBlock<B>>()),
-            })?;
+        let mut block_generators = Vec::new();
+        let out_of_memory = |_| Error::OutOfMemory {
+            device: "host".into(),
+            requested_bytes: config
+                .n_layer
+                .saturating_mul(std::mem::size_of::<TransformerBlock<B>>()),
+        };
+        h.try_reserve_exact(config.n_layer).map_err(out_of_memory)?;
+        block_generators
+            .try_reserve_exact(config.n_layer)
+            .map_err(out_of_memory)?;
         for _ in 0..config.n_layer {
-            let block = block_config.init(backend, generator)?;
-            // Re-initialise nanoGPT's way, in parameter order.
-            for (name, var) in block.parameters() {
-                let dims = var.dims().to_vec();
-                let value = if dims.len() == 1 {
-                    if name.ends_with("weight") {
-                        Tensor::ones(dims, dtype, backend)?
-                    } else {
-                        Tensor::zeros(dims, dtype, backend)?
-                    }
-                } else {
-                    let residual =
-                        name.starts_with("attn.out_proj") || name.starts_with("mlp.c_proj");
-                    let std = if residual { residual_std } else { INIT_STD };
-                    normal([dims[0], dims[1]], std, generator)?
-                };
-                var.set_value(value)?;
-            }
+            block_generators.push(generator.drawing());
+            // A generator that already draws placeholders (or zeros, for loading) builds the
+            // block as it is, and stays as it is.
+            let deferring =
+                deferred_blocks && !generator.draws_placeholders() && !generator.draws_zeros();
+            let block = if deferring {
+                let mut placeholders = generator.deferring();
+                let block = Self::init_block_from(&config, backend, &mut placeholders)?;
+                *generator = placeholders.drawing();
+                block
+            } else {
+                Self::init_block_from(&config, backend, generator)?
+            };
             h.push(block);
         }
         let ln_f = LayerNormConfig::new(vec![e])
@@ -125,7 +134,119 @@ impl<B: Backend> Gpt<B> {
             lm_head,
             config,
             units: OnceLock::new(),
+            block_generators,
+            deferred: deferred_blocks,
         })
+    }
+
+    /// One block of `config` with nanoGPT's initialisation, drawn from `generator`.
+    fn init_block_from(
+        config: &GptConfig,
+        backend: &B,
+        generator: &mut Generator,
+    ) -> Result<TransformerBlock<B>> {
+        let dtype = config.dtype;
+        let block = TransformerBlockConfig::new(config.n_embd, config.n_head)
+            .dropout(config.dropout)
+            .bias(config.bias)
+            .gelu(config.gelu)
+            .layer_norm_eps(config.layer_norm_eps)
+            .dtype(dtype)
+            .precision(config.precision)
+            .init(backend, generator)?;
+        let residual_std = INIT_STD / (2.0 * config.n_layer as f64).sqrt();
+        // Re-initialise nanoGPT's way, in parameter order.
+        for (name, var) in block.parameters() {
+            let dims = var.dims().to_vec();
+            let value = if dims.len() == 1 {
+                if name.ends_with("weight") {
+                    Tensor::ones(dims, dtype, backend)?
+                } else {
+                    Tensor::zeros(dims, dtype, backend)?
+                }
+            } else {
+                let residual = name.starts_with("attn.out_proj") || name.starts_with("mlp.c_proj");
+                let std = if residual { residual_std } else { INIT_STD };
+                init::normal([dims[0], dims[1]], 0.0, std, dtype, generator, backend)?
+            };
+            var.set_value(value)?;
+        }
+        Ok(block)
+    }
+
+    /// Gives block `block`'s parameters the values a [`Gpt::new`] from the generator this model
+    /// was built from draws for them (PyTorch's `reset_parameters` of one block): what a
+    /// model from [`GptConfig::init_deferred`] calls for each block, e.g. through
+    /// [`ShardedUnits::initialize`], which shards each block as soon as it has values. The
+    /// block's dropout streams are left as they are.
+    ///
+    /// ```
+    /// use tessera_core::Generator;
+    /// use tessera_nn::{gpt::GptConfig, Module};
+    /// # fn main() -> tessera_core::Result<()> {
+    /// let (dev, config) = (tessera_cpu::Cpu::new(), GptConfig::new(2, 2, 8, 4, 10));
+    /// let plain = config.init(&dev, &mut Generator::new(3))?;
+    /// let deferred = config.init_deferred(&dev, &mut Generator::new(3))?;
+    /// for block in 0..2 {
+    ///     deferred.init_block(block)?;
+    /// }
+    /// for ((name, a), (_, b)) in plain.parameters().iter().zip(deferred.parameters()) {
+    ///     assert_eq!(a.value().to_vec::<f32>()?, b.value().to_vec::<f32>()?, "{name}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn init_block(&self, block: usize) -> Result<()> {
+        let (target, generator) = match (
+            self.transformer.h.get(block),
+            self.block_generators.get(block),
+        ) {
+            (Some(target), Some(generator)) => (target, generator),
+            _ => {
+                return Err(Error::InvalidArgument {
+                    op: "Gpt::init_block",
+                    msg: format!("block {block} of {}", self.transformer.h.len()),
+                })
+            }
+        };
+        let backend = self.transformer.wte.weight().value().backend().clone();
+        let fresh =
+            no_grad(|| Self::init_block_from(&self.config, &backend, &mut generator.clone()))?;
+        for ((_, var), (_, value)) in target.parameters().into_iter().zip(fresh.parameters()) {
+            var.set_value(value.value())?;
+        }
+        Ok(())
+    }
+
+    /// Whether the model was built by [`GptConfig::init_deferred`] (its blocks hold
+    /// placeholders until [`Gpt::init_block`] or a load gives them values).
+    pub fn is_deferred(&self) -> bool {
+        self.deferred
+    }
+
+    /// An error naming a parameter that would run as a placeholder: one of a deferred
+    /// build's blocks not given values yet, or a sharded block run directly (`through_units`
+    /// false: the cached pass) while released. Checked before anything runs, so that a
+    /// refused pass draws no dropout mask.
+    fn check_runnable(&self, through_units: bool) -> Result<()> {
+        let units = self.units.get();
+        if !self.deferred && units.is_none() {
+            return Ok(());
+        }
+        let gathered = units.is_none_or(|u| u.is_held());
+        if through_units && !gathered {
+            return Ok(());
+        }
+        let how = if gathered {
+            "give each block its values with Gpt::init_block (or ShardedUnits::initialize), \
+             or load them"
+        } else {
+            "the blocks are sharded and released: hold them whole first \
+             (ShardedUnits::gather_all or hold_on)"
+        };
+        for (i, block) in self.transformer.h.iter().enumerate() {
+            check_has_values(block, &format!("transformer.h.{i}"), "Gpt", how)?;
+        }
+        Ok(())
     }
 
     /// The parameter-name prefix of each block (`transformer.h.{i}`): the units of
@@ -202,6 +323,7 @@ impl<B: Backend> Gpt<B> {
 
     /// The logits `[batch, t, vocab_size]` of every position of `idx: [batch, t]`.
     pub fn forward(&self, idx: &Tensor<B>) -> Result<Var<B>> {
+        self.check_runnable(true)?;
         let mut x = self.embed(idx, 0)?;
         for (i, block) in self.transformer.h.iter().enumerate() {
             x = match self.units.get() {
@@ -238,6 +360,7 @@ impl<B: Backend> Gpt<B> {
         let training = self.is_training();
         self.set_training(false);
         let result = no_grad(|| {
+            self.check_runnable(false)?;
             let start = cache.len();
             let mut x = self.embed(idx, start)?;
             for (block, layer) in self.transformer.h.iter().zip(cache.layers_mut()) {
@@ -285,6 +408,8 @@ impl<B: Backend> ToBackend<B> for Gpt<B> {
             lm_head,
             config: self.config,
             units: OnceLock::new(),
+            block_generators: self.block_generators.clone(),
+            deferred: self.deferred,
         })
     }
 }

@@ -37,6 +37,7 @@ mod sharded_optimizer;
 mod soundness;
 mod thread_comm;
 mod training_state;
+mod unit_deferred_build;
 mod unit_gathered_save;
 mod unit_hold_on;
 mod unit_prefetch;

@@ -1,0 +1,237 @@
+//! Building a model without its blocks' values (`GptConfig::init_deferred`) and giving them
+//! one block at a time (`Gpt::init_block`, `ShardedUnits::initialize`): the values are those of
+//! the plain build bit for bit, a block that holds placeholders refuses to run, and on three
+//! thread ranks no rank holds more than one block whole while the model is built, after which
+//! level 3 trains exactly as the plain model does.
+
+use crate::thread_comm::on_ranks;
+use std::sync::Arc;
+use tessera_autograd::Var;
+use tessera_core::{Error, Generator, Result, Tensor};
+use tessera_cpu::Cpu;
+use tessera_nn::distributed::{
+    Communicator, DistributedDataParallel, ShardedOptimizer, ShardedUnits,
+};
+use tessera_nn::gpt::{Gpt, GptCache, GptConfig};
+use tessera_nn::optim::{AdamW, AdamWConfig, Optimizer};
+use tessera_nn::Module;
+
+const RANKS: usize = 3;
+const SEED: u64 = 21;
+
+fn config() -> GptConfig {
+    GptConfig::new(3, 2, 16, 8, 11).dropout(0.25)
+}
+
+fn adamw(params: Vec<(String, Var<Cpu>)>) -> Result<AdamW<Cpu>> {
+    AdamW::new(params, AdamWConfig::new(0.01))
+}
+
+/// Two windows of 8 tokens drawn from `seed`: inputs and next-token targets.
+fn batch(seed: u64, dev: &Cpu) -> (Tensor<Cpu>, Tensor<Cpu>) {
+    let tokens: Vec<i64> = (0..2 * 9)
+        .map(|i| ((i as u64 * 7 + seed * 5) % 11) as i64)
+        .collect();
+    let all = Tensor::from_vec(tokens, [2, 9], dev).unwrap();
+    let x = all.narrow(1, 0, 8).unwrap().contiguous().unwrap();
+    let y = all.narrow(1, 1, 8).unwrap().contiguous().unwrap();
+    (x, y)
+}
+
+/// One optimizer step on `batch(seed)` (dropout on): the loss.
+fn step(model: &Gpt<Cpu>, optimizer: &mut dyn Optimizer<Cpu>, seed: u64) -> f64 {
+    let (x, y) = batch(seed, &Cpu::new());
+    optimizer.zero_grad();
+    let loss = model.loss(&x, &y).unwrap();
+    loss.backward().unwrap();
+    optimizer.step().unwrap();
+    loss.value().to_scalar_f64().unwrap()
+}
+
+/// Every parameter's bits, by name.
+fn bits(model: &Gpt<Cpu>) -> Vec<(String, Vec<u32>)> {
+    model
+        .parameters()
+        .into_iter()
+        .map(|(n, v)| {
+            let values = v.value().to_vec::<f32>().unwrap();
+            (n, values.into_iter().map(f32::to_bits).collect())
+        })
+        .collect()
+}
+
+/// Whether a tensor is one element broadcast to its shape.
+fn is_placeholder(value: &Tensor<Cpu>) -> bool {
+    value.numel() > 1 && value.layout().strides().iter().all(|&s| s == 0)
+}
+
+/// The names of the parameters of block `block` that hold placeholders.
+fn placeholders_in(model: &Gpt<Cpu>, block: usize) -> Vec<String> {
+    let prefix = format!("transformer.h.{block}.");
+    model
+        .parameters()
+        .into_iter()
+        .filter(|(n, v)| n.starts_with(&prefix) && is_placeholder(&v.value()))
+        .map(|(n, _)| n)
+        .collect()
+}
+
+#[test]
+fn a_deferred_gpt_refuses_to_run_until_each_block_has_the_plain_builds_values() {
+    let dev = Cpu::new();
+    let plain = config().init(&dev, &mut Generator::new(SEED)).unwrap();
+    let deferred = config()
+        .init_deferred(&dev, &mut Generator::new(SEED))
+        .unwrap();
+    assert!(deferred.is_deferred() && !plain.is_deferred());
+    // Every block matrix is a placeholder; everything else is the plain build's.
+    for ((name, a), (_, b)) in plain.parameters().iter().zip(deferred.parameters()) {
+        let (a, b) = (a.value(), b.value());
+        assert_eq!(a.dims(), b.dims(), "{name}");
+        if name.starts_with("transformer.h.") && a.rank() == 2 {
+            assert!(is_placeholder(&b), "{name}");
+        } else {
+            assert_eq!(
+                a.to_vec::<f32>().unwrap(),
+                b.to_vec::<f32>().unwrap(),
+                "{name}"
+            );
+        }
+    }
+
+    let (x, y) = batch(0, &dev);
+    let refused = deferred.loss(&x, &y).unwrap_err();
+    assert!(
+        matches!(refused, Error::InvalidArgument { .. }),
+        "{refused}"
+    );
+    assert!(
+        refused
+            .to_string()
+            .contains("transformer.h.0.attn.in_proj_weight"),
+        "{refused}"
+    );
+    deferred.init_block(0).unwrap();
+    deferred.init_block(1).unwrap();
+    assert!(placeholders_in(&deferred, 0).is_empty());
+    let refused = deferred.loss(&x, &y).unwrap_err().to_string();
+    assert!(refused.contains("transformer.h.2."), "{refused}");
+    let mut cache = GptCache::new(deferred.config(), 2, &dev).unwrap();
+    let refused = deferred.forward_cached(&x, &mut cache).unwrap_err();
+    assert!(
+        refused.to_string().contains("transformer.h.2."),
+        "{refused}"
+    );
+    let outside = deferred.init_block(3).unwrap_err();
+    assert!(
+        matches!(outside, Error::InvalidArgument { .. }),
+        "{outside}"
+    );
+    deferred.init_block(2).unwrap();
+    assert!(bits(&deferred) == bits(&plain));
+
+    // The dropout streams are the plain build's too: training matches bit for bit.
+    let (mut a, mut b) = (
+        adamw(plain.parameters()).unwrap(),
+        adamw(deferred.parameters()).unwrap(),
+    );
+    for seed in 0..3 {
+        assert_eq!(step(&plain, &mut a, seed), step(&deferred, &mut b, seed));
+    }
+    assert!(bits(&deferred) == bits(&plain));
+    // Re-drawing a block gives back its initial values.
+    let fresh = config().init(&dev, &mut Generator::new(SEED)).unwrap();
+    deferred.init_block(1).unwrap();
+    let block_1 = |m: &Gpt<Cpu>| -> Vec<_> {
+        bits(m)
+            .into_iter()
+            .filter(|(n, _)| n.starts_with("transformer.h.1."))
+            .collect()
+    };
+    assert!(block_1(&deferred) == block_1(&fresh));
+}
+
+/// What one rank saw.
+struct Seen {
+    losses: Vec<f64>,
+    /// For each block's `init`: how many other blocks held values meanwhile.
+    others_whole: Vec<usize>,
+    /// Every parameter at the end (gathered).
+    end: Vec<(String, Vec<u32>)>,
+}
+
+#[test]
+fn sharded_ranks_build_one_block_at_a_time_and_train_as_the_plain_model() {
+    let dev = Cpu::new();
+    // Without dropout: each rank draws its own masks, so only then is the mean of the ranks'
+    // gradients the plain model's.
+    let config = || config().dropout(0.0);
+    let plain_model = config().init(&dev, &mut Generator::new(SEED)).unwrap();
+    let mut plain = adamw(plain_model.parameters()).unwrap();
+    let plain_losses: Vec<f64> = (0..3).map(|s| step(&plain_model, &mut plain, s)).collect();
+
+    let seen = on_ranks(RANKS, |comm| {
+        let comm: Arc<dyn Communicator<Cpu>> = Arc::new(comm);
+        let rank = comm.rank();
+        let dev = Cpu::new();
+        // Other ranks draw from other seeds: rank 0's model is the one every rank trains.
+        let model = config()
+            .init_deferred(&dev, &mut Generator::new(SEED + rank as u64))
+            .unwrap();
+        let ddp = DistributedDataParallel::new(model, comm.clone()).unwrap();
+        let model = ddp.module();
+        // The broadcast sent one element of each placeholder (the block's four matrices),
+        // which stays one.
+        assert_eq!(placeholders_in(model, 1).len(), 4);
+        let units = ShardedUnits::new(comm, model.block_prefixes()).unwrap();
+        let mut sharded =
+            ShardedOptimizer::with_units(model.parameters(), &units, 64, adamw).unwrap();
+        model.shard_blocks(units.clone()).unwrap();
+        // Shares of placeholders would be zeros: a typed error instead.
+        let unvalued = units.release_all().unwrap_err();
+        assert!(
+            unvalued.to_string().contains("ShardedUnits::initialize"),
+            "{unvalued}"
+        );
+        let mut others_whole = Vec::new();
+        units
+            .initialize(&mut |unit| {
+                let blocks = model.config().n_layer;
+                others_whole.push(
+                    (0..blocks)
+                        .filter(|&b| b != unit && placeholders_in(model, b).is_empty())
+                        .count(),
+                );
+                model.init_block(unit)
+            })
+            .unwrap();
+        assert!(!units.is_held());
+        let again = units.initialize(&mut |u| model.init_block(u)).unwrap_err();
+        assert!(matches!(again, Error::InvalidArgument { .. }), "{again}");
+        let losses = (0..3).map(|s| step(model, &mut sharded, s)).collect();
+        units.gather_all().unwrap();
+        let end = bits(model);
+        // A failure on one rank is an error on every rank, and the units end released.
+        let failed = units
+            .initialize(&mut |unit| match (rank, unit) {
+                (2, 1) => Err(Error::InvalidArgument {
+                    op: "test",
+                    msg: "rank 2 fails".into(),
+                }),
+                _ => model.init_block(unit),
+            })
+            .unwrap_err();
+        assert!(matches!(failed, Error::InvalidArgument { .. }), "{failed}");
+        assert!(!units.is_held());
+        Seen {
+            losses,
+            others_whole,
+            end,
+        }
+    });
+    for (rank, seen) in seen.iter().enumerate() {
+        assert_eq!(seen.others_whole, vec![0; 3], "rank {rank}");
+        assert_eq!(seen.losses, plain_losses, "rank {rank}");
+        assert!(seen.end == bits(&plain_model), "rank {rank}'s parameters");
+    }
+}
