@@ -318,7 +318,7 @@ pub fn run_gpt_training_with<B: Backend>(
     let corpus = TextCorpus::load(&config.data)?;
     let tokenizer = CharTokenizer::from_text(&corpus.text);
     let ids = tokenizer.encode(&corpus.text)?;
-    let model = GptConfig::new(
+    let model_config = GptConfig::new(
         a.n_layer,
         a.n_head,
         a.n_embd,
@@ -327,8 +327,15 @@ pub fn run_gpt_training_with<B: Backend>(
     )
     .dropout(a.dropout)
     .dtype(config.dtype)
-    .precision(config.precision)
-    .init(backend, &mut Generator::new(config.seed))?;
+    .precision(config.precision);
+    let mut generator = Generator::new(config.seed);
+    // Level 3 builds the blocks without their values: each rank gives them one at a time
+    // and keeps its share, so that no rank holds the whole model (the same values).
+    let model = if config.shard == ShardLevel::Parameters {
+        model_config.init_deferred(backend, &mut generator)?
+    } else {
+        model_config.init(backend, &mut generator)?
+    };
     let job = CharGptJob {
         config,
         tokenizer,

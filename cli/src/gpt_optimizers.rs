@@ -259,6 +259,13 @@ impl<B: Backend> GptOptimizers<B> {
         self.units().map_or(Ok(()), ShardedUnits::release_all)
     }
 
+    /// Level 3: gives the blocks their first values one at a time (`init(block)`, e.g. a
+    /// deferred build's [`LanguageModel::init_block`]), each rank keeping its shares (a
+    /// collective, in place of [`GptOptimizers::release`] on a fresh run).
+    pub fn initialize(&self, init: &mut dyn FnMut(usize) -> Result<()>) -> Result<()> {
+        self.units().map_or(Ok(()), |units| units.initialize(init))
+    }
+
     /// The most bytes of parameters, gradients and optimizer state this rank holds at once.
     pub fn state_bytes(&self, params: &[Var<B>]) -> usize {
         match self {

@@ -45,6 +45,10 @@ pub trait LanguageModel<B: Backend>: Module<B> {
 
     /// Runs every block through `units` from now on (sharding level 3).
     fn shard_blocks(&self, units: Arc<ShardedUnits<B>>) -> Result<()>;
+
+    /// Gives block `block` its initial values if the model was built without them (a deferred
+    /// build, which level 3 uses so that no rank holds the whole model); otherwise nothing.
+    fn init_block(&self, block: usize) -> Result<()>;
 }
 
 impl<B: Backend> LanguageModel<B> for Gpt<B> {
@@ -63,6 +67,13 @@ impl<B: Backend> LanguageModel<B> for Gpt<B> {
     fn shard_blocks(&self, units: Arc<ShardedUnits<B>>) -> Result<()> {
         Gpt::shard_blocks(self, units)
     }
+
+    fn init_block(&self, block: usize) -> Result<()> {
+        if self.is_deferred() {
+            Gpt::init_block(self, block)?;
+        }
+        Ok(())
+    }
 }
 
 impl<B: Backend> LanguageModel<B> for PretrainedModel<B> {
@@ -80,6 +91,11 @@ impl<B: Backend> LanguageModel<B> for PretrainedModel<B> {
 
     fn shard_blocks(&self, units: Arc<ShardedUnits<B>>) -> Result<()> {
         PretrainedModel::shard_blocks(self, units)
+    }
+
+    fn init_block(&self, _block: usize) -> Result<()> {
+        // Loaded whole: the blocks hold their values.
+        Ok(())
     }
 }
 
@@ -367,8 +383,13 @@ pub fn train_text_model<B: Backend, J: TextJob<B>>(
             dir.ensure_no_checkpoints()?;
         }
     }
-    // Level 3: the blocks' parameters become shares (of the restored values, if any).
-    optimizers.release()?;
+    // Level 3: the blocks' parameters become shares: of the restored values, or of each
+    // block's initial values, given one block at a time.
+    if progress.is_some() {
+        optimizers.release()?;
+    } else {
+        optimizers.initialize(&mut |block| model.init_block(block))?;
+    }
     let resumed_from_step = progress.as_ref().map(|(step, _)| *step);
     let mut progress = match progress {
         Some((_, p)) => {
