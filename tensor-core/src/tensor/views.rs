@@ -1,7 +1,7 @@
 //! Views: new layouts over the same storage, plus `contiguous` and copying `reshape`.
 
 use super::{check_output, Tensor};
-use crate::{Backend, Error, Layout, Result, Shape};
+use crate::{Backend, BackendStorage, Error, Layout, Result, Shape};
 
 impl<B: Backend> Tensor<B> {
     /// A contiguous tensor with the same elements: `self` when already contiguous, a copy
@@ -17,6 +17,30 @@ impl<B: Backend> Tensor<B> {
             storage,
             self.shape().clone(),
         ))
+    }
+
+    /// These elements, contiguous, in a storage of their own size: a view of a larger storage
+    /// (a slice, a narrowed share of a flat vector) is copied, so that the rest of that storage
+    /// is freed once nothing else holds it; a tensor that is its whole storage already is
+    /// returned as it is. What to keep from a slice of a large tensor for long (where
+    /// [`Tensor::contiguous`] would return the slice itself, holding all of its storage).
+    ///
+    /// ```
+    /// # use tessera_core::{Backend, BackendStorage};
+    /// # fn check<B: Backend>(dev: &B) -> tessera_core::Result<()> {
+    /// use tessera_core::{DType, Tensor};
+    /// let large = Tensor::<B>::zeros([1000], DType::F32, dev)?;
+    /// let slice = large.narrow(0, 10, 5)?;
+    /// assert_eq!(slice.contiguous()?.storage().len(), 1000);
+    /// assert_eq!(slice.compact()?.storage().len(), 5);
+    /// # Ok(()) }
+    /// ```
+    pub fn compact(&self) -> Result<Self> {
+        if self.is_contiguous() && self.storage.len() == self.numel() {
+            return Ok(self.clone());
+        }
+        check_output("compact", self.shape(), self.dtype())?;
+        self.contiguous_copy()
     }
 
     /// The same elements with a new shape; a view when the strides allow it, a copy otherwise

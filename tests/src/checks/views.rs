@@ -13,7 +13,7 @@ use crate::strategies::{
     ValueRegime,
 };
 use proptest::prelude::*;
-use tessera_core::{Backend, DType, Tensor};
+use tessera_core::{Backend, BackendStorage, DType, Tensor};
 
 /// A view step with unresolved parameters.
 #[derive(Clone, Debug, PartialEq)]
@@ -79,6 +79,8 @@ pub enum ViewOp {
     },
     /// `contiguous()` (which must give a contiguous layout).
     Contiguous,
+    /// `compact()` (which must give a contiguous tensor that is its whole storage).
+    Compact,
 }
 
 /// Candidate reshapes for `n` elements: `[n]`, `[1, n]`, `[n, 1]`, `[d, n / d]` for divisors,
@@ -115,6 +117,7 @@ enum Resolved {
     Unsqueeze(usize, bool),
     Flatten(usize, usize),
     Contiguous,
+    Compact,
 }
 
 impl ViewOp {
@@ -126,6 +129,7 @@ impl ViewOp {
                 | ViewOp::ReshapeRoundTrip { .. }
                 | ViewOp::Unsqueeze { .. }
                 | ViewOp::Contiguous
+                | ViewOp::Compact
         );
         if needs_axis && rank == 0 {
             return None;
@@ -168,6 +172,7 @@ impl ViewOp {
                 Resolved::Flatten(a.min(b), a.max(b))
             }
             ViewOp::Contiguous => Resolved::Contiguous,
+            ViewOp::Compact => Resolved::Compact,
         })
     }
 }
@@ -192,6 +197,7 @@ impl Resolved {
             }
             Resolved::Flatten(s, e) => t.flatten(*s as isize, *e as isize),
             Resolved::Contiguous => t.contiguous(),
+            Resolved::Compact => t.compact(),
         }
     }
 
@@ -206,7 +212,7 @@ impl Resolved {
             Resolved::Squeeze(a) => views::squeeze(x, *a),
             Resolved::Unsqueeze(a, _) => views::unsqueeze(x, *a),
             Resolved::Flatten(s, e) => views::flatten(x, *s, *e),
-            Resolved::Contiguous => x.clone(),
+            Resolved::Contiguous | Resolved::Compact => x.clone(),
         }
     }
 }
@@ -242,6 +248,7 @@ pub fn view_op() -> BoxedStrategy<ViewOp> {
             .prop_map(|(axis, from_end)| ViewOp::Unsqueeze { axis, from_end }),
         (0usize..4, 0usize..4).prop_map(|(a, b)| ViewOp::Flatten { a, b }),
         Just(ViewOp::Contiguous),
+        Just(ViewOp::Compact),
     ]
     .boxed()
 }
@@ -299,6 +306,23 @@ pub fn check<B: Backend>(dev: &B, case: &ViewCase) -> Result<(), String> {
                 "step {i}: contiguous() gave layout {:?}",
                 t.layout()
             ));
+        }
+        if matches!(step, Resolved::Compact) && t.numel() > 0 {
+            if !t.is_contiguous() || t.storage().len() != t.numel() {
+                return Err(format!(
+                    "step {i}: compact() gave layout {:?} over a storage of {} elements",
+                    t.layout(),
+                    t.storage().len()
+                ));
+            }
+            let whole = before.is_contiguous() && before.storage().len() == before.numel();
+            if whole != std::sync::Arc::ptr_eq(t.storage_arc(), before.storage_arc()) {
+                return Err(format!(
+                    "step {i}: compact() of a tensor that {} its whole storage {} it",
+                    if whole { "is" } else { "is not" },
+                    if whole { "copied" } else { "did not copy" }
+                ));
+            }
         }
         assert_close(&t, dtype, &r, Tolerance::EXACT)
             .map_err(|e| format!("after step {i} {step:?}: {e}"))
