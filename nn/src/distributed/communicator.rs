@@ -88,7 +88,8 @@ pub trait Communicator<B: Backend>: Send + Sync {
         let shard = check_shardable("reduce_scatter", tensor, self.world_size())?;
         let mut full = tensor.clone();
         self.all_reduce(&mut full, op)?;
-        full.narrow(0, self.rank() * shard, shard)?.contiguous()
+        // Compact: the share must not keep the whole reduced tensor alive.
+        full.narrow(0, self.rank() * shard, shard)?.compact()
     }
 
     /// Concatenates every rank's rank-1 `shard` (same length and dtype on every rank; f32, f64

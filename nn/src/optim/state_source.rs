@@ -17,11 +17,11 @@ pub trait StateSource<B: Backend> {
     fn read(&self, key: &str) -> Result<Tensor<B>>;
 
     /// Elements `[offset, offset + len)` of the flattened tensor `key`, as a contiguous rank-1
-    /// tensor. By default the whole tensor is read and cut.
+    /// tensor in a storage of its own. By default the whole tensor is read and cut.
     fn read_range(&self, key: &str, offset: usize, len: usize) -> Result<Tensor<B>> {
         let whole = self.read(key)?;
         let n = whole.numel();
-        whole.reshape([n])?.narrow(0, offset, len)?.contiguous()
+        whole.reshape([n])?.narrow(0, offset, len)?.compact()
     }
 }
 

@@ -271,7 +271,7 @@ impl<B: Backend> StateSource<B> for ShardedSource<B> {
         let Some(Stored::Pieces { dims, parts, .. }) = self.index.get(key) else {
             let whole = self.read(key)?;
             let n = whole.numel();
-            return whole.reshape([n])?.narrow(0, offset, len)?.contiguous();
+            return whole.reshape([n])?.narrow(0, offset, len)?.compact();
         };
         let numel: usize = dims.iter().product();
         if offset + len > numel {
@@ -286,7 +286,7 @@ impl<B: Backend> StateSource<B> for ShardedSource<B> {
             let (a, b) = ((*start).max(offset), (start + n).min(offset + len));
             if a < b {
                 let piece = self.files[*file].read(stored, &self.backend)?;
-                pieces.push(piece.narrow(0, a - start, b - a)?.contiguous()?);
+                pieces.push(piece.narrow(0, a - start, b - a)?.compact()?);
             }
         }
         match pieces.len() {

@@ -114,8 +114,9 @@ impl FlatBucket {
                 &backend,
             )?);
         }
+        // Compact: a share cut from one parameter must not keep the whole parameter alive.
         if pieces.len() == 1 {
-            return pieces.pop().expect("one piece").contiguous();
+            return pieces.pop().expect("one piece").compact();
         }
         let refs: Vec<&Tensor<B>> = pieces.iter().collect();
         Tensor::cat(&refs, 0)
@@ -145,10 +146,10 @@ impl FlatBucket {
         Ok(out)
     }
 
-    /// This rank's share of a padded flat vector.
+    /// This rank's share of a padded flat vector, in a storage of its own (the whole vector is
+    /// freed once nothing else holds it).
     pub fn shard_of<B: Backend>(&self, flat: &Tensor<B>) -> Result<Tensor<B>> {
-        flat.narrow(0, self.shard_start, self.shard_len)?
-            .contiguous()
+        flat.narrow(0, self.shard_start, self.shard_len)?.compact()
     }
 
     /// Each parameter's piece of a (padded or not) flat vector, shaped like the parameter.
