@@ -7,7 +7,7 @@
 use crate::thread_comm::on_ranks;
 use std::sync::Arc;
 use tessera_autograd::Var;
-use tessera_core::{Error, Generator, Result, Tensor};
+use tessera_core::{BackendStorage, Error, Generator, Result, Tensor};
 use tessera_cpu::Cpu;
 use tessera_nn::distributed::{
     Communicator, DistributedDataParallel, ShardedOptimizer, ShardedUnits,
@@ -206,6 +206,10 @@ fn sharded_ranks_build_one_block_at_a_time_and_train_as_the_plain_model() {
             })
             .unwrap();
         assert!(!units.is_held());
+        // Each share holds its own elements only, not the unit's flat vector it was cut from.
+        for share in sharded.shards() {
+            assert_eq!(share.value().storage().len(), share.numel());
+        }
         let again = units.initialize(&mut |u| model.init_block(u)).unwrap_err();
         assert!(matches!(again, Error::InvalidArgument { .. }), "{again}");
         let losses = (0..3).map(|s| step(model, &mut sharded, s)).collect();

@@ -8,7 +8,7 @@
 use crate::thread_comm::on_ranks;
 use std::sync::Arc;
 use tessera_autograd::{no_grad, Var};
-use tessera_core::{Error, Generator, Result, Tensor};
+use tessera_core::{BackendStorage, Error, Generator, Result, Tensor};
 use tessera_cpu::Cpu;
 use tessera_nn::distributed::{Communicator, ShardedOptimizer, ShardedUnits};
 use tessera_nn::gpt::{Gpt, GptConfig};
@@ -105,6 +105,10 @@ fn units_held_on_one_rank_are_whole_there_only_and_training_goes_on_after_the_re
             ShardedOptimizer::with_units(model.parameters(), &units, 64, adamw).unwrap();
         model.shard_blocks(units.clone()).unwrap();
         units.release_all().unwrap();
+        // Each share holds its own elements only, not the parameter it was cut from.
+        for share in sharded.shards() {
+            assert_eq!(share.value().storage().len(), share.numel());
+        }
         let mut losses: Vec<f64> = (0..2).map(|s| step(&model, &mut sharded, s)).collect();
 
         // A root outside the world: a typed error on every rank, nothing held.
