@@ -497,9 +497,119 @@ fn gpt_saved_gathered<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
     }
 }
 
+/// `GptConfig::init_deferred` against `GptConfig::init` from the same seed: both fail alike
+/// or the deferred model refuses to run (when a block holds a placeholder) until its blocks
+/// are given values, directly (`Gpt::init_block`, in a drawn order, each block perhaps twice)
+/// or through level-3 units (`ShardedUnits::initialize`, one rank); then the parameters are
+/// the plain build's bit for bit and the loss is the plain model's.
+fn gpt_deferred_build<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
+    use tessera_core::Generator;
+    use tessera_nn::gpt::Gpt;
+    let b = c.backend();
+    let config = super::transformer::gpt_config(c, 0);
+    let (seed, through_units, order) = (c.seed(7), c.flag(8), c.seed(9));
+    let gpt_bits = |m: &Gpt<B>| -> Result<Vec<u64>> {
+        let mut out = Vec::new();
+        for (_, v) in m.parameters() {
+            out.extend(v.value().to_vec_f64()?.into_iter().map(f64::to_bits));
+        }
+        Ok(out)
+    };
+    let built = (
+        config.init(b, &mut Generator::new(seed)),
+        config.init_deferred(b, &mut Generator::new(seed)),
+    );
+    let (plain, deferred) = match built {
+        (Ok(p), Ok(d)) => (p, d),
+        (Err(_), Err(e)) => return Outcome::Err(e.to_string()),
+        (p, d) => {
+            return Outcome::Break(format!(
+                "init gave {:?}, init_deferred {:?}",
+                p.err(),
+                d.err()
+            ))
+        }
+    };
+    let run = || -> Result<Outcome<B>> {
+        let t = config.block_size.min(3);
+        let tokens: Vec<i64> = (0..t).map(|i| (i % config.vocab_size) as i64).collect();
+        let idx = Tensor::from_vec(tokens, [1, t], b)?;
+        let has_placeholder = deferred
+            .parameters()
+            .iter()
+            .any(|(_, v)| v.numel() > 1 && v.value().layout().strides().iter().all(|&s| s == 0));
+        if has_placeholder && deferred.loss(&idx, &idx).is_ok() {
+            return Ok(Outcome::Break(
+                "a deferred GPT ran with placeholders in its blocks".into(),
+            ));
+        }
+        let blocks = config.n_layer;
+        if through_units {
+            let comm: Arc<dyn Communicator<B>> = Arc::new(LocalCommunicator::new());
+            let units = ShardedUnits::new(comm, deferred.block_prefixes())?;
+            let _optimizer =
+                ShardedOptimizer::with_units(deferred.parameters(), &units, 4096, |s| {
+                    Sgd::new(s, SgdConfig::new(0.1))
+                })?;
+            deferred.shard_blocks(units.clone())?;
+            units.initialize(&mut |block| deferred.init_block(block))?;
+            units.gather_all()?;
+        } else {
+            // Every block once, in a drawn order, and one of them again.
+            let mut blocks_in_order: Vec<usize> = (0..blocks).collect();
+            let mut state = order;
+            for i in (1..blocks).rev() {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                blocks_in_order.swap(i, (state >> 33) as usize % (i + 1));
+            }
+            if blocks > 0 {
+                blocks_in_order.push((order as usize) % blocks);
+            }
+            for block in blocks_in_order {
+                deferred.init_block(block)?;
+            }
+        }
+        if deferred.init_block(blocks).is_ok() {
+            return Ok(Outcome::Break(format!(
+                "init_block accepted block {blocks} of {blocks}"
+            )));
+        }
+        if gpt_bits(&plain)? != gpt_bits(&deferred)? {
+            return Ok(Outcome::Break(
+                "init_deferred + init_block gave other parameters than init".into(),
+            ));
+        }
+        let loss = |m: &Gpt<B>| {
+            tessera_autograd::no_grad(|| m.loss(&idx, &idx)).and_then(|l| l.value().to_scalar_f64())
+        };
+        Ok(match (loss(&plain), loss(&deferred)) {
+            (Ok(a), Ok(d)) if a.to_bits() == d.to_bits() => Outcome::Ok(Vec::new()),
+            (Err(_), Err(e)) => Outcome::Err(e.to_string()),
+            (a, d) => Outcome::Break(format!("plain loss {a:?}, deferred {d:?}")),
+        })
+    };
+    match run() {
+        Ok(outcome) => outcome,
+        Err(e) => Outcome::Err(e.to_string()),
+    }
+}
+
 /// The entries of this family.
 pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
     vec![
+        op(
+            "GptConfig::init_deferred: blocks given values one at a time (Gpt::init_block, or ShardedUnits::initialize), against init",
+            1,
+            &[SIZE, SIZE, SIZE, SIZE, SIZE, B, F, SEED, B, SEED],
+            NONE,
+            |c| Ok(gpt_deferred_build(c)),
+        )
+        .work(|c| {
+            let config = super::transformer::gpt_config(c, 0);
+            Ok(super::transformer::gpt_work(&config).saturating_mul(3))
+        }),
         op(
             "ReferenceModel::shard_layers: level-3 MLP steps (maybe prefetched) against the plain ones",
             1,

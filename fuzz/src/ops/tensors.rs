@@ -180,6 +180,32 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             }
             Ok(())
         }),
+        op("Tensor::compact", 3, &[T], OUT_T, |c| {
+            Ok(c.t(0)?.compact().into())
+        })
+        .expect(|c, out| {
+            use tessera_core::BackendStorage;
+            like_input(c, 0, out)?;
+            let (x, y) = (
+                c.t(0).map_err(|_| "input vanished".to_string())?,
+                out_tensor(out)?,
+            );
+            if !y.is_contiguous() || (y.numel() > 0 && y.storage().len() != y.numel()) {
+                return Err(format!(
+                    "compact() gave layout {:?} over a storage of {} elements",
+                    y.layout(),
+                    y.storage().len()
+                ));
+            }
+            let bits = |t: &Tensor<B>| {
+                t.to_vec_f64()
+                    .map(|v| v.into_iter().map(f64::to_bits).collect::<Vec<_>>())
+            };
+            match (bits(&x), bits(y)) {
+                (Ok(a), Ok(b)) if a == b => Ok(()),
+                (a, b) => Err(format!("compact() changed the elements: {a:?} / {b:?}")),
+            }
+        }),
         op("Tensor::to_dtype", 5, &[T, DT], OUT_T, |c| {
             Ok(c.t(0)?.to_dtype(c.dtype(1)).into())
         })
