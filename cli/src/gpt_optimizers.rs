@@ -247,6 +247,14 @@ impl<B: Backend> GptOptimizers<B> {
         }
     }
 
+    /// Level 3's units, shared (for calls that also borrow the groups).
+    pub fn shared_units(&self) -> Option<Arc<ShardedUnits<B>>> {
+        match self {
+            GptOptimizers::Sharded { units, .. } => units.clone(),
+            GptOptimizers::Whole { .. } => None,
+        }
+    }
+
     /// Level 3: holds every parameter whole on rank 0 alone (a collective), for rank 0 to
     /// save or sample; the other ranks keep their shares.
     pub fn hold_on_rank0(&self) -> Result<()> {

@@ -351,12 +351,18 @@ pub fn train_text_model<B: Backend, J: TextJob<B>>(
     let mut progress = None;
     if let Some(dir) = &run_dir {
         if config.resume {
+            let units = optimizers.shared_units();
             let groups = &mut optimizers.groups_mut();
-            // The model and optimizer state load into any number of ranks.
+            // The model and optimizer state load into any number of ranks; level 3 reads the
+            // blocks one at a time, each rank keeping its shares.
             let elastic = &["world_size"];
-            if let Some(found) =
-                run::resume_allowing(dir, model, groups, &run_config, backend, elastic)?
-            {
+            let found = match &units {
+                Some(units) => {
+                    run::resume_sharded(dir, model, units, groups, &run_config, backend, elastic)?
+                }
+                None => run::resume_allowing(dir, model, groups, &run_config, backend, elastic)?,
+            };
+            if let Some(found) = found {
                 for skipped in &found.skipped {
                     say(format!("warning: skipped a damaged checkpoint ({skipped})"));
                 }
@@ -383,11 +389,9 @@ pub fn train_text_model<B: Backend, J: TextJob<B>>(
             dir.ensure_no_checkpoints()?;
         }
     }
-    // Level 3: the blocks' parameters become shares: of the restored values, or of each
-    // block's initial values, given one block at a time.
-    if progress.is_some() {
-        optimizers.release()?;
-    } else {
+    // Level 3 on a fresh run: the blocks' parameters become shares of each block's initial
+    // values, given one block at a time (a resume has given them the restored ones).
+    if progress.is_none() {
         optimizers.initialize(&mut |block| model.init_block(block))?;
     }
     let resumed_from_step = progress.as_ref().map(|(step, _)| *step);

@@ -56,4 +56,6 @@ pub use manifest::{Manifest, ShardFile};
 pub use metrics_log::MetricsLog;
 pub use run_dir::RunDir;
 pub use sharded::{consolidate_checkpoint, save_sharded_checkpoint};
-pub use snapshot::{resume, resume_allowing, save_checkpoint, Resumed, CHECKPOINT_FORMAT};
+pub use snapshot::{
+    resume, resume_allowing, resume_sharded, save_checkpoint, Resumed, CHECKPOINT_FORMAT,
+};

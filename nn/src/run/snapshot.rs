@@ -3,6 +3,7 @@
 use super::manifest::Manifest;
 use super::run_dir::RunDir;
 use crate::checkpoint::{self, CheckpointReader, LoadMode, TensorSpec};
+use crate::distributed::ShardedUnits;
 use crate::module::{Module, RandomStream};
 use crate::optim::{Optimizer, Prefixed, StateSource};
 use crate::{Error, Result};
@@ -322,6 +323,62 @@ where
     B: Backend,
     M: Module<B> + ?Sized,
 {
+    resume_into(dir, model, None, optimizers, config, backend, may_differ)
+}
+
+/// [`resume_allowing`] for a model whose `units` shard their parameters (level 3), as made by
+/// [`crate::distributed::ShardedOptimizer::with_units`] and not yet released: the units'
+/// tensors are read one unit at a time, and each rank keeps only its shares
+/// ([`ShardedUnits::initialize`]), so that no rank holds the whole model (nor reads it all at
+/// once). A collective: every rank calls it, and the units end released (in place of
+/// [`ShardedUnits::release_all`]). When `dir` has no checkpoint, nothing happens and the
+/// units stay held (give them their values, e.g. with `ShardedUnits::initialize`). The checks
+/// of `resume` come before anything changes; an error while reading the units' tensors (after
+/// the file was verified) leaves the model partly restored.
+pub fn resume_sharded<B, M>(
+    dir: &RunDir,
+    model: &M,
+    units: &ShardedUnits<B>,
+    optimizers: &mut [(&str, &mut dyn Optimizer<B>)],
+    config: &Value,
+    backend: &B,
+    may_differ: &[&str],
+) -> Result<Option<Resumed>>
+where
+    B: Backend,
+    M: Module<B> + ?Sized,
+{
+    if !units.is_held_everywhere() {
+        return Err(Error::InvalidArgument {
+            op: "run::resume_sharded",
+            msg: "the units must not be released yet (restore right after with_units)".into(),
+        });
+    }
+    resume_into(
+        dir,
+        model,
+        Some(units),
+        optimizers,
+        config,
+        backend,
+        may_differ,
+    )
+}
+
+/// [`resume_allowing`] and [`resume_sharded`].
+fn resume_into<B, M>(
+    dir: &RunDir,
+    model: &M,
+    units: Option<&ShardedUnits<B>>,
+    optimizers: &mut [(&str, &mut dyn Optimizer<B>)],
+    config: &Value,
+    backend: &B,
+    may_differ: &[&str],
+) -> Result<Option<Resumed>>
+where
+    B: Backend,
+    M: Module<B> + ?Sized,
+{
     let names: Vec<&str> = optimizers.iter().map(|(n, _)| *n).collect();
     check_group_names(&names)?;
     let steps = dir.steps()?;
@@ -345,7 +402,7 @@ where
         )?;
         let state: Value = parse_meta(&file.metadata, STATE_KEY)?;
         let path = file.path.clone();
-        restore(file, model, optimizers, &names)?;
+        restore(file, model, units, optimizers, &names)?;
         return Ok(Some(Resumed {
             step,
             config: found_config,
@@ -386,6 +443,7 @@ fn parse_meta(metadata: &BTreeMap<String, String>, key: &str) -> Result<Value> {
 fn restore<B, M>(
     file: Opened<B>,
     model: &M,
+    units: Option<&ShardedUnits<B>>,
     optimizers: &mut [(&str, &mut dyn Optimizer<B>)],
     names: &[&str],
 ) -> Result<()>
@@ -446,10 +504,14 @@ where
             streams.len()
         )));
     }
-    // The model's values, read before anything changes.
+    // The model's values, read before anything changes; the units' later, one at a time.
+    let unit_of = |name: &str| units.and_then(|u| u.unit_of(name));
     let values = targets
         .iter()
-        .map(|(name, _)| tensors.read(&format!("{MODEL_PREFIX}{name}")))
+        .map(|(name, _)| match unit_of(name) {
+            Some(_) => Ok(None),
+            None => tensors.read(&format!("{MODEL_PREFIX}{name}")).map(Some),
+        })
         .collect::<Result<Vec<_>>>()?;
     // The optimizers, each rolled back if a later one refuses its state.
     let before: Vec<Vec<(String, Tensor<B>)>> = optimizers.iter().map(|(_, o)| o.state()).collect();
@@ -467,12 +529,24 @@ where
         }
     }
     for ((_, var), value) in targets.iter().zip(values) {
-        var.set_value(value)?;
+        if let Some(value) = value {
+            var.set_value(value)?;
+        }
     }
     model.visit_random_streams("", &mut |name, stream| {
         if let Some(generator) = positions.get(name) {
             stream.set(generator.clone());
         }
     });
+    if let Some(units) = units {
+        units.initialize(&mut |unit| {
+            for (name, var) in &targets {
+                if unit_of(name) == Some(unit) {
+                    var.set_value(tensors.read(&format!("{MODEL_PREFIX}{name}"))?)?;
+                }
+            }
+            Ok(())
+        })?;
+    }
     Ok(())
 }

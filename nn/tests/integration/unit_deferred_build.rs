@@ -239,3 +239,74 @@ fn sharded_ranks_build_one_block_at_a_time_and_train_as_the_plain_model() {
         assert!(seen.end == bits(&plain_model), "rank {rank}'s parameters");
     }
 }
+
+#[test]
+fn level_three_resumes_one_block_at_a_time_into_a_deferred_gpt() {
+    use serde_json::json;
+    use tessera_nn::run::{self, RunDir};
+    let config = || config().dropout(0.0);
+    let dev = Cpu::new();
+    let tmp = tempfile::tempdir().unwrap();
+    // The plain model: 2 steps, a checkpoint, 2 more steps.
+    let plain_model = config().init(&dev, &mut Generator::new(SEED)).unwrap();
+    let mut plain = adamw(plain_model.parameters()).unwrap();
+    for s in 0..2 {
+        step(&plain_model, &mut plain, s);
+    }
+    let run_dir = RunDir::open(tmp.path()).unwrap();
+    let groups: &[(&str, &dyn Optimizer<Cpu>)] = &[("opt", &plain)];
+    run::save_checkpoint(&run_dir, 2, &plain_model, groups, &json!({}), &json!({})).unwrap();
+    let plain_losses: Vec<f64> = (2..4).map(|s| step(&plain_model, &mut plain, s)).collect();
+
+    let seen = on_ranks(RANKS, |comm| {
+        let comm: Arc<dyn Communicator<Cpu>> = Arc::new(comm);
+        let dev = Cpu::new();
+        // Another seed: the checkpoint replaces every value.
+        let model = config()
+            .init_deferred(&dev, &mut Generator::new(SEED + 1))
+            .unwrap();
+        let ddp = DistributedDataParallel::new(model, comm.clone()).unwrap();
+        let model = ddp.module();
+        let units = ShardedUnits::new(comm, model.block_prefixes()).unwrap();
+        let mut sharded =
+            ShardedOptimizer::with_units(model.parameters(), &units, 64, adamw).unwrap();
+        model.shard_blocks(units.clone()).unwrap();
+        let run_dir = RunDir::open(tmp.path()).unwrap();
+        let found = {
+            let groups: &mut [(&str, &mut dyn Optimizer<Cpu>)] = &mut [("opt", &mut sharded)];
+            run::resume_sharded(&run_dir, model, &units, groups, &json!({}), &dev, &[])
+                .unwrap()
+                .unwrap()
+        };
+        assert_eq!(found.step, 2);
+        // Released, every block's share compact, and no block whole.
+        assert!(!units.is_held());
+        for share in sharded.shards() {
+            assert_eq!(share.value().storage().len(), share.numel());
+        }
+        let block_params = model
+            .parameters()
+            .iter()
+            .filter(|(n, _)| n.starts_with("transformer.h."))
+            .count();
+        let released: usize = (0..model.config().n_layer)
+            .map(|block| placeholders_in(model, block).len())
+            .sum();
+        assert_eq!(released, block_params);
+        // Released units cannot be restored into.
+        let groups: &mut [(&str, &mut dyn Optimizer<Cpu>)] = &mut [("opt", &mut sharded)];
+        let released = run::resume_sharded(&run_dir, model, &units, groups, &json!({}), &dev, &[])
+            .unwrap_err();
+        assert!(
+            matches!(released, Error::InvalidArgument { .. }),
+            "{released}"
+        );
+        let losses: Vec<f64> = (2..4).map(|s| step(model, &mut sharded, s)).collect();
+        units.gather_all().unwrap();
+        (losses, bits(model))
+    });
+    for (rank, (losses, end)) in seen.iter().enumerate() {
+        assert_eq!(*losses, plain_losses, "rank {rank}");
+        assert!(*end == bits(&plain_model), "rank {rank}'s parameters");
+    }
+}
