@@ -8,7 +8,8 @@
 //! `ShardedOptimizer`, one file per rank and a manifest naming them), with manifests that name
 //! the wrong files too, and for one-file checkpoints of a sharded optimizer gathered a bucket
 //! at a time (`save_gathered_checkpoint`). Sharded ones are maybe consolidated into one file
-//! first (`consolidate_checkpoint`); both are resumed into a plain or a sharded optimizer. A
+//! first (`consolidate_checkpoint`); both are resumed into a plain or a sharded optimizer, or
+//! into level 3 a unit at a time (`resume_sharded`). A
 //! configuration naming another number of ranks resumes through
 //! `resume_allowing(.., ["world_size"])` and is refused otherwise. And `Learner::fit` with odd
 //! sizes into a
@@ -22,12 +23,14 @@ use crate::rng::Rng;
 use serde_json::json;
 use tessera_autograd::Var;
 use tessera_core::{DType, Generator, Tensor};
-use tessera_nn::distributed::{LocalCommunicator, ShardLevel, ShardedOptimizer};
+use tessera_nn::distributed::{
+    Communicator, LocalCommunicator, ShardLevel, ShardedOptimizer, ShardedUnits,
+};
 use tessera_nn::layers::{Dropout, DropoutConfig, Linear, LinearConfig, Sequential};
 use tessera_nn::optim::{AdamW, AdamWConfig, Optimizer};
 use tessera_nn::run::{
-    consolidate_checkpoint, resume_allowing, save_checkpoint, save_gathered_checkpoint,
-    save_sharded_checkpoint, Manifest, RunDir,
+    consolidate_checkpoint, resume_allowing, resume_sharded, save_checkpoint,
+    save_gathered_checkpoint, save_sharded_checkpoint, Manifest, RunDir,
 };
 use tessera_nn::{Forward, Module};
 
@@ -234,11 +237,16 @@ fn damaged_resume_in<B: FuzzBackend>(
     // A sharded checkpoint is resumed into a plain AdamW or (every other time) a sharded one,
     // which reads only its shares.
     let into_sharded = saved_as != Saved::OneFile && rng.below(2) == 0;
+    // Or (any checkpoint, one time in three) into level 3 with both linear layers as units,
+    // through `resume_sharded`, which reads them a unit at a time.
+    let into_units = !into_sharded && rng.below(3) == 0;
     let made = model(width, 99, b).and_then(|m| {
         let adamw = |params| AdamW::new(params, AdamWConfig::new(0.01));
-        let o: Box<dyn Optimizer<B>> = match into_sharded {
-            true => {
-                let comm = std::sync::Arc::new(LocalCommunicator::new());
+        let comm: std::sync::Arc<dyn Communicator<B>> =
+            std::sync::Arc::new(LocalCommunicator::new());
+        let mut units = None;
+        let o: Box<dyn Optimizer<B>> = match (into_sharded, into_units) {
+            (true, _) => {
                 let level = ShardLevel::OptimizerState;
                 Box::new(ShardedOptimizer::new(
                     m.parameters(),
@@ -248,24 +256,36 @@ fn damaged_resume_in<B: FuzzBackend>(
                     adamw,
                 )?)
             }
-            false => Box::new(adamw(m.parameters())?),
+            (false, true) => {
+                let made = ShardedUnits::new(comm, vec!["0".into(), "2".into()])?;
+                let o = ShardedOptimizer::with_units(m.parameters(), &made, 24, adamw)?;
+                units = Some(made);
+                Box::new(o)
+            }
+            (false, false) => Box::new(adamw(m.parameters())?),
         };
-        Ok((m, o))
+        Ok((m, o, units))
     });
-    let (fresh, mut fresh_opt) = match made {
+    let (fresh, mut fresh_opt, units) = match made {
         Ok(v) => v,
         Err(e) => return Outcome::Err(e.to_string()),
     };
     let before = fingerprint(&fresh, &*fresh_opt);
     let may_differ: &[&str] = if allow_world { &["world_size"] } else { &[] };
-    let outcome = resume_allowing(
-        &run,
-        &fresh,
-        &mut [(group, &mut *fresh_opt)],
-        &resume_config,
-        b,
-        may_differ,
-    );
+    let groups: &mut [(&str, &mut dyn Optimizer<B>)] = &mut [(group, &mut *fresh_opt)];
+    let outcome = match &units {
+        Some(units) => resume_sharded(&run, &fresh, units, groups, &resume_config, b, may_differ),
+        None => resume_allowing(&run, &fresh, groups, &resume_config, b, may_differ),
+    };
+    if let (Some(units), Ok(Some(_))) = (&units, &outcome) {
+        // Restored as shares: whole again to compare.
+        if units.is_held() {
+            return Outcome::Break("resume_sharded left the units held".into());
+        }
+        if let Err(e) = units.gather_all() {
+            return Outcome::Break(format!("units not gathered after a resume: {e}"));
+        }
+    }
     if let Ok(Some(found)) = &outcome {
         if found.config != config {
             return Outcome::Break(format!(
@@ -275,7 +295,7 @@ fn damaged_resume_in<B: FuzzBackend>(
         }
     }
     let mut after = fingerprint(&fresh, &*fresh_opt);
-    if outcome.as_ref().is_ok_and(Option::is_some) && into_sharded {
+    if outcome.as_ref().is_ok_and(Option::is_some) && (into_sharded || into_units) {
         // The consolidated state, as the saved fingerprints hold it.
         if let Err(e) = fresh_opt.prepare_checkpoint() {
             return Outcome::Break(format!("no consolidated state after a resume: {e}"));
