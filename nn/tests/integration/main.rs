@@ -13,6 +13,7 @@ mod data_loader;
 mod data_text;
 mod distributed;
 mod gpt;
+mod gpt_steps;
 mod layers_attention;
 mod layers_dropout_embedding;
 mod layers_init;

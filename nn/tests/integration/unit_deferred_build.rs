@@ -4,16 +4,16 @@
 //! thread ranks no rank holds more than one block whole while the model is built, after which
 //! level 3 trains exactly as the plain model does.
 
+use crate::gpt_steps::{adamw, batch, bits, step};
 use crate::thread_comm::on_ranks;
 use std::sync::Arc;
-use tessera_autograd::Var;
-use tessera_core::{BackendStorage, Error, Generator, Result, Tensor};
+use tessera_core::{BackendStorage, Error, Generator, Tensor};
 use tessera_cpu::Cpu;
 use tessera_nn::distributed::{
     Communicator, DistributedDataParallel, ShardedOptimizer, ShardedUnits,
 };
 use tessera_nn::gpt::{Gpt, GptCache, GptConfig};
-use tessera_nn::optim::{AdamW, AdamWConfig, Optimizer};
+use tessera_nn::optim::Optimizer;
 use tessera_nn::Module;
 
 const RANKS: usize = 3;
@@ -21,43 +21,6 @@ const SEED: u64 = 21;
 
 fn config() -> GptConfig {
     GptConfig::new(3, 2, 16, 8, 11).dropout(0.25)
-}
-
-fn adamw(params: Vec<(String, Var<Cpu>)>) -> Result<AdamW<Cpu>> {
-    AdamW::new(params, AdamWConfig::new(0.01))
-}
-
-/// Two windows of 8 tokens drawn from `seed`: inputs and next-token targets.
-fn batch(seed: u64, dev: &Cpu) -> (Tensor<Cpu>, Tensor<Cpu>) {
-    let tokens: Vec<i64> = (0..2 * 9)
-        .map(|i| ((i as u64 * 7 + seed * 5) % 11) as i64)
-        .collect();
-    let all = Tensor::from_vec(tokens, [2, 9], dev).unwrap();
-    let x = all.narrow(1, 0, 8).unwrap().contiguous().unwrap();
-    let y = all.narrow(1, 1, 8).unwrap().contiguous().unwrap();
-    (x, y)
-}
-
-/// One optimizer step on `batch(seed)` (dropout on): the loss.
-fn step(model: &Gpt<Cpu>, optimizer: &mut dyn Optimizer<Cpu>, seed: u64) -> f64 {
-    let (x, y) = batch(seed, &Cpu::new());
-    optimizer.zero_grad();
-    let loss = model.loss(&x, &y).unwrap();
-    loss.backward().unwrap();
-    optimizer.step().unwrap();
-    loss.value().to_scalar_f64().unwrap()
-}
-
-/// Every parameter's bits, by name.
-fn bits(model: &Gpt<Cpu>) -> Vec<(String, Vec<u32>)> {
-    model
-        .parameters()
-        .into_iter()
-        .map(|(n, v)| {
-            let values = v.value().to_vec::<f32>().unwrap();
-            (n, values.into_iter().map(f32::to_bits).collect())
-        })
-        .collect()
 }
 
 /// Whether a tensor is one element broadcast to its shape.

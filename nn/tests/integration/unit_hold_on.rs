@@ -5,14 +5,14 @@
 //! release, training goes on bit for bit as the plain model's (what the root wrote while it
 //! held them is dropped), and a root outside the world is a typed error on every rank.
 
+use crate::gpt_steps::{adamw, batch, bits, step};
 use crate::thread_comm::on_ranks;
 use std::sync::Arc;
 use tessera_autograd::{no_grad, Var};
-use tessera_core::{BackendStorage, Error, Generator, Result, Tensor};
+use tessera_core::{BackendStorage, Error, Generator};
 use tessera_cpu::Cpu;
 use tessera_nn::distributed::{Communicator, ShardedOptimizer, ShardedUnits};
 use tessera_nn::gpt::{Gpt, GptConfig};
-use tessera_nn::optim::{AdamW, AdamWConfig, Optimizer};
 use tessera_nn::Module;
 
 const RANKS: usize = 3;
@@ -22,43 +22,6 @@ fn gpt(dev: &Cpu) -> Gpt<Cpu> {
     GptConfig::new(3, 2, 16, 8, 11)
         .init(dev, &mut Generator::new(21))
         .unwrap()
-}
-
-fn adamw(params: Vec<(String, Var<Cpu>)>) -> Result<AdamW<Cpu>> {
-    AdamW::new(params, AdamWConfig::new(0.01))
-}
-
-/// Two windows of 8 tokens drawn from `seed`: inputs and next-token targets.
-fn batch(seed: u64, dev: &Cpu) -> (Tensor<Cpu>, Tensor<Cpu>) {
-    let tokens: Vec<i64> = (0..2 * 9)
-        .map(|i| ((i as u64 * 5 + seed * 3) % 11) as i64)
-        .collect();
-    let all = Tensor::from_vec(tokens, [2, 9], dev).unwrap();
-    let x = all.narrow(1, 0, 8).unwrap().contiguous().unwrap();
-    let y = all.narrow(1, 1, 8).unwrap().contiguous().unwrap();
-    (x, y)
-}
-
-/// One optimizer step on `batch(seed)`: the loss.
-fn step(model: &Gpt<Cpu>, optimizer: &mut dyn Optimizer<Cpu>, seed: u64) -> f64 {
-    let (x, y) = batch(seed, &Cpu::new());
-    optimizer.zero_grad();
-    let loss = model.loss(&x, &y).unwrap();
-    loss.backward().unwrap();
-    optimizer.step().unwrap();
-    loss.value().to_scalar_f64().unwrap()
-}
-
-/// Every parameter's bits, by name.
-fn bits(model: &Gpt<Cpu>) -> Vec<(String, Vec<u32>)> {
-    model
-        .parameters()
-        .into_iter()
-        .map(|(n, v)| {
-            let values = v.value().to_vec::<f32>().unwrap();
-            (n, values.into_iter().map(f32::to_bits).collect())
-        })
-        .collect()
 }
 
 /// The blocks' parameters (the units' ones).
