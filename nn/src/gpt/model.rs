@@ -204,7 +204,10 @@ impl<B: Backend> Gpt<B> {
             _ => {
                 return Err(Error::InvalidArgument {
                     op: "Gpt::init_block",
-                    msg: format!("block {block} of {}", self.transformer.h.len()),
+                    msg: format!(
+                        "no block {block}: the model has {}",
+                        self.transformer.h.len()
+                    ),
                 })
             }
         };
