@@ -432,7 +432,9 @@ fn gpt_saved_gathered<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
     let b = c.backend();
     let config = super::transformer::gpt_config(c, 0);
     let seed = c.seed(7);
-    let vocab = config.vocab_size + usize::from(c.size(8) % 4 == 0);
+    let vocab = config
+        .vocab_size
+        .saturating_add(usize::from(c.size(8) % 4 == 0));
     let run = || -> Result<(Result<()>, Result<()>, std::path::PathBuf, std::path::PathBuf)> {
         let model = config.init(b, &mut tessera_core::Generator::new(seed))?;
         let comm: Arc<dyn Communicator<B>> = Arc::new(LocalCommunicator::new());
@@ -532,7 +534,9 @@ fn gpt_deferred_build<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
     };
     let run = || -> Result<Outcome<B>> {
         let t = config.block_size.min(3);
-        let tokens: Vec<i64> = (0..t).map(|i| (i % config.vocab_size) as i64).collect();
+        let tokens: Vec<i64> = (0..t)
+            .map(|i| i.checked_rem(config.vocab_size).unwrap_or(0) as i64)
+            .collect();
         let idx = Tensor::from_vec(tokens, [1, t], b)?;
         let has_placeholder = deferred
             .parameters()
