@@ -9,7 +9,7 @@ use crate::layers::{
     TransformerBlockConfig,
 };
 use crate::loss::cross_entropy;
-use crate::module::placeholder::check_has_values;
+use crate::module::placeholder::check_have_values;
 use crate::module::{child_name, Forward, ModuleVisitor, ToBackend};
 use crate::Module;
 use std::sync::{Arc, OnceLock};
@@ -247,7 +247,9 @@ impl<B: Backend> Gpt<B> {
              (ShardedUnits::gather_all or hold_on)"
         };
         for (i, block) in self.transformer.h.iter().enumerate() {
-            check_has_values(block, &format!("transformer.h.{i}"), "Gpt", how)?;
+            let params = block.parameters();
+            let named = params.iter().map(|(n, v)| (n, v));
+            check_have_values(named, &format!("transformer.h.{i}."), "Gpt", how)?;
         }
         Ok(())
     }

@@ -2,7 +2,7 @@
 //! costs one element of memory. A released sharded unit's parameters hold them, and so do the
 //! parameters a deferred build ([`tessera_core::Generator::deferred`]) has not given values yet.
 
-use crate::Module;
+use tessera_autograd::Var;
 use tessera_core::{Backend, Error, Result, Shape, Tensor};
 
 /// One zero of `like`'s dtype broadcast to `dims`.
@@ -25,29 +25,21 @@ pub(crate) fn placeholder_element<B: Backend>(value: &Tensor<B>) -> Result<Tenso
     one.reshape(Shape::scalar())?.contiguous()
 }
 
-/// An error naming the first parameter of `module` (its names under `prefix`) that holds a
-/// placeholder instead of values, if any: what a deferred build's model answers when it is run
-/// before its values are given (see `op`'s docs for how).
-pub(crate) fn check_has_values<B: Backend, M: Module<B> + ?Sized>(
-    module: &M,
+/// An error naming the first of `params` (named `{prefix}{name}`) that holds a placeholder
+/// instead of values, if any: what a deferred build's model answers when it is run, or its
+/// shares are taken, before its values are given (`how` says how to give them).
+pub(crate) fn check_have_values<'a, B: Backend>(
+    params: impl IntoIterator<Item = (&'a String, &'a Var<B>)>,
     prefix: &str,
     op: &'static str,
     how: &str,
 ) -> Result<()> {
-    match module
-        .parameters()
-        .into_iter()
-        .find(|(_, v)| is_placeholder(&v.value()))
-    {
+    match params.into_iter().find(|(_, v)| is_placeholder(&v.value())) {
         Some((name, var)) => Err(Error::InvalidArgument {
             op,
             msg: format!(
-                "parameter {}{name} of shape {:?} holds no values yet (a deferred build): {how}",
-                if prefix.is_empty() {
-                    String::new()
-                } else {
-                    format!("{prefix}.")
-                },
+                "parameter {prefix}{name} of shape {:?} holds no values yet (a deferred build): \
+                 {how}",
                 var.dims()
             ),
         }),

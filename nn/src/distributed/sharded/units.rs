@@ -5,7 +5,7 @@
 use super::flat::FlatBucket;
 use super::prefetch::{Prefetched, UnitPrefetch};
 use crate::distributed::communicator::{check_root, Communicator, Reduction};
-use crate::module::placeholder::{is_placeholder, placeholder};
+use crate::module::placeholder::{check_have_values, placeholder};
 use crate::module::{Forward, Module};
 use std::sync::{Arc, Mutex, OnceLock};
 use tessera_autograd::{enable_grad, is_grad_enabled, no_grad, Var};
@@ -340,19 +340,9 @@ impl<B: Backend> ShardedUnits<B> {
     /// An error naming the first parameter of `parts` that holds a placeholder (a deferred
     /// build's, never given values): its share would silently be zeros.
     fn check_have_values(parts: &[Arc<UnitPart<B>>], op: &'static str) -> Result<()> {
-        for (name, var) in parts.iter().flat_map(|p| &p.params) {
-            if is_placeholder(&var.value()) {
-                return Err(Error::InvalidArgument {
-                    op,
-                    msg: format!(
-                        "parameter {name} of shape {:?} holds no values (a deferred build): \
-                         give the units their values with ShardedUnits::initialize",
-                        var.dims()
-                    ),
-                });
-            }
-        }
-        Ok(())
+        let params = parts.iter().flat_map(|p| &p.params).map(|(n, v)| (n, v));
+        let how = "give the units their values with ShardedUnits::initialize";
+        check_have_values(params, "", op, how)
     }
 
     /// Gives the units' parameters their first values one unit at a time, each rank keeping
