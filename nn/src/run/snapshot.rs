@@ -505,10 +505,14 @@ where
         )));
     }
     // The model's values, read before anything changes; the units' later, one at a time.
-    let unit_of = |name: &str| units.and_then(|u| u.unit_of(name));
+    let target_units: Vec<Option<usize>> = targets
+        .iter()
+        .map(|(name, _)| units.and_then(|u| u.unit_of(name)))
+        .collect();
     let values = targets
         .iter()
-        .map(|(name, _)| match unit_of(name) {
+        .zip(&target_units)
+        .map(|((name, _), unit)| match unit {
             Some(_) => Ok(None),
             None => tensors.read(&format!("{MODEL_PREFIX}{name}")).map(Some),
         })
@@ -540,10 +544,12 @@ where
     });
     if let Some(units) = units {
         units.initialize(&mut |unit| {
-            for (name, var) in &targets {
-                if unit_of(name) == Some(unit) {
-                    var.set_value(tensors.read(&format!("{MODEL_PREFIX}{name}"))?)?;
-                }
+            for ((name, var), _) in targets
+                .iter()
+                .zip(&target_units)
+                .filter(|(_, u)| **u == Some(unit))
+            {
+                var.set_value(tensors.read(&format!("{MODEL_PREFIX}{name}"))?)?;
             }
             Ok(())
         })?;
