@@ -239,18 +239,17 @@ impl<B: Backend> GptOptimizers<B> {
 
     /// Level 3's units (released during training), if any.
     pub fn units(&self) -> Option<&ShardedUnits<B>> {
-        match self {
-            GptOptimizers::Sharded {
-                units: Some(units), ..
-            } => Some(units),
-            _ => None,
-        }
+        self.units_arc().map(Arc::as_ref)
     }
 
     /// Level 3's units, shared (for calls that also borrow the groups).
     pub fn shared_units(&self) -> Option<Arc<ShardedUnits<B>>> {
+        self.units_arc().cloned()
+    }
+
+    fn units_arc(&self) -> Option<&Arc<ShardedUnits<B>>> {
         match self {
-            GptOptimizers::Sharded { units, .. } => units.clone(),
+            GptOptimizers::Sharded { units, .. } => units.as_ref(),
             GptOptimizers::Whole { .. } => None,
         }
     }
