@@ -1,5 +1,5 @@
 //! What the GPT tests of level 3 share: the optimizer, a batch drawn from a seed, one training
-//! step and every parameter's bits.
+//! step and every parameter's bits (the last for any model).
 
 use tessera_autograd::Var;
 use tessera_core::{Result, Tensor};
@@ -35,8 +35,8 @@ pub(crate) fn step(model: &Gpt<Cpu>, optimizer: &mut dyn Optimizer<Cpu>, seed: u
     loss.value().to_scalar_f64().unwrap()
 }
 
-/// Every parameter's bits, by name.
-pub(crate) fn bits(model: &Gpt<Cpu>) -> Vec<(String, Vec<u32>)> {
+/// Every parameter's bits, by name (of any f32 model).
+pub(crate) fn bits<M: Module<Cpu>>(model: &M) -> Vec<(String, Vec<u32>)> {
     model
         .parameters()
         .into_iter()

@@ -284,21 +284,11 @@ mod level_three {
         fn step(model: &Llama<Cpu>, optimizer: &mut dyn Optimizer<Cpu>, seed: u64) -> f64 {
             lm_step(&|x, y| model.loss(x, y), optimizer, seed)
         }
-        let bits = |model: &Llama<Cpu>| -> Vec<(String, Vec<u32>)> {
-            model
-                .parameters()
-                .into_iter()
-                .map(|(n, v)| {
-                    let values = v.value().to_vec::<f32>().unwrap();
-                    (n, values.into_iter().map(f32::to_bits).collect())
-                })
-                .collect()
-        };
         let dev = Cpu::new();
         let plain_model = llama(&dev);
         let mut plain = adamw(plain_model.parameters()).unwrap();
         let plain_losses: Vec<f64> = (0..3).map(|s| step(&plain_model, &mut plain, s)).collect();
-        let plain_bits = bits(&plain_model);
+        let plain_bits = crate::gpt_steps::bits(&plain_model);
 
         let results = on_ranks(2, |comm| {
             let comm: Arc<dyn Communicator<Cpu>> = Arc::new(comm);
@@ -316,7 +306,7 @@ mod level_three {
             units.release_all().unwrap();
             let losses: Vec<f64> = (0..3).map(|s| step(&model, &mut sharded, s)).collect();
             units.gather_all().unwrap();
-            (losses, bits(&model))
+            (losses, crate::gpt_steps::bits(&model))
         });
         for (losses, model_bits) in results {
             assert_eq!(losses, plain_losses);
