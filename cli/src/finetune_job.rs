@@ -15,7 +15,9 @@ use std::sync::Arc;
 use std::time::Instant;
 use tessera_core::{Backend, DType, Error, Result};
 use tessera_nn::data::{TextCorpus, TokenWindows};
-use tessera_nn::distributed::{save_on_rank0, Communicator, LocalCommunicator, ShardedUnits};
+use tessera_nn::distributed::{
+    save_on_rank0, Communicator, LocalCommunicator, ShardLevel, ShardedUnits,
+};
 use tessera_nn::pretrained::{PretrainedModel, PretrainedOptions};
 use tessera_nn::Module;
 use tessera_tokenizer::Tokenizer;
@@ -176,7 +178,14 @@ pub fn run_finetune_with<B: Backend>(
         dtype: DType::F32,
         precision: config.text.precision,
     };
-    let model = PretrainedModel::from_pretrained(&config.init_from, backend, &options)?;
+    // Level 3 reads the blocks one at a time, each rank keeping its share of each (or, on a
+    // resume, reads none of them: the checkpoint has them), so that no rank holds the whole
+    // model; the other levels load it whole.
+    let model = if config.text.shard == ShardLevel::Parameters {
+        PretrainedModel::from_pretrained_deferred(&config.init_from, backend, &options)?
+    } else {
+        PretrainedModel::from_pretrained(&config.init_from, backend, &options)?
+    };
     if a.block_size > model.max_positions() {
         return Err(invalid(format!(
             "--block-size {} exceeds the model's {} positions",

@@ -93,8 +93,11 @@ impl<B: Backend> LanguageModel<B> for PretrainedModel<B> {
         PretrainedModel::shard_blocks(self, units)
     }
 
-    fn init_block(&self, _block: usize) -> Result<()> {
-        // Loaded whole: the blocks hold their values.
+    fn init_block(&self, block: usize) -> Result<()> {
+        // A deferred load reads the block from the folder; loaded whole, it has its values.
+        if self.is_deferred() {
+            self.load_block(block)?;
+        }
         Ok(())
     }
 }

@@ -9,7 +9,7 @@ use crate::layers::{
     TransformerBlockConfig,
 };
 use crate::loss::cross_entropy;
-use crate::module::placeholder::check_have_values;
+use crate::module::placeholder::check_blocks_runnable;
 use crate::module::{child_name, Forward, ModuleVisitor, ToBackend};
 use crate::Module;
 use std::sync::{Arc, OnceLock};
@@ -231,27 +231,23 @@ impl<B: Backend> Gpt<B> {
     /// false: the cached pass) while released. Checked before anything runs, so that a
     /// refused pass draws no dropout mask.
     fn check_runnable(&self, through_units: bool) -> Result<()> {
-        let units = self.units.get();
-        if !self.deferred && units.is_none() {
-            return Ok(());
-        }
-        let gathered = units.is_none_or(|u| u.is_held());
-        if through_units && !gathered {
-            return Ok(());
-        }
-        let how = if gathered {
+        let blocks = (self.transformer.h.iter().enumerate())
+            .map(|(i, block)| (format!("transformer.h.{i}."), block));
+        check_blocks_runnable(
+            "Gpt",
+            self.deferred,
+            self.units.get().map(|u| &**u),
+            through_units,
+            blocks,
             "give each block its values with Gpt::init_block (or ShardedUnits::initialize), \
-             or load them"
-        } else {
-            "the blocks are sharded and released: hold them whole first \
-             (ShardedUnits::gather_all or hold_on)"
-        };
-        for (i, block) in self.transformer.h.iter().enumerate() {
-            let params = block.parameters();
-            let named = params.iter().map(|(n, v)| (n, v));
-            check_have_values(named, &format!("transformer.h.{i}."), "Gpt", how)?;
-        }
-        Ok(())
+             or load them",
+        )
+    }
+
+    /// Marks the model as built with (`true`) or without placeholders in its blocks: a
+    /// loader's, after it has read every block.
+    pub(crate) fn set_deferred(&mut self, deferred: bool) {
+        self.deferred = deferred;
     }
 
     /// The parameter-name prefix of each block (`transformer.h.{i}`): the units of

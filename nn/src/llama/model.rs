@@ -6,6 +6,7 @@ use crate::distributed::{install_units, ShardedUnits};
 use crate::init;
 use crate::layers::{Embedding, Linear, RmsNorm, RotaryEmbedding, SiLU, SwiGlu};
 use crate::loss::cross_entropy;
+use crate::module::placeholder::check_blocks_runnable;
 use crate::module::{child_name, Forward, ModuleVisitor, ToBackend};
 use crate::Module;
 use std::sync::{Arc, OnceLock};
@@ -92,6 +93,9 @@ pub struct Llama<B: Backend> {
     config: LlamaConfig,
     /// Set by [`Llama::shard_layers`]: the decoder layers run as sharded units.
     units: OnceLock<Arc<ShardedUnits<B>>>,
+    /// Built without the layers' values (a deferred load): they hold placeholders until
+    /// loaded.
+    deferred: bool,
 }
 
 /// A decoder layer with the rotary embedding it applies at positions `0..`: what one sharded
@@ -232,6 +236,7 @@ impl<B: Backend> Llama<B> {
             rope,
             config,
             units: OnceLock::new(),
+            deferred: false,
         })
     }
 
@@ -250,6 +255,33 @@ impl<B: Backend> Llama<B> {
     pub fn shard_layers(&self, units: Arc<ShardedUnits<B>>) -> Result<()> {
         let layers = self.model.layers.len();
         install_units(&self.units, units, layers, "Llama::shard_layers", "layers")
+    }
+
+    /// Marks the model as built with (`true`) or without placeholders in its layers: a
+    /// loader's (see [`crate::pretrained::PretrainedModel::from_pretrained_deferred`]).
+    pub(crate) fn set_deferred(&mut self, deferred: bool) {
+        self.deferred = deferred;
+    }
+
+    /// Whether the layers may hold placeholders (a deferred load's, not all loaded yet).
+    pub fn is_deferred(&self) -> bool {
+        self.deferred
+    }
+
+    /// An error naming a parameter that would run as a placeholder: one of a deferred load's
+    /// layers not loaded yet, or a sharded layer run directly (`through_units` false: the
+    /// cached pass) while released.
+    fn check_runnable(&self, through_units: bool) -> Result<()> {
+        let layers = (self.model.layers.iter().enumerate())
+            .map(|(i, layer)| (format!("model.layers.{i}."), layer));
+        check_blocks_runnable(
+            "Llama",
+            self.deferred,
+            self.units.get().map(|u| &**u),
+            through_units,
+            layers,
+            "load each layer (PretrainedModel::load_block, or ShardedUnits::initialize)",
+        )
     }
 
     /// The configuration.
@@ -296,6 +328,7 @@ impl<B: Backend> Llama<B> {
     /// The logits `[batch, t, vocab_size]` of every position of `idx: [batch, t]`.
     pub fn forward(&self, idx: &Tensor<B>) -> Result<Var<B>> {
         self.check_tokens(idx, 0)?;
+        self.check_runnable(true)?;
         let mut x = self.model.embed_tokens.lookup(idx)?;
         for (i, layer) in self.model.layers.iter().enumerate() {
             x = match self.units.get() {
@@ -336,6 +369,7 @@ impl<B: Backend> Llama<B> {
         }
         let start = cache.len();
         self.check_tokens(idx, start)?;
+        self.check_runnable(false)?;
         no_grad(|| {
             let mut x = self.model.embed_tokens.lookup(idx)?;
             for (layer, kv) in self.model.layers.iter().zip(cache.layers_mut()) {
@@ -382,6 +416,7 @@ impl<B: Backend> ToBackend<B> for Llama<B> {
             rope: self.rope.clone(),
             config: self.config,
             units: OnceLock::new(),
+            deferred: self.deferred,
         })
     }
 }

@@ -1,5 +1,6 @@
 //! [`PretrainedModel`]: a GPT-2 or Llama checkpoint, chosen by its `config.json`.
 
+use super::folder_source::{tensors_under, FolderSource};
 use super::hf_files::{self, ConfigReader};
 use super::{gpt2, llama, PretrainedOptions};
 use crate::distributed::ShardedUnits;
@@ -24,6 +25,8 @@ pub enum PretrainedModel<B: Backend> {
         model: Gpt<B>,
         /// The `config.json` it was loaded from.
         hf_config: Map<String, Value>,
+        /// Where a deferred load reads its blocks from; `None` when loaded whole.
+        blocks_from: Option<FolderSource>,
     },
     /// Llama.
     Llama {
@@ -31,6 +34,8 @@ pub enum PretrainedModel<B: Backend> {
         model: Llama<B>,
         /// The `config.json` it was loaded from.
         hf_config: Map<String, Value>,
+        /// Where a deferred load reads its blocks from; `None` when loaded whole.
+        blocks_from: Option<FolderSource>,
     },
 }
 
@@ -83,16 +88,71 @@ impl<B: Backend> PretrainedModel<B> {
     ) -> Result<Self> {
         let dir = dir.as_ref();
         let hf_config = hf_files::read_config(dir)?;
-        let model_type = ConfigReader::new(&hf_config, dir).string("model_type")?;
-        match model_type {
-            Some(gpt2::MODEL_TYPE) => Ok(PretrainedModel::Gpt2 {
+        match Self::model_type_of(&hf_config, dir)? {
+            gpt2::MODEL_TYPE => Ok(PretrainedModel::Gpt2 {
                 model: Gpt::from_pretrained(dir, backend, options)?,
                 hf_config,
+                blocks_from: None,
             }),
-            Some(llama::MODEL_TYPE) => Ok(PretrainedModel::Llama {
+            _ => Ok(PretrainedModel::Llama {
                 model: Llama::from_pretrained(dir, backend, options)?,
                 hf_config,
+                blocks_from: None,
             }),
+        }
+    }
+
+    /// [`PretrainedModel::from_pretrained`] without the blocks' values, so that no one holds
+    /// the whole model at once: the folder is checked as a whole (configuration, every
+    /// tensor's name, shape and dtype) and everything outside the blocks (embeddings, final
+    /// norm, head) is loaded, while each block holds placeholders (one element per tensor)
+    /// until [`PretrainedModel::load_block`] reads it. Running the model before then is an
+    /// error naming the first parameter without values. Sharding level 3 loads each block
+    /// this way and keeps only its share of it ([`ShardedUnits::initialize`]).
+    ///
+    /// ```no_run
+    /// # fn main() -> tessera_core::Result<()> {
+    /// use tessera_nn::pretrained::{PretrainedModel, PretrainedOptions};
+    /// let dev = tessera_cpu::Cpu::new();
+    /// let options = PretrainedOptions::default();
+    /// let model = PretrainedModel::from_pretrained_deferred("gpt2", &dev, &options)?;
+    /// for block in 0..model.block_prefixes().len() {
+    ///     model.load_block(block)?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn from_pretrained_deferred(
+        dir: impl AsRef<Path>,
+        backend: &B,
+        options: &PretrainedOptions,
+    ) -> Result<Self> {
+        let dir = dir.as_ref();
+        let hf_config = hf_files::read_config(dir)?;
+        match Self::model_type_of(&hf_config, dir)? {
+            gpt2::MODEL_TYPE => {
+                let (model, source) = Gpt::from_pretrained_deferred(dir, backend, options)?;
+                Ok(PretrainedModel::Gpt2 {
+                    model,
+                    hf_config,
+                    blocks_from: Some(source),
+                })
+            }
+            _ => {
+                let (model, source) = Llama::from_pretrained_deferred(dir, backend, options)?;
+                Ok(PretrainedModel::Llama {
+                    model,
+                    hf_config,
+                    blocks_from: Some(source),
+                })
+            }
+        }
+    }
+
+    /// The folder's `model_type`: `"gpt2"` or `"llama"`, anything else an error.
+    fn model_type_of(hf_config: &Map<String, Value>, dir: &Path) -> Result<&'static str> {
+        match ConfigReader::new(hf_config, dir).string("model_type")? {
+            Some(gpt2::MODEL_TYPE) => Ok(gpt2::MODEL_TYPE),
+            Some(llama::MODEL_TYPE) => Ok(llama::MODEL_TYPE),
             other => Err(Error::format(
                 dir.join(hf_files::CONFIG_FILE),
                 format!(
@@ -101,6 +161,37 @@ impl<B: Backend> PretrainedModel<B> {
                     llama::MODEL_TYPE
                 ),
             )),
+        }
+    }
+
+    /// Whether the model came from [`PretrainedModel::from_pretrained_deferred`] (its blocks
+    /// are read by [`PretrainedModel::load_block`]).
+    pub fn is_deferred(&self) -> bool {
+        self.blocks_from().is_some()
+    }
+
+    /// Reads block `block`'s tensors from the folder of a deferred load
+    /// ([`PretrainedModel::from_pretrained_deferred`]) into the model, in the model's dtype.
+    /// Reading a block again reads the stored values again. An error for a model loaded whole,
+    /// and for a block that does not exist.
+    pub fn load_block(&self, block: usize) -> Result<()> {
+        let prefixes = self.block_prefixes();
+        let (Some(source), Some(prefix)) = (self.blocks_from(), prefixes.get(block)) else {
+            return Err(Error::InvalidArgument {
+                op: "PretrainedModel::load_block",
+                msg: match self.blocks_from() {
+                    None => "the model was loaded whole (from_pretrained), not deferred".into(),
+                    Some(_) => format!("no block {block}: the model has {}", prefixes.len()),
+                },
+            });
+        };
+        source.load(&tensors_under(self, prefix))
+    }
+
+    fn blocks_from(&self) -> Option<&FolderSource> {
+        match self {
+            PretrainedModel::Gpt2 { blocks_from, .. }
+            | PretrainedModel::Llama { blocks_from, .. } => blocks_from.as_ref(),
         }
     }
 
@@ -244,12 +335,12 @@ impl<B: Backend> PretrainedModel<B> {
         max_shard_bytes: u64,
     ) -> Result<()> {
         match self {
-            PretrainedModel::Gpt2 { model, hf_config } => {
-                model.save_pretrained_sharded(dir, Some(hf_config), max_shard_bytes)
-            }
-            PretrainedModel::Llama { model, hf_config } => {
-                model.save_pretrained_sharded(dir, Some(hf_config), max_shard_bytes)
-            }
+            PretrainedModel::Gpt2 {
+                model, hf_config, ..
+            } => model.save_pretrained_sharded(dir, Some(hf_config), max_shard_bytes),
+            PretrainedModel::Llama {
+                model, hf_config, ..
+            } => model.save_pretrained_sharded(dir, Some(hf_config), max_shard_bytes),
         }
     }
 }

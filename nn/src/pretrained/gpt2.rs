@@ -5,13 +5,15 @@
 //! `[in, out]`; [`Gpt`]'s projections are `nn.Linear`/`nn.MultiheadAttention` `[out, in]`, so
 //! they are transposed on the way in and out.
 
-use super::hf_files::{self, ConfigReader};
-use super::{convert_dtype, unexpected_tensors, PretrainedOptions};
-use crate::checkpoint::{LoadMode, NamedTensors};
+use super::folder_source::{model_tensors, tensors_under, FolderSource, Stored};
+use super::hf_files::{self, ConfigReader, WeightsFolder};
+use super::PretrainedOptions;
+use crate::checkpoint::NamedTensors;
 use crate::gpt::{Gpt, GptConfig};
 use crate::layers::GeluApproximation;
 use crate::Module;
 use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
 use std::path::Path;
 use tessera_core::{Backend, Error, Generator, Result};
 
@@ -78,24 +80,25 @@ pub fn config_from_hf(reader: &ConfigReader<'_>, options: &PretrainedOptions) ->
     Ok(config)
 }
 
-/// `tensors` renamed from the Hugging Face layout to [`Gpt`]'s state-dict names, `Conv1D`
-/// weights transposed, in `dtype`.
-fn from_hf_names<B: Backend>(hf: NamedTensors<B>, config: &GptConfig) -> Result<NamedTensors<B>> {
+/// Where each of [`Gpt`]'s state-dict tensors is among the stored tensors `stored` (the
+/// Hugging Face names): renamed, `Conv1D` weights transposed, the tied head the token
+/// embedding unless a copy of it is stored.
+fn hf_sources<'a>(stored: impl Iterator<Item = &'a str>) -> Result<BTreeMap<String, Stored>> {
+    let stored: Vec<&str> = stored.collect();
     // The hub's original checkpoints name the body's tensors without `transformer.`.
-    let prefixed = hf.keys().any(|k| k.starts_with("transformer."));
-    let mut out = NamedTensors::new();
+    let prefixed = stored.iter().any(|k| k.starts_with("transformer."));
+    let mut out = BTreeMap::new();
     let mut extra = Vec::new();
-    for (name, tensor) in hf {
-        if is_known_buffer(&name) {
+    for &hf in &stored {
+        if is_known_buffer(hf) {
             continue;
         }
-        let name = if prefixed || name == "lm_head.weight" {
-            name
+        let name = if prefixed || hf == "lm_head.weight" {
+            hf.to_string()
         } else {
-            format!("transformer.{name}")
+            format!("transformer.{hf}")
         };
-        let tensor = convert_dtype(tensor, config.dtype)?;
-        let ours = match name.strip_prefix("transformer.h.") {
+        let (ours, transposed) = match name.strip_prefix("transformer.h.") {
             Some(rest) => {
                 let (block, inner) = rest.split_once('.').unwrap_or((rest, ""));
                 let (layer, param) = inner.rsplit_once('.').unwrap_or((inner, ""));
@@ -112,22 +115,20 @@ fn from_hf_names<B: Backend>(hf: NamedTensors<B>, config: &GptConfig) -> Result<
                     }),
                     _ => None,
                 };
-                let transpose = CONV1D.contains(&layer) && param == "weight";
-                let tensor = if transpose {
-                    tensor.t()?.contiguous()?
-                } else {
-                    tensor
-                };
-                let name = match renamed {
-                    Some(r) => format!("transformer.h.{block}.{r}"),
-                    None => name.clone(),
-                };
-                (name, tensor)
+                let transposed = CONV1D.contains(&layer) && param == "weight";
+                match renamed {
+                    Some(r) => (format!("transformer.h.{block}.{r}"), transposed),
+                    None => (name.clone(), transposed),
+                }
             }
-            None => (name, tensor),
+            None => (name, false),
         };
-        if out.insert(ours.0.clone(), ours.1).is_some() {
-            extra.push(ours.0);
+        let source = Stored {
+            name: hf.to_string(),
+            transposed,
+        };
+        if out.insert(ours.clone(), source).is_some() {
+            extra.push(ours);
         }
     }
     if !extra.is_empty() {
@@ -136,22 +137,18 @@ fn from_hf_names<B: Backend>(hf: NamedTensors<B>, config: &GptConfig) -> Result<
             extra.join(", ")
         )));
     }
-    // The head is the token embedding; a stored copy must be that.
-    if let (Some(head), Some(wte)) = (out.get("lm_head.weight"), out.get("transformer.wte.weight"))
-    {
-        let same = super::same_values(head, wte)?;
-        if !same {
-            return Err(Error::checkpoint(
-                "`lm_head.weight` differs from `transformer.wte.weight`; GPT-2's head is tied \
-                 (an untied head is not supported)",
-            ));
-        }
-    }
-    if let Some(wte) = out.get("transformer.wte.weight").cloned() {
-        out.insert("lm_head.weight".into(), wte);
+    // The head is the token embedding (a stored copy is checked to be that).
+    if let (None, Some(wte)) = (out.get(HEAD), out.get(WTE).cloned()) {
+        out.insert(HEAD.to_string(), wte);
     }
     Ok(out)
 }
+
+/// The head's and the token embedding's state-dict names (one tied weight).
+const HEAD: &str = "lm_head.weight";
+const WTE: &str = "transformer.wte.weight";
+/// The name prefix of the blocks' tensors.
+const BLOCKS: &str = "transformer.h";
 
 impl<B: Backend> Gpt<B> {
     /// Loads a Hugging Face GPT-2 folder (`config.json` and `model.safetensors`, or sharded
@@ -164,7 +161,21 @@ impl<B: Backend> Gpt<B> {
         backend: &B,
         options: &PretrainedOptions,
     ) -> Result<Self> {
-        let dir = dir.as_ref();
+        let (mut model, source) = Self::from_pretrained_deferred(dir.as_ref(), backend, options)?;
+        source.load(&tensors_under(&model, BLOCKS))?;
+        model.set_deferred(false);
+        Ok(model)
+    }
+
+    /// [`Gpt::from_pretrained`] without the blocks' values: the folder is checked as a whole
+    /// (configuration, every tensor's name and shape) and everything outside the blocks is
+    /// loaded, while the blocks hold placeholders ([`Gpt::is_deferred`]) until the returned
+    /// source loads them ([`FolderSource::load`]).
+    pub(crate) fn from_pretrained_deferred(
+        dir: &Path,
+        backend: &B,
+        options: &PretrainedOptions,
+    ) -> Result<(Self, FolderSource)> {
         let map = hf_files::read_config(dir)?;
         let reader = ConfigReader::new(&map, dir);
         match reader.string("model_type")? {
@@ -174,13 +185,25 @@ impl<B: Backend> Gpt<B> {
             }
         }
         let config = config_from_hf(&reader, options)?;
-        let tensors = from_hf_names(hf_files::load_weights(dir, backend)?, &config)?;
-        // Every parameter is replaced by a loaded tensor below (strictly: none may be missing),
-        // so none is drawn.
-        let model = config.init(backend, &mut Generator::for_loading())?;
-        unexpected_tensors(&model.state_dict(), &tensors, dir)?;
-        model.load_state_dict(&tensors, LoadMode::Strict)?;
-        Ok(model)
+        let folder = WeightsFolder::open(dir)?;
+        let sources = hf_sources(folder.specs().map(|s| s.name.as_str()))?;
+        let source = FolderSource::new(dir, folder, sources, config.dtype);
+        // Nothing is drawn: every parameter is a placeholder until read.
+        let model = config.init_deferred(backend, &mut Generator::deferred(0))?;
+        let all = model_tensors(&model);
+        source.check(&all)?;
+        source.check_same(
+            HEAD,
+            WTE,
+            backend,
+            "`lm_head.weight` differs from `transformer.wte.weight`; GPT-2's head is tied \
+             (an untied head is not supported)",
+        )?;
+        let outside: Vec<_> = (all.into_iter())
+            .filter(|(name, _)| !name.starts_with(&format!("{BLOCKS}.")))
+            .collect();
+        source.load(&outside)?;
+        Ok((model, source))
     }
 
     /// Writes the model as a Hugging Face GPT-2 folder that

@@ -1,11 +1,11 @@
 //! The files of a Hugging Face model folder: `config.json`, and the weights in one
 //! `model.safetensors` or in shards listed by `model.safetensors.index.json`.
 
-use crate::checkpoint::{self, NamedTensors};
+use crate::checkpoint::{self, CheckpointReader, NamedTensors, TensorSpec};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use tessera_core::{Backend, Error, Result};
+use tessera_core::{Backend, Error, Result, Tensor};
 
 /// The configuration file of a model folder.
 pub const CONFIG_FILE: &str = "config.json";
@@ -60,60 +60,118 @@ fn read_index(path: &Path) -> Result<BTreeMap<String, String>> {
 
 /// Every tensor of the model folder `dir` on `backend`, in the dtypes stored: from
 /// `model.safetensors`, or from the shards `model.safetensors.index.json` lists (each shard
-/// must hold exactly the tensors the index gives it).
+/// must hold exactly the tensors the index gives it). [`WeightsFolder`] reads them one at a
+/// time instead.
 pub fn load_weights<B: Backend>(dir: &Path, backend: &B) -> Result<NamedTensors<B>> {
-    let single = dir.join(WEIGHTS_FILE);
-    let index = dir.join(WEIGHTS_INDEX_FILE);
-    if single.is_file() {
-        return Ok(checkpoint::load(&single, backend)?.tensors);
-    }
-    if !index.is_file() {
-        return Err(Error::MissingData {
-            path: dir.to_path_buf(),
-            hint: format!(
-                "no {WEIGHTS_FILE} or {WEIGHTS_INDEX_FILE} there (only safetensors weights \
-                 load; convert a pytorch_model.bin with `safetensors` first)"
-            ),
-        });
-    }
-    let weight_map = read_index(&index)?;
-    let mut by_file: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    for (name, file) in &weight_map {
-        by_file.entry(file).or_default().insert(name);
-    }
-    // Every shard is checked to exist before any is read (a clear error, no wasted upload).
-    for file in by_file.keys() {
-        let path = dir.join(file);
-        if !path.is_file() {
-            return Err(Error::MissingData {
-                path,
-                hint: format!("{WEIGHTS_INDEX_FILE} lists this shard but it is not in the folder"),
+    WeightsFolder::open(dir)?.read_all(backend)
+}
+
+/// The weights of a model folder opened for reading one tensor at a time: every weights
+/// file's header is read and checked when it opens (the index against the shards' own
+/// tensors, as [`load_weights`] checks them), each tensor's bytes only when
+/// [`WeightsFolder::read`] asks for them. What loads a model a block at a time.
+pub struct WeightsFolder {
+    files: Vec<CheckpointReader>,
+    /// Each tensor's file, an index into `files`.
+    file_of: BTreeMap<String, usize>,
+}
+
+impl WeightsFolder {
+    /// Opens the weights of the model folder `dir`: `model.safetensors`, or the shards
+    /// `model.safetensors.index.json` lists (each must exist and hold exactly the tensors the
+    /// index gives it).
+    pub fn open(dir: &Path) -> Result<WeightsFolder> {
+        let single = dir.join(WEIGHTS_FILE);
+        let index = dir.join(WEIGHTS_INDEX_FILE);
+        if single.is_file() {
+            let file = CheckpointReader::open(&single)?;
+            let file_of = file.info().tensors.keys().map(|n| (n.clone(), 0)).collect();
+            return Ok(WeightsFolder {
+                files: vec![file],
+                file_of,
             });
         }
-    }
-    let mut out = NamedTensors::new();
-    for (file, names) in by_file {
-        let path: PathBuf = dir.join(file);
-        let shard = checkpoint::load(&path, backend)?;
-        for name in shard.tensors.keys() {
-            if !names.contains(name.as_str()) {
+        if !index.is_file() {
+            return Err(Error::MissingData {
+                path: dir.to_path_buf(),
+                hint: format!(
+                    "no {WEIGHTS_FILE} or {WEIGHTS_INDEX_FILE} there (only safetensors weights \
+                     load; convert a pytorch_model.bin with `safetensors` first)"
+                ),
+            });
+        }
+        let weight_map = read_index(&index)?;
+        let mut by_file: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+        for (name, file) in &weight_map {
+            by_file.entry(file).or_default().insert(name);
+        }
+        // Every shard is checked to exist before any is opened (a clear error first).
+        for file in by_file.keys() {
+            let path = dir.join(file);
+            if !path.is_file() {
+                return Err(Error::MissingData {
+                    path,
+                    hint: format!(
+                        "{WEIGHTS_INDEX_FILE} lists this shard but it is not in the folder"
+                    ),
+                });
+            }
+        }
+        let mut files = Vec::new();
+        let mut file_of = BTreeMap::new();
+        for (file, names) in by_file {
+            let path: PathBuf = dir.join(file);
+            let shard = CheckpointReader::open(&path)?;
+            let stored = &shard.info().tensors;
+            if let Some(name) = stored.keys().find(|n| !names.contains(n.as_str())) {
                 return Err(Error::checkpoint(format!(
                     "{}: tensor `{name}` is not listed for this shard in {WEIGHTS_INDEX_FILE}",
                     path.display()
                 )));
             }
-        }
-        for name in names {
-            if !shard.tensors.contains_key(name) {
+            if let Some(name) = names.iter().find(|n| !stored.contains_key(**n)) {
                 return Err(Error::checkpoint(format!(
                     "{}: tensor `{name}`, which {WEIGHTS_INDEX_FILE} places there, is missing",
                     path.display()
                 )));
             }
+            file_of.extend(names.iter().map(|n| (n.to_string(), files.len())));
+            files.push(shard);
         }
-        out.extend(shard.tensors);
+        Ok(WeightsFolder { files, file_of })
     }
-    Ok(out)
+
+    /// The stored tensors' names, dims and dtypes, by name.
+    pub fn specs(&self) -> impl Iterator<Item = &TensorSpec> {
+        self.file_of
+            .iter()
+            .map(|(name, &file)| &self.files[file].info().tensors[name])
+    }
+
+    /// The stored dims and dtype of tensor `name`, if the folder has it.
+    pub fn spec(&self, name: &str) -> Option<&TensorSpec> {
+        let file = *self.file_of.get(name)?;
+        self.files[file].info().tensors.get(name)
+    }
+
+    /// Reads tensor `name` onto `backend`, in its stored dtype.
+    pub fn read<B: Backend>(&self, name: &str, backend: &B) -> Result<Tensor<B>> {
+        match self.file_of.get(name) {
+            Some(&file) => self.files[file].read(name, backend),
+            None => Err(Error::checkpoint(format!(
+                "tensor `{name}` is not in the model folder's weights"
+            ))),
+        }
+    }
+
+    /// Reads every tensor onto `backend` (what [`load_weights`] returns).
+    pub fn read_all<B: Backend>(&self, backend: &B) -> Result<NamedTensors<B>> {
+        let mut out = NamedTensors::new();
+        for name in self.file_of.keys() {
+            out.insert(name.clone(), self.read(name, backend)?);
+        }
+        Ok(out)
+    }
 }
 
 /// The largest weights file [`write_folder`] writes by default before it shards: 5 GB, the

@@ -1,18 +1,26 @@
 //! Llama (`LlamaForCausalLM`) checkpoints in the Hugging Face layout, to and from [`Llama`].
 //! The tensor names are the same on both sides; the work is in the configuration.
 
-use super::hf_files::{self, ConfigReader};
-use super::{convert_dtype, unexpected_tensors, PretrainedOptions};
-use crate::checkpoint::{LoadMode, NamedTensors};
+use super::folder_source::{model_tensors, tensors_under, FolderSource, Stored};
+use super::hf_files::{self, ConfigReader, WeightsFolder};
+use super::PretrainedOptions;
+use crate::checkpoint::NamedTensors;
 use crate::layers::RopeScaling;
 use crate::llama::{Llama, LlamaConfig};
 use crate::Module;
 use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
 use std::path::Path;
-use tessera_core::{Backend, Error, Generator, Result};
+use tessera_core::{Backend, Generator, Result};
 
 /// The Hugging Face `model_type` of Llama.
 pub const MODEL_TYPE: &str = "llama";
+
+/// The head's and the token embedding's names (one weight when tied).
+const HEAD: &str = "lm_head.weight";
+const EMBED: &str = "model.embed_tokens.weight";
+/// The name prefix of the decoder layers' tensors.
+const LAYERS: &str = "model.layers";
 
 /// The rotary base and scaling: `rope_parameters` (newer `transformers`) or `rope_theta` and
 /// `rope_scaling` (older), a typed error naming any scaling kind other than `default`,
@@ -164,7 +172,21 @@ impl<B: Backend> Llama<B> {
         backend: &B,
         options: &PretrainedOptions,
     ) -> Result<Self> {
-        let dir = dir.as_ref();
+        let (mut model, source) = Self::from_pretrained_deferred(dir.as_ref(), backend, options)?;
+        source.load(&tensors_under(&model, LAYERS))?;
+        model.set_deferred(false);
+        Ok(model)
+    }
+
+    /// [`Llama::from_pretrained`] without the decoder layers' values: the folder is checked as
+    /// a whole (configuration, every tensor's name and shape) and everything outside the
+    /// layers is loaded, while the layers hold placeholders until the returned source loads
+    /// them ([`FolderSource::load`]).
+    pub(crate) fn from_pretrained_deferred(
+        dir: &Path,
+        backend: &B,
+        options: &PretrainedOptions,
+    ) -> Result<(Self, FolderSource)> {
         let map = hf_files::read_config(dir)?;
         let reader = ConfigReader::new(&map, dir);
         match reader.string("model_type")? {
@@ -174,37 +196,39 @@ impl<B: Backend> Llama<B> {
             }
         }
         let config = config_from_hf(&reader, options)?;
-        let mut tensors = NamedTensors::new();
-        for (name, tensor) in hf_files::load_weights(dir, backend)? {
+        let folder = WeightsFolder::open(dir)?;
+        let mut sources = BTreeMap::new();
+        for spec in folder.specs() {
             // Rotary tables some exports keep as buffers are recomputed here.
-            if name.ends_with("rotary_emb.inv_freq") {
-                continue;
+            if !spec.name.ends_with("rotary_emb.inv_freq") {
+                sources.insert(spec.name.clone(), Stored::plain(&spec.name));
             }
-            tensors.insert(name, convert_dtype(tensor, config.dtype)?);
         }
         if config.tie_word_embeddings {
-            if let (Some(head), Some(embed)) = (
-                tensors.get("lm_head.weight"),
-                tensors.get("model.embed_tokens.weight"),
-            ) {
-                let same = super::same_values(head, embed)?;
-                if !same {
-                    return Err(Error::checkpoint(
-                        "`lm_head.weight` differs from `model.embed_tokens.weight` although \
-                         `tie_word_embeddings` is true",
-                    ));
-                }
-            }
-            if let Some(embed) = tensors.get("model.embed_tokens.weight").cloned() {
-                tensors.insert("lm_head.weight".into(), embed);
+            if let (None, Some(embed)) = (sources.get(HEAD), sources.get(EMBED).cloned()) {
+                sources.insert(HEAD.to_string(), embed);
             }
         }
-        // Every parameter is replaced by a loaded tensor below (strictly: none may be missing),
-        // so none is drawn.
-        let model = config.init(backend, &mut Generator::for_loading())?;
-        unexpected_tensors(&model.state_dict(), &tensors, dir)?;
-        model.load_state_dict(&tensors, LoadMode::Strict)?;
-        Ok(model)
+        let source = FolderSource::new(dir, folder, sources, config.dtype);
+        // Nothing is drawn: every parameter is a placeholder until read.
+        let mut model = config.init(backend, &mut Generator::deferred(0))?;
+        model.set_deferred(true);
+        let all = model_tensors(&model);
+        source.check(&all)?;
+        if config.tie_word_embeddings {
+            source.check_same(
+                HEAD,
+                EMBED,
+                backend,
+                "`lm_head.weight` differs from `model.embed_tokens.weight` although \
+                 `tie_word_embeddings` is true",
+            )?;
+        }
+        let outside: Vec<_> = (all.into_iter())
+            .filter(|(name, _)| !name.starts_with(&format!("{LAYERS}.")))
+            .collect();
+        source.load(&outside)?;
+        Ok((model, source))
     }
 
     /// Writes the model as a Hugging Face Llama folder that `transformers` loads:

@@ -25,15 +25,15 @@
 //! ```
 
 mod auto;
+mod folder_source;
 pub mod gpt2;
 pub mod hf_files;
 pub mod llama;
 
 pub use auto::{PretrainedCache, PretrainedModel};
+pub use folder_source::FolderSource;
 
-use crate::checkpoint::NamedTensors;
 use crate::precision::Precision;
-use std::path::Path;
 use tessera_core::{Backend, DType, Error, Result, Tensor};
 
 /// How a pretrained model is loaded.
@@ -72,28 +72,6 @@ fn convert_dtype<B: Backend>(tensor: Tensor<B>, dtype: DType) -> Result<Tensor<B
 /// Whether `a` and `b` hold the same dims and values (a tied weight stored twice).
 fn same_values<B: Backend>(a: &Tensor<B>, b: &Tensor<B>) -> Result<bool> {
     Ok(a.dims() == b.dims() && a.to_vec_f64()? == b.to_vec_f64()?)
-}
-
-/// Errors naming every tensor of `loaded` that `model` (its state dict) has no place for.
-fn unexpected_tensors<B: Backend>(
-    model: &NamedTensors<B>,
-    loaded: &NamedTensors<B>,
-    dir: &Path,
-) -> Result<()> {
-    let extra: Vec<&str> = loaded
-        .keys()
-        .filter(|k| !model.contains_key(*k))
-        .map(String::as_str)
-        .collect();
-    if extra.is_empty() {
-        Ok(())
-    } else {
-        Err(Error::checkpoint(format!(
-            "{}: unexpected tensors {}",
-            dir.display(),
-            extra.join(", ")
-        )))
-    }
 }
 
 /// The `torch_dtype` name `transformers` writes for `dtype`.

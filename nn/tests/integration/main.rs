@@ -31,6 +31,7 @@ mod precision;
 mod precision_cast_cache;
 mod precision_layers;
 mod pretrained;
+mod pretrained_deferred;
 mod pytorch_state_dict;
 mod run_resume;
 mod sharded_checkpoint;

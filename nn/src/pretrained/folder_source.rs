@@ -1,0 +1,173 @@
+//! [`FolderSource`]: a model's parameters read from an open Hugging Face folder by the model's
+//! own names, one tensor at a time, so that a model is loaded whole ([`FolderSource::load`]
+//! over every parameter) or one block at a time (a deferred load: the blocks' parameters hold
+//! placeholders until [`FolderSource::load`] reads theirs).
+
+use super::hf_files::WeightsFolder;
+use super::{convert_dtype, same_values};
+use crate::checkpoint::{check_specs, LoadMode, TensorSpec};
+use crate::Module;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use tessera_autograd::{no_grad, Var};
+use tessera_core::{Backend, DType, Error, Result, Tensor};
+
+/// Where one of the model's tensors is stored in the folder.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Stored {
+    /// The stored tensor's name.
+    pub name: String,
+    /// Whether it is stored transposed (GPT-2's `Conv1D` weights).
+    pub transposed: bool,
+}
+
+impl Stored {
+    /// Stored under `name`, as the model holds it.
+    pub(crate) fn plain(name: impl Into<String>) -> Self {
+        Stored {
+            name: name.into(),
+            transposed: false,
+        }
+    }
+}
+
+/// A model's tensors in an open Hugging Face folder: each of the model's names mapped to where
+/// it is stored, read in the model's dtype. What a deferred load
+/// ([`super::PretrainedModel::from_pretrained_deferred`]) reads its blocks from.
+pub struct FolderSource {
+    dir: PathBuf,
+    folder: WeightsFolder,
+    /// The model's tensor name → where it is stored.
+    sources: BTreeMap<String, Stored>,
+    dtype: DType,
+}
+
+impl FolderSource {
+    /// The model tensors `sources` of `folder` (opened from `dir`), read as `dtype`.
+    pub(crate) fn new(
+        dir: &Path,
+        folder: WeightsFolder,
+        sources: BTreeMap<String, Stored>,
+        dtype: DType,
+    ) -> Self {
+        FolderSource {
+            dir: dir.to_path_buf(),
+            folder,
+            sources,
+            dtype,
+        }
+    }
+
+    /// Checks the model's tensors `model` (name and variable) against the folder before any
+    /// value is read: strictly, every tensor must be stored, every stored tensor must have a
+    /// place in the model, and each must have the model tensor's dims (after transposition)
+    /// and a float dtype (converted to the model's). One error names every problem.
+    pub(crate) fn check<B: Backend>(&self, model: &[(String, Var<B>)]) -> Result<()> {
+        let mut found = BTreeMap::new();
+        for (ours, stored) in &self.sources {
+            let spec = self.folder.spec(&stored.name).ok_or_else(|| {
+                Error::checkpoint(format!(
+                    "{}: tensor `{}` is not stored",
+                    self.dir.display(),
+                    stored.name
+                ))
+            })?;
+            let mut dims = spec.dims.clone();
+            if stored.transposed {
+                dims.reverse();
+            }
+            // A float is converted to the model's dtype; anything else is reported as stored.
+            let dtype = if spec.dtype.is_float() {
+                self.dtype
+            } else {
+                spec.dtype
+            };
+            found.insert(ours.clone(), TensorSpec::new(ours.clone(), dims, dtype));
+        }
+        let expected: Vec<TensorSpec> = model
+            .iter()
+            .map(|(name, var)| TensorSpec::new(name.clone(), var.dims(), var.dtype()))
+            .collect();
+        check_specs(&found, &expected, LoadMode::Strict)
+            .map(|_| ())
+            .map_err(|e| match e {
+                Error::Checkpoint { msg } => {
+                    Error::checkpoint(format!("{}: {msg}", self.dir.display()))
+                }
+                other => other,
+            })
+    }
+
+    /// The model tensor `ours` read onto `backend`: in the model's dtype and layout.
+    pub(crate) fn read<B: Backend>(&self, ours: &str, backend: &B) -> Result<Tensor<B>> {
+        let stored = self.sources.get(ours).ok_or_else(|| {
+            Error::checkpoint(format!(
+                "{}: no stored tensor for `{ours}`",
+                self.dir.display()
+            ))
+        })?;
+        let tensor = convert_dtype(self.folder.read(&stored.name, backend)?, self.dtype)?;
+        if stored.transposed {
+            tensor.t()?.contiguous()
+        } else {
+            Ok(tensor)
+        }
+    }
+
+    /// Gives each of `params` (the model's names and variables) the value read for it. A
+    /// variable listed under two names (a tied weight) is read once.
+    pub(crate) fn load<B: Backend>(&self, params: &[(String, Var<B>)]) -> Result<()> {
+        let mut done = std::collections::BTreeSet::new();
+        for (name, var) in params {
+            if !done.insert(var.id()) {
+                continue;
+            }
+            let backend = var.value().backend().clone();
+            let value = self.read(name, &backend)?;
+            no_grad(|| var.set_value(value))?;
+        }
+        Ok(())
+    }
+
+    /// Errors unless the stored tensors `a` and `b` (model names) hold the same values: a tied
+    /// weight stored under both names (`what` explains the tie).
+    pub(crate) fn check_same<B: Backend>(
+        &self,
+        a: &str,
+        b: &str,
+        backend: &B,
+        what: &str,
+    ) -> Result<()> {
+        if self.sources.get(a) == self.sources.get(b) {
+            return Ok(());
+        }
+        if same_values(&self.read(a, backend)?, &self.read(b, backend)?)? {
+            Ok(())
+        } else {
+            Err(Error::checkpoint(what.to_string()))
+        }
+    }
+}
+
+/// Every parameter and buffer of `model`, under each of its names (a tied weight twice).
+pub(crate) fn model_tensors<B: Backend, M: Module<B> + ?Sized>(model: &M) -> Vec<(String, Var<B>)> {
+    let mut out = Vec::new();
+    model.visit_parameters("", &mut |name, var| {
+        out.push((name.to_string(), var.clone()))
+    });
+    model.visit_buffers("", &mut |name, var| {
+        out.push((name.to_string(), var.clone()))
+    });
+    out
+}
+
+/// The tensors of [`model_tensors`] named `"{prefix}.…"`.
+pub(crate) fn tensors_under<B: Backend, M: Module<B> + ?Sized>(
+    model: &M,
+    prefix: &str,
+) -> Vec<(String, Var<B>)> {
+    let prefix = format!("{prefix}.");
+    let mut all = model_tensors(model);
+    all.retain(|(name, _)| name.starts_with(&prefix));
+    all
+}

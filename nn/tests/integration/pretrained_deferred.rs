@@ -1,0 +1,229 @@
+//! Loading a Hugging Face folder a block at a time (`PretrainedModel::from_pretrained_deferred`
+//! and `load_block`): before its blocks are read the model holds one element per block tensor
+//! and refuses to run; after, it computes `transformers`' logits. On three thread ranks of
+//! level 3 (`ShardedUnits::initialize`) no rank holds two blocks whole and every rank ends with
+//! the folder's values. A released Llama refuses a cached pass instead of running on zeros.
+
+use crate::gpt_steps::bits;
+use crate::thread_comm::on_ranks;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tessera_core::{BackendStorage, Error, Tensor};
+use tessera_cpu::Cpu;
+use tessera_nn::checkpoint;
+use tessera_nn::distributed::{Communicator, ShardedOptimizer, ShardedUnits};
+use tessera_nn::optim::{AdamW, AdamWConfig};
+use tessera_nn::pretrained::{PretrainedModel, PretrainedOptions};
+use tessera_nn::Module;
+
+const MODELS: [&str; 4] = [
+    "gpt2-tiny",
+    "gpt2-tiny-sharded",
+    "llama-tiny",
+    "llama3-tiny",
+];
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/hf")
+        .join(name)
+}
+
+fn deferred(name: &str) -> PretrainedModel<Cpu> {
+    let options = PretrainedOptions::default();
+    PretrainedModel::from_pretrained_deferred(fixture(name), &Cpu::new(), &options)
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// Whether a tensor is one element broadcast to its shape.
+fn is_placeholder(value: &Tensor<Cpu>) -> bool {
+    value.numel() > 1 && value.layout().strides().iter().all(|&s| s == 0)
+}
+
+/// How many blocks of `model` hold no placeholder.
+fn blocks_with_values(model: &PretrainedModel<Cpu>) -> usize {
+    let params = model.parameters();
+    (model.block_prefixes().iter())
+        .filter(|prefix| {
+            let inside = format!("{prefix}.");
+            let mut block = params.iter().filter(|(n, _)| n.starts_with(&inside));
+            block.all(|(_, v)| !is_placeholder(&v.value()))
+        })
+        .count()
+}
+
+/// The 5 token ids of the reference logits `transformers` computed.
+fn reference_ids(name: &str) -> Tensor<Cpu> {
+    let r = checkpoint::load(fixture(name).join("reference.safetensors"), &Cpu::new()).unwrap();
+    r.tensors["input_ids_5"].clone()
+}
+
+fn reference_logits(name: &str) -> Tensor<Cpu> {
+    let r = checkpoint::load(fixture(name).join("reference.safetensors"), &Cpu::new()).unwrap();
+    r.tensors["logits_5"].clone()
+}
+
+#[test]
+fn a_deferred_load_refuses_to_run_until_its_blocks_are_read_then_computes_transformers_logits() {
+    for name in MODELS {
+        let model = deferred(name);
+        assert!(model.is_deferred(), "{name}");
+        let blocks = model.block_prefixes().len();
+        assert!(blocks >= 2, "{name}");
+        // Every block matrix is a placeholder (the norms' weights start as ones, not read
+        // either); nothing outside the blocks is.
+        for (param, var) in model.parameters() {
+            let in_block = model
+                .block_prefixes()
+                .iter()
+                .any(|p| param.starts_with(&format!("{p}.")));
+            let placeholder = is_placeholder(&var.value());
+            if !in_block || var.value().rank() == 2 {
+                assert_eq!(placeholder, in_block, "{name}: {param}");
+            }
+        }
+        // A sharded folder holds the same model as its one-file twin.
+        let base = name.trim_end_matches("-sharded");
+        let ids = reference_ids(base);
+        let refused = model.forward(&ids).unwrap_err();
+        assert!(matches!(refused, Error::InvalidArgument { .. }), "{name}");
+        let first = &model.block_prefixes()[0];
+        assert!(refused.to_string().contains(first), "{name}: {refused}");
+        let mut cache = model.new_cache(1).unwrap();
+        assert!(model.forward_cached(&ids, &mut cache).is_err(), "{name}");
+        // Blocks read in another order than they run, one of them twice.
+        for block in (0..blocks).rev().chain([0]) {
+            model.load_block(block).unwrap();
+        }
+        assert_eq!(blocks_with_values(&model), blocks, "{name}");
+        let logits = model.forward(&ids).unwrap().value();
+        let expected = reference_logits(base);
+        let (a, b) = (logits.to_vec_f64().unwrap(), expected.to_vec_f64().unwrap());
+        assert_eq!(a.len(), b.len(), "{name}");
+        let scale = b.iter().map(|v| v.abs()).fold(0.0, f64::max);
+        let diff = (a.iter().zip(&b)).fold(0.0f64, |m, (x, y)| m.max((x - y).abs()));
+        assert!(
+            diff / scale < 1e-4,
+            "{name}: relative error {:.2e}",
+            diff / scale
+        );
+        let whole =
+            PretrainedModel::from_pretrained(fixture(name), &Cpu::new(), &Default::default())
+                .unwrap();
+        assert!(!whole.is_deferred());
+        assert!(
+            bits(&model) == bits(&whole),
+            "{name}: the parameters differ"
+        );
+        // A block that does not exist, and a model loaded whole, are typed errors.
+        let missing = model.load_block(blocks).unwrap_err();
+        assert!(missing.to_string().contains("no block"), "{missing}");
+        assert!(matches!(
+            whole.load_block(0),
+            Err(Error::InvalidArgument { .. })
+        ));
+    }
+}
+
+#[test]
+fn a_llama_layer_is_read_as_stored() {
+    // Llama's tensor names are the stored ones: each layer's parameters are the file's bits.
+    let model = deferred("llama-tiny");
+    let stored = checkpoint::load(fixture("llama-tiny").join("model.safetensors"), &Cpu::new())
+        .unwrap()
+        .tensors;
+    model.load_block(1).unwrap();
+    let mut compared = 0;
+    for (name, var) in model.parameters() {
+        if name.starts_with("model.layers.1.") {
+            let file = stored[&name].to_vec_f64().unwrap();
+            assert_eq!(var.value().to_vec_f64().unwrap(), file, "{name}");
+            compared += 1;
+        } else if name.starts_with("model.layers.0.") && var.value().rank() == 2 {
+            assert!(is_placeholder(&var.value()), "{name} was read too");
+        }
+    }
+    assert!(compared >= 7, "{compared} tensors compared");
+}
+
+#[test]
+fn a_mis_shaped_block_tensor_fails_the_deferred_load_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(fixture("llama-tiny")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    let weights = dir.path().join("model.safetensors");
+    let mut tensors = checkpoint::load(&weights, &Cpu::new()).unwrap().tensors;
+    let name = "model.layers.1.mlp.up_proj.weight";
+    let t = tensors[name].clone();
+    let cut = t
+        .narrow(0, 0, t.dims()[0] - 1)
+        .unwrap()
+        .contiguous()
+        .unwrap();
+    tensors.insert(name.to_string(), cut);
+    checkpoint::save(&weights, tensors.iter(), &Default::default()).unwrap();
+    let options = PretrainedOptions::default();
+    let err = PretrainedModel::from_pretrained_deferred(dir.path(), &Cpu::new(), &options)
+        .err()
+        .expect("a mis-shaped tensor loads");
+    assert!(matches!(err, Error::Checkpoint { .. }), "{err:?}");
+    assert!(err.to_string().contains(name), "{err}");
+}
+
+const RANKS: usize = 3;
+
+#[test]
+fn level_three_ranks_read_one_block_at_a_time_and_end_with_the_folders_values() {
+    for name in ["gpt2-tiny", "llama-tiny"] {
+        let whole =
+            PretrainedModel::from_pretrained(fixture(name), &Cpu::new(), &Default::default())
+                .unwrap();
+        let seen = on_ranks(RANKS, |comm| {
+            let comm: Arc<dyn Communicator<Cpu>> = Arc::new(comm);
+            let model = deferred(name);
+            let units = ShardedUnits::new(comm, model.block_prefixes()).unwrap();
+            let adamw = |p| AdamW::new(p, AdamWConfig::new(0.01));
+            let sharded =
+                ShardedOptimizer::with_units(model.parameters(), &units, 64, adamw).unwrap();
+            model.shard_blocks(units.clone()).unwrap();
+            // How many blocks held values while each block was read (itself excluded).
+            let mut others = Vec::new();
+            units
+                .initialize(&mut |unit| {
+                    others.push(blocks_with_values(&model));
+                    model.load_block(unit)
+                })
+                .unwrap();
+            assert!(!units.is_held());
+            // Each share holds its own elements only.
+            for share in sharded.shards() {
+                assert_eq!(share.value().storage().len(), share.numel());
+            }
+            // Released, the blocks refuse a cached pass (no silent zeros).
+            let ids = reference_ids(name);
+            let mut cache = model.new_cache(1).unwrap();
+            let refused = model.forward_cached(&ids, &mut cache).unwrap_err();
+            assert!(refused.to_string().contains("released"), "{refused}");
+            units.gather_all().unwrap();
+            let mut cache = model.new_cache(1).unwrap();
+            let cached = model.forward_cached(&ids, &mut cache).unwrap();
+            (others, bits(&model), cached.to_vec_f64().unwrap())
+        });
+        let mut cache = whole.new_cache(1).unwrap();
+        let expected = whole
+            .forward_cached(&reference_ids(name), &mut cache)
+            .unwrap()
+            .to_vec_f64()
+            .unwrap();
+        for (rank, (others, values, cached)) in seen.iter().enumerate() {
+            assert!(
+                others.iter().all(|&n| n == 0),
+                "{name}, rank {rank}: {others:?}"
+            );
+            assert!(*values == bits(&whole), "{name}, rank {rank}'s parameters");
+            assert_eq!(*cached, expected, "{name}, rank {rank}'s logits");
+        }
+    }
+}
