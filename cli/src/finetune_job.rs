@@ -18,7 +18,7 @@ use tessera_nn::data::{TextCorpus, TokenWindows};
 use tessera_nn::distributed::{
     save_on_rank0, Communicator, LocalCommunicator, ShardLevel, ShardedUnits,
 };
-use tessera_nn::pretrained::{PretrainedModel, PretrainedOptions};
+use tessera_nn::pretrained::{hf_files, PretrainedModel, PretrainedOptions};
 use tessera_nn::Module;
 use tessera_tokenizer::Tokenizer;
 
@@ -82,6 +82,11 @@ struct HfFolderJob<'a> {
 /// and generation files.
 fn save<B: Backend>(model: &PretrainedModel<B>, from: &Path, dir: &Path) -> Result<()> {
     model.save_pretrained(dir)?;
+    copy_tokenizer(from, dir)
+}
+
+/// Copies the tokenizer's files of the folder `from` that are there into `dir`.
+fn copy_tokenizer(from: &Path, dir: &Path) -> Result<()> {
     for file in COPIED_FILES {
         let source = from.join(file);
         if source.is_file() {
@@ -132,16 +137,16 @@ impl<B: Backend> TextJob<B> for HfFolderJob<'_> {
         units: Option<&ShardedUnits<B>>,
         comm: &dyn Communicator<B>,
     ) -> Result<()> {
-        // The Hugging Face folder is written from the whole model: level 3 holds it on rank 0
-        // alone meanwhile.
-        if let Some(units) = units {
-            units.hold_on(0)?;
+        let from = &self.config.init_from;
+        match units {
+            // Level 3: rank 0 writes each block as it is gathered to it, never the whole model.
+            Some(units) => {
+                let max = hf_files::DEFAULT_MAX_SHARD_BYTES;
+                model.save_pretrained_gathered(dir, max, Some(units), comm)?;
+                save_on_rank0(comm, || copy_tokenizer(from, dir))
+            }
+            None => save_on_rank0(comm, || save(model, from, dir)),
         }
-        let saved = save_on_rank0(comm, || save(model, &self.config.init_from, dir));
-        if let Some(units) = units {
-            units.release_all()?;
-        }
-        saved
     }
 
     fn samples(&self, _config: &GptTrainConfig) -> bool {

@@ -1,9 +1,10 @@
 //! [`PretrainedModel`]: a GPT-2 or Llama checkpoint, chosen by its `config.json`.
 
 use super::folder_source::{tensors_under, FolderSource};
+use super::gathered_folder::write_folder_gathered;
 use super::hf_files::{self, ConfigReader};
 use super::{gpt2, llama, PretrainedOptions};
-use crate::distributed::ShardedUnits;
+use crate::distributed::{Communicator, ShardedUnits};
 use crate::gpt::{Gpt, GptCache};
 use crate::llama::{Llama, LlamaCache};
 use crate::module::ModuleVisitor;
@@ -341,6 +342,53 @@ impl<B: Backend> PretrainedModel<B> {
             PretrainedModel::Llama {
                 model, hf_config, ..
             } => model.save_pretrained_sharded(dir, Some(hf_config), max_shard_bytes),
+        }
+    }
+
+    /// [`save_pretrained_sharded`](Self::save_pretrained_sharded) from every rank of a
+    /// data-parallel run at once (a collective), rank 0 writing the same files: a level-3
+    /// model's blocks (`units`) are gathered to rank 0 one at a time and spooled to disk, so
+    /// that no rank holds the whole model to save it (without `units`, rank 0 writes its own
+    /// copy). When any rank fails, every rank returns an error.
+    pub fn save_pretrained_gathered(
+        &self,
+        dir: impl AsRef<Path>,
+        max_shard_bytes: u64,
+        units: Option<&ShardedUnits<B>>,
+        comm: &dyn Communicator<B>,
+    ) -> Result<()> {
+        let dir = dir.as_ref();
+        match self {
+            PretrainedModel::Gpt2 {
+                model, hf_config, ..
+            } => {
+                let config = model.hf_config(Some(hf_config))?;
+                let stored_as = |name: &str| model.stored_as(name);
+                write_folder_gathered(
+                    dir,
+                    &config,
+                    model,
+                    &stored_as,
+                    max_shard_bytes,
+                    units,
+                    comm,
+                )
+            }
+            PretrainedModel::Llama {
+                model, hf_config, ..
+            } => {
+                let config = model.hf_config(Some(hf_config));
+                let stored_as = |name: &str| model.stored_as(name);
+                write_folder_gathered(
+                    dir,
+                    &config,
+                    model,
+                    &stored_as,
+                    max_shard_bytes,
+                    units,
+                    comm,
+                )
+            }
         }
     }
 }

@@ -29,6 +29,16 @@ impl Stored {
             transposed: false,
         }
     }
+
+    /// `tensor` (a model's) in the stored layout, or the stored one (the same transposition)
+    /// in the model's.
+    pub(crate) fn layout<B: Backend>(&self, tensor: Tensor<B>) -> Result<Tensor<B>> {
+        if self.transposed {
+            tensor.t()?.contiguous()
+        } else {
+            Ok(tensor)
+        }
+    }
 }
 
 /// A model's tensors in an open Hugging Face folder: each of the model's names mapped to where
@@ -106,12 +116,10 @@ impl FolderSource {
                 self.dir.display()
             ))
         })?;
-        let tensor = convert_dtype(self.folder.read(&stored.name, backend)?, self.dtype)?;
-        if stored.transposed {
-            tensor.t()?.contiguous()
-        } else {
-            Ok(tensor)
-        }
+        stored.layout(convert_dtype(
+            self.folder.read(&stored.name, backend)?,
+            self.dtype,
+        )?)
     }
 
     /// Gives each of `params` (the model's names and variables) the value read for it. A

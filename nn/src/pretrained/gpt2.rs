@@ -8,10 +8,8 @@
 use super::folder_source::{model_tensors, tensors_under, FolderSource, Stored};
 use super::hf_files::{self, ConfigReader, WeightsFolder};
 use super::PretrainedOptions;
-use crate::checkpoint::NamedTensors;
 use crate::gpt::{Gpt, GptConfig};
 use crate::layers::GeluApproximation;
-use crate::Module;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -228,6 +226,17 @@ impl<B: Backend> Gpt<B> {
         base: Option<&Map<String, Value>>,
         max_shard_bytes: u64,
     ) -> Result<()> {
+        let config = self.hf_config(base)?;
+        let tensors = hf_files::stored_tensors(self, |name| self.stored_as(name))?;
+        hf_files::write_folder(dir.as_ref(), &config, &tensors, max_shard_bytes)
+    }
+
+    /// The `config.json` of [`Gpt::save_pretrained`]: `base`'s fields with the model's own
+    /// shape written over them.
+    pub(crate) fn hf_config(
+        &self,
+        base: Option<&Map<String, Value>>,
+    ) -> Result<Map<String, Value>> {
         let c = self.config();
         if !c.bias {
             return Err(Error::InvalidArgument {
@@ -261,34 +270,31 @@ impl<B: Backend> Gpt<B> {
         if let Value::Object(f) = fields {
             config.extend(f);
         }
-        let mut tensors = NamedTensors::new();
-        for (name, tensor) in self.state_dict() {
-            if name == "lm_head.weight" {
-                continue;
-            }
-            let hf = match name.strip_prefix("transformer.h.") {
-                Some(rest) => {
-                    let (block, inner) = rest.split_once('.').unwrap_or((rest, ""));
-                    let (hf_inner, transpose) = match inner {
-                        "attn.in_proj_weight" => ("attn.c_attn.weight", true),
-                        "attn.in_proj_bias" => ("attn.c_attn.bias", false),
-                        "attn.out_proj.weight" => ("attn.c_proj.weight", true),
-                        "attn.out_proj.bias" => ("attn.c_proj.bias", false),
-                        "mlp.c_fc.weight" | "mlp.c_proj.weight" => (inner, true),
-                        other => (other, false),
-                    };
-                    let t = if transpose {
-                        tensor.t()?.contiguous()?
-                    } else {
-                        tensor
-                    };
-                    (format!("transformer.h.{block}.{hf_inner}"), t)
-                }
-                None => (name, tensor),
-            };
-            tensors.insert(hf.0, hf.1);
+        Ok(config)
+    }
+
+    /// Where the state-dict tensor `ours` is stored in a GPT-2 folder: renamed, `Conv1D`
+    /// weights transposed; `None` for the tied head, stored once as the token embedding.
+    pub(crate) fn stored_as(&self, ours: &str) -> Option<Stored> {
+        if ours == HEAD {
+            return None;
         }
-        hf_files::write_folder(dir.as_ref(), &config, &tensors, max_shard_bytes)
+        let Some(rest) = ours.strip_prefix("transformer.h.") else {
+            return Some(Stored::plain(ours));
+        };
+        let (block, inner) = rest.split_once('.').unwrap_or((rest, ""));
+        let (hf_inner, transposed) = match inner {
+            "attn.in_proj_weight" => ("attn.c_attn.weight", true),
+            "attn.in_proj_bias" => ("attn.c_attn.bias", false),
+            "attn.out_proj.weight" => ("attn.c_proj.weight", true),
+            "attn.out_proj.bias" => ("attn.c_proj.bias", false),
+            "mlp.c_fc.weight" | "mlp.c_proj.weight" => (inner, true),
+            other => (other, false),
+        };
+        Some(Stored {
+            name: format!("transformer.h.{block}.{hf_inner}"),
+            transposed,
+        })
     }
 }
 

@@ -1,7 +1,9 @@
 //! The files of a Hugging Face model folder: `config.json`, and the weights in one
 //! `model.safetensors` or in shards listed by `model.safetensors.index.json`.
 
+use super::folder_source::Stored;
 use crate::checkpoint::{self, CheckpointReader, NamedTensors, TensorSpec};
+use crate::Module;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -174,6 +176,22 @@ impl WeightsFolder {
     }
 }
 
+/// `model`'s state dict as a folder stores it: each tensor `stored_as` places (a tied weight's
+/// second name is placed nowhere) under its stored name, transposed where it says so.
+pub(crate) fn stored_tensors<B: Backend, M: Module<B> + ?Sized>(
+    model: &M,
+    stored_as: impl Fn(&str) -> Option<Stored>,
+) -> Result<NamedTensors<B>> {
+    let mut out = NamedTensors::new();
+    for (name, tensor) in model.state_dict() {
+        if let Some(stored) = stored_as(&name) {
+            let tensor = stored.layout(tensor)?;
+            out.insert(stored.name, tensor);
+        }
+    }
+    Ok(out)
+}
+
 /// The largest weights file [`write_folder`] writes by default before it shards: 5 GB, the
 /// `max_shard_size` `transformers`' `save_pretrained` has long defaulted to.
 pub const DEFAULT_MAX_SHARD_BYTES: u64 = 5_000_000_000;
@@ -190,33 +208,61 @@ pub fn write_folder<B: Backend>(
     tensors: &NamedTensors<B>,
     max_shard_bytes: u64,
 ) -> Result<()> {
+    let bytes = |t: &tessera_core::Tensor<B>| (t.numel() as u64) * t.dtype().size_in_bytes() as u64;
+    let sizes: Vec<(String, u64)> = tensors.iter().map(|(n, t)| (n.clone(), bytes(t))).collect();
+    let shards = plan_shards(&sizes, max_shard_bytes)?;
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let metadata = weights_metadata();
+    write_planned_folder(dir, config, &sizes, &shards, &mut |shard, path| {
+        let part = shards[shard].iter().map(|&name| (name, &tensors[name]));
+        checkpoint::save(path, part, &metadata)
+    })
+}
+
+/// The metadata of every weights file (`format: pt`, which `transformers` looks for).
+pub(crate) fn weights_metadata() -> BTreeMap<String, String> {
+    BTreeMap::from([("format".to_string(), "pt".to_string())])
+}
+
+/// The weights files [`write_folder`] writes for tensors of `sizes` (stored name, bytes, in
+/// name order): the names in each file, in order (one file when all fit `max_shard_bytes`).
+pub(crate) fn plan_shards(sizes: &[(String, u64)], max_shard_bytes: u64) -> Result<Vec<Vec<&str>>> {
     if max_shard_bytes == 0 {
         return Err(Error::InvalidArgument {
             op: "save_pretrained",
             msg: "the largest shard must be at least one byte".into(),
         });
     }
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let metadata = BTreeMap::from([("format".to_string(), "pt".to_string())]);
-    let bytes = |t: &tessera_core::Tensor<B>| (t.numel() as u64) * t.dtype().size_in_bytes() as u64;
-    let total: u64 = tensors.values().map(bytes).sum();
-    let shards = shard_plan(
-        tensors.iter().map(|(n, t)| (n.as_str(), bytes(t))),
+    Ok(shard_plan(
+        sizes.iter().map(|(n, b)| (n.as_str(), *b)),
         max_shard_bytes,
-    );
+    ))
+}
+
+/// Writes the folder `dir` (which must exist) of the tensors `sizes` planned into `shards`
+/// ([`plan_shards`]): each weights file through `write_file(shard, path)` (atomically), the
+/// index when there are several, `config` as `config.json`; then removes the weights of an
+/// earlier save in the other layout, so the folder is read as the new one.
+pub(crate) fn write_planned_folder(
+    dir: &Path,
+    config: &Map<String, Value>,
+    sizes: &[(String, u64)],
+    shards: &[Vec<&str>],
+    write_file: &mut dyn FnMut(usize, &Path) -> Result<()>,
+) -> Result<()> {
+    let total: u64 = sizes.iter().map(|(_, b)| b).sum();
     let old_shards = listed_shards(dir);
     // The shard files this save writes (none when it writes one file).
     let mut written = BTreeSet::new();
     if shards.len() <= 1 {
-        checkpoint::save(dir.join(WEIGHTS_FILE), tensors.iter(), &metadata)?;
+        write_file(0, &dir.join(WEIGHTS_FILE))?;
         remove_if_present(&dir.join(WEIGHTS_INDEX_FILE))?;
     } else {
         let n = shards.len();
         let mut weight_map = Map::new();
         for (i, names) in shards.iter().enumerate() {
             let file = format!("model-{:05}-of-{n:05}.safetensors", i + 1);
-            let part = names.iter().map(|&name| (name, &tensors[name]));
-            checkpoint::save(dir.join(&file), part, &metadata)?;
+            write_file(i, &dir.join(&file))?;
             for &name in names {
                 weight_map.insert(name.to_string(), Value::String(file.clone()));
             }

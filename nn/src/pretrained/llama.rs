@@ -4,10 +4,8 @@
 use super::folder_source::{model_tensors, tensors_under, FolderSource, Stored};
 use super::hf_files::{self, ConfigReader, WeightsFolder};
 use super::PretrainedOptions;
-use crate::checkpoint::NamedTensors;
 use crate::layers::RopeScaling;
 use crate::llama::{Llama, LlamaConfig};
-use crate::Module;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -251,6 +249,14 @@ impl<B: Backend> Llama<B> {
         base: Option<&Map<String, Value>>,
         max_shard_bytes: u64,
     ) -> Result<()> {
+        let config = self.hf_config(base);
+        let tensors = hf_files::stored_tensors(self, |name| self.stored_as(name))?;
+        hf_files::write_folder(dir.as_ref(), &config, &tensors, max_shard_bytes)
+    }
+
+    /// The `config.json` of [`Llama::save_pretrained`]: `base`'s fields with the model's shape
+    /// written over them.
+    pub(crate) fn hf_config(&self, base: Option<&Map<String, Value>>) -> Map<String, Value> {
         let c = self.config();
         let mut config = base.cloned().unwrap_or_default();
         // A base written by newer `transformers` carries the rotary settings here too.
@@ -305,11 +311,13 @@ impl<B: Backend> Llama<B> {
         if let Value::Object(f) = fields {
             config.extend(f);
         }
-        let tensors: NamedTensors<B> = self
-            .state_dict()
-            .into_iter()
-            .filter(|(name, _)| !(c.tie_word_embeddings && name == "lm_head.weight"))
-            .collect();
-        hf_files::write_folder(dir.as_ref(), &config, &tensors, max_shard_bytes)
+        config
+    }
+
+    /// Where the state-dict tensor `ours` is stored in a Llama folder: under its own name;
+    /// `None` for a tied head, stored once as the token embedding.
+    pub(crate) fn stored_as(&self, ours: &str) -> Option<Stored> {
+        let tied_head = self.config().tie_word_embeddings && ours == HEAD;
+        (!tied_head).then(|| Stored::plain(ours))
     }
 }

@@ -26,6 +26,7 @@
 
 mod auto;
 mod folder_source;
+mod gathered_folder;
 pub mod gpt2;
 pub mod hf_files;
 pub mod llama;

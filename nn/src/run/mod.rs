@@ -50,6 +50,7 @@ mod snapshot;
 pub mod tfevents;
 
 pub use gathered_model::save_gathered_model;
+pub(crate) use gathered_model::visit_model_on_rank0;
 pub use gathered_save::save_gathered_checkpoint;
 pub use host_value::{f64_from_json, f64_to_json, scaler_from_json, scaler_to_json, u64_from_json};
 pub use manifest::{Manifest, ShardFile};

@@ -227,3 +227,80 @@ fn level_three_ranks_read_one_block_at_a_time_and_end_with_the_folders_values() 
         }
     }
 }
+
+/// Every file of `dir` by name, with its bytes.
+fn files_of(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let path = e.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().to_string();
+            (name, std::fs::read(&path).unwrap())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn level_three_ranks_write_the_folder_a_block_at_a_time_as_one_process_writes_it() {
+    for name in ["gpt2-tiny", "llama-tiny"] {
+        let whole =
+            PretrainedModel::from_pretrained(fixture(name), &Cpu::new(), &Default::default())
+                .unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        // Small files: the folder is sharded, a block's tensors spread over several files.
+        let max = 20_000;
+        let expected = tmp.path().join("whole");
+        whole.save_pretrained_sharded(&expected, max).unwrap();
+        let written = tmp.path().join("ranks");
+        on_ranks(RANKS, |comm| {
+            let comm: Arc<dyn Communicator<Cpu>> = Arc::new(comm);
+            let model = deferred(name);
+            let units = ShardedUnits::new(comm.clone(), model.block_prefixes()).unwrap();
+            let adamw = |p| AdamW::new(p, AdamWConfig::new(0.01));
+            let _sharded =
+                ShardedOptimizer::with_units(model.parameters(), &units, 64, adamw).unwrap();
+            model.shard_blocks(units.clone()).unwrap();
+            units
+                .initialize(&mut |unit| model.load_block(unit))
+                .unwrap();
+            model
+                .save_pretrained_gathered(&written, max, Some(&units), &*comm)
+                .unwrap();
+            assert!(!units.is_held());
+            // An impossible size fails on every rank.
+            let err = model
+                .save_pretrained_gathered(&written, 0, Some(&units), &*comm)
+                .unwrap_err();
+            assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
+        });
+        let (a, b) = (files_of(&written), files_of(&expected));
+        assert!(a.len() > 3, "{name}: {} files", a.len());
+        let names = |f: &[(String, Vec<u8>)]| f.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&a), names(&b), "{name}");
+        for ((file, x), (_, y)) in a.iter().zip(&b) {
+            if file.ends_with(".safetensors") {
+                // The same tensors, names and bytes (the spool may lay them out in another
+                // order within a file).
+                let load = |bytes: &[u8]| {
+                    let dir = tempfile::tempdir().unwrap();
+                    let path = dir.path().join("f.safetensors");
+                    std::fs::write(&path, bytes).unwrap();
+                    let t = checkpoint::load(&path, &Cpu::new()).unwrap();
+                    let values: Vec<(String, Vec<f64>)> = (t.tensors.iter())
+                        .map(|(n, t)| (n.clone(), t.to_vec_f64().unwrap()))
+                        .collect();
+                    (values, t.metadata)
+                };
+                assert!(load(x) == load(y), "{name}: {file}");
+            } else {
+                assert_eq!(x, y, "{name}: {file}");
+            }
+        }
+        // And it loads back as the model.
+        let back =
+            PretrainedModel::from_pretrained(&written, &Cpu::new(), &Default::default()).unwrap();
+        assert!(bits(&back) == bits(&whole), "{name}");
+    }
+}
