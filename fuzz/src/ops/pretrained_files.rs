@@ -1220,7 +1220,21 @@ fn check_loaded(
 }
 
 /// Builds a damaged folder and loads it.
-fn damaged_load<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
+/// A fixture written to the scratch folder and damaged as a step's seed says.
+struct DamagedFolder {
+    fixture: &'static Fixture,
+    dir: std::path::PathBuf,
+    opts: PretrainedOptions,
+    /// Whether the weights are still finite.
+    finite: bool,
+    /// Whether the damage is harmless: the folder must load (with the default options).
+    must_load: bool,
+    what: String,
+    rng: Rng,
+}
+
+/// Writes and damages the fixture of step `c` in a folder of its own.
+fn damaged_folder<B: FuzzBackend>(c: &Ctx<'_, B>) -> Result<DamagedFolder, String> {
     let fixture = fixture(c, 0);
     let damage = draw_damage(fixture, damage_seed(c));
     let opts = options(c.flag(2), damage_seed(c));
@@ -1263,18 +1277,38 @@ fn damaged_load<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
     })();
     let (finite, must_load, what) = match setup {
         Ok(v) => v,
-        Err(e) => return Outcome::Break(format!("setting up {}: {e}", fixture.name)),
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(format!("setting up {}: {e}", fixture.name));
+        }
     };
     let must_load = must_load && opts == PretrainedOptions::default();
-    let loaded = PretrainedModel::from_pretrained(&dir, &Cpu::new(), &opts);
-    let _ = std::fs::remove_dir_all(&dir);
+    Ok(DamagedFolder {
+        fixture,
+        dir,
+        opts,
+        finite,
+        must_load,
+        what,
+        rng,
+    })
+}
+
+fn damaged_load<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
+    let mut d = match damaged_folder(c) {
+        Ok(d) => d,
+        Err(e) => return Outcome::Break(e),
+    };
+    let (fixture, what, opts) = (d.fixture, &d.what, &d.opts);
+    let loaded = PretrainedModel::from_pretrained(&d.dir, &Cpu::new(), opts);
+    let _ = std::fs::remove_dir_all(&d.dir);
     match loaded {
-        Err(e) if must_load => Outcome::Break(format!(
+        Err(e) if d.must_load => Outcome::Break(format!(
             "{} with harmless damage ({what}) did not load: {e}",
             fixture.name
         )),
         Err(e) => Outcome::Err(e.to_string()),
-        Ok(model) => match check_loaded(&model, &opts, finite, &mut rng) {
+        Ok(model) => match check_loaded(&model, opts, d.finite, &mut d.rng) {
             Ok(()) => Outcome::Ok(Vec::new()),
             Err(e) => Outcome::Break(format!(
                 "{} ({what}), loaded with {opts:?}: {e}",
@@ -1282,6 +1316,87 @@ fn damaged_load<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
             )),
         },
     }
+}
+
+/// A damaged folder loaded deferred (`from_pretrained_deferred`, then `load_block` in a
+/// drawn order, one block twice) against `from_pretrained`: the same model or both an error
+/// (the deferred load's at opening or at a block); before its last block the deferred model
+/// refuses to run. A model loaded both ways is then written by `save_pretrained_gathered`
+/// (one rank, drawn file size), which must load back as it.
+fn deferred_load<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
+    use tessera_nn::distributed::LocalCommunicator;
+    let mut d = match damaged_folder(c) {
+        Ok(d) => d,
+        Err(e) => return Outcome::Break(e),
+    };
+    let cpu = Cpu::new();
+    let whole = PretrainedModel::from_pretrained(&d.dir, &cpu, &d.opts);
+    let r = (|| -> Result<Outcome<B>, String> {
+        let deferred = match PretrainedModel::from_pretrained_deferred(&d.dir, &cpu, &d.opts) {
+            Ok(m) => m,
+            Err(e) if whole.is_ok() => {
+                return Err(format!(
+                    "from_pretrained loads, the deferred load fails: {e}"
+                ))
+            }
+            Err(e) => return Ok(Outcome::Err(e.to_string())),
+        };
+        if !deferred.is_deferred() {
+            return Err("a deferred load says it is not deferred".into());
+        }
+        let blocks = deferred.block_prefixes().len();
+        let mut order: Vec<usize> = (0..blocks).collect();
+        for i in (1..blocks).rev() {
+            order.swap(i, d.rng.below(i + 1));
+        }
+        if blocks > 0 {
+            order.push(d.rng.below(blocks));
+        }
+        let ids = Tensor::from_vec(vec![0i64], [1, 1], &cpu).map_err(|e| e.to_string())?;
+        for (i, &block) in order.iter().enumerate() {
+            if i < blocks && deferred.forward(&ids).is_ok() {
+                return Err(format!("ran with {i} of {blocks} blocks read"));
+            }
+            if let Err(e) = deferred.load_block(block) {
+                return match &whole {
+                    Ok(_) => Err(format!("block {block} fails, the whole load does not: {e}")),
+                    Err(_) => Ok(Outcome::Err(e.to_string())),
+                };
+            }
+        }
+        if deferred.load_block(blocks).is_ok() {
+            return Err(format!("load_block({blocks}) of {blocks} blocks succeeded"));
+        }
+        let whole = match &whole {
+            Ok(m) => m,
+            Err(e) => {
+                return Err(format!(
+                    "the deferred load read every block, the whole failed: {e}"
+                ))
+            }
+        };
+        let (a, b) = (snapshot(whole)?, snapshot(&deferred)?);
+        if let Some(diff) = snapshot_diff(&a, &b) {
+            return Err(format!("the deferred load differs: {diff}"));
+        }
+        let out = d.dir.with_extension("gathered");
+        let max = [1u64, 20_000, 1 << 40][d.rng.below(3)];
+        let comm = LocalCommunicator::new();
+        let saved = deferred.save_pretrained_gathered(&out, max, None, &comm);
+        let back =
+            saved.and_then(|()| PretrainedModel::from_pretrained(&out, &cpu, &Default::default()));
+        let _ = std::fs::remove_dir_all(&out);
+        let back = back.map_err(|e| format!("save_pretrained_gathered, from_pretrained: {e}"))?;
+        let exact = d.opts.dtype == DType::F32;
+        if exact {
+            if let Some(diff) = snapshot_diff(&b, &snapshot(&back)?) {
+                return Err(format!("saved gathered and loaded back: {diff}"));
+            }
+        }
+        Ok(Outcome::Ok(Vec::new()))
+    })();
+    let _ = std::fs::remove_dir_all(&d.dir);
+    r.unwrap_or_else(|e| Outcome::Break(format!("{} ({}): {e}", d.fixture.name, d.what)))
 }
 
 /// Every tensor of a model as `(name, dims, dtype, bits)`.
@@ -1634,6 +1749,15 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
         )
         .work(damaged_work),
         op(
+            "PretrainedModel::from_pretrained_deferred (damaged folder), load_block, \
+             save_pretrained_gathered",
+            3,
+            &[SIZE, BYTES, B],
+            NONE,
+            |c| Ok(deferred_load(c)),
+        )
+        .work(damaged_work),
+        op(
             "PretrainedModel: from_pretrained, save_pretrained(_sharded), from_pretrained",
             2,
             &[SIZE, SEED, B],
@@ -1650,12 +1774,12 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
         )
         .work(|_| Ok(1 << 16)),
         op(
-            "hf_files::read_config, load_weights (damaged folder)",
+            "hf_files::read_config, load_weights, WeightsFolder (damaged folder)",
             2,
             &[SIZE, BYTES, B],
             NONE,
             |c| {
-                use tessera_nn::pretrained::hf_files::{load_weights, read_config};
+                use tessera_nn::pretrained::hf_files::{load_weights, read_config, WeightsFolder};
                 let fixture = fixture(c, 0);
                 let damage = draw_damage(fixture, damage_seed(c));
                 let dir = c.dir().join("hf-files");
@@ -1675,13 +1799,56 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
                 }
                 let config = read_config(&dir);
                 let weights = load_weights(&dir, &Cpu::new());
+                // The same tensors read one at a time, in a drawn order.
+                let one_at_a_time = WeightsFolder::open(&dir).and_then(|folder| {
+                    let mut names: Vec<String> = folder.specs().map(|s| s.name.clone()).collect();
+                    for i in (1..names.len()).rev() {
+                        names.swap(i, rng.below(i + 1));
+                    }
+                    let mut out = NamedTensors::new();
+                    for name in names {
+                        let t = folder.read(&name, &Cpu::new())?;
+                        let spec = folder.spec(&name).expect("listed");
+                        if t.dims() != spec.dims.as_slice() || t.dtype() != spec.dtype {
+                            return Ok(Err(format!(
+                                "`{name}` read as {} {:?}, listed as {} {:?}",
+                                t.dtype(),
+                                t.dims(),
+                                spec.dtype,
+                                spec.dims
+                            )));
+                        }
+                        out.insert(name, t);
+                    }
+                    Ok(Ok(out))
+                });
                 let _ = std::fs::remove_dir_all(&dir);
-                Ok(match (config, weights) {
-                    (Err(e), _) | (_, Err(e)) => Outcome::Err(e.to_string()),
-                    (Ok(_), Ok(w)) if w.is_empty() => {
+                Ok(match (config, weights, one_at_a_time) {
+                    (_, _, Ok(Err(e))) => Outcome::Break(e),
+                    (_, Ok(_), Err(e)) | (_, Err(e), Ok(_)) => Outcome::Break(format!(
+                        "load_weights and WeightsFolder disagree on whether the folder reads: {e}"
+                    )),
+                    (Err(e), _, _) | (_, Err(e), _) => Outcome::Err(e.to_string()),
+                    (Ok(_), Ok(w), _) if w.is_empty() => {
                         Outcome::Break("load_weights returned no tensor".into())
                     }
-                    (Ok(_), Ok(_)) => Outcome::Ok(Vec::new()),
+                    (Ok(_), Ok(w), Ok(Ok(each))) => {
+                        let bits = |t: &NamedTensors<Cpu>| -> Vec<(String, Vec<u64>)> {
+                            t.iter()
+                                .map(|(n, t)| {
+                                    let v = t.to_vec_f64().unwrap_or_default();
+                                    (n.clone(), v.iter().map(|x| x.to_bits()).collect())
+                                })
+                                .collect()
+                        };
+                        if bits(&w) == bits(&each) {
+                            Outcome::Ok(Vec::new())
+                        } else {
+                            Outcome::Break(
+                                "tensors read one at a time differ from load_weights'".into(),
+                            )
+                        }
+                    }
                 })
             },
         ),

@@ -93,8 +93,20 @@ fn inverse_frequencies(
             1.0f32 / (theta as f32).powf(exponent)
         })
     };
+    // A head width read from a file may be huge: a typed error, not an abort.
+    let pairs = head_dim / 2;
+    let collect = |values: &mut dyn Iterator<Item = f32>| -> Result<Vec<f32>> {
+        let mut out = Vec::new();
+        out.try_reserve_exact(pairs)
+            .map_err(|_| Error::OutOfMemory {
+                device: "host".into(),
+                requested_bytes: pairs.saturating_mul(std::mem::size_of::<f32>()),
+            })?;
+        out.extend(values);
+        Ok(out)
+    };
     let frequencies: Vec<f32> = match scaling {
-        RopeScaling::None => plain(theta).collect(),
+        RopeScaling::None => collect(&mut plain(theta))?,
         RopeScaling::Linear { factor } => {
             if !(factor.is_finite() && factor > 0.0) {
                 return Err(invalid(format!(
@@ -102,7 +114,7 @@ fn inverse_frequencies(
                 )));
             }
             // `transformers` divides its f32 frequencies by the factor in f32.
-            plain(theta).map(|f| f / factor as f32).collect()
+            collect(&mut plain(theta).map(|f| f / factor as f32))?
         }
         RopeScaling::Dynamic {
             factor,
@@ -115,11 +127,11 @@ fn inverse_frequencies(
                 )));
             }
             if len <= original {
-                plain(theta).collect()
+                collect(&mut plain(theta))?
             } else {
                 let d = head_dim as f64;
                 let stretch = factor * len as f64 / original as f64 - (factor - 1.0);
-                plain(theta * stretch.powf(d / (d - 2.0))).collect()
+                collect(&mut plain(theta * stretch.powf(d / (d - 2.0))))?
             }
         }
         RopeScaling::Llama3 {
@@ -136,22 +148,20 @@ fn inverse_frequencies(
             }
             let old = original_max_position_embeddings as f64;
             let (low_wavelen, high_wavelen) = (old / low_freq_factor, old / high_freq_factor);
-            plain(theta)
-                .map(|f| {
-                    let f = f as f64;
-                    let wavelen = 2.0 * std::f64::consts::PI / f;
-                    let scaled = if wavelen > low_wavelen {
-                        f / factor
-                    } else if wavelen < high_wavelen {
-                        f
-                    } else {
-                        let smooth = (old / wavelen - low_freq_factor)
-                            / (high_freq_factor - low_freq_factor);
-                        (1.0 - smooth) * f / factor + smooth * f
-                    };
-                    scaled as f32
-                })
-                .collect()
+            collect(&mut plain(theta).map(|f| {
+                let f = f as f64;
+                let wavelen = 2.0 * std::f64::consts::PI / f;
+                let scaled = if wavelen > low_wavelen {
+                    f / factor
+                } else if wavelen < high_wavelen {
+                    f
+                } else {
+                    let smooth =
+                        (old / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+                    (1.0 - smooth) * f / factor + smooth * f
+                };
+                scaled as f32
+            }))?
         }
     };
     if let Some(bad) = frequencies.iter().find(|f| !(f.is_finite() && **f > 0.0)) {
@@ -325,6 +335,13 @@ mod tests {
             assert!((g - w).abs() <= tol, "{g} vs {w}");
         }
         assert_eq!(got.0.len(), want.0.len());
+    }
+
+    #[test]
+    fn a_head_width_no_memory_holds_is_a_typed_error() {
+        // 2^61 pairs of f32: more than any address space (a config file may say anything).
+        let err = RotaryEmbedding::new(1 << 62, 1, 10_000.0, RopeScaling::None).unwrap_err();
+        assert!(matches!(err, Error::OutOfMemory { .. }), "{err:?}");
     }
 
     #[test]

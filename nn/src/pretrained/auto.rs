@@ -174,7 +174,8 @@ impl<B: Backend> PretrainedModel<B> {
     /// Reads block `block`'s tensors from the folder of a deferred load
     /// ([`PretrainedModel::from_pretrained_deferred`]) into the model, in the model's dtype.
     /// Reading a block again reads the stored values again. An error for a model loaded whole,
-    /// and for a block that does not exist.
+    /// and for a block that does not exist. With the blocks sharded (level 3), call it through
+    /// [`ShardedUnits::initialize`], which takes each rank's share of what it reads.
     pub fn load_block(&self, block: usize) -> Result<()> {
         let prefixes = self.block_prefixes();
         let (Some(source), Some(prefix)) = (self.blocks_from(), prefixes.get(block)) else {
