@@ -259,6 +259,20 @@ fn sharded_levels_train_the_same_model_and_resume_across_levels() {
     );
     assert_eq!(resumed["resumed_from_step"], 3);
     assert_same_state(&plain_state, &final_state(&pieces), "level 2, resumed at 1");
+    // Interrupted at level 3 and resumed there (the `Learner` reads the units one at a time,
+    // `run::resume_sharded`): still the plain run's end.
+    let pieces = tmp.path().join("pieces-3");
+    let halted = mpi_train(&train, &pieces, &["--shard", "3", "--halt-after-step", "5"])
+        .output()
+        .unwrap();
+    assert!(!halted.status.success());
+    let resumed = summary(
+        &mpi_train(&train, &pieces, &["--shard", "3", "--resume"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(resumed["resumed_from_step"], 3);
+    assert_same_state(&plain_state, &final_state(&pieces), "level 3, resumed at 3");
 }
 
 #[test]

@@ -209,8 +209,9 @@ impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
 
     /// Sharding level 3: the model runs some of its layers through `units` (e.g.
     /// [`crate::models::ReferenceModel::shard_layers`]) and the optimizer is a
-    /// [`crate::distributed::ShardedOptimizer::with_units`] over them. The learner releases
-    /// the units' parameters for training (after restoring a checkpoint), evaluates with the
+    /// [`crate::distributed::ShardedOptimizer::with_units`] over them. The learner restores a
+    /// checkpoint a unit at a time, each rank keeping its shares ([`run::resume_sharded`]),
+    /// releases the units' parameters for training, evaluates with the
     /// ranks in lockstep (each unit gathered as it runs, [`crate::training::evaluate_in_lockstep`]),
     /// gathers them to rank 0 a unit at a time as it saves
     /// ([`ShardedUnits::visit_whole_on`]). [`Learner::fit`] returns with them released, as in
@@ -295,15 +296,27 @@ impl<B: Backend, M: Forward<B>, O: Optimizer<B>> Learner<B, M, O> {
         // an epoch, dealt anew in [`Learner::fit`] (each rank's share of the epoch depends on
         // the number of ranks).
         const WORLD: &str = "world_size";
-        let Some(found) = run::resume_allowing(
-            &run.dir,
-            &self.model,
-            groups,
-            &run.config,
-            backend,
-            &[WORLD],
-        )?
-        else {
+        let resumed = match &self.units {
+            // Level 3 reads the units one at a time, each rank keeping its shares (they end
+            // released). Units released by an earlier `fit` are held whole first: restoring
+            // into released parameters would leave their shares as they were.
+            Some(units) => {
+                if !units.is_held_everywhere() {
+                    units.gather_all()?;
+                }
+                let (dir, config) = (&run.dir, &run.config);
+                run::resume_sharded(dir, &self.model, units, groups, config, backend, &[WORLD])?
+            }
+            None => run::resume_allowing(
+                &run.dir,
+                &self.model,
+                groups,
+                &run.config,
+                backend,
+                &[WORLD],
+            )?,
+        };
+        let Some(found) = resumed else {
             return Ok((Progress::default(), None));
         };
         let mut progress = Progress::from_json(&found.state)?;
