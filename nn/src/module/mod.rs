@@ -308,3 +308,16 @@ impl<B: Backend> ModuleVisitor<B> for OnlyBuffers<'_, B> {
         (self.0)(name, buffer)
     }
 }
+
+/// The model's parameters and buffers, each under every name it is visited with (a tied
+/// weight under each of its names).
+pub(crate) fn model_vars<B: Backend, M: Module<B> + ?Sized>(model: &M) -> Vec<(String, Var<B>)> {
+    let mut out = Vec::new();
+    model.visit_parameters("", &mut |name, var| {
+        out.push((name.to_string(), var.clone()))
+    });
+    model.visit_buffers("", &mut |name, var| {
+        out.push((name.to_string(), var.clone()))
+    });
+    out
+}

@@ -1,6 +1,6 @@
 //! [`PretrainedModel`]: a GPT-2 or Llama checkpoint, chosen by its `config.json`.
 
-use super::folder_source::{tensors_under, FolderSource};
+use super::folder_source::{tensors_under, FolderSource, Stored};
 use super::gathered_folder::write_folder_gathered;
 use super::hf_files::{self, ConfigReader};
 use super::{gpt2, llama, PretrainedOptions};
@@ -358,39 +358,33 @@ impl<B: Backend> PretrainedModel<B> {
         units: Option<&ShardedUnits<B>>,
         comm: &dyn Communicator<B>,
     ) -> Result<()> {
-        let dir = dir.as_ref();
-        match self {
+        type StoredAs<'a> = Box<dyn Fn(&str) -> Option<Stored> + 'a>;
+        let (config, module, stored_as): (_, &dyn Module<B>, StoredAs<'_>) = match self {
             PretrainedModel::Gpt2 {
                 model, hf_config, ..
-            } => {
-                let config = model.hf_config(Some(hf_config))?;
-                let stored_as = |name: &str| model.stored_as(name);
-                write_folder_gathered(
-                    dir,
-                    &config,
-                    model,
-                    &stored_as,
-                    max_shard_bytes,
-                    units,
-                    comm,
-                )
-            }
+            } => (
+                model.hf_config(Some(hf_config))?,
+                model,
+                Box::new(|name| model.stored_as(name)),
+            ),
             PretrainedModel::Llama {
                 model, hf_config, ..
-            } => {
-                let config = model.hf_config(Some(hf_config));
-                let stored_as = |name: &str| model.stored_as(name);
-                write_folder_gathered(
-                    dir,
-                    &config,
-                    model,
-                    &stored_as,
-                    max_shard_bytes,
-                    units,
-                    comm,
-                )
-            }
-        }
+            } => (
+                model.hf_config(Some(hf_config)),
+                model,
+                Box::new(|name| model.stored_as(name)),
+            ),
+        };
+        let dir = dir.as_ref();
+        write_folder_gathered(
+            dir,
+            &config,
+            module,
+            &*stored_as,
+            max_shard_bytes,
+            units,
+            comm,
+        )
     }
 }
 

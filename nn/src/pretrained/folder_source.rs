@@ -6,6 +6,7 @@
 use super::hf_files::WeightsFolder;
 use super::{convert_dtype, same_values};
 use crate::checkpoint::{check_specs, LoadMode, TensorSpec};
+use crate::module::model_vars;
 use crate::Module;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -157,25 +158,13 @@ impl FolderSource {
     }
 }
 
-/// Every parameter and buffer of `model`, under each of its names (a tied weight twice).
-pub(crate) fn model_tensors<B: Backend, M: Module<B> + ?Sized>(model: &M) -> Vec<(String, Var<B>)> {
-    let mut out = Vec::new();
-    model.visit_parameters("", &mut |name, var| {
-        out.push((name.to_string(), var.clone()))
-    });
-    model.visit_buffers("", &mut |name, var| {
-        out.push((name.to_string(), var.clone()))
-    });
-    out
-}
-
-/// The tensors of [`model_tensors`] named `"{prefix}.…"`.
+/// The tensors of [`model_vars`] named `"{prefix}.…"`.
 pub(crate) fn tensors_under<B: Backend, M: Module<B> + ?Sized>(
     model: &M,
     prefix: &str,
 ) -> Vec<(String, Var<B>)> {
     let prefix = format!("{prefix}.");
-    let mut all = model_tensors(model);
+    let mut all = model_vars(model);
     all.retain(|(name, _)| name.starts_with(&prefix));
     all
 }

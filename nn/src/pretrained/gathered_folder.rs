@@ -3,10 +3,11 @@
 //! ([`SpooledSafetensors`], one per weights file), so that no rank holds the whole model to
 //! save it.
 
-use super::folder_source::{model_tensors, Stored};
+use super::folder_source::Stored;
 use super::hf_files::{plan_shards, weights_metadata, write_planned_folder};
 use crate::checkpoint::{write_atomically_with, SpooledSafetensors};
 use crate::distributed::{all_ranks_ok, Communicator, ShardedUnits};
+use crate::module::model_vars;
 use crate::run::visit_model_on_rank0;
 use crate::Module;
 use serde_json::{Map, Value};
@@ -35,7 +36,7 @@ where
 {
     // Every stored tensor's size, from its dims: a released unit's placeholders have them.
     let mut sizes = BTreeMap::new();
-    for (name, var) in model_tensors(model) {
+    for (name, var) in model_vars(model) {
         if let Some(stored) = stored_as(&name) {
             let bytes = var.numel() as u64 * var.dtype().size_in_bytes() as u64;
             sizes.insert(stored.name, bytes);

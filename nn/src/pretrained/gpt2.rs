@@ -5,11 +5,12 @@
 //! `[in, out]`; [`Gpt`]'s projections are `nn.Linear`/`nn.MultiheadAttention` `[out, in]`, so
 //! they are transposed on the way in and out.
 
-use super::folder_source::{model_tensors, tensors_under, FolderSource, Stored};
+use super::folder_source::{tensors_under, FolderSource, Stored};
 use super::hf_files::{self, ConfigReader, WeightsFolder};
 use super::PretrainedOptions;
 use crate::gpt::{Gpt, GptConfig};
 use crate::layers::GeluApproximation;
+use crate::module::model_vars;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -174,21 +175,15 @@ impl<B: Backend> Gpt<B> {
         backend: &B,
         options: &PretrainedOptions,
     ) -> Result<(Self, FolderSource)> {
-        let map = hf_files::read_config(dir)?;
+        let map = hf_files::read_config_of(dir, MODEL_TYPE)?;
         let reader = ConfigReader::new(&map, dir);
-        match reader.string("model_type")? {
-            Some(MODEL_TYPE) => {}
-            other => {
-                return Err(reader.error(format!("`model_type` is {other:?}, not \"{MODEL_TYPE}\"")))
-            }
-        }
         let config = config_from_hf(&reader, options)?;
         let folder = WeightsFolder::open(dir)?;
         let sources = hf_sources(folder.specs().map(|s| s.name.as_str()))?;
         let source = FolderSource::new(dir, folder, sources, config.dtype);
         // Nothing is drawn: every parameter is a placeholder until read.
         let model = config.init_deferred(backend, &mut Generator::deferred(0))?;
-        let all = model_tensors(&model);
+        let all = model_vars(&model);
         source.check(&all)?;
         source.check_same(
             HEAD,

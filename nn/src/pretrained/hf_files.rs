@@ -30,6 +30,17 @@ pub fn read_config(dir: &Path) -> Result<Map<String, Value>> {
     }
 }
 
+/// Reads `dir/config.json` as [`read_config`] does and checks that its `model_type` is
+/// `model_type`.
+pub fn read_config_of(dir: &Path, model_type: &str) -> Result<Map<String, Value>> {
+    let map = read_config(dir)?;
+    match ConfigReader::new(&map, dir).string("model_type")? {
+        Some(found) if found == model_type => Ok(map),
+        other => Err(ConfigReader::new(&map, dir)
+            .error(format!("`model_type` is {other:?}, not \"{model_type}\""))),
+    }
+}
+
 /// Reads the JSON index of a sharded model: tensor name -> shard file name.
 fn read_index(path: &Path) -> Result<BTreeMap<String, String>> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;

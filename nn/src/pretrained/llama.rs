@@ -1,11 +1,12 @@
 //! Llama (`LlamaForCausalLM`) checkpoints in the Hugging Face layout, to and from [`Llama`].
 //! The tensor names are the same on both sides; the work is in the configuration.
 
-use super::folder_source::{model_tensors, tensors_under, FolderSource, Stored};
+use super::folder_source::{tensors_under, FolderSource, Stored};
 use super::hf_files::{self, ConfigReader, WeightsFolder};
 use super::PretrainedOptions;
 use crate::layers::RopeScaling;
 use crate::llama::{Llama, LlamaConfig};
+use crate::module::model_vars;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -185,14 +186,8 @@ impl<B: Backend> Llama<B> {
         backend: &B,
         options: &PretrainedOptions,
     ) -> Result<(Self, FolderSource)> {
-        let map = hf_files::read_config(dir)?;
+        let map = hf_files::read_config_of(dir, MODEL_TYPE)?;
         let reader = ConfigReader::new(&map, dir);
-        match reader.string("model_type")? {
-            Some(MODEL_TYPE) => {}
-            other => {
-                return Err(reader.error(format!("`model_type` is {other:?}, not \"{MODEL_TYPE}\"")))
-            }
-        }
         let config = config_from_hf(&reader, options)?;
         let folder = WeightsFolder::open(dir)?;
         let mut sources = BTreeMap::new();
@@ -211,7 +206,7 @@ impl<B: Backend> Llama<B> {
         // Nothing is drawn: every parameter is a placeholder until read.
         let mut model = config.init(backend, &mut Generator::deferred(0))?;
         model.set_deferred(true);
-        let all = model_tensors(&model);
+        let all = model_vars(&model);
         source.check(&all)?;
         if config.tie_word_embeddings {
             source.check_same(

@@ -3,9 +3,9 @@
 //! ([`crate::checkpoint::SpooledSafetensors`]), so that no rank holds the whole model to save
 //! it.
 
-use super::snapshot::model_vars;
 use crate::checkpoint::{self, folder_of, write_atomically_with, SpooledSafetensors};
 use crate::distributed::{all_ranks_ok, save_on_rank0, Communicator, ShardedUnits};
+use crate::module::model_vars;
 use crate::module::Module;
 use crate::Result;
 use std::collections::{BTreeMap, BTreeSet};

@@ -20,12 +20,12 @@
 use super::manifest::{Manifest, ShardFile};
 use super::run_dir::RunDir;
 use super::snapshot::{
-    check_group_names, check_head, head_metadata, model_vars, read_verified, write_run_config,
-    Opened, FORMAT_KEY, MODEL_PREFIX, OPTIM_PREFIX, STEP_KEY,
+    check_group_names, check_head, head_metadata, read_verified, write_run_config, Opened,
+    FORMAT_KEY, MODEL_PREFIX, OPTIM_PREFIX, STEP_KEY,
 };
 use crate::checkpoint::{self, CheckpointReader, SpooledSafetensors};
 use crate::distributed::{save_on_rank0, Communicator, Reduction};
-use crate::module::Module;
+use crate::module::{model_vars, Module};
 use crate::optim::{Optimizer, StateSource, TensorPiece};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};

@@ -4,7 +4,7 @@ use super::manifest::Manifest;
 use super::run_dir::RunDir;
 use crate::checkpoint::{self, CheckpointReader, LoadMode, TensorSpec};
 use crate::distributed::ShardedUnits;
-use crate::module::{Module, RandomStream};
+use crate::module::{model_vars, Module, RandomStream};
 use crate::optim::{Optimizer, Prefixed, StateSource};
 use crate::{Error, Result};
 use serde_json::Value;
@@ -71,20 +71,6 @@ fn decode_stream(name: &str, text: &str) -> Result<Generator> {
                 "random stream `{name}`: `{text}` is not a seed:offset pair"
             ))
         })
-}
-
-/// The model's parameters and buffers, each under every name it is visited with.
-pub(super) fn model_vars<B: Backend, M: Module<B> + ?Sized>(
-    model: &M,
-) -> Vec<(String, tessera_autograd::Var<B>)> {
-    let mut out = Vec::new();
-    model.visit_parameters("", &mut |name, var| {
-        out.push((name.to_string(), var.clone()))
-    });
-    model.visit_buffers("", &mut |name, var| {
-        out.push((name.to_string(), var.clone()))
-    });
-    out
 }
 
 /// The model's random streams by name (copies: to move the model's own, visit them).
