@@ -154,7 +154,12 @@ impl<B: Backend> TextJob<B> for HfFolderJob<'_> {
         false
     }
 
-    fn sample(&self, _model: &PretrainedModel<B>, _config: &GptTrainConfig) -> Result<String> {
+    fn sample(
+        &self,
+        _model: &PretrainedModel<B>,
+        _config: &GptTrainConfig,
+        _cached: bool,
+    ) -> Result<String> {
         Ok(String::new())
     }
 }

@@ -15,6 +15,7 @@ use tessera_nn::data::{CharTokenizer, TextCorpus, TokenWindows, FORTUNES_DIR};
 use tessera_nn::distributed::{
     Communicator, LocalCommunicator, ShardLevel, ShardedUnits, DEFAULT_BUCKET_BYTES,
 };
+use tessera_nn::generation::generate_without_cache;
 use tessera_nn::gpt::{generate, save_checkpoint_gathered, Gpt, GptConfig, SamplingConfig};
 use tessera_nn::precision::Precision;
 use tessera_nn::run::{f64_from_json, f64_to_json, u64_from_json};
@@ -404,7 +405,7 @@ impl<B: Backend> TextJob<B> for CharGptJob<'_> {
         config.args.sample_chars > 0
     }
 
-    fn sample(&self, model: &Gpt<B>, config: &GptTrainConfig) -> Result<String> {
+    fn sample(&self, model: &Gpt<B>, config: &GptTrainConfig, cached: bool) -> Result<String> {
         let prompt = self
             .tokenizer
             .encode("\n")
@@ -414,13 +415,11 @@ impl<B: Backend> TextJob<B> for CharGptJob<'_> {
             .top_k(Some(20))
             .seed(config.seed)
             .sampler()?;
-        let report = generate(
-            model,
-            &prompt,
-            config.args.sample_chars,
-            &mut sampler,
-            &mut |_| {},
-        )?;
-        self.tokenizer.decode(&report.tokens)
+        let n = config.args.sample_chars;
+        let tokens = match cached {
+            true => generate(model, &prompt, n, &mut sampler, &mut |_| {})?.tokens,
+            false => generate_without_cache(model, &prompt, n, &mut sampler)?,
+        };
+        self.tokenizer.decode(&tokens)
     }
 }

@@ -254,12 +254,6 @@ impl<B: Backend> GptOptimizers<B> {
         }
     }
 
-    /// Level 3: holds every parameter whole on rank 0 alone (a collective), for rank 0 to
-    /// save or sample; the other ranks keep their shares.
-    pub fn hold_on_rank0(&self) -> Result<()> {
-        self.units().map_or(Ok(()), |units| units.hold_on(0))
-    }
-
     /// Level 3: back to shares (taken from what the parameters hold now after
     /// [`GptOptimizers::hold`]).
     pub fn release(&self) -> Result<()> {

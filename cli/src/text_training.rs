@@ -129,13 +129,14 @@ pub trait TextJob<B: Backend> {
         comm: &dyn Communicator<B>,
     ) -> Result<()>;
 
-    /// Whether [`TextJob::sample`] draws from the model (sharding level 3 then gathers the
-    /// whole model on rank 0 at the end of the run; without a sample it never does).
+    /// Whether [`TextJob::sample`] draws from the model at the end of the run.
     fn samples(&self, config: &GptTrainConfig) -> bool;
 
-    /// Text sampled from the trained model at the end (rank 0; called only when
-    /// [`TextJob::samples`]).
-    fn sample(&self, model: &Self::Model, config: &GptTrainConfig) -> Result<String>;
+    /// Text sampled from the trained model at the end (called only when
+    /// [`TextJob::samples`]): with a key/value cache on rank 0 alone (`cached`), or without
+    /// one on every rank at once (level 3: each pass gathers the blocks one at a time, and
+    /// every rank draws the same tokens).
+    fn sample(&self, model: &Self::Model, config: &GptTrainConfig, cached: bool) -> Result<String>;
 }
 
 /// Where a text run stands: what a checkpoint saves besides the model and optimizer state.
@@ -624,15 +625,15 @@ pub fn train_text_model<B: Backend, J: TextJob<B>>(
     }
     bar.finish_and_clear();
 
-    // Level 3: the whole model is gathered to rank 0, which samples from it.
-    let sample = if job.samples(config) {
-        optimizers.hold_on_rank0()?;
-        match rank {
-            0 => job.sample(model, config)?,
-            _ => String::new(),
-        }
-    } else {
-        String::new()
+    // Level 3: every rank samples through the sharded blocks, so that no rank holds the
+    // whole model (a model that trains only sharded also samples); rank 0 reports it.
+    let sample = match (job.samples(config), optimizers.shared_units(), rank) {
+        (false, _, _) => String::new(),
+        (true, Some(_), _) => Some(job.sample(model, config, false)?)
+            .filter(|_| rank == 0)
+            .unwrap_or_default(),
+        (true, None, 0) => job.sample(model, config, true)?,
+        (true, None, _) => String::new(),
     };
     let mut memory = [
         optimizers.state_bytes(&params) as f64,

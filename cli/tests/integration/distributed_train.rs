@@ -317,11 +317,21 @@ fn sharded_gpts_train_like_the_plain_one_and_level_three_resumes_bit_for_bit() {
     );
     // Level 3 with its gathers prefetched (each on a thread while a block computes, and
     // evaluation passes between): bit for bit level 3 without.
+    // It also samples 24 characters at the end: every rank through the sharded blocks (no
+    // rank holds the whole model), rank 0 reporting them.
     let mut args = gpt_args(&corpus);
     args.extend(["--shard", "3", "--shard-prefetch"]);
+    let at = args.iter().position(|a| *a == "--sample-chars").unwrap();
+    args[at + 1] = "24";
     let prefetched = tmp.path().join("3-prefetch");
-    let report = summary(&mpi_train(&train, &prefetched, &args).output().unwrap());
+    let out = mpi_train(&train, &prefetched, &args).output().unwrap();
+    let report = summary(&out);
     assert_eq!(report["shard"], 3, "{report}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("sample:\n").count(), 1, "{err}");
+    let rest = &err[err.find("sample:\n").unwrap() + "sample:\n".len()..];
+    let sample: String = rest.chars().take(24).collect();
+    assert!(rest[sample.len()..].starts_with("\n\n"), "{err}");
     assert_same_state(
         &final_state(&tmp.path().join("3-25")),
         &final_state(&prefetched),

@@ -32,7 +32,7 @@ pub fn read_config(dir: &Path) -> Result<Map<String, Value>> {
 
 /// Reads `dir/config.json` as [`read_config`] does and checks that its `model_type` is
 /// `model_type`.
-pub fn read_config_of(dir: &Path, model_type: &str) -> Result<Map<String, Value>> {
+pub(crate) fn read_config_of(dir: &Path, model_type: &str) -> Result<Map<String, Value>> {
     let map = read_config(dir)?;
     match ConfigReader::new(&map, dir).string("model_type")? {
         Some(found) if found == model_type => Ok(map),
