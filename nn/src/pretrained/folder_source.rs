@@ -109,6 +109,25 @@ impl FolderSource {
             })
     }
 
+    /// Errors unless the folder stores tensors of each of `blocks` blocks named
+    /// `"{prefix}.{i}.…"`: checked before a model of that many blocks is built, so that a
+    /// configuration that claims more blocks than the weights hold (a damaged file may claim
+    /// millions) is an error naming the first missing block, not a model built for nothing.
+    pub(crate) fn check_blocks(&self, prefix: &str, blocks: usize) -> Result<()> {
+        let prefix = format!("{prefix}.");
+        let stored: std::collections::BTreeSet<usize> = (self.sources.keys())
+            .filter_map(|name| name.strip_prefix(&prefix)?.split('.').next()?.parse().ok())
+            .collect();
+        match (0..blocks).find(|i| !stored.contains(i)) {
+            None => Ok(()),
+            Some(missing) => Err(Error::checkpoint(format!(
+                "{}: the configuration has {blocks} blocks, but no tensor of block {missing} \
+                 (`{prefix}{missing}.…`) is stored",
+                self.dir.display()
+            ))),
+        }
+    }
+
     /// The model tensor `ours` read onto `backend`: in the model's dtype and layout.
     pub(crate) fn read<B: Backend>(&self, ours: &str, backend: &B) -> Result<Tensor<B>> {
         let stored = self.sources.get(ours).ok_or_else(|| {

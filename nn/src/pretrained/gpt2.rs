@@ -181,6 +181,7 @@ impl<B: Backend> Gpt<B> {
         let folder = WeightsFolder::open(dir)?;
         let sources = hf_sources(folder.specs().map(|s| s.name.as_str()))?;
         let source = FolderSource::new(dir, folder, sources, config.dtype);
+        source.check_blocks(BLOCKS, config.n_layer)?;
         // Nothing is drawn: every parameter is a placeholder until read.
         let model = config.init_deferred(backend, &mut Generator::deferred(0))?;
         let all = model_vars(&model);

@@ -203,6 +203,7 @@ impl<B: Backend> Llama<B> {
             }
         }
         let source = FolderSource::new(dir, folder, sources, config.dtype);
+        source.check_blocks(LAYERS, config.num_hidden_layers)?;
         // Nothing is drawn: every parameter is a placeholder until read.
         let mut model = config.init(backend, &mut Generator::deferred(0))?;
         model.set_deferred(true);

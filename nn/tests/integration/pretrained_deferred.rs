@@ -304,3 +304,30 @@ fn level_three_ranks_write_the_folder_a_block_at_a_time_as_one_process_writes_it
         assert!(bits(&back) == bits(&whole), "{name}");
     }
 }
+
+#[test]
+fn a_configuration_claiming_more_blocks_than_stored_fails_before_building_them() {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(fixture("llama-tiny")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    // A million layers would be a million layers of placeholders (gigabytes of handles).
+    let path = dir.path().join("config.json");
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let stored = config["num_hidden_layers"].as_u64().unwrap();
+    config["num_hidden_layers"] = (1u64 << 20).into();
+    std::fs::write(&path, config.to_string()).unwrap();
+    for deferred in [false, true] {
+        let options = PretrainedOptions::default();
+        let loaded = match deferred {
+            true => PretrainedModel::from_pretrained_deferred(dir.path(), &Cpu::new(), &options),
+            false => PretrainedModel::from_pretrained(dir.path(), &Cpu::new(), &options),
+        };
+        let err = loaded.err().expect("a million layers load");
+        assert!(matches!(err, Error::Checkpoint { .. }), "{err:?}");
+        let missing = format!("block {stored}");
+        assert!(err.to_string().contains(&missing), "{err}");
+    }
+}
