@@ -157,6 +157,16 @@ impl FolderSource {
         Ok(())
     }
 
+    /// [`FolderSource::load`] of the tensors of `vars` not named `"{blocks}.…"`: everything
+    /// outside the blocks.
+    pub(crate) fn load_outside<B: Backend>(
+        &self,
+        vars: Vec<(String, Var<B>)>,
+        blocks: &str,
+    ) -> Result<()> {
+        self.load(&vars_where(vars, blocks, false))
+    }
+
     /// Errors unless the stored tensors `a` and `b` (model names) hold the same values: a tied
     /// weight stored under both names (`what` explains the tie).
     pub(crate) fn check_same<B: Backend>(
@@ -177,13 +187,21 @@ impl FolderSource {
     }
 }
 
+/// The tensors of [`model_vars`] named `"{prefix}.…"` (`inside`) or not (`!inside`).
+fn vars_where<B: Backend>(
+    mut vars: Vec<(String, Var<B>)>,
+    prefix: &str,
+    inside: bool,
+) -> Vec<(String, Var<B>)> {
+    let prefix = format!("{prefix}.");
+    vars.retain(|(name, _)| name.starts_with(&prefix) == inside);
+    vars
+}
+
 /// The tensors of [`model_vars`] named `"{prefix}.…"`.
 pub(crate) fn tensors_under<B: Backend, M: Module<B> + ?Sized>(
     model: &M,
     prefix: &str,
 ) -> Vec<(String, Var<B>)> {
-    let prefix = format!("{prefix}.");
-    let mut all = model_vars(model);
-    all.retain(|(name, _)| name.starts_with(&prefix));
-    all
+    vars_where(model_vars(model), prefix, true)
 }

@@ -193,10 +193,7 @@ impl<B: Backend> Gpt<B> {
             "`lm_head.weight` differs from `transformer.wte.weight`; GPT-2's head is tied \
              (an untied head is not supported)",
         )?;
-        let outside: Vec<_> = (all.into_iter())
-            .filter(|(name, _)| !name.starts_with(&format!("{BLOCKS}.")))
-            .collect();
-        source.load(&outside)?;
+        source.load_outside(all, BLOCKS)?;
         Ok((model, source))
     }
 

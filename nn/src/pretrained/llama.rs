@@ -218,10 +218,7 @@ impl<B: Backend> Llama<B> {
                  `tie_word_embeddings` is true",
             )?;
         }
-        let outside: Vec<_> = (all.into_iter())
-            .filter(|(name, _)| !name.starts_with(&format!("{LAYERS}.")))
-            .collect();
-        source.load(&outside)?;
+        source.load_outside(all, LAYERS)?;
         Ok((model, source))
     }
 

@@ -1,5 +1,5 @@
 //! What the GPT tests of level 3 share: the optimizer, a batch drawn from a seed, one training
-//! step and every parameter's bits (the last for any model).
+//! step, and (for any model) every parameter's bits and whether a value is a placeholder.
 
 use tessera_autograd::Var;
 use tessera_core::{Result, Tensor};
@@ -45,4 +45,9 @@ pub(crate) fn bits<M: Module<Cpu>>(model: &M) -> Vec<(String, Vec<u32>)> {
             (n, values.into_iter().map(f32::to_bits).collect())
         })
         .collect()
+}
+
+/// Whether a tensor is one element broadcast to its shape (a placeholder).
+pub(crate) fn is_placeholder(value: &Tensor<Cpu>) -> bool {
+    value.numel() > 1 && value.layout().strides().iter().all(|&s| s == 0)
 }

@@ -11,7 +11,7 @@ use tessera_nn::optim::{AdamW, AdamWConfig, Optimizer};
 use tessera_nn::pretrained::{PretrainedModel, PretrainedOptions};
 use tessera_nn::Module;
 
-fn fixture(name: &str) -> PathBuf {
+pub(crate) fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../fixtures/hf")
         .join(name)
@@ -372,7 +372,7 @@ fn corpus_ids() -> Option<Vec<u32>> {
 }
 
 /// A copy of a fixture folder that a test may break.
-fn scratch_copy(name: &str) -> tempfile::TempDir {
+pub(crate) fn scratch_copy(name: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     for entry in std::fs::read_dir(fixture(name)).unwrap() {
         let entry = entry.unwrap();

@@ -4,9 +4,10 @@
 //! level 3 (`ShardedUnits::initialize`) no rank holds two blocks whole and every rank ends with
 //! the folder's values. A released Llama refuses a cached pass instead of running on zeros.
 
-use crate::gpt_steps::bits;
+use crate::gpt_steps::{bits, is_placeholder};
+use crate::pretrained::{fixture, scratch_copy};
 use crate::thread_comm::on_ranks;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use tessera_core::{BackendStorage, Error, Tensor};
 use tessera_cpu::Cpu;
@@ -23,21 +24,10 @@ const MODELS: [&str; 4] = [
     "llama3-tiny",
 ];
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../fixtures/hf")
-        .join(name)
-}
-
 fn deferred(name: &str) -> PretrainedModel<Cpu> {
     let options = PretrainedOptions::default();
     PretrainedModel::from_pretrained_deferred(fixture(name), &Cpu::new(), &options)
         .unwrap_or_else(|e| panic!("{name}: {e}"))
-}
-
-/// Whether a tensor is one element broadcast to its shape.
-fn is_placeholder(value: &Tensor<Cpu>) -> bool {
-    value.numel() > 1 && value.layout().strides().iter().all(|&s| s == 0)
 }
 
 /// How many blocks of `model` hold no placeholder.
@@ -148,11 +138,7 @@ fn a_llama_layer_is_read_as_stored() {
 
 #[test]
 fn a_mis_shaped_block_tensor_fails_the_deferred_load_before_anything_runs() {
-    let dir = tempfile::tempdir().unwrap();
-    for entry in std::fs::read_dir(fixture("llama-tiny")).unwrap() {
-        let entry = entry.unwrap();
-        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
-    }
+    let dir = scratch_copy("llama-tiny");
     let weights = dir.path().join("model.safetensors");
     let mut tensors = checkpoint::load(&weights, &Cpu::new()).unwrap().tensors;
     let name = "model.layers.1.mlp.up_proj.weight";
@@ -307,11 +293,7 @@ fn level_three_ranks_write_the_folder_a_block_at_a_time_as_one_process_writes_it
 
 #[test]
 fn a_configuration_claiming_more_blocks_than_stored_fails_before_building_them() {
-    let dir = tempfile::tempdir().unwrap();
-    for entry in std::fs::read_dir(fixture("llama-tiny")).unwrap() {
-        let entry = entry.unwrap();
-        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
-    }
+    let dir = scratch_copy("llama-tiny");
     // A million layers would be a million layers of placeholders (gigabytes of handles).
     let path = dir.path().join("config.json");
     let mut config: serde_json::Value =

@@ -4,10 +4,10 @@
 //! thread ranks no rank holds more than one block whole while the model is built, after which
 //! level 3 trains exactly as the plain model does.
 
-use crate::gpt_steps::{adamw, batch, bits, step};
+use crate::gpt_steps::{adamw, batch, bits, is_placeholder, step};
 use crate::thread_comm::on_ranks;
 use std::sync::Arc;
-use tessera_core::{BackendStorage, Error, Generator, Tensor};
+use tessera_core::{BackendStorage, Error, Generator};
 use tessera_cpu::Cpu;
 use tessera_nn::distributed::{
     Communicator, DistributedDataParallel, ShardedOptimizer, ShardedUnits,
@@ -21,11 +21,6 @@ const SEED: u64 = 21;
 
 fn config() -> GptConfig {
     GptConfig::new(3, 2, 16, 8, 11).dropout(0.25)
-}
-
-/// Whether a tensor is one element broadcast to its shape.
-fn is_placeholder(value: &Tensor<Cpu>) -> bool {
-    value.numel() > 1 && value.layout().strides().iter().all(|&s| s == 0)
 }
 
 /// The names of the parameters of block `block` that hold placeholders.
