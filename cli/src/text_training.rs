@@ -627,13 +627,16 @@ pub fn train_text_model<B: Backend, J: TextJob<B>>(
 
     // Level 3: every rank samples through the sharded blocks, so that no rank holds the
     // whole model (a model that trains only sharded also samples); rank 0 reports it.
-    let sample = match (job.samples(config), optimizers.shared_units(), rank) {
-        (false, _, _) => String::new(),
-        (true, Some(_), _) => Some(job.sample(model, config, false)?)
-            .filter(|_| rank == 0)
-            .unwrap_or_default(),
-        (true, None, 0) => job.sample(model, config, true)?,
-        (true, None, _) => String::new(),
+    let sharded = optimizers.shared_units().is_some();
+    let sample = if job.samples(config) && (sharded || rank == 0) {
+        let text = job.sample(model, config, !sharded)?;
+        if rank == 0 {
+            text
+        } else {
+            String::new()
+        }
+    } else {
+        String::new()
     };
     let mut memory = [
         optimizers.state_bytes(&params) as f64,
