@@ -154,12 +154,7 @@ impl<B: Backend> TextJob<B> for HfFolderJob<'_> {
         false
     }
 
-    fn sample(
-        &self,
-        _model: &PretrainedModel<B>,
-        _config: &GptTrainConfig,
-        _cached: bool,
-    ) -> Result<String> {
+    fn sample(&self, _model: &PretrainedModel<B>, _config: &GptTrainConfig) -> Result<String> {
         Ok(String::new())
     }
 }

@@ -15,7 +15,6 @@ use tessera_nn::data::{CharTokenizer, TextCorpus, TokenWindows, FORTUNES_DIR};
 use tessera_nn::distributed::{
     Communicator, LocalCommunicator, ShardLevel, ShardedUnits, DEFAULT_BUCKET_BYTES,
 };
-use tessera_nn::generation::generate_without_cache;
 use tessera_nn::gpt::{generate, save_checkpoint_gathered, Gpt, GptConfig, SamplingConfig};
 use tessera_nn::precision::Precision;
 use tessera_nn::run::{f64_from_json, f64_to_json, u64_from_json};
@@ -405,7 +404,7 @@ impl<B: Backend> TextJob<B> for CharGptJob<'_> {
         config.args.sample_chars > 0
     }
 
-    fn sample(&self, model: &Gpt<B>, config: &GptTrainConfig, cached: bool) -> Result<String> {
+    fn sample(&self, model: &Gpt<B>, config: &GptTrainConfig) -> Result<String> {
         let prompt = self
             .tokenizer
             .encode("\n")
@@ -416,10 +415,7 @@ impl<B: Backend> TextJob<B> for CharGptJob<'_> {
             .seed(config.seed)
             .sampler()?;
         let n = config.args.sample_chars;
-        let tokens = match cached {
-            true => generate(model, &prompt, n, &mut sampler, &mut |_| {})?.tokens,
-            false => generate_without_cache(model, &prompt, n, &mut sampler)?,
-        };
+        let tokens = generate(model, &prompt, n, &mut sampler, &mut |_| {})?.tokens;
         self.tokenizer.decode(&tokens)
     }
 }

@@ -132,11 +132,10 @@ pub trait TextJob<B: Backend> {
     /// Whether [`TextJob::sample`] draws from the model at the end of the run.
     fn samples(&self, config: &GptTrainConfig) -> bool;
 
-    /// Text sampled from the trained model at the end (called only when
-    /// [`TextJob::samples`]): with a key/value cache on rank 0 alone (`cached`), or without
-    /// one on every rank at once (level 3: each pass gathers the blocks one at a time, and
-    /// every rank draws the same tokens).
-    fn sample(&self, model: &Self::Model, config: &GptTrainConfig, cached: bool) -> Result<String>;
+    /// Text sampled from the trained model at the end, with a key/value cache (called only
+    /// when [`TextJob::samples`]): on rank 0 alone, or at level 3 on every rank at once (each
+    /// step gathers the blocks one at a time, and every rank draws the same tokens).
+    fn sample(&self, model: &Self::Model, config: &GptTrainConfig) -> Result<String>;
 }
 
 /// Where a text run stands: what a checkpoint saves besides the model and optimizer state.
@@ -629,7 +628,7 @@ pub fn train_text_model<B: Backend, J: TextJob<B>>(
     // whole model (a model that trains only sharded also samples); rank 0 reports it.
     let sharded = optimizers.shared_units().is_some();
     let sample = if job.samples(config) && (sharded || rank == 0) {
-        let text = job.sample(model, config, !sharded)?;
+        let text = job.sample(model, config)?;
         if rank == 0 {
             text
         } else {

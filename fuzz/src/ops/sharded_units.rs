@@ -3,7 +3,8 @@
 //! model whose layers run as sharded units must refuse units that do not match its layers, and
 //! otherwise compute what the plain model computes: the same loss (or the same kind of
 //! failure) and, after training steps, the same parameters bit for bit, with or without the
-//! units' gathers prefetched (`ShardedUnits::set_prefetch`). The same for a whole
+//! units' gathers prefetched (`ShardedUnits::set_prefetch`); a GPT's cached decode through its
+//! released blocks gives the plain GPT's logits. The same for a whole
 //! `Learner::fit` at level 3 (`Learner::sharded_units`, maybe with sharded checkpoints in a run
 //! folder) against the plain learner: the same epochs' figures and parameters, or both failing.
 
@@ -610,6 +611,87 @@ fn gpt_deferred_build<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
     }
 }
 
+/// A cached decode of a GPT whose blocks are sharded and released (level 3, one rank; each
+/// block gathered for its step by `ShardedUnits::run_without_graph`, maybe prefetched) against
+/// the plain model's from the same seed: a prompt, then single tokens (ids now and then past
+/// the vocabulary, steps now and then past the block size), each step's logits the same bit
+/// for bit or both failing; after it no block holds values.
+fn gpt_decoded_sharded<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
+    use tessera_core::Generator;
+    use tessera_nn::gpt::{Gpt, GptCache};
+    let b = c.backend();
+    let config = super::transformer::gpt_config(c, 0);
+    let (seed, prefetch) = (c.seed(7), c.flag(8));
+    let (prompt_len, steps) = (c.size(9) % 6, c.size(10) % 5);
+    let vocab = config.vocab_size.saturating_add(c.size(11) % 2);
+    let tokens = |n: usize, from: usize| -> Vec<i64> {
+        (0..n)
+            .map(|i| {
+                ((i + from) * 5 + seed as usize % 7)
+                    .checked_rem(vocab)
+                    .unwrap_or(0) as i64
+            })
+            .collect()
+    };
+    let decode = |m: &Gpt<B>| -> Result<Vec<Result<Vec<u64>>>> {
+        let mut cache = GptCache::new(m.config(), 1, b)?;
+        let mut out = Vec::new();
+        let pieces = std::iter::once(tokens(prompt_len, 0))
+            .chain((0..steps).map(|i| tokens(1, prompt_len + i)));
+        for piece in pieces {
+            let n = piece.len();
+            let idx = Tensor::from_vec(piece, [1, n], b)?;
+            let logits = m
+                .forward_cached(&idx, &mut cache)
+                .and_then(|l| l.to_vec_f64());
+            out.push(logits.map(|v| v.into_iter().map(f64::to_bits).collect()));
+        }
+        Ok(out)
+    };
+    let run = || -> Result<Outcome<B>> {
+        let plain = config.init(b, &mut Generator::new(seed))?;
+        let model = config.init(b, &mut Generator::new(seed))?;
+        let comm: Arc<dyn Communicator<B>> = Arc::new(LocalCommunicator::new());
+        let units = ShardedUnits::new(comm, model.block_prefixes())?;
+        let _optimizer = ShardedOptimizer::with_units(model.parameters(), &units, 4096, |s| {
+            Sgd::new(s, SgdConfig::new(0.1))
+        })?;
+        model.shard_blocks(units.clone())?;
+        units.release_all()?;
+        units.set_prefetch(prefetch);
+        let (want, got) = (decode(&plain)?, decode(&model)?);
+        for (step, (w, g)) in want.iter().zip(&got).enumerate() {
+            match (w, g) {
+                (Ok(w), Ok(g)) if w == g => {}
+                (Err(_), Err(_)) => {}
+                (w, g) => {
+                    return Ok(Outcome::Break(format!(
+                        "step {step}: the plain GPT gave {:?}, the released one {:?}",
+                        w.as_ref().map(Vec::len),
+                        g.as_ref().map(Vec::len)
+                    )))
+                }
+            }
+        }
+        let holding = model.parameters().into_iter().find(|(name, v)| {
+            name.starts_with("transformer.h.")
+                && v.numel() > 1
+                && !v.value().layout().strides().iter().all(|&s| s == 0)
+        });
+        Ok(match holding {
+            Some((name, _)) => Outcome::Break(format!("{name} holds values after the decode")),
+            None => match got.into_iter().find_map(|r| r.err()) {
+                Some(e) => Outcome::Err(e.to_string()),
+                None => Outcome::Ok(Vec::new()),
+            },
+        })
+    };
+    match run() {
+        Ok(outcome) => outcome,
+        Err(e) => Outcome::Err(e.to_string()),
+    }
+}
+
 /// The entries of this family.
 pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
     vec![
@@ -619,6 +701,17 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             &[SIZE, SIZE, SIZE, SIZE, SIZE, B, F, SEED, B, SEED],
             NONE,
             |c| Ok(gpt_deferred_build(c)),
+        )
+        .work(|c| {
+            let config = super::transformer::gpt_config(c, 0);
+            Ok(super::transformer::gpt_work(&config).saturating_mul(3))
+        }),
+        op(
+            "ShardedUnits::run_without_graph: a cached decode through a GPT's released blocks (maybe prefetched), against the plain GPT's",
+            1,
+            &[SIZE, SIZE, SIZE, SIZE, SIZE, B, F, SEED, B, SIZE, SIZE, SIZE],
+            NONE,
+            |c| Ok(gpt_decoded_sharded(c)),
         )
         .work(|c| {
             let config = super::transformer::gpt_config(c, 0);

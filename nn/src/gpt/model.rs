@@ -227,17 +227,15 @@ impl<B: Backend> Gpt<B> {
     }
 
     /// An error naming a parameter that would run as a placeholder: one of a deferred
-    /// build's blocks not given values yet, or a sharded block run directly (`through_units`
-    /// false: the cached pass) while released. Checked before anything runs, so that a
-    /// refused pass draws no dropout mask.
-    fn check_runnable(&self, through_units: bool) -> Result<()> {
+    /// build's blocks not given values yet. Checked before anything runs, so that a refused
+    /// pass draws no dropout mask.
+    fn check_runnable(&self) -> Result<()> {
         let blocks = (self.transformer.h.iter().enumerate())
             .map(|(i, block)| (format!("transformer.h.{i}."), block));
         check_blocks_runnable(
             "Gpt",
             self.deferred,
             self.units.get().map(|u| &**u),
-            through_units,
             blocks,
             "give each block its values with Gpt::init_block (or ShardedUnits::initialize), \
              or load them",
@@ -324,7 +322,7 @@ impl<B: Backend> Gpt<B> {
 
     /// The logits `[batch, t, vocab_size]` of every position of `idx: [batch, t]`.
     pub fn forward(&self, idx: &Tensor<B>) -> Result<Var<B>> {
-        self.check_runnable(true)?;
+        self.check_runnable()?;
         let mut x = self.embed(idx, 0)?;
         for (i, block) in self.transformer.h.iter().enumerate() {
             x = match self.units.get() {
@@ -361,11 +359,17 @@ impl<B: Backend> Gpt<B> {
         let training = self.is_training();
         self.set_training(false);
         let result = no_grad(|| {
-            self.check_runnable(false)?;
+            self.check_runnable()?;
             let start = cache.len();
             let mut x = self.embed(idx, start)?;
-            for (block, layer) in self.transformer.h.iter().zip(cache.layers_mut()) {
-                x = block.forward_cached(&x, layer)?;
+            let layers = cache.layers_mut().iter_mut();
+            for (i, (block, layer)) in self.transformer.h.iter().zip(layers).enumerate() {
+                x = match self.units.get() {
+                    Some(units) => {
+                        units.run_without_graph(i, || block.forward_cached(&x, layer))?
+                    }
+                    None => block.forward_cached(&x, layer)?,
+                };
             }
             Ok(self
                 .lm_head

@@ -269,16 +269,14 @@ impl<B: Backend> Llama<B> {
     }
 
     /// An error naming a parameter that would run as a placeholder: one of a deferred load's
-    /// layers not loaded yet, or a sharded layer run directly (`through_units` false: the
-    /// cached pass) while released.
-    fn check_runnable(&self, through_units: bool) -> Result<()> {
+    /// layers not loaded yet.
+    fn check_runnable(&self) -> Result<()> {
         let layers = (self.model.layers.iter().enumerate())
             .map(|(i, layer)| (format!("model.layers.{i}."), layer));
         check_blocks_runnable(
             "Llama",
             self.deferred,
             self.units.get().map(|u| &**u),
-            through_units,
             layers,
             "load each layer (PretrainedModel::load_block, or ShardedUnits::initialize)",
         )
@@ -328,7 +326,7 @@ impl<B: Backend> Llama<B> {
     /// The logits `[batch, t, vocab_size]` of every position of `idx: [batch, t]`.
     pub fn forward(&self, idx: &Tensor<B>) -> Result<Var<B>> {
         self.check_tokens(idx, 0)?;
-        self.check_runnable(true)?;
+        self.check_runnable()?;
         let mut x = self.model.embed_tokens.lookup(idx)?;
         for (i, layer) in self.model.layers.iter().enumerate() {
             x = match self.units.get() {
@@ -369,11 +367,16 @@ impl<B: Backend> Llama<B> {
         }
         let start = cache.len();
         self.check_tokens(idx, start)?;
-        self.check_runnable(false)?;
+        self.check_runnable()?;
         no_grad(|| {
             let mut x = self.model.embed_tokens.lookup(idx)?;
-            for (layer, kv) in self.model.layers.iter().zip(cache.layers_mut()) {
-                x = layer.forward_at(&x, &self.rope, start, Some(kv))?;
+            let caches = cache.layers_mut().iter_mut();
+            for (i, (layer, kv)) in self.model.layers.iter().zip(caches).enumerate() {
+                let mut pass = || layer.forward_at(&x, &self.rope, start, Some(kv));
+                x = match self.units.get() {
+                    Some(units) => units.run_without_graph(i, pass)?,
+                    None => pass()?,
+                };
             }
             Ok(self.lm_head.forward(&self.model.norm.forward(&x)?)?.value())
         })

@@ -51,34 +51,23 @@ pub(crate) fn check_have_values<'a, B: Backend>(
 
 /// Checks, before a pass of a model made of blocks, that no block would run on placeholders:
 /// when the model was built `deferred` and a block was not given its values yet (`init_how`
-/// says how to give them), or when its blocks are sharded through `units` and released while
-/// the pass runs them directly (`through_units` false, e.g. a cached pass). `blocks` yields
-/// each block's tensor-name prefix (with its trailing dot) and the block. Checked before
-/// anything runs, so that a refused pass draws no dropout mask.
+/// says how to give them). Blocks sharded through `units` and released are gathered by the
+/// pass itself ([`ShardedUnits::run`], [`ShardedUnits::run_without_graph`]) and pass. `blocks`
+/// yields each block's tensor-name prefix (with its trailing dot) and the block. Checked
+/// before anything runs, so that a refused pass draws no dropout mask.
 pub(crate) fn check_blocks_runnable<'a, B: Backend, M: Module<B> + 'a>(
     op: &'static str,
     deferred: bool,
     units: Option<&ShardedUnits<B>>,
-    through_units: bool,
     blocks: impl Iterator<Item = (String, &'a M)>,
     init_how: &str,
 ) -> Result<()> {
-    if !deferred && units.is_none() {
+    if !deferred || units.is_some_and(|u| !u.is_held()) {
         return Ok(());
     }
-    let gathered = units.is_none_or(|u| u.is_held());
-    if through_units && !gathered {
-        return Ok(());
-    }
-    let how = if gathered {
-        init_how
-    } else {
-        "the blocks are sharded and released: hold them whole first \
-         (ShardedUnits::gather_all or hold_on)"
-    };
     for (prefix, block) in blocks {
         let params = block.parameters();
-        check_have_values(params.iter().map(|(n, v)| (n, v)), &prefix, op, how)?;
+        check_have_values(params.iter().map(|(n, v)| (n, v)), &prefix, op, init_how)?;
     }
     Ok(())
 }

@@ -2,7 +2,8 @@
 //! and `load_block`): before its blocks are read the model holds one element per block tensor
 //! and refuses to run; after, it computes `transformers`' logits. On three thread ranks of
 //! level 3 (`ShardedUnits::initialize`) no rank holds two blocks whole and every rank ends with
-//! the folder's values. A released Llama refuses a cached pass instead of running on zeros.
+//! the folder's values, and a cached decode through the released blocks gives the whole model's
+//! logits, holding no block after it.
 
 use crate::gpt_steps::{bits, is_placeholder};
 use crate::pretrained::{fixture, scratch_copy};
@@ -46,6 +47,24 @@ fn blocks_with_values(model: &PretrainedModel<Cpu>) -> usize {
 fn reference_ids(name: &str) -> Tensor<Cpu> {
     let r = checkpoint::load(fixture(name).join("reference.safetensors"), &Cpu::new()).unwrap();
     r.tensors["input_ids_5"].clone()
+}
+
+/// The logits of a cached decode of `model`: the reference ids as a prompt, then two single
+/// tokens (the prompt's first, then its last), concatenated.
+fn decode_in_steps(model: &PretrainedModel<Cpu>, name: &str) -> Vec<f64> {
+    let ids = reference_ids(name);
+    let t = ids.dims()[1];
+    let mut cache = model.new_cache(1).unwrap();
+    let mut logits = Vec::new();
+    for step in [
+        ids.clone(),
+        ids.narrow(1, 0, 1).unwrap(),
+        ids.narrow(1, t - 1, 1).unwrap(),
+    ] {
+        let out = model.forward_cached(&step.contiguous().unwrap(), &mut cache);
+        logits.extend(out.unwrap().to_vec_f64().unwrap());
+    }
+    logits
 }
 
 fn reference_logits(name: &str) -> Tensor<Cpu> {
@@ -187,29 +206,27 @@ fn level_three_ranks_read_one_block_at_a_time_and_end_with_the_folders_values() 
             for share in sharded.shards() {
                 assert_eq!(share.value().storage().len(), share.numel());
             }
-            // Released, the blocks refuse a cached pass (no silent zeros).
-            let ids = reference_ids(name);
-            let mut cache = model.new_cache(1).unwrap();
-            let refused = model.forward_cached(&ids, &mut cache).unwrap_err();
-            assert!(refused.to_string().contains("released"), "{refused}");
+            // Released, a cached decode gathers each block for its step and releases it
+            // again: with and without prefetch, no block holds values after.
+            let released = decode_in_steps(&model, name);
+            assert_eq!(blocks_with_values(&model), 0, "{name}");
+            units.set_prefetch(true);
+            let prefetched = decode_in_steps(&model, name);
+            assert_eq!(blocks_with_values(&model), 0, "{name}");
             units.gather_all().unwrap();
-            let mut cache = model.new_cache(1).unwrap();
-            let cached = model.forward_cached(&ids, &mut cache).unwrap();
-            (others, bits(&model), cached.to_vec_f64().unwrap())
+            let held = decode_in_steps(&model, name);
+            (others, bits(&model), [released, prefetched, held])
         });
-        let mut cache = whole.new_cache(1).unwrap();
-        let expected = whole
-            .forward_cached(&reference_ids(name), &mut cache)
-            .unwrap()
-            .to_vec_f64()
-            .unwrap();
-        for (rank, (others, values, cached)) in seen.iter().enumerate() {
+        let expected = decode_in_steps(&whole, name);
+        for (rank, (others, values, decoded)) in seen.iter().enumerate() {
             assert!(
                 others.iter().all(|&n| n == 0),
                 "{name}, rank {rank}: {others:?}"
             );
             assert!(*values == bits(&whole), "{name}, rank {rank}'s parameters");
-            assert_eq!(*cached, expected, "{name}, rank {rank}'s logits");
+            for logits in decoded {
+                assert_eq!(*logits, expected, "{name}, rank {rank}'s logits");
+            }
         }
     }
 }

@@ -479,16 +479,7 @@ impl<B: Backend> ShardedUnits<B> {
         if self.is_held() {
             return module.forward(x);
         }
-        if let Some(root) = self.held_only_on() {
-            return Err(Error::InvalidArgument {
-                op: "ShardedUnits::run",
-                msg: format!(
-                    "the units are held whole on rank {root} only (hold_on); rank {} runs them \
-                     after release_all",
-                    self.comm.rank()
-                ),
-            });
-        }
+        self.check_not_held_elsewhere("ShardedUnits::run")?;
         let parts = self.parts_of(unit)?;
         // The dropout streams as they are before the pass: backward replays from them.
         let mut streams: Vec<(String, Generator)> = Vec::new();
@@ -527,6 +518,56 @@ impl<B: Backend> ShardedUnits<B> {
             Self::release(&parts)?;
             Ok(grads)
         }))
+    }
+
+    /// Runs `pass`, an inference pass of unit `unit` of the model that records no graph (e.g.
+    /// a transformer block's cached pass while decoding), with the unit's parameters whole:
+    /// gathered before it (the unit predicted to run next starts gathering too, with prefetch
+    /// on) and released after it, as [`ShardedUnits::run`]'s forward pass does, so that a
+    /// sharded model decodes with its key/value caches without any rank holding it whole.
+    /// When the parameters are held whole it is `pass()`. A collective when they are not:
+    /// every rank runs the same units in the same order.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tessera_core::Tensor;
+    /// use tessera_cpu::Cpu;
+    /// use tessera_nn::distributed::{LocalCommunicator, ShardedUnits};
+    /// # fn main() -> tessera_core::Result<()> {
+    /// let comm = Arc::new(LocalCommunicator::new());
+    /// let units = ShardedUnits::<Cpu>::new(comm, vec!["block".into()])?;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0], [2], &Cpu::new())?;
+    /// // Held whole (as made, before a level-3 optimizer shards them): the pass just runs.
+    /// let doubled = units.run_without_graph(0, || x.add(&x))?;
+    /// assert_eq!(doubled.to_vec::<f32>()?, vec![2.0, 4.0]);
+    /// # Ok(()) }
+    /// ```
+    pub fn run_without_graph<T>(&self, unit: usize, pass: impl FnOnce() -> Result<T>) -> Result<T> {
+        if self.is_held() {
+            return no_grad(pass);
+        }
+        self.check_not_held_elsewhere("ShardedUnits::run_without_graph")?;
+        let parts = self.parts_of(unit)?;
+        let next = self.prefetch_state().forward(unit);
+        let result = (self.acquire(unit, &parts, next)).and_then(|()| no_grad(pass));
+        Self::release(&parts)?;
+        result
+    }
+
+    /// An error when the parameters are held whole on another rank only
+    /// ([`ShardedUnits::hold_on`]): this rank holds its shares, but not as the units run.
+    fn check_not_held_elsewhere(&self, op: &'static str) -> Result<()> {
+        match self.held_only_on() {
+            Some(root) => Err(Error::InvalidArgument {
+                op,
+                msg: format!(
+                    "the units are held whole on rank {root} only (hold_on); rank {} runs them \
+                     after release_all",
+                    self.comm.rank()
+                ),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Bytes a unit's pass adds at most: the largest unit's whole parameters and gradients
