@@ -134,7 +134,8 @@ pub trait TextJob<B: Backend> {
 
     /// Text sampled from the trained model at the end, with a key/value cache (called only
     /// when [`TextJob::samples`]): on rank 0 alone, or at level 3 on every rank at once (each
-    /// step gathers the blocks one at a time, and every rank draws the same tokens).
+    /// block runs on the rank that holds it, `ShardedUnits::hold_by_owners`, and every rank
+    /// draws the same tokens).
     fn sample(&self, model: &Self::Model, config: &GptTrainConfig) -> Result<String>;
 }
 
@@ -624,11 +625,20 @@ pub fn train_text_model<B: Backend, J: TextJob<B>>(
     }
     bar.finish_and_clear();
 
-    // Level 3: every rank samples through the sharded blocks, so that no rank holds the
-    // whole model (a model that trains only sharded also samples); rank 0 reports it.
-    let sharded = optimizers.shared_units().is_some();
-    let sample = if job.samples(config) && (sharded || rank == 0) {
-        let text = job.sample(model, config)?;
+    // Level 3: every rank samples, each holding its own run of blocks whole and passing the
+    // activations on (pipelined), so that no rank holds the whole model (a model that trains
+    // only sharded also samples); rank 0 reports it.
+    let units = optimizers.shared_units();
+    let sample = if job.samples(config) && (units.is_some() || rank == 0) {
+        let text = match units {
+            Some(units) => {
+                units.hold_by_owners()?;
+                let text = job.sample(model, config);
+                units.release_all()?;
+                text?
+            }
+            None => job.sample(model, config)?,
+        };
         if rank == 0 {
             text
         } else {

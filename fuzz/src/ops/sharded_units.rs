@@ -612,7 +612,8 @@ fn gpt_deferred_build<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
 }
 
 /// A cached decode of a GPT whose blocks are sharded and released (level 3, one rank; each
-/// block gathered for its step by `ShardedUnits::run_without_graph`, maybe prefetched) against
+/// block gathered for its step by `ShardedUnits::run_without_graph`, maybe prefetched, or held
+/// by its owner after `ShardedUnits::hold_by_owners`) against
 /// the plain model's from the same seed: a prompt, then single tokens (ids now and then past
 /// the vocabulary, steps now and then past the block size), each step's logits the same bit
 /// for bit or both failing; after it no block holds values.
@@ -621,7 +622,7 @@ fn gpt_decoded_sharded<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
     use tessera_nn::gpt::{Gpt, GptCache};
     let b = c.backend();
     let config = super::transformer::gpt_config(c, 0);
-    let (seed, prefetch) = (c.seed(7), c.flag(8));
+    let (seed, prefetch, by_owners) = (c.seed(7), c.flag(8), c.flag(12));
     let (prompt_len, steps) = (c.size(9) % 6, c.size(10) % 5);
     let vocab = config.vocab_size.saturating_add(c.size(11) % 2);
     let tokens = |n: usize, from: usize| -> Vec<i64> {
@@ -659,7 +660,14 @@ fn gpt_decoded_sharded<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
         model.shard_blocks(units.clone())?;
         units.release_all()?;
         units.set_prefetch(prefetch);
+        if by_owners {
+            units.hold_by_owners()?;
+        }
         let (want, got) = (decode(&plain)?, decode(&model)?);
+        if by_owners {
+            // One rank owns every block: it held them whole for the decode.
+            units.release_all()?;
+        }
         for (step, (w, g)) in want.iter().zip(&got).enumerate() {
             match (w, g) {
                 (Ok(w), Ok(g)) if w == g => {}
@@ -707,9 +715,9 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             Ok(super::transformer::gpt_work(&config).saturating_mul(3))
         }),
         op(
-            "ShardedUnits::run_without_graph: a cached decode through a GPT's released blocks (maybe prefetched), against the plain GPT's",
+            "ShardedUnits::run_without_graph: a cached decode through a GPT's released blocks (maybe prefetched, or held by owners), against the plain GPT's",
             1,
-            &[SIZE, SIZE, SIZE, SIZE, SIZE, B, F, SEED, B, SIZE, SIZE, SIZE],
+            &[SIZE, SIZE, SIZE, SIZE, SIZE, B, F, SEED, B, SIZE, SIZE, SIZE, B],
             NONE,
             |c| Ok(gpt_decoded_sharded(c)),
         )

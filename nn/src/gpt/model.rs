@@ -366,7 +366,11 @@ impl<B: Backend> Gpt<B> {
             for (i, (block, layer)) in self.transformer.h.iter().zip(layers).enumerate() {
                 x = match self.units.get() {
                     Some(units) => {
-                        units.run_without_graph(i, || block.forward_cached(&x, layer))?
+                        if !units.computes_here(i) {
+                            layer.skip(idx.dims()[1])?;
+                        }
+                        let pass = || Ok(block.forward_cached(&x, layer)?.value());
+                        Var::constant(units.run_without_graph(i, &x.value(), pass)?)
                     }
                     None => block.forward_cached(&x, layer)?,
                 };

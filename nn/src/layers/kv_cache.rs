@@ -14,6 +14,9 @@ pub struct KvCache<B: Backend> {
     values: Tensor<B>,
     len: usize,
     capacity: usize,
+    /// Whether some of the `len` positions were counted without being written
+    /// ([`KvCache::skip`]).
+    skipped: bool,
 }
 
 impl<B: Backend> KvCache<B> {
@@ -40,6 +43,7 @@ impl<B: Backend> KvCache<B> {
             values: Tensor::zeros(dims, dtype, backend)?,
             len: 0,
             capacity,
+            skipped: false,
         })
     }
 
@@ -88,6 +92,7 @@ impl<B: Backend> KvCache<B> {
     /// Forgets every position (the memory is kept).
     pub fn clear(&mut self) {
         self.len = 0;
+        self.skipped = false;
     }
 
     /// Keeps the first `len` positions and forgets the rest (no-op when `len` is not below
@@ -95,6 +100,28 @@ impl<B: Backend> KvCache<B> {
     /// prompt.
     pub fn truncate(&mut self, len: usize) {
         self.len = self.len.min(len);
+        self.skipped &= self.len > 0;
+    }
+
+    /// Counts `n` more positions without writing them: what a rank does for a layer another
+    /// rank computes (pipelined decoding of a sharded model,
+    /// [`crate::distributed::ShardedUnits::hold_by_owners`]), so that the model's position
+    /// count stays right. Appending to the cache after is refused (its positions hold no keys)
+    /// until it is cleared, or truncated to no position.
+    pub fn skip(&mut self, n: usize) -> Result<()> {
+        if self.len + n > self.capacity() {
+            return Err(Error::InvalidArgument {
+                op: "KvCache::skip",
+                msg: format!(
+                    "{} cached positions plus {n} new ones exceed the capacity {}",
+                    self.len,
+                    self.capacity()
+                ),
+            });
+        }
+        self.len += n;
+        self.skipped |= n > 0;
+        Ok(())
     }
 
     /// Appends `keys`, `values: [batch, heads, n, head_dim]` and returns views of every filled
@@ -106,6 +133,17 @@ impl<B: Backend> KvCache<B> {
         values: &Tensor<B>,
     ) -> Result<(Tensor<B>, Tensor<B>)> {
         let n = keys.dims().get(2).copied().unwrap_or(0);
+        if self.skipped {
+            return Err(Error::InvalidArgument {
+                op: "KvCache::append",
+                msg: format!(
+                    "the cache's {} positions were counted on this rank but computed on \
+                     another (KvCache::skip: its layer's pass ran on its owner); clear the \
+                     cache and decode again",
+                    self.len
+                ),
+            });
+        }
         if self.len + n > self.capacity() {
             return Err(Error::InvalidArgument {
                 op: "KvCache::append",
@@ -160,5 +198,25 @@ mod tests {
         assert!(cache.append(&one, &one).is_err(), "past the capacity");
         assert_eq!(cache.len(), 700);
         assert!(!expected.is_empty());
+    }
+
+    #[test]
+    fn skipped_positions_count_but_refuse_appends_until_cleared() {
+        let dev = Cpu::new();
+        let mut cache = KvCache::new(1, 1, 4, 2, DType::F32, &dev).unwrap();
+        let one = Tensor::ones([1, 1, 1, 2], DType::F32, &dev).unwrap();
+        cache.skip(3).unwrap();
+        assert_eq!(cache.len(), 3);
+        assert!(cache.skip(2).is_err(), "past the capacity");
+        let refused = cache.append(&one, &one).unwrap_err();
+        assert!(refused.to_string().contains("another"), "{refused}");
+        // Truncated to some positions, they are still unwritten; to none, the cache is whole.
+        cache.truncate(1);
+        assert!(cache.append(&one, &one).is_err());
+        cache.truncate(0);
+        assert_eq!(cache.append(&one, &one).unwrap().0.dims(), &[1, 1, 1, 2]);
+        cache.skip(1).unwrap();
+        cache.clear();
+        assert!(cache.append(&one, &one).is_ok());
     }
 }

@@ -372,10 +372,16 @@ impl<B: Backend> Llama<B> {
             let mut x = self.model.embed_tokens.lookup(idx)?;
             let caches = cache.layers_mut().iter_mut();
             for (i, (layer, kv)) in self.model.layers.iter().zip(caches).enumerate() {
-                let mut pass = || layer.forward_at(&x, &self.rope, start, Some(kv));
                 x = match self.units.get() {
-                    Some(units) => units.run_without_graph(i, pass)?,
-                    None => pass()?,
+                    Some(units) => {
+                        if !units.computes_here(i) {
+                            kv.skip(idx.dims()[1])?;
+                        }
+                        let pass =
+                            || Ok(layer.forward_at(&x, &self.rope, start, Some(kv))?.value());
+                        Var::constant(units.run_without_graph(i, &x.value(), pass)?)
+                    }
+                    None => layer.forward_at(&x, &self.rope, start, Some(kv))?,
                 };
             }
             Ok(self.lm_head.forward(&self.model.norm.forward(&x)?)?.value())

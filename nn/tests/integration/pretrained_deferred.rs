@@ -2,8 +2,8 @@
 //! and `load_block`): before its blocks are read the model holds one element per block tensor
 //! and refuses to run; after, it computes `transformers`' logits. On three thread ranks of
 //! level 3 (`ShardedUnits::initialize`) no rank holds two blocks whole and every rank ends with
-//! the folder's values, and a cached decode through the released blocks gives the whole model's
-//! logits, holding no block after it.
+//! the folder's values, and a cached decode through the released blocks (or through blocks
+//! held each by its owner rank, pipelined) gives the whole model's logits.
 
 use crate::gpt_steps::{bits, is_placeholder};
 use crate::pretrained::{fixture, scratch_copy};
@@ -47,6 +47,11 @@ fn blocks_with_values(model: &PretrainedModel<Cpu>) -> usize {
 fn reference_ids(name: &str) -> Tensor<Cpu> {
     let r = checkpoint::load(fixture(name).join("reference.safetensors"), &Cpu::new()).unwrap();
     r.tensors["input_ids_5"].clone()
+}
+
+/// The rank of the communicator of `units`.
+fn comm_rank(units: &ShardedUnits<Cpu>) -> usize {
+    units.communicator().rank()
 }
 
 /// The logits of a cached decode of `model`: the reference ids as a prompt, then two single
@@ -213,9 +218,34 @@ fn level_three_ranks_read_one_block_at_a_time_and_end_with_the_folders_values() 
             units.set_prefetch(true);
             let prefetched = decode_in_steps(&model, name);
             assert_eq!(blocks_with_values(&model), 0, "{name}");
+            // Held by owners (pipelined): each rank holds its own blocks whole, and only them.
+            units.hold_by_owners().unwrap();
+            let blocks = model.block_prefixes().len();
+            let owned = (0..blocks).filter(|&b| units.owner_of(b) == comm_rank(&units));
+            assert_eq!(blocks_with_values(&model), owned.count(), "{name}");
+            let pipelined = decode_in_steps(&model, name);
+            // A cache whose positions another rank computed is refused once the hold ends.
+            let mut cache = model.new_cache(1).unwrap();
+            model
+                .forward_cached(&reference_ids(name), &mut cache)
+                .unwrap();
+            units.release_all().unwrap();
+            assert_eq!(blocks_with_values(&model), 0, "{name}");
+            let next = reference_ids(name)
+                .narrow(1, 0, 1)
+                .unwrap()
+                .contiguous()
+                .unwrap();
+            let continued = model.forward_cached(&next, &mut cache);
+            let computed_every_block = (0..blocks).all(|b| units.owner_of(b) == comm_rank(&units));
+            assert_eq!(continued.is_ok(), computed_every_block, "{name}");
             units.gather_all().unwrap();
             let held = decode_in_steps(&model, name);
-            (others, bits(&model), [released, prefetched, held])
+            (
+                others,
+                bits(&model),
+                [released, prefetched, pipelined, held],
+            )
         });
         let expected = decode_in_steps(&whole, name);
         for (rank, (others, values, decoded)) in seen.iter().enumerate() {

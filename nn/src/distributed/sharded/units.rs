@@ -71,6 +71,8 @@ enum Hold {
     Everywhere,
     /// On this rank only, for reading ([`ShardedUnits::hold_on`]).
     On(usize),
+    /// Each unit on its owner only, for decoding ([`ShardedUnits::hold_by_owners`]).
+    ByOwner,
 }
 
 impl<B: Backend> ShardedUnits<B> {
@@ -170,7 +172,7 @@ impl<B: Backend> ShardedUnits<B> {
     /// [`ShardedUnits::hold_on`] this rank).
     pub fn is_held(&self) -> bool {
         match self.hold_state() {
-            Hold::Released => false,
+            Hold::Released | Hold::ByOwner => false,
             Hold::Everywhere => true,
             Hold::On(root) => root == self.comm.rank(),
         }
@@ -276,7 +278,7 @@ impl<B: Backend> ShardedUnits<B> {
     pub fn gather_all(&self) -> Result<()> {
         match self.hold_state() {
             Hold::Everywhere => return Ok(()),
-            Hold::On(_) => self.release_all()?,
+            Hold::On(_) | Hold::ByOwner => self.release_all()?,
             Hold::Released => {}
         }
         self.drop_prefetched()?;
@@ -297,7 +299,7 @@ impl<B: Backend> ShardedUnits<B> {
         match self.hold_state() {
             Hold::Everywhere => return Ok(()),
             Hold::On(held) if held == root => return Ok(()),
-            Hold::On(_) => self.release_all()?,
+            Hold::On(_) | Hold::ByOwner => self.release_all()?,
             Hold::Released => {}
         }
         self.drop_prefetched()?;
@@ -312,10 +314,66 @@ impl<B: Backend> ShardedUnits<B> {
         Ok(())
     }
 
+    /// Holds each unit's parameters whole on its owner alone ([`ShardedUnits::owner_of`]: the
+    /// units split into contiguous runs, one run per rank) until [`ShardedUnits::release_all`]
+    /// (a collective, [`Communicator::gather`]): pipelined decoding, in which each unit's
+    /// inference pass runs on its owner and the other ranks receive its output
+    /// ([`ShardedUnits::run_without_graph`]), so that a token costs one small broadcast per
+    /// unit instead of the gather of every unit. A rank holds about its shares' worth of
+    /// parameters more (its units whole). Training ([`ShardedUnits::run`]) is refused
+    /// meanwhile, and what an owner writes into its parameters is dropped at the release.
+    /// Nothing to do when they are held everywhere already.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tessera_cpu::Cpu;
+    /// use tessera_nn::distributed::{LocalCommunicator, ShardedUnits};
+    /// # fn main() -> tessera_core::Result<()> {
+    /// let comm = Arc::new(LocalCommunicator::new());
+    /// let units = ShardedUnits::<Cpu>::new(comm, vec!["h.0".into(), "h.1".into()])?;
+    /// // One rank owns every unit.
+    /// assert_eq!((units.owner_of(0), units.owner_of(1)), (0, 0));
+    /// # Ok(()) }
+    /// ```
+    pub fn hold_by_owners(&self) -> Result<()> {
+        match self.hold_state() {
+            Hold::Everywhere | Hold::ByOwner => return Ok(()),
+            Hold::On(_) => self.release_all()?,
+            Hold::Released => {}
+        }
+        self.drop_prefetched()?;
+        // Set first: after a failed gather, the release frees what was filled.
+        self.set_hold(Hold::ByOwner);
+        for unit in 0..self.len() {
+            let owner = self.owner_of(unit);
+            for part in &self.parts_of(unit)? {
+                if let Some(flat) = self.comm.gather(&part.shard.value(), owner)? {
+                    Self::fill(part, &flat)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The rank that holds unit `unit` whole under [`ShardedUnits::hold_by_owners`]: the
+    /// units are split into one contiguous run per rank, as even as can be (with more ranks
+    /// than units, some own none).
+    pub fn owner_of(&self, unit: usize) -> usize {
+        unit * self.comm.world_size() / self.len().max(1)
+    }
+
+    /// Whether this rank computes unit `unit`'s inference passes
+    /// ([`ShardedUnits::run_without_graph`]): every rank does, except under
+    /// [`ShardedUnits::hold_by_owners`], where only the unit's owner does and the others
+    /// receive its output (a key/value cache of the unit then skips those positions here).
+    pub fn computes_here(&self, unit: usize) -> bool {
+        self.hold_state() != Hold::ByOwner || self.owner_of(unit) == self.comm.rank()
+    }
+
     /// Ends a hold: after [`ShardedUnits::gather_all`], takes each rank's shares from the
     /// whole values the parameters hold (those gathered, or written since, e.g. by a restored
-    /// checkpoint); after [`ShardedUnits::hold_on`], keeps the shares as they were. Then
-    /// releases the whole values. Not a collective.
+    /// checkpoint); after [`ShardedUnits::hold_on`] or [`ShardedUnits::hold_by_owners`], keeps
+    /// the shares as they were. Then releases the whole values. Not a collective.
     pub fn release_all(&self) -> Result<()> {
         let hold = self.hold_state();
         let parts = self.all_parts();
@@ -326,7 +384,7 @@ impl<B: Backend> ShardedUnits<B> {
         match hold {
             Hold::Released => Ok(()),
             Hold::On(root) if root != self.comm.rank() => Ok(()),
-            Hold::On(_) => Self::release(&parts),
+            Hold::On(_) | Hold::ByOwner => Self::release(&parts),
             Hold::Everywhere => {
                 for part in &parts {
                     let share = part.layout.share(&part.params, |v| Ok(v.value()))?;
@@ -416,7 +474,8 @@ impl<B: Backend> ShardedUnits<B> {
         let on_root = self.comm.rank() == root;
         let parts = self.all_parts();
         let held = match self.hold_state() {
-            Hold::Released => false,
+            // Held by owners, the shares are as released ones: gathered from them.
+            Hold::Released | Hold::ByOwner => false,
             Hold::Everywhere => true,
             Hold::On(held) if held == root => true,
             Hold::On(held) => {
@@ -520,13 +579,17 @@ impl<B: Backend> ShardedUnits<B> {
         }))
     }
 
-    /// Runs `pass`, an inference pass of unit `unit` of the model that records no graph (e.g.
-    /// a transformer block's cached pass while decoding), with the unit's parameters whole:
+    /// Runs `pass`, an inference pass of unit `unit` of the model on its input `x` that records
+    /// no graph (e.g. a transformer block's cached step while decoding), and returns its
+    /// output, which must have `x`'s shape and dtype. Released, the unit's parameters are
     /// gathered before it (the unit predicted to run next starts gathering too, with prefetch
-    /// on) and released after it, as [`ShardedUnits::run`]'s forward pass does, so that a
-    /// sharded model decodes with its key/value caches without any rank holding it whole.
-    /// When the parameters are held whole it is `pass()`. A collective when they are not:
-    /// every rank runs the same units in the same order.
+    /// on) and released after it, as in [`ShardedUnits::run`]'s forward pass, so that a sharded
+    /// model decodes with its key/value caches without any rank holding it whole. Held by
+    /// owners ([`ShardedUnits::hold_by_owners`]), only the owner runs `pass` and broadcasts its
+    /// output to the other ranks, which do not call it ([`ShardedUnits::computes_here`]). Held
+    /// whole, it is `pass()`. A collective unless held whole: every rank runs the same units in
+    /// the same order, and when `pass` fails on any rank every rank returns an error (this one
+    /// its own, or one naming the unit).
     ///
     /// ```
     /// use std::sync::Arc;
@@ -538,27 +601,98 @@ impl<B: Backend> ShardedUnits<B> {
     /// let units = ShardedUnits::<Cpu>::new(comm, vec!["block".into()])?;
     /// let x = Tensor::from_vec(vec![1.0f32, 2.0], [2], &Cpu::new())?;
     /// // Held whole (as made, before a level-3 optimizer shards them): the pass just runs.
-    /// let doubled = units.run_without_graph(0, || x.add(&x))?;
+    /// let doubled = units.run_without_graph(0, &x, || x.add(&x))?;
     /// assert_eq!(doubled.to_vec::<f32>()?, vec![2.0, 4.0]);
     /// # Ok(()) }
     /// ```
-    pub fn run_without_graph<T>(&self, unit: usize, pass: impl FnOnce() -> Result<T>) -> Result<T> {
+    pub fn run_without_graph(
+        &self,
+        unit: usize,
+        x: &Tensor<B>,
+        pass: impl FnOnce() -> Result<Tensor<B>>,
+    ) -> Result<Tensor<B>> {
+        const OP: &str = "ShardedUnits::run_without_graph";
+        let hold = self.hold_state();
+        if hold == Hold::ByOwner {
+            return self.run_on_owner(unit, x, pass);
+        }
         if self.is_held() {
             return no_grad(pass);
         }
-        self.check_not_held_elsewhere("ShardedUnits::run_without_graph")?;
+        self.check_not_held_elsewhere(OP)?;
         let parts = self.parts_of(unit)?;
         let next = self.prefetch_state().forward(unit);
         let result = (self.acquire(unit, &parts, next)).and_then(|()| no_grad(pass));
         Self::release(&parts)?;
-        result
+        self.agree_on_failure(unit, result)
+    }
+
+    /// `result` of unit `unit`'s pass on this rank, once every rank has learned whether its own
+    /// failed (a collective): an error on every rank when any failed, so that no rank leaves
+    /// the pass early while the others wait in the next unit's collective.
+    fn agree_on_failure(&self, unit: usize, result: Result<Tensor<B>>) -> Result<Tensor<B>> {
+        let mut failed = [f64::from(u8::from(result.is_err()))];
+        if self.comm.world_size() > 1 {
+            self.comm.all_reduce_host(&mut failed, Reduction::Max)?;
+        }
+        match result {
+            Ok(_) if failed[0] > 0.0 => Err(Error::InvalidArgument {
+                op: "ShardedUnits::run_without_graph",
+                msg: format!("unit {unit}'s pass failed on another rank"),
+            }),
+            result => result,
+        }
+    }
+
+    /// [`ShardedUnits::run_without_graph`] held by owners: the owner runs `pass`, every rank
+    /// learns whether it succeeded, and the owner's output is broadcast.
+    fn run_on_owner(
+        &self,
+        unit: usize,
+        x: &Tensor<B>,
+        pass: impl FnOnce() -> Result<Tensor<B>>,
+    ) -> Result<Tensor<B>> {
+        const OP: &str = "ShardedUnits::run_without_graph";
+        if unit >= self.len() {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                msg: format!("unit {unit} of {} does not exist", self.len()),
+            });
+        }
+        let owner = self.owner_of(unit);
+        let output = if owner == self.comm.rank() {
+            no_grad(pass).and_then(|y| {
+                if y.dims() != x.dims() || y.dtype() != x.dtype() {
+                    return Err(Error::InvalidArgument {
+                        op: OP,
+                        msg: format!(
+                            "unit {unit} gave a {} output of shape {} for a {} input of shape \
+                             {}: a pass run by its owner alone must keep its input's shape",
+                            y.dtype(),
+                            y.shape(),
+                            x.dtype(),
+                            x.shape()
+                        ),
+                    });
+                }
+                y.contiguous()
+            })
+        } else {
+            Tensor::zeros(x.dims().to_vec(), x.dtype(), x.backend())
+        };
+        let mut output = self.agree_on_failure(unit, output)?;
+        if self.comm.world_size() > 1 {
+            self.comm.broadcast(&mut output, owner)?;
+        }
+        Ok(output)
     }
 
     /// An error when the parameters are held whole on another rank only
-    /// ([`ShardedUnits::hold_on`]): this rank holds its shares, but not as the units run.
+    /// ([`ShardedUnits::hold_on`]), or each unit on its owner ([`ShardedUnits::hold_by_owners`]),
+    /// for a pass that needs every unit gathered on every rank.
     fn check_not_held_elsewhere(&self, op: &'static str) -> Result<()> {
-        match self.held_only_on() {
-            Some(root) => Err(Error::InvalidArgument {
+        match self.hold_state() {
+            Hold::On(root) => Err(Error::InvalidArgument {
                 op,
                 msg: format!(
                     "the units are held whole on rank {root} only (hold_on); rank {} runs them \
@@ -566,7 +700,13 @@ impl<B: Backend> ShardedUnits<B> {
                     self.comm.rank()
                 ),
             }),
-            None => Ok(()),
+            Hold::ByOwner => Err(Error::InvalidArgument {
+                op,
+                msg: "the units are held each on its owner for decoding (hold_by_owners); \
+                      train after release_all"
+                    .into(),
+            }),
+            Hold::Released | Hold::Everywhere => Ok(()),
         }
     }
 
