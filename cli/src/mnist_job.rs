@@ -218,14 +218,15 @@ pub fn run_training_with<B: Backend>(
     backend: &B,
     comm: Arc<dyn Communicator<B>>,
 ) -> Result<TrainReport> {
-    let model =
-        config
-            .model
-            .build_with_precision(DType::F32, config.precision, config.seed, backend)?;
+    let (kind, precision, seed) = (config.model, config.precision, config.seed);
     if config.shard != ShardLevel::Parameters {
+        let model = kind.build_with_precision(DType::F32, precision, seed, backend)?;
         return train_model(config, model, backend, comm, None);
     }
-    // Level 3: every layer with parameters is a unit, gathered for its passes only.
+    // Level 3: every layer with parameters is a unit, gathered for its passes only. The model
+    // is built without values; each layer gets them in turn once the units are made
+    // (`ShardedUnits::initialize` in `train_model`), so no rank holds the whole model.
+    let model = kind.build_deferred(DType::F32, precision, seed, backend)?;
     let units = ShardedUnits::new(comm.clone(), model.unit_prefixes())?;
     units.set_prefetch(config.shard_prefetch);
     let model = model.shard_layers(units.clone())?;
@@ -309,6 +310,11 @@ fn train_model<B: Backend, M: Forward<B>>(
                 ShardedOptimizer::with_units(params, &units, config.bucket_bytes, |shares| {
                     make_optimizer(config, shares)
                 })?;
+            // Each layer drawn (rank 0's values broadcast), sharded and released in turn.
+            let (kind, precision, seed) = (config.model, config.precision, config.seed);
+            units.initialize(&mut |unit| {
+                kind.init_unit(&model, DType::F32, precision, seed, unit)
+            })?;
             let unit_bytes = units.peak_unit_bytes();
             let state_bytes = move |o: &ShardedOptimizer<B, Box<dyn Optimizer<B>>>| {
                 o.peak_state_bytes() + unit_bytes

@@ -5,6 +5,7 @@ use crate::distributed::ShardedUnits;
 use crate::layers::{
     Conv2d, Conv2dConfig, Flatten, Linear, LinearConfig, MaxPool2d, Pool2dConfig, ReLU, Sequential,
 };
+use crate::module::placeholder::check_have_values;
 use crate::module::{Forward, ModuleVisitor, ToBackend};
 use crate::precision::Precision;
 use crate::Module;
@@ -51,6 +52,106 @@ impl ModelKind {
         })
     }
 
+    /// [`ModelKind::build_with_precision`] without values: every layer's parameters are
+    /// placeholders (one element each, [`Generator::deferred`]) until
+    /// [`ModelKind::init_unit`] gives them, e.g. through
+    /// [`ShardedUnits::initialize`], which shards each layer as soon as it has values, so that
+    /// no rank holds the whole model at level 3. The values are the plain build's.
+    ///
+    /// ```
+    /// use tessera_core::DType;
+    /// use tessera_nn::{models::ModelKind, Module};
+    /// # fn main() -> tessera_core::Result<()> {
+    /// let (dev, kind) = (tessera_cpu::Cpu::new(), ModelKind::Mlp);
+    /// let plain = kind.build(DType::F32, 7, &dev)?;
+    /// let deferred = kind.build_deferred(DType::F32, Default::default(), 7, &dev)?;
+    /// for unit in 0..deferred.unit_prefixes().len() {
+    ///     kind.init_unit(&deferred, DType::F32, Default::default(), 7, unit)?;
+    /// }
+    /// for ((name, a), (_, b)) in plain.parameters().iter().zip(deferred.parameters()) {
+    ///     assert_eq!(a.value().to_vec::<f32>()?, b.value().to_vec::<f32>()?, "{name}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn build_deferred<B: Backend>(
+        self,
+        dtype: DType,
+        precision: Precision,
+        seed: u64,
+        backend: &B,
+    ) -> Result<ReferenceModel<B>> {
+        self.build_drawing(dtype, precision, seed, backend, &|_| false)
+    }
+
+    /// Gives unit `unit` ([`ReferenceModel::unit_prefixes`]) of `model`, a model of this kind
+    /// built with the same `dtype`, `precision` and `seed` (e.g. by
+    /// [`ModelKind::build_deferred`]), the values the plain build draws for it, building that
+    /// layer alone.
+    pub fn init_unit<B: Backend>(
+        self,
+        model: &impl Module<B>,
+        dtype: DType,
+        precision: Precision,
+        seed: u64,
+        unit: usize,
+    ) -> Result<()> {
+        let params = model.parameters();
+        let backend = match params.first() {
+            Some((_, var)) => var.value().backend().clone(),
+            None => return Ok(()),
+        };
+        let layer = self.build_drawing(dtype, precision, seed, &backend, &|k| k == unit)?;
+        let prefixes = layer.unit_prefixes();
+        let Some(prefix) = prefixes.get(unit).map(|p| format!("{p}.")) else {
+            return Err(Error::InvalidArgument {
+                op: "ModelKind::init_unit",
+                msg: format!("no unit {unit}: the {self:?} has {}", prefixes.len()),
+            });
+        };
+        let values = layer.parameters();
+        let targets: Vec<_> = params
+            .iter()
+            .filter(|(n, _)| n.starts_with(&prefix))
+            .collect();
+        if targets.is_empty() {
+            return Err(Error::InvalidArgument {
+                op: "ModelKind::init_unit",
+                msg: format!("the model has no parameter under {prefix} (not a {self:?})"),
+            });
+        }
+        for (name, var) in targets {
+            match values.iter().find(|(n, _)| n == name) {
+                Some((_, value)) => var.set_value(value.value())?,
+                None => {
+                    return Err(Error::InvalidArgument {
+                        op: "ModelKind::init_unit",
+                        msg: format!("the model's parameter {name} is not the {self:?}'s"),
+                    })
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The model with the values of the units `draws` accepts, placeholders elsewhere.
+    fn build_drawing<B: Backend>(
+        self,
+        dtype: DType,
+        precision: Precision,
+        seed: u64,
+        backend: &B,
+        draws: &dyn Fn(usize) -> bool,
+    ) -> Result<ReferenceModel<B>> {
+        Ok(match self {
+            ModelKind::Mlp => {
+                ReferenceModel::Mlp(mlp_drawing(dtype, precision, seed, backend, draws)?)
+            }
+            ModelKind::Cnn => ReferenceModel::Cnn(Box::new(cnn_drawing(
+                dtype, precision, seed, backend, draws,
+            )?)),
+        })
+    }
+
     /// Input dims of one sample (without the batch axis): `[784]` or `[1, 28, 28]`.
     pub fn sample_dims(self) -> Vec<usize> {
         match self {
@@ -90,7 +191,20 @@ pub fn mlp_with_precision<B: Backend>(
     seed: u64,
     backend: &B,
 ) -> Result<Mlp<B>> {
-    let mut g = Generator::new(seed);
+    mlp_drawing(dtype, precision, seed, backend, &|_| true)
+}
+
+/// [`mlp_with_precision`] with the values of the layers `draws` accepts (by unit index, see
+/// [`ReferenceModel::unit_prefixes`]) and placeholders for the others' (see
+/// [`LayerDraws`]).
+fn mlp_drawing<B: Backend>(
+    dtype: DType,
+    precision: Precision,
+    seed: u64,
+    backend: &B,
+    draws: &dyn Fn(usize) -> bool,
+) -> Result<Mlp<B>> {
+    let mut g = LayerDraws::new(seed, draws);
     let linear = |i, o, g: &mut Generator| {
         LinearConfig::new(i, o)
             .dtype(dtype)
@@ -98,12 +212,43 @@ pub fn mlp_with_precision<B: Backend>(
             .init(backend, g)
     };
     Ok(Sequential::new((
-        linear(784, 512, &mut g)?,
+        g.layer(|g| linear(784, 512, g))?,
         ReLU::new(),
-        linear(512, 512, &mut g)?,
+        g.layer(|g| linear(512, 512, g))?,
         ReLU::new(),
-        linear(512, 10, &mut g)?,
+        g.layer(|g| linear(512, 10, g))?,
     )))
+}
+
+/// The random stream of a reference model's build, layer by layer: layer `k` (with
+/// parameters, counted from 0) draws its values when `draws(k)`, placeholders otherwise
+/// ([`Generator::deferred`]); either way the stream moves on as a real draw would, so every
+/// layer's values are those of the plain build from the same seed.
+struct LayerDraws<'a> {
+    stream: Generator,
+    next: usize,
+    draws: &'a dyn Fn(usize) -> bool,
+}
+
+impl<'a> LayerDraws<'a> {
+    fn new(seed: u64, draws: &'a dyn Fn(usize) -> bool) -> Self {
+        LayerDraws {
+            stream: Generator::deferred(seed),
+            next: 0,
+            draws,
+        }
+    }
+
+    /// Builds the next layer with parameters from the stream.
+    fn layer<L>(&mut self, build: impl FnOnce(&mut Generator) -> Result<L>) -> Result<L> {
+        let mut g = match (self.draws)(self.next) {
+            true => self.stream.drawing(),
+            false => self.stream.deferring(),
+        };
+        let layer = build(&mut g)?;
+        (self.stream, self.next) = (g.deferring(), self.next + 1);
+        Ok(layer)
+    }
 }
 
 /// A small CNN for `[n, 1, 28, 28]` inputs (see [`Cnn`]), initialised from `seed`.
@@ -119,7 +264,19 @@ pub fn cnn_with_precision<B: Backend>(
     seed: u64,
     backend: &B,
 ) -> Result<Cnn<B>> {
-    let mut g = Generator::new(seed);
+    cnn_drawing(dtype, precision, seed, backend, &|_| true)
+}
+
+/// [`cnn_with_precision`] with the values of the layers `draws` accepts (by unit index) and
+/// placeholders for the others' (see [`LayerDraws`]).
+fn cnn_drawing<B: Backend>(
+    dtype: DType,
+    precision: Precision,
+    seed: u64,
+    backend: &B,
+    draws: &dyn Fn(usize) -> bool,
+) -> Result<Cnn<B>> {
+    let mut g = LayerDraws::new(seed, draws);
     let conv = |c_in, c_out, g: &mut Generator| {
         Conv2dConfig::new(c_in, c_out, (3, 3))
             .padding((1, 1))
@@ -135,16 +292,16 @@ pub fn cnn_with_precision<B: Backend>(
     };
     let pool = || Pool2dConfig::new((2, 2)).init_max();
     Ok(Sequential::new((
-        conv(1, 32, &mut g)?,
+        g.layer(|g| conv(1, 32, g))?,
         ReLU::new(),
         pool()?,
-        conv(32, 64, &mut g)?,
+        g.layer(|g| conv(32, 64, g))?,
         ReLU::new(),
         pool()?,
         Flatten::new(),
-        linear(64 * 7 * 7, 128, &mut g)?,
+        g.layer(|g| linear(64 * 7 * 7, 128, g))?,
         ReLU::new(),
-        linear(128, 10, &mut g)?,
+        g.layer(|g| linear(128, 10, g))?,
     )))
 }
 
@@ -200,6 +357,26 @@ impl<B: Backend> ReferenceModel<B> {
             });
         }
         Ok(ReferenceModel::Sharded(Box::new(self), units))
+    }
+
+    /// An error naming a parameter that would run as a placeholder: a layer of a deferred
+    /// build ([`ModelKind::build_deferred`]) not given its values yet. Released sharded layers
+    /// pass (their pass gathers them).
+    fn check_runnable(&self) -> Result<()> {
+        if let ReferenceModel::Sharded(_, units) = self {
+            if !units.is_held() {
+                return Ok(());
+            }
+        }
+        let params = self.parameters();
+        let how = "give each layer its values with ModelKind::init_unit (or \
+                   ShardedUnits::initialize)";
+        check_have_values(
+            params.iter().map(|(n, v)| (n, v)),
+            "",
+            "ReferenceModel",
+            how,
+        )
     }
 
     /// [`Forward::forward`] with the layers that have parameters run through `units`.
@@ -273,6 +450,7 @@ impl<B: Backend> ToBackend<B> for ReferenceModel<B> {
 /// rounding), without a cast of each activation and of its gradient.
 impl<B: Backend> Forward<B> for ReferenceModel<B> {
     fn forward(&self, x: &Var<B>) -> Result<Var<B>> {
+        self.check_runnable()?;
         let precision = self.precision();
         let inside = precision.to_compute(x)?;
         let y = match self {

@@ -700,6 +700,60 @@ fn gpt_decoded_sharded<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
     }
 }
 
+/// `ModelKind::build_deferred` against `ModelKind::build_with_precision` from the same seed:
+/// the deferred model refuses to run until every layer has values, which
+/// `ModelKind::init_unit` gives in a drawn order (one layer again, and now and then a unit
+/// past the last, which must be refused); then the parameters are the plain build's bit for
+/// bit.
+fn reference_deferred_build<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
+    use tessera_nn::precision::Precision;
+    let b = c.backend();
+    let kind = if c.flag(0) {
+        ModelKind::Mlp
+    } else {
+        ModelKind::Cnn
+    };
+    let (seed, order, extra) = (c.seed(1), c.seed(2), c.size(3) % 6);
+    let precision = Precision::ALL[c.size(4) % 3];
+    let run = || -> Result<Outcome<B>> {
+        let plain = kind.build_with_precision(DType::F32, precision, seed, b)?;
+        let deferred = kind.build_deferred(DType::F32, precision, seed, b)?;
+        let dims: Vec<usize> = std::iter::once(1).chain(kind.sample_dims()).collect();
+        let x = Var::constant(Tensor::zeros(dims, DType::F32, b)?);
+        if deferred.forward(&x).is_ok() {
+            return Ok(Outcome::Break(
+                "a deferred reference model ran on placeholders".into(),
+            ));
+        }
+        let units = deferred.unit_prefixes().len();
+        let mut in_order: Vec<usize> = (0..units).collect();
+        in_order.rotate_left(order as usize % units);
+        in_order.push(extra);
+        for unit in in_order {
+            let given = kind.init_unit(&deferred, DType::F32, precision, seed, unit);
+            match (given, unit < units) {
+                (Ok(()), true) | (Err(_), false) => {}
+                (Ok(()), false) => {
+                    return Ok(Outcome::Break(format!(
+                        "init_unit accepted unit {unit} of {units}"
+                    )))
+                }
+                (Err(e), true) => return Err(e),
+            }
+        }
+        Ok(match bits(&plain)? == bits(&deferred)? {
+            true => Outcome::Ok(Vec::new()),
+            false => Outcome::Break(
+                "build_deferred + init_unit gave other parameters than the plain build".into(),
+            ),
+        })
+    };
+    match run() {
+        Ok(outcome) => outcome,
+        Err(e) => Outcome::Err(e.to_string()),
+    }
+}
+
 /// The entries of this family.
 pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
     vec![
@@ -725,6 +779,14 @@ pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
             let config = super::transformer::gpt_config(c, 0);
             Ok(super::transformer::gpt_work(&config).saturating_mul(3))
         }),
+        op(
+            "ModelKind::build_deferred: layers given values one at a time (ModelKind::init_unit), against the plain build",
+            1,
+            &[B, SEED, SEED, SIZE, SIZE],
+            NONE,
+            |c| Ok(reference_deferred_build(c)),
+        )
+        .work(|_| Ok(1 << 23)),
         op(
             "ReferenceModel::shard_layers: level-3 MLP steps (maybe prefetched) against the plain ones",
             1,

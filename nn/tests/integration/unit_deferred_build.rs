@@ -14,7 +14,7 @@ use tessera_nn::distributed::{
 };
 use tessera_nn::gpt::{Gpt, GptCache, GptConfig};
 use tessera_nn::optim::Optimizer;
-use tessera_nn::Module;
+use tessera_nn::{Forward, Module};
 
 const RANKS: usize = 3;
 const SEED: u64 = 21;
@@ -266,5 +266,76 @@ fn level_three_resumes_one_block_at_a_time_into_a_deferred_gpt() {
     for (rank, (losses, end)) in seen.iter().enumerate() {
         assert_eq!(*losses, plain_losses, "rank {rank}");
         assert!(*end == bits(&plain_model), "rank {rank}'s parameters");
+    }
+}
+
+#[test]
+fn reference_models_are_built_one_layer_at_a_time_on_sharded_ranks() {
+    use tessera_core::DType;
+    use tessera_nn::models::ModelKind;
+    use tessera_nn::optim::{Sgd, SgdConfig};
+    use tessera_nn::precision::Precision;
+    for kind in [ModelKind::Mlp, ModelKind::Cnn] {
+        let plain = kind.build(DType::F32, SEED, &Cpu::new()).unwrap();
+        let seen = on_ranks(RANKS, |comm| {
+            let comm: Arc<dyn Communicator<Cpu>> = Arc::new(comm);
+            // Other ranks build from other seeds: rank 0's values are what every rank keeps.
+            let seed = SEED + comm.rank() as u64;
+            let (dtype, precision) = (DType::F32, Precision::F32);
+            let model = kind
+                .build_deferred(dtype, precision, seed, &Cpu::new())
+                .unwrap();
+            let prefixes = model.unit_prefixes();
+            let valued = |model: &dyn Fn() -> Vec<(String, tessera_autograd::Var<Cpu>)>| {
+                (prefixes.iter())
+                    .filter(|p| {
+                        let inside = format!("{p}.");
+                        let params = model();
+                        let mut layer = params.iter().filter(|(n, _)| n.starts_with(&inside));
+                        layer.all(|(_, v)| !is_placeholder(&v.value()))
+                    })
+                    .count()
+            };
+            assert_eq!(valued(&|| model.parameters()), 0, "{kind:?}");
+            // Run before its values, it refuses by name instead of computing with zeros.
+            let batch_of_one: Vec<usize> = std::iter::once(1).chain(kind.sample_dims()).collect();
+            let x = tessera_core::Tensor::zeros(batch_of_one, dtype, &Cpu::new()).unwrap();
+            let refused = model
+                .forward(&tessera_autograd::Var::constant(x))
+                .unwrap_err();
+            assert!(refused.to_string().contains("init_unit"), "{refused}");
+            let units = ShardedUnits::new(comm.clone(), prefixes.clone()).unwrap();
+            let model = model.shard_layers(units.clone()).unwrap();
+            let ddp = DistributedDataParallel::new(model, comm).unwrap();
+            let sgd = |p| Sgd::new(p, SgdConfig::new(0.1));
+            let _sharded = ShardedOptimizer::with_units(ddp.parameters(), &units, 64, sgd).unwrap();
+            let mut others_whole = Vec::new();
+            units
+                .initialize(&mut |unit| {
+                    others_whole.push(valued(&|| ddp.parameters()));
+                    kind.init_unit(&ddp, dtype, precision, seed, unit)
+                })
+                .unwrap();
+            assert_eq!(valued(&|| ddp.parameters()), 0, "{kind:?}");
+            let past = kind.init_unit(&ddp, dtype, precision, seed, prefixes.len());
+            assert!(
+                matches!(past, Err(Error::InvalidArgument { .. })),
+                "{past:?}"
+            );
+            units.gather_all().unwrap();
+            let values: Vec<Vec<u32>> = (ddp.parameters().iter())
+                .map(|(_, v)| v.value().to_vec::<f32>().unwrap())
+                .map(|v| v.into_iter().map(f32::to_bits).collect())
+                .collect();
+            (others_whole, values)
+        });
+        let want: Vec<Vec<u32>> = (plain.parameters().iter())
+            .map(|(_, v)| v.value().to_vec::<f32>().unwrap())
+            .map(|v| v.into_iter().map(f32::to_bits).collect())
+            .collect();
+        for (rank, (others_whole, values)) in seen.iter().enumerate() {
+            assert!(others_whole.iter().all(|&n| n == 0), "{kind:?} rank {rank}");
+            assert!(*values == want, "{kind:?}, rank {rank}'s parameters");
+        }
     }
 }
