@@ -612,8 +612,7 @@ impl<B: Backend> ShardedUnits<B> {
         pass: impl FnOnce() -> Result<Tensor<B>>,
     ) -> Result<Tensor<B>> {
         const OP: &str = "ShardedUnits::run_without_graph";
-        let hold = self.hold_state();
-        if hold == Hold::ByOwner {
+        if self.hold_state() == Hold::ByOwner {
             return self.run_on_owner(unit, x, pass);
         }
         if self.is_held() {
