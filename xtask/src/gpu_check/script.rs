@@ -277,14 +277,16 @@ pub fn gpt_steps() -> Vec<Step> {
         },
         // Sharding level 3 on one rank (NCCL when libnccl.so.2 loads, else the host): the
         // blocks gathered for their passes (each gather started ahead of its block, which for
-        // NCCL queues it on the stream) and released, their gradients reduce-scattered. Without
-        // prefetch it ran on an H200 on 2026-12-04.
+        // NCCL queues it on the stream) and released, their gradients reduce-scattered; then
+        // the end-of-run sample decodes with key/value caches through the blocks held by their
+        // owner (`ShardedUnits::hold_by_owners`; on one rank, every block). Without prefetch
+        // and the sample it ran on an H200 on 2026-12-04.
         Step {
             name: "train-gpt-shard3-1rank",
             limit_s: 10,
             command: "\"$here/bin/train\" --backend cuda --distributed --comm auto --shard 3 \
                       --shard-prefetch --model gpt --data \"$here/text\" --steps 30 --eval-interval 15 \
-                      --eval-iters 2 --sample-chars 0 --save \"$results/gpt-shard3\""
+                      --eval-iters 2 --sample-chars 40 --save \"$results/gpt-shard3\""
                 .into(),
         },
         Step {
