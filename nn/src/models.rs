@@ -5,7 +5,7 @@ use crate::distributed::ShardedUnits;
 use crate::layers::{
     Conv2d, Conv2dConfig, Flatten, Linear, LinearConfig, MaxPool2d, Pool2dConfig, ReLU, Sequential,
 };
-use crate::module::placeholder::check_have_values;
+use crate::module::placeholder::check_blocks_runnable;
 use crate::module::{Forward, ModuleVisitor, ToBackend};
 use crate::precision::Precision;
 use crate::Module;
@@ -363,20 +363,15 @@ impl<B: Backend> ReferenceModel<B> {
     /// build ([`ModelKind::build_deferred`]) not given its values yet. Released sharded layers
     /// pass (their pass gathers them).
     fn check_runnable(&self) -> Result<()> {
-        if let ReferenceModel::Sharded(_, units) = self {
-            if !units.is_held() {
-                return Ok(());
-            }
-        }
-        let params = self.parameters();
+        let (model, units) = match self {
+            ReferenceModel::Sharded(inner, units) => (&**inner, Some(&**units)),
+            plain => (plain, None),
+        };
         let how = "give each layer its values with ModelKind::init_unit (or \
                    ShardedUnits::initialize)";
-        check_have_values(
-            params.iter().map(|(n, v)| (n, v)),
-            "",
-            "ReferenceModel",
-            how,
-        )
+        // Any model may hold placeholders: checked as a deferred build always.
+        let layers = std::iter::once((String::new(), model));
+        check_blocks_runnable("ReferenceModel", true, units, layers, how)
     }
 
     /// [`Forward::forward`] with the layers that have parameters run through `units`.

@@ -65,5 +65,5 @@ pub use optimizer::DistributedOptimizer;
 pub use pending::PendingGather;
 pub use reducer::{CommStats, GradientReducer};
 pub use sampler::DistributedSampler;
-pub(crate) use sharded::install_units;
+pub(crate) use sharded::{cached_step, install_units};
 pub use sharded::{ShardLevel, ShardedOptimizer, ShardedUnits, WholeVisitor};

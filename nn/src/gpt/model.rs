@@ -2,7 +2,7 @@
 
 use super::cache::GptCache;
 use super::GptConfig;
-use crate::distributed::{install_units, ShardedUnits};
+use crate::distributed::{cached_step, install_units, ShardedUnits};
 use crate::init;
 use crate::layers::{
     Dropout, DropoutConfig, Embedding, LayerNorm, LayerNormConfig, Linear, TransformerBlock,
@@ -364,16 +364,8 @@ impl<B: Backend> Gpt<B> {
             let mut x = self.embed(idx, start)?;
             let layers = cache.layers_mut().iter_mut();
             for (i, (block, layer)) in self.transformer.h.iter().zip(layers).enumerate() {
-                x = match self.units.get() {
-                    Some(units) => {
-                        if !units.computes_here(i) {
-                            layer.skip(idx.dims()[1])?;
-                        }
-                        let pass = || Ok(block.forward_cached(&x, layer)?.value());
-                        Var::constant(units.run_without_graph(i, &x.value(), pass)?)
-                    }
-                    None => block.forward_cached(&x, layer)?,
-                };
+                let units = self.units.get().map(|u| &**u);
+                x = cached_step(units, i, &x, layer, |x, c| block.forward_cached(x, c))?;
             }
             Ok(self
                 .lm_head

@@ -2,7 +2,7 @@
 //! attention and SwiGLU MLPs (`transformers`' `LlamaForCausalLM`).
 
 use super::{LlamaAttention, LlamaCache, LlamaConfig};
-use crate::distributed::{install_units, ShardedUnits};
+use crate::distributed::{cached_step, install_units, ShardedUnits};
 use crate::init;
 use crate::layers::{Embedding, Linear, RmsNorm, RotaryEmbedding, SiLU, SwiGlu};
 use crate::loss::cross_entropy;
@@ -372,17 +372,9 @@ impl<B: Backend> Llama<B> {
             let mut x = self.model.embed_tokens.lookup(idx)?;
             let caches = cache.layers_mut().iter_mut();
             for (i, (layer, kv)) in self.model.layers.iter().zip(caches).enumerate() {
-                x = match self.units.get() {
-                    Some(units) => {
-                        if !units.computes_here(i) {
-                            kv.skip(idx.dims()[1])?;
-                        }
-                        let pass =
-                            || Ok(layer.forward_at(&x, &self.rope, start, Some(kv))?.value());
-                        Var::constant(units.run_without_graph(i, &x.value(), pass)?)
-                    }
-                    None => layer.forward_at(&x, &self.rope, start, Some(kv))?,
-                };
+                let units = self.units.get().map(|u| &**u);
+                let step = |x: &Var<B>, c: &mut _| layer.forward_at(x, &self.rope, start, Some(c));
+                x = cached_step(units, i, &x, kv, step)?;
             }
             Ok(self.lm_head.forward(&self.model.norm.forward(&x)?)?.value())
         })

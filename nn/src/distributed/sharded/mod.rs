@@ -9,7 +9,7 @@ mod prefetch;
 mod units;
 
 pub use level::ShardLevel;
-pub(crate) use units::install_units;
+pub(crate) use units::{cached_step, install_units};
 pub use units::{ShardedUnits, WholeVisitor};
 
 use crate::clip::{clip_grad_norm_across, grad_norm_across};

@@ -5,11 +5,15 @@
 use super::flat::FlatBucket;
 use super::prefetch::{Prefetched, UnitPrefetch};
 use crate::distributed::communicator::{check_root, Communicator, Reduction};
+use crate::layers::KvCache;
 use crate::module::placeholder::{check_have_values, placeholder};
 use crate::module::{Forward, Module};
 use std::sync::{Arc, Mutex, OnceLock};
 use tessera_autograd::{enable_grad, is_grad_enabled, no_grad, Var};
 use tessera_core::{Backend, Error, Generator, Result, Tensor};
+
+/// The name [`ShardedUnits::run_without_graph`]'s errors give.
+const RUN_WITHOUT_GRAPH: &str = "ShardedUnits::run_without_graph";
 
 /// One optimizer group's parameters of a unit, laid out flat, and this rank's share of them.
 pub(crate) struct UnitPart<B: Backend> {
@@ -611,14 +615,13 @@ impl<B: Backend> ShardedUnits<B> {
         x: &Tensor<B>,
         pass: impl FnOnce() -> Result<Tensor<B>>,
     ) -> Result<Tensor<B>> {
-        const OP: &str = "ShardedUnits::run_without_graph";
         if self.hold_state() == Hold::ByOwner {
             return self.run_on_owner(unit, x, pass);
         }
         if self.is_held() {
             return no_grad(pass);
         }
-        self.check_not_held_elsewhere(OP)?;
+        self.check_not_held_elsewhere(RUN_WITHOUT_GRAPH)?;
         let parts = self.parts_of(unit)?;
         let next = self.prefetch_state().forward(unit);
         let result = (self.acquire(unit, &parts, next)).and_then(|()| no_grad(pass));
@@ -636,7 +639,7 @@ impl<B: Backend> ShardedUnits<B> {
         }
         match result {
             Ok(_) if failed[0] > 0.0 => Err(Error::InvalidArgument {
-                op: "ShardedUnits::run_without_graph",
+                op: RUN_WITHOUT_GRAPH,
                 msg: format!("unit {unit}'s pass failed on another rank"),
             }),
             result => result,
@@ -651,10 +654,9 @@ impl<B: Backend> ShardedUnits<B> {
         x: &Tensor<B>,
         pass: impl FnOnce() -> Result<Tensor<B>>,
     ) -> Result<Tensor<B>> {
-        const OP: &str = "ShardedUnits::run_without_graph";
         if unit >= self.len() {
             return Err(Error::InvalidArgument {
-                op: OP,
+                op: RUN_WITHOUT_GRAPH,
                 msg: format!("unit {unit} of {} does not exist", self.len()),
             });
         }
@@ -663,7 +665,7 @@ impl<B: Backend> ShardedUnits<B> {
             no_grad(pass).and_then(|y| {
                 if y.dims() != x.dims() || y.dtype() != x.dtype() {
                     return Err(Error::InvalidArgument {
-                        op: OP,
+                        op: RUN_WITHOUT_GRAPH,
                         msg: format!(
                             "unit {unit} gave a {} output of shape {} for a {} input of shape \
                              {}: a pass run by its owner alone must keep its input's shape",
@@ -752,4 +754,30 @@ pub(crate) fn install_units<B: Backend>(
         op,
         msg: format!("the {noun} already run as sharded units"),
     })
+}
+
+/// One cached (key/value) step of block `unit` of a model on `x: [batch, new positions,
+/// width]`: `step(x, cache)` directly, or through `units` when the model's blocks are sharded
+/// ([`ShardedUnits::run_without_graph`]). A rank that does not compute the block (held by
+/// owners) counts the new positions in its `cache` without writing them ([`KvCache::skip`]).
+/// What `Gpt::forward_cached` and `Llama::forward_cached` run for each block.
+pub(crate) fn cached_step<B: Backend>(
+    units: Option<&ShardedUnits<B>>,
+    unit: usize,
+    x: &Var<B>,
+    cache: &mut KvCache<B>,
+    step: impl FnOnce(&Var<B>, &mut KvCache<B>) -> Result<Var<B>>,
+) -> Result<Var<B>> {
+    let Some(units) = units else {
+        return step(x, cache);
+    };
+    if !units.computes_here(unit) {
+        cache.skip(x.dims()[1])?;
+    }
+    let pass = || Ok(step(x, cache)?.value());
+    Ok(Var::constant(units.run_without_graph(
+        unit,
+        &x.value(),
+        pass,
+    )?))
 }
