@@ -185,6 +185,31 @@ impl Generator {
         }
     }
 
+    /// Runs `build` on this generator drawing placeholders (as [`Generator::deferring`]), then
+    /// goes on from where `build` left the stream, drawing as before: one part of a model built
+    /// without its values, the parts after it drawn exactly as a plain build draws them.
+    ///
+    /// ```
+    /// use tessera_core::Generator;
+    /// let (mut plain, mut g) = (Generator::new(7), Generator::new(7));
+    /// let before = g.clone();
+    /// let placeholders = g.defer(|inner| {
+    ///     inner.advance(100);
+    ///     inner.draws_placeholders()
+    /// });
+    /// assert!(placeholders && !g.draws_placeholders());
+    /// plain.advance(100);
+    /// assert_eq!(g, plain);
+    /// assert_ne!(g, before);
+    /// ```
+    pub fn defer<T>(&mut self, build: impl FnOnce(&mut Generator) -> T) -> T {
+        let mut deferring = self.deferring();
+        let out = build(&mut deferring);
+        self.seed = deferring.seed;
+        self.offset = deferring.offset;
+        out
+    }
+
     /// This generator at the same point of its stream, drawing values: of a
     /// [`Generator::deferred`], the draws a plain build would make from here on. Other
     /// generators are returned as they are.

@@ -27,6 +27,7 @@ pub mod autograd_ops;
 pub mod backend_calls;
 pub mod backward_reduction;
 pub mod consistent;
+pub mod deferred_units;
 pub mod differential;
 pub mod files;
 pub mod indexing;
@@ -210,6 +211,7 @@ pub fn table<B: FuzzBackend>() -> Vec<Op<B>> {
     t.extend(files::ops());
     t.extend(run_files::ops());
     t.extend(sharded_units::ops());
+    t.extend(deferred_units::ops());
     t.extend(sampler_ops::ops());
     t.extend(backward_reduction::ops());
     t.extend(consistent::ops());

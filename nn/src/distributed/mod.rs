@@ -66,4 +66,6 @@ pub use pending::PendingGather;
 pub use reducer::{CommStats, GradientReducer};
 pub use sampler::DistributedSampler;
 pub(crate) use sharded::{cached_step, install_units};
-pub use sharded::{ShardLevel, ShardedOptimizer, ShardedUnits, WholeVisitor};
+pub use sharded::{
+    DeferredUnits, ShardLevel, ShardedOptimizer, ShardedUnits, UnitSlot, WholeVisitor,
+};

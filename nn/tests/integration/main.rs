@@ -43,3 +43,4 @@ mod unit_deferred_build;
 mod unit_gathered_save;
 mod unit_hold_on;
 mod unit_prefetch;
+mod user_deferred_units;

@@ -3,12 +3,16 @@
 //! ZeRO's stages. See [`ShardLevel`].
 
 mod backward_reducer;
+mod deferred;
 mod flat;
 mod level;
 mod prefetch;
+mod slot;
 mod units;
 
+pub use deferred::DeferredUnits;
 pub use level::ShardLevel;
+pub use slot::UnitSlot;
 pub(crate) use units::{cached_step, install_units};
 pub use units::{ShardedUnits, WholeVisitor};
 

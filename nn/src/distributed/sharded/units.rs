@@ -112,6 +112,11 @@ impl<B: Backend> ShardedUnits<B> {
         self.prefixes.is_empty()
     }
 
+    /// The units' parameter-name prefixes, in order.
+    pub fn prefixes(&self) -> &[String] {
+        &self.prefixes
+    }
+
     /// Starts each unit's gather while the unit before it computes (see the
     /// [type docs](ShardedUnits)), or not (the default). Every rank must choose the same.
     pub fn set_prefetch(&self, enabled: bool) {
@@ -540,6 +545,12 @@ impl<B: Backend> ShardedUnits<B> {
         M: Forward<B> + Module<B> + Clone + Send + Sync + 'static,
     {
         if self.is_held() {
+            // A deferred build's unit (never released yet) may still hold placeholders.
+            let how = "give the units their values with ShardedUnits::initialize";
+            let prefix = (self.prefixes.get(unit)).map_or(String::new(), |p| format!("{p}."));
+            let params = module.parameters();
+            let params = params.iter().map(|(n, v)| (n, v));
+            check_have_values(params, &prefix, "ShardedUnits::run", how)?;
             return module.forward(x);
         }
         self.check_not_held_elsewhere("ShardedUnits::run")?;
