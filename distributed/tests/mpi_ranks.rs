@@ -50,40 +50,43 @@ fn mpirun_problem() -> Option<String> {
 /// (a nested cargo sharing this target folder).
 fn mpi_check() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        if cfg!(feature = "mpi") {
-            // target/<profile>/deps/mpi_ranks-<hash> -> target/<profile>/examples/mpi_check
-            let exe = std::env::current_exe().expect("test binary path");
-            let built = exe
-                .parent()
-                .and_then(Path::parent)
-                .map(|profile_dir| profile_dir.join("examples").join("mpi_check"))
-                .expect("the test binary lies in target/<profile>/deps");
-            assert!(built.exists(), "{} was not built", built.display());
-            return built;
-        }
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args(["build", "-p", "tessera-distributed", "--features", "mpi"])
-            .args(["--example", "mpi_check", "--message-format", "json"]);
-        // The profile this test was built with, so that the dependencies already built are
-        // reused.
+    BUILT.get_or_init(|| built_example("mpi_check"))
+}
+
+/// Example `name` built with MPI (see [`mpi_check`]).
+fn built_example(name: &str) -> PathBuf {
+    if cfg!(feature = "mpi") {
+        // target/<profile>/deps/mpi_ranks-<hash> -> target/<profile>/examples/<name>
         let exe = std::env::current_exe().expect("test binary path");
-        if exe.components().any(|c| c.as_os_str() == "release") {
-            cmd.arg("--release");
-        } else {
-            cmd.args(["--profile", "test"]);
-        }
-        let out = cmd.stderr(Stdio::inherit()).output().expect("cargo starts");
-        assert!(out.status.success(), "building examples/mpi_check failed");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        stdout
-            .lines()
-            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-            .filter(|msg| msg["target"]["name"] == "mpi_check")
-            .find_map(|msg| msg["executable"].as_str().map(PathBuf::from))
-            .expect("cargo reports the example's executable")
-    })
+        let built = exe
+            .parent()
+            .and_then(Path::parent)
+            .map(|profile_dir| profile_dir.join("examples").join(name))
+            .expect("the test binary lies in target/<profile>/deps");
+        assert!(built.exists(), "{} was not built", built.display());
+        return built;
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "-p", "tessera-distributed", "--features", "mpi"])
+        .args(["--example", name, "--message-format", "json"]);
+    // The profile this test was built with, so that the dependencies already built are
+    // reused.
+    let exe = std::env::current_exe().expect("test binary path");
+    if exe.components().any(|c| c.as_os_str() == "release") {
+        cmd.arg("--release");
+    } else {
+        cmd.args(["--profile", "test"]);
+    }
+    let out = cmd.stderr(Stdio::inherit()).output().expect("cargo starts");
+    assert!(out.status.success(), "building examples/{name} failed");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|msg| msg["target"]["name"] == name)
+        .find_map(|msg| msg["executable"].as_str().map(PathBuf::from))
+        .expect("cargo reports the example's executable")
 }
 
 /// A session folder of its own for one `mpirun`: two `mpirun`s starting at once (the tests run
@@ -100,12 +103,23 @@ fn session_dir() -> std::path::PathBuf {
 
 /// Runs `mpi_check ARGS` on `ranks` processes with extra `mpirun` options and environment.
 fn mpirun(ranks: usize, options: &[&str], env: &[(&str, &str)], args: &[&str]) -> Output {
+    mpirun_program(mpi_check(), ranks, options, env, args)
+}
+
+/// Runs `program ARGS` on `ranks` processes with extra `mpirun` options and environment.
+fn mpirun_program(
+    program: &Path,
+    ranks: usize,
+    options: &[&str],
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> Output {
     let mut cmd = Command::new("mpirun");
     cmd.args(["--oversubscribe", "--allow-run-as-root", "-np"])
         .arg(ranks.to_string())
         .env("OMPI_MCA_orte_tmpdir_base", session_dir())
         .args(options)
-        .arg(mpi_check())
+        .arg(program)
         .args(args)
         // CI runs as root; Open MPI refuses that without both variables (or the option).
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
@@ -390,4 +404,43 @@ fn killing_a_rank_makes_the_others_fail_with_a_typed_error_in_bounded_time() {
         started.elapsed(),
         text(&out)
     );
+}
+
+#[test]
+fn a_users_own_model_built_deferred_trains_at_level_three_as_the_plain_build() {
+    if let Some(reason) = missing_mpirun() {
+        println!("skipped: {reason}");
+        return;
+    }
+    let program = built_example("own_model_sharded");
+    let small = ["--blocks", "3", "--width", "24", "--steps", "3"];
+    for ranks in [2, 3] {
+        let runs: Vec<Vec<serde_json::Value>> = [&[][..], &["--plain"][..]]
+            .iter()
+            .map(|extra| {
+                let args: Vec<&str> = small.iter().chain(extra.iter()).copied().collect();
+                let out = mpirun_program(&program, ranks, &[], &[], &args);
+                assert!(out.status.success(), "{}", text(&out));
+                let mut rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+                    .lines()
+                    .filter_map(|l| serde_json::from_str(l).ok())
+                    .collect();
+                rows.sort_by_key(|r| r["rank"].as_u64());
+                assert_eq!(rows.len(), ranks, "{}", text(&out));
+                rows
+            })
+            .collect();
+        let (deferred, plain) = (&runs[0], &runs[1]);
+        for (d, p) in deferred.iter().zip(plain) {
+            assert_eq!(d["deferred"], true);
+            assert_eq!(p["deferred"], false);
+            // Every rank ends with the same parameters, bit for bit, in both builds, and each
+            // rank's losses are the same.
+            assert_eq!(
+                d["parameter_hash"], plain[0]["parameter_hash"],
+                "{d} vs {p}"
+            );
+            assert_eq!(d["last_loss"], p["last_loss"], "{d} vs {p}");
+        }
+    }
 }
