@@ -307,6 +307,42 @@ fn expect_failure(what: &str, outcome: Result<()>, kind: CommFailure) -> Result<
     }
 }
 
+/// A model with bf16 parameters trained data-parallel over MPI (its gradients all-reduced as
+/// bf16): every rank on its own batch, the ranks stay equal bit for bit and the step moves
+/// the parameters.
+fn bf16_data_parallel(comm: Arc<dyn Communicator<Cpu>>, rank: usize) -> Result<()> {
+    use tessera_nn::layers::LinearConfig;
+    use tessera_nn::optim::{Sgd, SgdConfig};
+    use tessera_nn::Module;
+    let dev = Cpu::new();
+    let layer = LinearConfig::new(4, 3)
+        .dtype(DType::BF16)
+        .init(&dev, &mut Generator::new(rank as u64))?;
+    let ddp = DistributedDataParallel::new(layer, comm)?;
+    let before: Vec<Vec<f64>> = (ddp.parameters().iter())
+        .map(|(_, v)| v.value().to_vec_f64())
+        .collect::<Result<_>>()?;
+    let mut sgd = Sgd::new(ddp.parameters(), SgdConfig::new(0.5))?;
+    let x = Tensor::randn([6, 4], DType::BF16, 10 + rank as u64, &dev)?;
+    let y = Tensor::from_vec(
+        (0..6).map(|i| (i + rank as i64) % 3).collect::<Vec<i64>>(),
+        [6],
+        &dev,
+    )?;
+    let loss = ddp.train_step(&mut sgd, x, &y)?.to_scalar_f64()?;
+    ddp.check_in_sync()?;
+    let after: Vec<Vec<f64>> = (ddp.parameters().iter())
+        .map(|(_, v)| v.value().to_vec_f64())
+        .collect::<Result<_>>()?;
+    if !loss.is_finite() || after == before {
+        return Err(Error::InvalidArgument {
+            op: "mpi_check",
+            msg: format!("a bf16 data-parallel step gave loss {loss} and moved nothing"),
+        });
+    }
+    Ok(())
+}
+
 fn collectives() -> Result<()> {
     let mpi = Arc::new(MpiCommunicator::init()?);
     let shared: Arc<dyn Communicator<Cpu>> = mpi.clone();
@@ -318,7 +354,7 @@ fn collectives() -> Result<()> {
     let sum_of_ranks = n * (n - 1.0) / 2.0;
 
     // All-reduce of every reducible dtype and reduction; rank r contributes [r, 2r + 1, -r].
-    for dtype in [DType::F32, DType::F64, DType::I64] {
+    for dtype in [DType::F32, DType::F64, DType::I64, DType::F16, DType::BF16] {
         let mine = [r, 2.0 * r + 1.0, -r];
         for (op, expected) in [
             (
@@ -361,7 +397,14 @@ fn collectives() -> Result<()> {
     }
     // Broadcast of every dtype from every root.
     for root in 0..world {
-        for dtype in [DType::F32, DType::F64, DType::I64, DType::Bool] {
+        for dtype in [
+            DType::F32,
+            DType::F64,
+            DType::I64,
+            DType::Bool,
+            DType::F16,
+            DType::BF16,
+        ] {
             let values = [r + 1.0, 0.0, r * 3.0 + 1.0, 1.0];
             let mut t = Tensor::from_f64_values(&values, [2, 2], dtype, &dev)?;
             comm.broadcast(&mut t, root)?;
@@ -379,9 +422,26 @@ fn collectives() -> Result<()> {
             )?;
         }
     }
+    // The 16-bit floats are combined in f32 and rounded once: rank 0 contributes 256 and the
+    // others 1 each, a sum that bf16 (8 significant bits) holds only once it is whole, where
+    // rounding after each rank would stay at 256 from 3 ranks on.
+    for dtype in [DType::BF16, DType::F16] {
+        let mine = if rank == 0 { 256.0 } else { 1.0 };
+        let exact = 256.0 + (n - 1.0);
+        for (op, want) in [(Reduction::Sum, exact), (Reduction::Mean, exact / n)] {
+            let mut t = Tensor::from_f64_values(&[mine], [1], dtype, &dev)?;
+            comm.all_reduce(&mut t, op)?;
+            let want = Tensor::from_f64_values(&[want], [1], dtype, &dev)?;
+            expect_eq(
+                &format!("{dtype} {op:?} rounded once"),
+                t.to_host()?,
+                want.to_host()?,
+            )?;
+        }
+    }
     // Reduce-scatter and all-gather: rank r contributes x_r[i] = (i + 1)·(r + 1) + i/8 over
     // 2·world elements and gets elements [2r, 2r + 2) of the sum; then gathers (rank r: [r, -r]).
-    for dtype in [DType::F32, DType::F64, DType::I64] {
+    for dtype in [DType::F32, DType::F64, DType::I64, DType::F16, DType::BF16] {
         let len = 2 * world;
         let value = |i: usize, k: f64| (i as f64 + 1.0) * (k + 1.0) + (i / 8) as f64;
         let mine: Vec<f64> = (0..len).map(|i| value(i, r)).collect();
@@ -516,6 +576,7 @@ fn collectives() -> Result<()> {
     let mut host = [0.0; 2];
     comm.all_reduce_host(&mut host, Reduction::Max)?;
     let _ = HostData::F32(Vec::new());
+    bf16_data_parallel(shared.clone(), rank)?;
     println!("collectives ok (rank {rank} of {world})");
     Ok(())
 }

@@ -43,6 +43,8 @@ impl MpiCommunicator {
             HostData::F32(v) => spawn(self, v, dtype, started, HostData::F32),
             HostData::F64(v) => spawn(self, v, dtype, started, HostData::F64),
             HostData::I64(v) => spawn(self, v, dtype, started, HostData::I64),
+            HostData::F16(v) => spawn(self, v, dtype, started, HostData::F16),
+            HostData::BF16(v) => spawn(self, v, dtype, started, HostData::BF16),
             other => {
                 return Err(Error::UnsupportedDType {
                     op: OP,

@@ -33,6 +33,15 @@ pub fn copied<T: Copy>(values: &[T]) -> Result<Vec<T>> {
     Ok(v)
 }
 
+/// `f` of each of `values`, or [`Error::OutOfMemory`].
+pub fn mapped<T: Copy, U>(values: &[T], f: impl Fn(T) -> U) -> Result<Vec<U>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(values.len())
+        .map_err(|_| out_of_memory::<U>(values.len()))?;
+    v.extend(values.iter().map(|&x| f(x)));
+    Ok(v)
+}
+
 /// `v` grown to `len` elements with default values (zeros; never shortened), or
 /// [`Error::OutOfMemory`].
 pub fn grown<T: Copy + Default>(mut v: Vec<T>, len: usize) -> Result<Vec<T>> {
@@ -52,6 +61,10 @@ mod tests {
     fn buffers_hold_what_they_are_asked_for() {
         assert_eq!(zeroed::<f32>(3).unwrap(), vec![0.0; 3]);
         assert_eq!(copied(&[1u8, 2, 3]).unwrap(), vec![1, 2, 3]);
+        assert_eq!(
+            mapped(&[1u8, 2], |x| f32::from(x) / 2.0).unwrap(),
+            vec![0.5, 1.0]
+        );
         assert_eq!(grown(vec![1.0f64], 3).unwrap(), vec![1.0, 0.0, 0.0]);
         assert_eq!(grown(vec![1i64, 2], 1).unwrap(), vec![1, 2]);
     }

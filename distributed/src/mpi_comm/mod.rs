@@ -30,8 +30,9 @@
 //! default `mpirun` kills the whole job within about a second of one process dying, before any
 //! time limit; `mpirun --enable-recovery` lets the survivors run on and report the typed error.
 
-/// Runs `$body` with `$v` bound to the values of a numeric `HostData`, rewrapping its result
-/// in the same variant; other dtypes return `Error::UnsupportedDType` from the function.
+/// Runs `$body` with `$v` bound to the values of a numeric `HostData` (the floats, 16-bit
+/// ones included, and i64), rewrapping its result in the same variant; other dtypes return
+/// `Error::UnsupportedDType` from the function.
 /// (Defined before the modules below, which use it: the tensor collectives.)
 macro_rules! each_numeric {
     ($data:expr, $op:expr, |$v:ident| $body:expr) => {
@@ -39,6 +40,8 @@ macro_rules! each_numeric {
             HostData::F32($v) => HostData::F32($body),
             HostData::F64($v) => HostData::F64($body),
             HostData::I64($v) => HostData::I64($body),
+            HostData::F16($v) => HostData::F16($body),
+            HostData::BF16($v) => HostData::BF16($body),
             other => {
                 return Err(Error::UnsupportedDType {
                     op: $op,
@@ -550,7 +553,7 @@ impl MpiCommunicator {
                 unsafe { ffi::RSMPI_INT64_T },
                 reduction,
             )?),
-            // Bool has no sum; the 16-bit floats are not exchanged over MPI yet.
+            // Only `all_reduce_host` comes here, with f64 values.
             other => {
                 return Err(Error::UnsupportedDType {
                     op,
@@ -668,7 +671,22 @@ impl<B: Backend> Communicator<B> for MpiCommunicator {
                 unsafe { ffi::RSMPI_UINT8_T },
                 root,
             )?),
-            // The 16-bit floats are not exchanged over MPI yet.
+            // The 16-bit floats travel as their bits.
+            HostData::F16(v) => HostData::F16(self.broadcast_vec(
+                &mut state,
+                OP,
+                v,
+                unsafe { ffi::RSMPI_UINT16_T },
+                root,
+            )?),
+            HostData::BF16(v) => HostData::BF16(self.broadcast_vec(
+                &mut state,
+                OP,
+                v,
+                unsafe { ffi::RSMPI_UINT16_T },
+                root,
+            )?),
+            // A dtype added to `HostData` later.
             other => {
                 return Err(Error::UnsupportedDType {
                     op: OP,

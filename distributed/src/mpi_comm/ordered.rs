@@ -23,43 +23,61 @@ use tessera_nn::distributed::{check_gatherable, check_reducible, check_shardable
 
 /// A host element type the ordered collectives carry.
 pub(super) trait Element: Copy + Default + Send + 'static {
-    /// MPI's datatype of it.
+    /// What the ranks' values are combined in: the type itself, or f32 for the 16-bit floats
+    /// (combined in f32 and rounded once, so a sum over the ranks is not rounded at each rank).
+    type Acc: Copy;
+    /// MPI's datatype of it (the 16-bit floats travel as their bits, `MPI_UINT16_T`).
     fn datatype() -> ffi::MPI_Datatype;
+    /// The value in the combining type.
+    fn widen(self) -> Self::Acc;
+    /// A combined value rounded back.
+    fn narrow(acc: Self::Acc) -> Self;
     /// `a op b` (a mean adds; [`Element::mean`] divides afterwards).
-    fn combine(a: Self, b: Self, op: Reduction) -> Self;
-    /// `self / n` for a mean (integers have none: [`check_reducible`] refuses them).
-    fn mean(self, n: usize) -> Self;
+    fn combine(a: Self::Acc, b: Self::Acc, op: Reduction) -> Self::Acc;
+    /// `acc / n` for a mean (integers have none: [`check_reducible`] refuses them).
+    fn mean(acc: Self::Acc, n: usize) -> Self::Acc;
+}
+
+/// `a op b` for floats, as MPI's operations do it (`MPI_MAX`: `(a > b) ? a : b`).
+fn combine_float<F: Copy + PartialOrd + std::ops::Add<Output = F>>(a: F, b: F, op: Reduction) -> F {
+    match op {
+        Reduction::Sum | Reduction::Mean => a + b,
+        Reduction::Max => {
+            if b > a {
+                b
+            } else {
+                a
+            }
+        }
+        Reduction::Min => {
+            if b < a {
+                b
+            } else {
+                a
+            }
+        }
+    }
 }
 
 macro_rules! float_element {
     ($t:ty, $datatype:ident) => {
         impl Element for $t {
+            type Acc = $t;
             fn datatype() -> ffi::MPI_Datatype {
                 // SAFETY: MPI's predefined datatype, read after initialisation.
                 unsafe { ffi::$datatype }
             }
-            fn combine(a: Self, b: Self, op: Reduction) -> Self {
-                match op {
-                    Reduction::Sum | Reduction::Mean => a + b,
-                    // As MPI_MAX / MPI_MIN: `(a > b) ? a : b`.
-                    Reduction::Max => {
-                        if b > a {
-                            b
-                        } else {
-                            a
-                        }
-                    }
-                    Reduction::Min => {
-                        if b < a {
-                            b
-                        } else {
-                            a
-                        }
-                    }
-                }
+            fn widen(self) -> $t {
+                self
             }
-            fn mean(self, n: usize) -> Self {
-                self / n as $t
+            fn narrow(acc: $t) -> $t {
+                acc
+            }
+            fn combine(a: $t, b: $t, op: Reduction) -> $t {
+                combine_float(a, b, op)
+            }
+            fn mean(acc: $t, n: usize) -> $t {
+                acc / n as $t
             }
         }
     };
@@ -68,20 +86,55 @@ macro_rules! float_element {
 float_element!(f32, RSMPI_FLOAT);
 float_element!(f64, RSMPI_DOUBLE);
 
+macro_rules! half_element {
+    ($t:ty) => {
+        impl Element for $t {
+            type Acc = f32;
+            fn datatype() -> ffi::MPI_Datatype {
+                // SAFETY: MPI's predefined datatype, read after initialisation. The 16-bit
+                // floats are two bytes with no padding (`#[repr(transparent)]` over `u16`).
+                unsafe { ffi::RSMPI_UINT16_T }
+            }
+            fn widen(self) -> f32 {
+                self.to_f32()
+            }
+            fn narrow(acc: f32) -> $t {
+                <$t>::from_f32(acc)
+            }
+            fn combine(a: f32, b: f32, op: Reduction) -> f32 {
+                combine_float(a, b, op)
+            }
+            fn mean(acc: f32, n: usize) -> f32 {
+                acc / n as f32
+            }
+        }
+    };
+}
+
+half_element!(tessera_core::f16);
+half_element!(tessera_core::bf16);
+
 impl Element for i64 {
+    type Acc = i64;
     fn datatype() -> ffi::MPI_Datatype {
         // SAFETY: MPI's predefined datatype, read after initialisation.
         unsafe { ffi::RSMPI_INT64_T }
     }
-    fn combine(a: Self, b: Self, op: Reduction) -> Self {
+    fn widen(self) -> i64 {
+        self
+    }
+    fn narrow(acc: i64) -> i64 {
+        acc
+    }
+    fn combine(a: i64, b: i64, op: Reduction) -> i64 {
         match op {
             Reduction::Sum | Reduction::Mean => a.wrapping_add(b),
             Reduction::Max => a.max(b),
             Reduction::Min => a.min(b),
         }
     }
-    fn mean(self, _n: usize) -> Self {
-        self
+    fn mean(acc: i64, _n: usize) -> i64 {
+        acc
     }
 }
 
@@ -122,16 +175,16 @@ impl MpiCommunicator {
                 }
             },
         )?;
-        let mut out = host_buffer::copied(&recv[..block])?;
+        let mut acc = host_buffer::mapped(&recv[..block], T::widen)?;
         for from in recv.chunks_exact(block.max(1)).skip(1) {
-            for (o, &x) in out.iter_mut().zip(from) {
-                *o = T::combine(*o, x, reduction);
+            for (a, &x) in acc.iter_mut().zip(from) {
+                *a = T::combine(*a, x.widen(), reduction);
             }
         }
         if reduction == Reduction::Mean {
-            out.iter_mut().for_each(|o| *o = o.mean(n));
+            acc.iter_mut().for_each(|a| *a = T::mean(*a, n));
         }
-        Ok(out)
+        host_buffer::mapped(&acc, T::narrow)
     }
 
     /// Every rank's `block` (same length on every rank), concatenated in rank order.

@@ -346,7 +346,7 @@ impl NcclCommunicator {
             DType::F64 => data_type::FLOAT64,
             DType::I64 => data_type::INT64,
             DType::Bool => data_type::UINT8,
-            // No CUDA storage holds the 16-bit floats yet.
+            // NCCL has 16-bit datatypes, not wired here yet (nothing has run them on a GPU).
             other => return Err(tessera_core::Error::UnsupportedDType { op, dtype: other }),
         };
         let (input, send) = cuda_interop::device_address(input)?;

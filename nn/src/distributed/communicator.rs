@@ -161,10 +161,11 @@ pub trait Communicator<B: Backend>: Send + Sync {
 /// [`Reduction::Mean`]. For implementations of [`Communicator`].
 pub fn check_reducible(dtype: DType, op: Reduction) -> Result<()> {
     let ok = match dtype {
-        DType::F32 | DType::F64 => true,
+        // A communicator that cannot carry the 16-bit floats (NCCL's, for now) refuses them
+        // itself; MPI's combines them in f32 and rounds once.
+        DType::F32 | DType::F64 | DType::F16 | DType::BF16 => true,
         DType::I64 => op != Reduction::Mean,
-        // Bool has no sum; the 16-bit floats are all-reduced by casting to f32 (no
-        // communicator sums them natively yet).
+        // Bool has no sum.
         _ => false,
     };
     if ok {
@@ -201,8 +202,8 @@ pub fn check_shardable<B: Backend>(
     Ok(len / world_size)
 }
 
-/// Checks that `shard` may be gathered by `op` (`"all_gather"`, `"gather"`): rank 1, f32, f64
-/// or i64. For implementations of [`Communicator::all_gather`] and [`Communicator::gather`].
+/// Checks that `shard` may be gathered by `op` (`"all_gather"`, `"gather"`): rank 1, a float
+/// (the 16-bit ones included) or i64. For implementations of [`Communicator::all_gather`] and [`Communicator::gather`].
 pub fn check_gatherable<B: Backend>(op: &'static str, shard: &Tensor<B>) -> Result<()> {
     if shard.rank() != 1 {
         return Err(Error::InvalidArgument {
@@ -211,7 +212,7 @@ pub fn check_gatherable<B: Backend>(op: &'static str, shard: &Tensor<B>) -> Resu
         });
     }
     match shard.dtype() {
-        DType::F32 | DType::F64 | DType::I64 => Ok(()),
+        DType::F32 | DType::F64 | DType::F16 | DType::BF16 | DType::I64 => Ok(()),
         dtype => Err(Error::UnsupportedDType { op, dtype }),
     }
 }
