@@ -299,3 +299,58 @@ fn the_convenience_initialize_matches_the_per_unit_closure() {
         assert!(got == bits(&plain));
     }
 }
+
+#[test]
+fn a_users_deferred_model_resumes_at_level_three_one_unit_at_a_time() {
+    use serde_json::json;
+    use tessera_nn::run::{self, RunDir};
+    let dev = Cpu::new();
+    let tmp = tempfile::tempdir().unwrap();
+    // The plain model: 2 steps, a checkpoint, 2 more steps.
+    let plain_model = Net::new(
+        &dev,
+        0.0,
+        &mut Generator::new(SEED),
+        &mut DeferredUnits::immediate(),
+    )
+    .unwrap();
+    let mut plain = adamw(plain_model.parameters()).unwrap();
+    for s in 0..2 {
+        step(&plain_model, &mut plain, s);
+    }
+    let run_dir = RunDir::open(tmp.path()).unwrap();
+    let groups: &[(&str, &dyn Optimizer<Cpu>)] = &[("opt", &plain)];
+    run::save_checkpoint(&run_dir, 2, &plain_model, groups, &json!({}), &json!({})).unwrap();
+    let plain_losses: Vec<f64> = (2..4).map(|s| step(&plain_model, &mut plain, s)).collect();
+
+    let seen = on_ranks(RANKS, |comm| {
+        let comm: Arc<dyn Communicator<Cpu>> = Arc::new(comm);
+        let dev = Cpu::new();
+        // Another seed: the checkpoint replaces every value; no unit is ever drawn.
+        let mut deferred = DeferredUnits::deferred();
+        let model = Net::new(&dev, 0.0, &mut Generator::new(SEED + 9), &mut deferred).unwrap();
+        let units = ShardedUnits::new(comm, deferred.prefixes()).unwrap();
+        let mut sharded =
+            ShardedOptimizer::with_units(model.parameters(), &units, 64, adamw).unwrap();
+        model.units.install(units.clone(), BLOCKS).unwrap();
+        let run_dir = RunDir::open(tmp.path()).unwrap();
+        let groups: &mut [(&str, &mut dyn Optimizer<Cpu>)] = &mut [("opt", &mut sharded)];
+        let found = run::resume_sharded(&run_dir, &model, &units, groups, &json!({}), &dev, &[])
+            .unwrap()
+            .unwrap();
+        assert_eq!(found.step, 2);
+        assert!(!units.is_held());
+        let released: usize = (0..BLOCKS).map(|b| placeholders_in(&model, b).len()).sum();
+        let unit_params = (model.parameters().iter())
+            .filter(|(n, _)| n.starts_with("blocks."))
+            .count();
+        assert_eq!(released, unit_params, "every unit parameter released");
+        let losses: Vec<f64> = (2..4).map(|s| step(&model, &mut sharded, s)).collect();
+        units.gather_all().unwrap();
+        (losses, bits(&model))
+    });
+    for (rank, (losses, end)) in seen.iter().enumerate() {
+        assert_eq!(*losses, plain_losses, "rank {rank}");
+        assert!(*end == bits(&plain_model), "rank {rank}'s parameters");
+    }
+}
