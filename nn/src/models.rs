@@ -98,7 +98,12 @@ impl ModelKind {
         let params = model.parameters();
         let backend = match params.first() {
             Some((_, var)) => var.value().backend().clone(),
-            None => return Ok(()),
+            None => {
+                return Err(Error::InvalidArgument {
+                    op: "ModelKind::init_unit",
+                    msg: format!("the model has no parameters (not a {self:?})"),
+                })
+            }
         };
         let layer = self.build_drawing(dtype, precision, seed, &backend, &|k| k == unit)?;
         let prefixes = layer.unit_prefixes();

@@ -322,6 +322,13 @@ fn reference_models_are_built_one_layer_at_a_time_on_sharded_ranks() {
                 matches!(past, Err(Error::InvalidArgument { .. })),
                 "{past:?}"
             );
+            // A module without parameters is not this model: refused, not a silent no-op.
+            let relu = tessera_nn::layers::ReLU::new();
+            let none = kind.init_unit::<Cpu>(&relu, dtype, precision, seed, 0);
+            assert!(
+                matches!(none, Err(Error::InvalidArgument { .. })),
+                "{none:?}"
+            );
             units.gather_all().unwrap();
             let values: Vec<Vec<u32>> = (ddp.parameters().iter())
                 .map(|(_, v)| v.value().to_vec::<f32>().unwrap())
