@@ -586,8 +586,9 @@ pub(crate) fn gemm_bf16(
     Ok(c)
 }
 
-/// `A·B` (`m x k` by `k x n`) into `out` (row-major `m x n`), through `kernel`. Each task of
-/// [`PANELS_PER_TASK`] panels of rows accumulates its rows in an f32 buffer of its own,
+/// `A·B` (`m x k` by `k x n`) into `out` (row-major `m x n`), through `kernel`. B is packed
+/// whole, once; each task of [`PANELS_PER_TASK`] panels of rows packs its own rows of A and
+/// accumulates them in an f32 buffer of its own,
 /// block of pairs after block, and stores them into `out` (rounded once, for bf16) while they
 /// are still in the caches. Products of few rows take [`LoopOrder::ColumnPanels`].
 pub(crate) fn gemm_bf16_into<O: ProductOutput>(
@@ -629,11 +630,10 @@ fn gemm_bf16_ordered<O: ProductOutput>(
         }
         return Ok(());
     }
-    let packed_a = pack_a(a, pairs)?;
     let parallel = m * n * k >= PARALLEL_MACS;
     if order == LoopOrder::ColumnPanels {
         return super::gemm_bf16_columns::gemm_by_column_panels(
-            &packed_a,
+            &pack_a(a, pairs)?,
             m,
             b,
             pairs,
@@ -644,9 +644,15 @@ fn gemm_bf16_ordered<O: ProductOutput>(
     let packed_b = pack_b(b, pairs)?;
     let rows_per_task = MR * PANELS_PER_TASK;
     let task = |c: &mut Vec<MaybeUninit<f32>>, (t, dst): (usize, &mut [O])| -> Result<()> {
-        let first_panel = t * PANELS_PER_TASK;
         let row_total = dst.len() / n;
         let panels = row_total.div_ceil(MR);
+        // The task's own rows of A, packed here (never the whole of A at once).
+        let task_rows = Bf16Matrix {
+            offset: a.offset + t * rows_per_task * a.rs,
+            rows: row_total,
+            ..*a
+        };
+        let packed_a = pack_a(&task_rows, pairs)?;
         if c.len() < dst.len() {
             *c = try_uninit::<f32>(dst.len())?;
         }
@@ -660,9 +666,7 @@ fn gemm_bf16_ordered<O: ProductOutput>(
                 let b_block = &packed_b[(jp * pairs + p0) * NR..(jp * pairs + p0 + depth) * NR];
                 let cols = NR.min(n - jp * NR);
                 for ip in 0..panels {
-                    let panel = first_panel + ip;
-                    let a_block =
-                        &packed_a[(panel * pairs + p0) * MR..(panel * pairs + p0 + depth) * MR];
+                    let a_block = &packed_a[(ip * pairs + p0) * MR..(ip * pairs + p0 + depth) * MR];
                     let row_count = MR.min(row_total - ip * MR);
                     let first = ip * MR * n + jp * NR;
                     if row_count == MR && cols == NR {
@@ -946,8 +950,9 @@ pub(super) mod tests {
     #[test]
     fn miri_operands_with_no_unit_stride_pack_like_the_definition() {
         // Every other element of a larger buffer, from an offset: neither stride is 1, so the
-        // packing takes its general paths (A and B), on shapes with odd k and partial panels.
-        for (m, k, n) in [(3, 5, 2), (13, 3, 33)] {
+        // packing takes its general paths (A and B), on shapes with odd k and partial panels,
+        // and rows for two tasks (each packs its own rows of A, from its own offset).
+        for (m, k, n) in [(3, 5, 2), (13, 3, 33), (100, 3, 5)] {
             let (da, db) = (values(4 * m * k + 3, 3), values(4 * k * n + 3, 4));
             fn strided(data: &[bf16], rows: usize, cols: usize) -> Bf16Matrix<'_> {
                 Bf16Matrix {
