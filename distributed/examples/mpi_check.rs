@@ -468,6 +468,30 @@ fn collectives() -> Result<()> {
                 all.narrow(0, 2 * rank, 2)?.contiguous()?.to_host()?,
             )?;
         }
+        // Started (on a thread of its own): the same bits as the synchronous one, with a
+        // collective issued meanwhile running after it; a handle dropped unused.
+        let noisy: Vec<f64> = (0..len).map(|i| (i as f64 + 0.3) / (r + 2.0)).collect();
+        let t = Tensor::from_f64_values(&noisy, [len], dtype, &dev)?;
+        let op = if dtype == DType::I64 {
+            Reduction::Sum
+        } else {
+            Reduction::Mean
+        };
+        let want = comm.reduce_scatter(&t, op)?;
+        let pending = shared.clone().start_reduce_scatter(&t, op)?;
+        let mut behind = Tensor::from_f64_values(&[r, 1.0], [2], dtype, &dev)?;
+        comm.all_reduce(&mut behind, Reduction::Sum)?;
+        expect_eq(
+            &format!("all_reduce behind a started reduce_scatter {dtype}"),
+            behind.to_vec_f64()?,
+            vec![sum_of_ranks, n],
+        )?;
+        expect_eq(
+            &format!("start_reduce_scatter {dtype}"),
+            pending.wait()?.to_host()?,
+            want.to_host()?,
+        )?;
+        drop(shared.clone().start_reduce_scatter(&t, op)?);
         let shard = Tensor::from_f64_values(&[r, -r], [2], dtype, &dev)?;
         let gathered = comm.all_gather(&shard)?;
         let expected: Vec<f64> = (0..world).flat_map(|k| [k as f64, -(k as f64)]).collect();
@@ -558,6 +582,15 @@ fn collectives() -> Result<()> {
     expect_failure(
         "started gathers' sizes differ",
         shared.clone().start_all_gather(&sized).map(drop),
+        CommFailure::Mismatch,
+    )?;
+    let sized = Tensor::zeros([2 * world * (1 + rank)], DType::F32, &dev)?;
+    expect_failure(
+        "started reduce-scatters' sizes differ",
+        shared
+            .clone()
+            .start_reduce_scatter(&sized, Reduction::Sum)
+            .map(drop),
         CommFailure::Mismatch,
     )?;
     let small = Tensor::zeros([2], DType::F32, &dev)?;

@@ -52,11 +52,11 @@ macro_rules! each_numeric {
     };
 }
 
-mod gather_ahead;
 mod gather_root;
 mod host_buffer;
 mod ordered;
 mod raw;
+mod started;
 
 use crate::bootstrap::Bootstrap;
 use crate::signature::{
@@ -74,7 +74,7 @@ use std::mem::ManuallyDrop;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tessera_core::{Backend, CommFailure, Error, HostData, Result, Tensor};
-use tessera_nn::distributed::{check_root, Communicator, PendingGather, Reduction};
+use tessera_nn::distributed::{check_root, Communicator, PendingCollective, Reduction};
 
 const LIBRARY: &str = "mpi";
 
@@ -614,8 +614,16 @@ impl<B: Backend> Communicator<B> for MpiCommunicator {
         self.all_gather_ordered(shard)
     }
 
-    fn start_all_gather(self: Arc<Self>, shard: &Tensor<B>) -> Result<PendingGather<B>> {
+    fn start_all_gather(self: Arc<Self>, shard: &Tensor<B>) -> Result<PendingCollective<B>> {
         self.start_all_gather_ordered(shard)
+    }
+
+    fn start_reduce_scatter(
+        self: Arc<Self>,
+        tensor: &Tensor<B>,
+        op: Reduction,
+    ) -> Result<PendingCollective<B>> {
+        self.start_reduce_scatter_ordered(tensor, op)
     }
 
     fn gather(&self, shard: &Tensor<B>, root: usize) -> Result<Option<Tensor<B>>> {

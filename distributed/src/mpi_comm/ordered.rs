@@ -148,13 +148,27 @@ impl MpiCommunicator {
         values: Vec<T>,
         reduction: Reduction,
     ) -> Result<Vec<T>> {
+        let what = exchange_description(values.len(), self.world_size);
+        let posted = self.post_reduce_scatter_vec(state, op, values)?;
+        let (_, recv) = self.complete(state, op, &what, posted, Idle::Yield)?;
+        combine_blocks(&recv, self.world_size, reduction)
+    }
+
+    /// Starts the exchange of a reduce-scatter of `values` (`MPI_Ialltoall`: rank `r` receives
+    /// every rank's block `r`); its buffers are the values and the receiving vector, which
+    /// [`combine_blocks`] turns into the result once complete.
+    pub(super) fn post_reduce_scatter_vec<T: Element>(
+        &self,
+        state: &mut State,
+        op: &'static str,
+        values: Vec<T>,
+    ) -> Result<Posted<(Vec<T>, Vec<T>)>> {
         let n = self.world_size;
-        let block = values.len() / n;
-        let count = self.count(op, block)?;
+        let count = self.count(op, values.len() / n)?;
         let datatype = T::datatype();
         let recv = host_buffer::zeroed::<T>(values.len())?;
-        let what = format!("the exchange of {n} blocks of {count} elements");
-        let (_, recv) = self.run(
+        let what = exchange_description(values.len(), n);
+        self.post(
             state,
             op,
             &what,
@@ -174,17 +188,7 @@ impl MpiCommunicator {
                     )
                 }
             },
-        )?;
-        let mut acc = host_buffer::mapped(&recv[..block], T::widen)?;
-        for from in recv.chunks_exact(block.max(1)).skip(1) {
-            for (a, &x) in acc.iter_mut().zip(from) {
-                *a = T::combine(*a, x.widen(), reduction);
-            }
-        }
-        if reduction == Reduction::Mean {
-            acc.iter_mut().for_each(|a| *a = T::mean(*a, n));
-        }
-        host_buffer::mapped(&acc, T::narrow)
+        )
     }
 
     /// Every rank's `block` (same length on every rank), concatenated in rank order.
@@ -257,6 +261,29 @@ impl MpiCommunicator {
         )
     }
 
+    /// Checks that every rank reduce-scatters `count` elements of `dtype` with `reduction`
+    /// now (the signature exchange of every collective).
+    pub(super) fn agree_reduce_scatter(
+        &self,
+        state: &mut State,
+        dtype: DType,
+        count: usize,
+        reduction: Reduction,
+    ) -> Result<()> {
+        self.agree(
+            state,
+            "reduce_scatter",
+            Signature {
+                collective: REDUCE_SCATTER_CODE,
+                reduction: reduction as u64 + 1,
+                dtype: dtype_code(dtype),
+                count: count as u64,
+                root: 0,
+                shape: 0,
+            },
+        )
+    }
+
     /// [`tessera_nn::distributed::Communicator::all_reduce`]: padded to a multiple of the
     /// world size, reduce-scattered and all-gathered.
     pub(super) fn all_reduce_ordered<B: Backend>(
@@ -306,18 +333,7 @@ impl MpiCommunicator {
         check_reducible(tensor.dtype(), reduction)?;
         let block = check_shardable(OP, tensor, self.world_size)?;
         let mut state = self.healthy(OP)?;
-        self.agree(
-            &mut state,
-            OP,
-            Signature {
-                collective: REDUCE_SCATTER_CODE,
-                reduction: reduction as u64 + 1,
-                dtype: dtype_code(tensor.dtype()),
-                count: tensor.numel() as u64,
-                root: 0,
-                shape: 0,
-            },
-        )?;
+        self.agree_reduce_scatter(&mut state, tensor.dtype(), tensor.numel(), reduction)?;
         if self.world_size == 1 || block == 0 {
             return tensor.contiguous();
         }
@@ -345,6 +361,32 @@ impl MpiCommunicator {
         drop(state);
         Tensor::from_host(data, [total], shard.backend())
     }
+}
+
+/// What the exchange of a reduce-scatter of `len` elements over `n` ranks is called in errors.
+pub(super) fn exchange_description(len: usize, n: usize) -> String {
+    format!("the exchange of {n} blocks of {} elements", len / n.max(1))
+}
+
+/// This rank's block of a reduce-scatter from what the exchange received (`n` ranks' copies
+/// of the block, in rank order): combined in rank order (`((x₀ + x₁) + x₂) + …`), divided once
+/// for a mean, rounded once to `T`.
+pub(super) fn combine_blocks<T: Element>(
+    recv: &[T],
+    n: usize,
+    reduction: Reduction,
+) -> Result<Vec<T>> {
+    let block = recv.len() / n.max(1);
+    let mut acc = host_buffer::mapped(&recv[..block], T::widen)?;
+    for from in recv.chunks_exact(block.max(1)).skip(1) {
+        for (a, &x) in acc.iter_mut().zip(from) {
+            *a = T::combine(*a, x.widen(), reduction);
+        }
+    }
+    if reduction == Reduction::Mean {
+        acc.iter_mut().for_each(|a| *a = T::mean(*a, n));
+    }
+    host_buffer::mapped(&acc, T::narrow)
 }
 
 /// What an all-gather of `count` elements per rank is called in errors.

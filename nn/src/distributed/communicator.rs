@@ -1,7 +1,7 @@
 //! [`Communicator`]: what data-parallel training needs from a communication library, and
 //! [`Reduction`], the element-wise reductions it offers.
 
-use super::PendingGather;
+use super::PendingCollective;
 use std::sync::Arc;
 use tessera_core::{Backend, DType, Error, Result, Tensor};
 
@@ -144,8 +144,24 @@ pub trait Communicator<B: Backend>: Send + Sync {
     /// The provided implementation gathers at once and returns a completed handle (right for a
     /// library whose calls only queue work, as NCCL's do on a stream). `MpiCommunicator`
     /// runs the exchange on a thread of its own.
-    fn start_all_gather(self: Arc<Self>, shard: &Tensor<B>) -> Result<PendingGather<B>> {
-        Ok(PendingGather::ready(self.all_gather(shard)?))
+    fn start_all_gather(self: Arc<Self>, shard: &Tensor<B>) -> Result<PendingCollective<B>> {
+        Ok(PendingCollective::ready(self.all_gather(shard)?))
+    }
+
+    /// Starts [`Communicator::reduce_scatter`] of `tensor` and returns its handle, so that the
+    /// rank can compute while the exchange runs (what
+    /// [`crate::distributed::ShardedOptimizer`]'s levels 2 and 3 do with each bucket of
+    /// gradients during the backward pass). The same ordering rule as
+    /// [`Communicator::start_all_gather`]; the result is `reduce_scatter`'s.
+    ///
+    /// The provided implementation reduces at once and returns a completed handle.
+    /// `MpiCommunicator` runs the exchange on a thread of its own.
+    fn start_reduce_scatter(
+        self: Arc<Self>,
+        tensor: &Tensor<B>,
+        op: Reduction,
+    ) -> Result<PendingCollective<B>> {
+        Ok(PendingCollective::ready(self.reduce_scatter(tensor, op)?))
     }
 
     /// Waits until every collective this rank queued has completed, or fails within the time

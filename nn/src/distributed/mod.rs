@@ -62,7 +62,7 @@ pub use communicator::{
 pub use ddp::{DdpConfig, DistributedDataParallel};
 pub use local::LocalCommunicator;
 pub use optimizer::DistributedOptimizer;
-pub use pending::PendingGather;
+pub use pending::PendingCollective;
 pub use reducer::{CommStats, GradientReducer};
 pub use sampler::DistributedSampler;
 pub(crate) use sharded::{cached_step, install_units};

@@ -3,7 +3,9 @@
 
 use std::sync::{Arc, Barrier, Mutex};
 use tessera_core::{Backend, Result, Tensor};
-use tessera_nn::distributed::{check_reducible, check_root, Communicator, Reduction};
+use tessera_nn::distributed::{
+    check_reducible, check_root, Communicator, PendingCollective, Reduction,
+};
 
 /// What the threads of one group share: a barrier and one slot per rank.
 struct Group {
@@ -91,6 +93,19 @@ impl<B: Backend> Communicator<B> for ThreadComm {
     fn barrier(&self) -> Result<()> {
         self.exchange(Vec::new());
         Ok(())
+    }
+    /// Runs when waited for (not at once, as the provided method does), so that the tests of
+    /// the callers that start reductions (level 2's reduction during backward) see a result
+    /// arrive late, as it does from MPI's thread.
+    fn start_reduce_scatter(
+        self: Arc<Self>,
+        tensor: &Tensor<B>,
+        op: Reduction,
+    ) -> Result<PendingCollective<B>> {
+        let tensor = tensor.clone();
+        Ok(PendingCollective::new(move || {
+            self.reduce_scatter(&tensor, op)
+        }))
     }
     fn all_reduce_host(&self, values: &mut [f64], op: Reduction) -> Result<()> {
         let reduced = self.reduce(values.to_vec(), op);

@@ -10,7 +10,7 @@ use tessera_autograd::{no_grad, Var};
 use tessera_core::{Generator, Result, Tensor};
 use tessera_cpu::Cpu;
 use tessera_nn::distributed::{
-    Communicator, LocalCommunicator, PendingGather, Reduction, ShardedOptimizer, ShardedUnits,
+    Communicator, LocalCommunicator, PendingCollective, Reduction, ShardedOptimizer, ShardedUnits,
 };
 use tessera_nn::gpt::{Gpt, GptConfig};
 use tessera_nn::layers::{Linear, LinearConfig};
@@ -58,9 +58,9 @@ impl Communicator<Cpu> for Counting {
         self.counts.lock().unwrap().blocking += 1;
         self.inner.all_gather(shard)
     }
-    fn start_all_gather(self: Arc<Self>, shard: &Tensor<Cpu>) -> Result<PendingGather<Cpu>> {
+    fn start_all_gather(self: Arc<Self>, shard: &Tensor<Cpu>) -> Result<PendingCollective<Cpu>> {
         self.counts.lock().unwrap().started += 1;
-        Ok(PendingGather::ready(self.inner.all_gather(shard)?))
+        Ok(PendingCollective::ready(self.inner.all_gather(shard)?))
     }
 }
 

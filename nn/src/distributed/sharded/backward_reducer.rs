@@ -3,6 +3,11 @@
 //! hooks), and drops the whole gradients: at sharding levels 2 and 3 a rank then never holds
 //! every whole gradient at once (ZeRO-2's bucketed reduction).
 //!
+//! Each reduction is *started* ([`Communicator::start_reduce_scatter`]): on a communicator that
+//! runs it in the background (MPI's) the backward pass computes on while the bucket's exchange
+//! runs, and its result is added to the share's gradient when the step settles the started
+//! reductions, in the order they started ([`BackwardReducer::finish`]).
+//!
 //! Buckets are reduced strictly in bucket order (bucket 0 holds the last parameters, whose
 //! gradients are complete first): a bucket complete before an earlier one waits for it. So every
 //! rank issues its reduce-scatters in the same order whatever the timing, and a bucket left
@@ -11,6 +16,7 @@
 
 use super::flat::FlatBucket;
 use crate::distributed::communicator::{Communicator, Reduction};
+use crate::distributed::PendingCollective;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use tessera_autograd::{GradReadyHook, Var};
@@ -31,17 +37,21 @@ pub(crate) struct BackwardReducer<B: Backend> {
     slots: HashMap<u64, (usize, usize)>,
     /// The hook installed on every parameter of the buckets.
     hook: GradReadyHook<B>,
-    pass: Mutex<PassState>,
+    pass: Mutex<PassState<B>>,
 }
 
 /// What the backward passes since the last step have done.
-struct PassState {
+struct PassState<B: Backend> {
     /// Per bucket and slot: the parameter's gradient of the current pass is complete.
     ready: Vec<Vec<bool>>,
     /// The next bucket to reduce (all before it are reduced in this pass).
     next: usize,
-    /// Per bucket: reduced since the last step (its share's gradient holds the result).
+    /// Per bucket: reduced since the last step (its reduction started, or done).
     reduced: Vec<bool>,
+    /// Per bucket: a reduction's result added to its share's gradient since the last step.
+    settled: Vec<bool>,
+    /// The reductions started and not yet settled, in the order they started: bucket, handle.
+    in_flight: Vec<(usize, PendingCollective<B>)>,
     /// Per bucket: bytes of whole gradients its parameters hold, not yet reduced.
     held: Vec<usize>,
     /// The most bytes of gradients held at once, over every pass so far: whole gradients not
@@ -70,6 +80,8 @@ impl<B: Backend> BackwardReducer<B> {
                 .collect(),
             next: 0,
             reduced: vec![false; buckets.len()],
+            settled: vec![false; buckets.len()],
+            in_flight: Vec::new(),
             held: vec![0; buckets.len()],
             peak_held: None,
         };
@@ -120,7 +132,7 @@ impl<B: Backend> BackwardReducer<B> {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, PassState> {
+    fn lock(&self) -> MutexGuard<'_, PassState<B>> {
         self.pass.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -155,25 +167,39 @@ impl<B: Backend> BackwardReducer<B> {
         Ok(())
     }
 
-    /// Reduce-scatters bucket `b` (a collective) into its share's gradient (added to what an
-    /// earlier pass left there since the step) and drops the parameters' gradients.
-    fn reduce(&self, pass: &mut PassState, b: usize) -> Result<()> {
+    /// Starts the reduce-scatter of bucket `b` (a collective) and drops the parameters'
+    /// gradients; [`BackwardReducer::settle`] adds the result to the share's gradient.
+    fn reduce(&self, pass: &mut PassState<B>, b: usize) -> Result<()> {
         let bucket = &self.buckets[b];
         let flat = bucket.flatten_grads(&self.params, self.comm.world_size())?;
-        let mine = self.comm.reduce_scatter(&flat, Reduction::Mean)?;
+        let started = self
+            .comm
+            .clone()
+            .start_reduce_scatter(&flat, Reduction::Mean)?;
         drop(flat);
         for &index in &bucket.params {
             self.params[index].1.set_grad(None);
         }
-        let shard = &self.shards[b];
-        let total = match (pass.reduced[b], shard.grad()) {
-            (true, Some(earlier)) => earlier.add(&mine)?,
-            _ => mine,
-        };
-        shard.set_grad(Some(total));
+        pass.in_flight.push((b, started));
         pass.reduced[b] = true;
         pass.ready[b].iter_mut().for_each(|r| *r = false);
         pass.held[b] = 0;
+        Ok(())
+    }
+
+    /// Waits for the started reductions in the order they started, adding each result to its
+    /// share's gradient (to what an earlier pass left there since the step).
+    fn settle(&self, pass: &mut PassState<B>) -> Result<()> {
+        for (b, started) in std::mem::take(&mut pass.in_flight) {
+            let mine = started.wait()?;
+            let shard = &self.shards[b];
+            let total = match (pass.settled[b], shard.grad()) {
+                (true, Some(earlier)) => earlier.add(&mine)?,
+                _ => mine,
+            };
+            shard.set_grad(Some(total));
+            pass.settled[b] = true;
+        }
         Ok(())
     }
 
@@ -192,6 +218,7 @@ impl<B: Backend> BackwardReducer<B> {
                 self.reduce(&mut pass, b)?;
             }
         }
+        self.settle(&mut pass)?;
         self.reset_locked(&mut pass);
         Ok(self.positions.clone())
     }
@@ -202,9 +229,13 @@ impl<B: Backend> BackwardReducer<B> {
         self.reset_locked(&mut pass);
     }
 
-    fn reset_locked(&self, pass: &mut PassState) {
+    fn reset_locked(&self, pass: &mut PassState<B>) {
+        // A started reduction is a collective every rank takes part in: it completes (dropping
+        // its handle waits for it), its result unused.
+        pass.in_flight.clear();
         pass.next = 0;
         pass.reduced.iter_mut().for_each(|r| *r = false);
+        pass.settled.iter_mut().for_each(|r| *r = false);
         pass.held.iter_mut().for_each(|h| *h = 0);
         for ready in &mut pass.ready {
             ready.iter_mut().for_each(|r| *r = false);

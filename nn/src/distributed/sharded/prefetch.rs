@@ -13,7 +13,7 @@
 //! checkpoint).
 
 use super::units::UnitPart;
-use crate::distributed::PendingGather;
+use crate::distributed::PendingCollective;
 use std::sync::Arc;
 use tessera_core::{Backend, Result, Tensor};
 
@@ -22,7 +22,7 @@ pub(crate) struct Prefetched<B: Backend> {
     /// The unit it gathers.
     pub unit: usize,
     /// One per part of the unit: the shares it was started from, and its handle.
-    pub gathers: Vec<(Tensor<B>, PendingGather<B>)>,
+    pub gathers: Vec<(Tensor<B>, PendingCollective<B>)>,
 }
 
 impl<B: Backend> Prefetched<B> {
