@@ -135,6 +135,10 @@ pub struct GptTrainConfig {
     /// ([`tessera_nn::distributed::ShardedUnits::set_prefetch`]; one more unit's parameters
     /// held at once).
     pub shard_prefetch: bool,
+    /// At levels 2 and 3: each bucket's reduction during backward is started and the pass
+    /// computes on meanwhile
+    /// ([`tessera_nn::distributed::ShardedOptimizer::set_overlap_reductions`]; the same bits).
+    pub overlap_reductions: bool,
     /// Each rank writes its own part of the run checkpoints
     /// ([`run::save_sharded_checkpoint`]) instead of every rank gathering the whole state
     /// for rank 0 to write.
@@ -165,6 +169,7 @@ impl GptTrainConfig {
             precision: Precision::F32,
             shard: ShardLevel::Replicated,
             shard_prefetch: false,
+            overlap_reductions: false,
             sharded_checkpoints: false,
             bucket_bytes: DEFAULT_BUCKET_BYTES,
         }

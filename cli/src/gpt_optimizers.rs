@@ -66,9 +66,14 @@ impl<B: Backend> GptOptimizers<B> {
                 let units = ShardedUnits::new(comm.clone(), model.block_prefixes())?;
                 units.set_prefetch(config.shard_prefetch);
                 let shard = |params, c: AdamWConfig| {
-                    ShardedOptimizer::with_units(params, &units, config.bucket_bytes, |shares| {
-                        AdamW::new(shares, c)
-                    })
+                    let mut o = ShardedOptimizer::with_units(
+                        params,
+                        &units,
+                        config.bucket_bytes,
+                        |shares| AdamW::new(shares, c),
+                    )?;
+                    o.set_overlap_reductions(config.overlap_reductions);
+                    Ok::<_, tessera_core::Error>(o)
                 };
                 let (decay, no_decay) = (shard(decay, base)?, shard(no_decay, plain)?);
                 model.shard_blocks(units.clone())?;
@@ -80,13 +85,15 @@ impl<B: Backend> GptOptimizers<B> {
             }
             level => {
                 let shard = |params, c: AdamWConfig| {
-                    ShardedOptimizer::new(
+                    let mut o = ShardedOptimizer::new(
                         params,
                         comm.clone(),
                         level,
                         config.bucket_bytes,
                         |shares| AdamW::new(shares, c),
-                    )
+                    )?;
+                    o.set_overlap_reductions(config.overlap_reductions);
+                    Ok::<_, tessera_core::Error>(o)
                 };
                 GptOptimizers::Sharded {
                     decay: shard(decay, base)?,

@@ -99,6 +99,10 @@ pub struct TrainConfig {
     /// ([`tessera_nn::distributed::ShardedUnits::set_prefetch`]; one more unit's parameters
     /// held at once).
     pub shard_prefetch: bool,
+    /// At levels 2 and 3: each bucket's reduction during backward is started and the pass
+    /// computes on meanwhile
+    /// ([`tessera_nn::distributed::ShardedOptimizer::set_overlap_reductions`]; the same bits).
+    pub overlap_reductions: bool,
     /// Each rank writes its own part of the run checkpoints
     /// ([`tessera_nn::run::save_sharded_checkpoint`]) instead of gathering the whole state.
     pub sharded_checkpoints: bool,
@@ -306,10 +310,11 @@ fn train_model<B: Backend, M: Forward<B>>(
                 op: "train",
                 msg: "--shard 3 needs the model's layers run as sharded units".into(),
             })?;
-            let optimizer =
+            let mut optimizer =
                 ShardedOptimizer::with_units(params, &units, config.bucket_bytes, |shares| {
                     make_optimizer(config, shares)
                 })?;
+            optimizer.set_overlap_reductions(config.overlap_reductions);
             // Each layer drawn (rank 0's values broadcast), sharded and released in turn.
             let (kind, precision, seed) = (config.model, config.precision, config.seed);
             units.initialize(&mut |unit| {
@@ -332,13 +337,14 @@ fn train_model<B: Backend, M: Forward<B>>(
             )
         }
         level => {
-            let optimizer = ShardedOptimizer::new(
+            let mut optimizer = ShardedOptimizer::new(
                 params,
                 comm.clone(),
                 level,
                 config.bucket_bytes,
                 |shares| make_optimizer(config, shares),
             )?;
+            optimizer.set_overlap_reductions(config.overlap_reductions);
             let state_bytes = |o: &ShardedOptimizer<B, Box<dyn Optimizer<B>>>| o.peak_state_bytes();
             fit(
                 config,

@@ -159,6 +159,11 @@ struct Args {
     /// block's parameters are held at once).
     #[arg(long)]
     shard_prefetch: bool,
+    /// With --shard 2 or 3: start each bucket's reduce-scatter during the backward pass and
+    /// let the pass compute on while it runs (MPI runs it on a thread of its own; the same
+    /// bits). Pays where the exchange has a network or cores of its own.
+    #[arg(long)]
+    overlap_reductions: bool,
     /// With --save: each rank writes its own part of the run checkpoints (with --shard 1-3,
     /// its share of the optimizer state and parameters) and rank 0 a manifest, instead of
     /// every rank gathering the whole state for rank 0 to write. They resume on any number of
@@ -239,6 +244,12 @@ fn main() -> ExitCode {
         eprintln!("error: --shard-prefetch prefetches the gathers of --shard 3");
         return ExitCode::FAILURE;
     }
+    if args.overlap_reductions
+        && !matches!(args.shard, ShardLevel::Gradients | ShardLevel::Parameters)
+    {
+        eprintln!("error: --overlap-reductions overlaps the reduce-scatters of --shard 2 or 3");
+        return ExitCode::FAILURE;
+    }
     if args.init_from.is_some() {
         return finetune_main(&args);
     }
@@ -281,6 +292,7 @@ fn main() -> ExitCode {
         precision: args.precision,
         shard: args.shard,
         shard_prefetch: args.shard_prefetch,
+        overlap_reductions: args.overlap_reductions,
         sharded_checkpoints: args.sharded_checkpoints,
         bucket_bytes: bucket_bytes(args.bucket_mb),
     };
@@ -404,6 +416,7 @@ fn text_config(args: &Args, default_lr: f64, default_dir: &str) -> GptTrainConfi
         precision: args.precision,
         shard: args.shard,
         shard_prefetch: args.shard_prefetch,
+        overlap_reductions: args.overlap_reductions,
         sharded_checkpoints: args.sharded_checkpoints,
         bucket_bytes: bucket_bytes(args.bucket_mb),
     }

@@ -432,6 +432,13 @@ fn level_three_runs_in_one_process_and_unknown_levels_and_bucket_sizes_are_refus
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--shard-prefetch"), "{stderr}");
+    let out = train(
+        &tmp.path().join("overlap"),
+        &["--shard", "1", "--overlap-reductions"],
+    );
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--overlap-reductions"), "{stderr}");
     let out = train(&tmp.path().join("four"), &["--shard", "4"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
@@ -446,7 +453,7 @@ fn level_three_runs_in_one_process_and_unknown_levels_and_bucket_sizes_are_refus
 }
 
 #[test]
-fn a_cnn_at_level_three_trains_the_plain_cnn_bit_for_bit() {
+fn a_cnn_at_level_three_and_overlapped_level_two_trains_the_plain_cnn_bit_for_bit() {
     if let Some(reason) = skip_reason() {
         println!("skipped: {reason}");
         return;
@@ -488,6 +495,16 @@ fn a_cnn_at_level_three_trains_the_plain_cnn_bit_for_bit() {
         &plain_state,
         &prefetched_state,
         "the CNN at level 3 with prefetch",
+    );
+    // Level 2 with each bucket's reduce-scatter started during backward (on MPI's thread)
+    // and settled at the step: bit for bit plain data parallelism.
+    let (overlapped, overlapped_state, _) = run("2", &["--overlap-reductions"]);
+    assert_eq!(overlapped["shard"], 2, "{overlapped}");
+    assert_eq!(overlapped["test_accuracy"], plain["test_accuracy"]);
+    assert_same_state(
+        &plain_state,
+        &overlapped_state,
+        "the CNN at level 2 with overlapped reductions",
     );
     assert!(
         units["state_bytes_per_rank"].as_u64() < plain["state_bytes_per_rank"].as_u64(),

@@ -32,6 +32,7 @@ fn config(precision: Precision) -> TrainConfig {
         precision,
         shard: tessera_nn::distributed::ShardLevel::Replicated,
         shard_prefetch: false,
+        overlap_reductions: false,
         sharded_checkpoints: false,
         bucket_bytes: tessera_nn::distributed::DEFAULT_BUCKET_BYTES,
     }

@@ -29,6 +29,7 @@ fn quick_config(model: ModelKind, data_dir: PathBuf) -> TrainConfig {
         precision: Precision::F32,
         shard: tessera_nn::distributed::ShardLevel::Replicated,
         shard_prefetch: false,
+        overlap_reductions: false,
         sharded_checkpoints: false,
         bucket_bytes: tessera_nn::distributed::DEFAULT_BUCKET_BYTES,
     }

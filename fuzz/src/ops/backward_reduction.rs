@@ -38,6 +38,7 @@ fn train<B: FuzzBackend>(
     c: &Ctx<'_, B>,
     level: ShardLevel,
     during: bool,
+    overlap: bool,
 ) -> Result<(Vec<u64>, usize)> {
     let b = c.backend();
     let (bucket_bytes, passes, freeze) = (1 + c.size(0) % 600, 1 + c.size(1) % 3, c.size(2) % 3);
@@ -49,6 +50,7 @@ fn train<B: FuzzBackend>(
     })?;
     if level == ShardLevel::Gradients {
         opt.set_reduce_during_backward(during)?;
+        opt.set_overlap_reductions(overlap);
     }
     let mut left = 0;
     for step in 0..2u64 {
@@ -76,24 +78,31 @@ fn train<B: FuzzBackend>(
 
 fn compare<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
     let (passes, freeze) = (1 + c.size(1) % 3, c.size(2) % 3);
-    let run = |level, during| train(c, level, during);
-    let (during, after, level_one) = match (
-        run(ShardLevel::Gradients, true),
-        run(ShardLevel::Gradients, false),
-        run(ShardLevel::OptimizerState, false),
+    let run = |level, during, overlap| train(c, level, during, overlap);
+    let (during, after, level_one, overlapped) = match (
+        run(ShardLevel::Gradients, true, false),
+        run(ShardLevel::Gradients, false, false),
+        run(ShardLevel::OptimizerState, false, false),
+        run(ShardLevel::Gradients, true, true),
     ) {
-        (Ok(a), Ok(b), Ok(c)) => (a, b, c),
-        (Err(e), Err(_), Err(_)) => return Outcome::Err(e.to_string()),
-        (a, b, c) => {
+        (Ok(a), Ok(b), Ok(c), Ok(d)) => (a, b, c, d),
+        (Err(e), Err(_), Err(_), Err(_)) => return Outcome::Err(e.to_string()),
+        (a, b, c, d) => {
             let show = |r: &Result<_>| r.as_ref().err().map(|e| e.to_string());
             return Outcome::Break(format!(
-                "only some of the three failed: {:?} {:?} {:?}",
+                "only some of the four failed: {:?} {:?} {:?} {:?}",
                 show(&a),
                 show(&b),
-                show(&c)
+                show(&c),
+                show(&d)
             ));
         }
     };
+    if overlapped != during {
+        return Outcome::Break(
+            "overlapped reductions (started, settled at the step) differ".into(),
+        );
+    }
     if after.0 != level_one.0 {
         return Outcome::Break("level 2 reducing after backward differs from level 1".into());
     }
@@ -116,7 +125,7 @@ fn compare<B: FuzzBackend>(c: &Ctx<'_, B>) -> Outcome<B> {
 /// The entries of this family.
 pub fn ops<B: FuzzBackend>() -> Vec<Op<B>> {
     vec![op(
-        "ShardedOptimizer::set_reduce_during_backward: level 2 against level 1",
+        "ShardedOptimizer::set_reduce_during_backward (and set_overlap_reductions): level 2 against level 1",
         1,
         &[SIZE, SIZE, SIZE, SEED],
         NONE,

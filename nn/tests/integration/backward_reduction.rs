@@ -84,6 +84,9 @@ fn adamw(params: Vec<(String, Var<Cpu>)>) -> tessera_core::Result<AdamW<Cpu>> {
 enum Way {
     /// Level 2, reduced during backward (the default).
     During,
+    /// Level 2, reduced during backward, each reduction started and settled at the step
+    /// (the test communicator runs it only then).
+    Overlapped,
     /// Level 2, reduced after backward.
     After,
     /// Level 1: all-reduced after backward.
@@ -105,6 +108,9 @@ fn train(way: Way, two_passes: bool) -> Vec<(Vec<u64>, Option<usize>, usize)> {
             ShardedOptimizer::new(net.params(), comm.clone(), level, BUCKET_BYTES, adamw).unwrap();
         if let Way::After = way {
             opt.set_reduce_during_backward(false).unwrap();
+        }
+        if let Way::Overlapped = way {
+            opt.set_overlap_reductions(true);
         }
         let mut left = 0;
         for step in 0..4 {
@@ -131,9 +137,11 @@ fn train(way: Way, two_passes: bool) -> Vec<(Vec<u64>, Option<usize>, usize)> {
 #[test]
 fn reducing_during_backward_gives_the_same_parameters_and_holds_fewer_gradients() {
     let during = train(Way::During, false);
+    let overlapped = train(Way::Overlapped, false);
     let after = train(Way::After, false);
     let level_one = train(Way::LevelOne, false);
     for rank in 0..3 {
+        assert_eq!(during[rank], overlapped[rank], "rank {rank}");
         assert_eq!(during[rank].0, after[rank].0, "rank {rank}");
         assert_eq!(during[rank].0, level_one[rank].0, "rank {rank}");
         // The last step reached every parameter: none kept a whole gradient.
@@ -152,9 +160,11 @@ fn reducing_during_backward_gives_the_same_parameters_and_holds_fewer_gradients(
 #[test]
 fn two_passes_before_a_step_add_up_their_reductions() {
     let during = train(Way::During, true);
+    let overlapped = train(Way::Overlapped, true);
     let after = train(Way::After, true);
     let level_one = train(Way::LevelOne, true);
     for rank in 0..3 {
+        assert_eq!(during[rank], overlapped[rank], "rank {rank}");
         // Reducing after the passes is level 1's arithmetic exactly.
         assert_eq!(after[rank].0, level_one[rank].0);
         // Each pass reduced on its own: the same sums, rounded otherwise.

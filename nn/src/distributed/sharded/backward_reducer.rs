@@ -3,10 +3,11 @@
 //! hooks), and drops the whole gradients: at sharding levels 2 and 3 a rank then never holds
 //! every whole gradient at once (ZeRO-2's bucketed reduction).
 //!
-//! Each reduction is *started* ([`Communicator::start_reduce_scatter`]): on a communicator that
-//! runs it in the background (MPI's) the backward pass computes on while the bucket's exchange
-//! runs, and its result is added to the share's gradient when the step settles the started
-//! reductions, in the order they started ([`BackwardReducer::finish`]).
+//! With overlap switched on ([`BackwardReducer::set_overlap`]), each reduction is *started*
+//! ([`Communicator::start_reduce_scatter`]): on a communicator that runs it in the background
+//! (MPI's) the backward pass computes on while the bucket's exchange runs. Either way a
+//! reduction's result is added to the share's gradient when the step settles the reductions,
+//! in the order they started ([`BackwardReducer::finish`]), so the results are the same bits.
 //!
 //! Buckets are reduced strictly in bucket order (bucket 0 holds the last parameters, whose
 //! gradients are complete first): a bucket complete before an earlier one waits for it. So every
@@ -18,6 +19,7 @@ use super::flat::FlatBucket;
 use crate::distributed::communicator::{Communicator, Reduction};
 use crate::distributed::PendingCollective;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use tessera_autograd::{GradReadyHook, Var};
 use tessera_core::{Backend, Result};
@@ -38,6 +40,8 @@ pub(crate) struct BackwardReducer<B: Backend> {
     /// The hook installed on every parameter of the buckets.
     hook: GradReadyHook<B>,
     pass: Mutex<PassState<B>>,
+    /// Whether reductions are started rather than run at once.
+    overlap: AtomicBool,
 }
 
 /// What the backward passes since the last step have done.
@@ -106,6 +110,7 @@ impl<B: Backend> BackwardReducer<B> {
                 slots,
                 hook,
                 pass: Mutex::new(pass),
+                overlap: AtomicBool::new(false),
             }
         });
         for bucket in &reducer.buckets {
@@ -115,6 +120,12 @@ impl<B: Backend> BackwardReducer<B> {
             }
         }
         Ok(reducer)
+    }
+
+    /// Starts each bucket's reduction and lets the backward pass go on (`true`), or reduces it
+    /// at once (`false`, the default). Every rank must choose the same.
+    pub fn set_overlap(&self, on: bool) {
+        self.overlap.store(on, Ordering::Relaxed);
     }
 
     /// Removes its hook from the parameters (those whose hook is still this one).
@@ -167,15 +178,19 @@ impl<B: Backend> BackwardReducer<B> {
         Ok(())
     }
 
-    /// Starts the reduce-scatter of bucket `b` (a collective) and drops the parameters'
-    /// gradients; [`BackwardReducer::settle`] adds the result to the share's gradient.
+    /// Reduce-scatters bucket `b` (a collective; started, with overlap) and drops the
+    /// parameters' gradients; [`BackwardReducer::settle`] adds the result to the share's
+    /// gradient.
     fn reduce(&self, pass: &mut PassState<B>, b: usize) -> Result<()> {
         let bucket = &self.buckets[b];
         let flat = bucket.flatten_grads(&self.params, self.comm.world_size())?;
-        let started = self
-            .comm
-            .clone()
-            .start_reduce_scatter(&flat, Reduction::Mean)?;
+        let started = if self.overlap.load(Ordering::Relaxed) {
+            self.comm
+                .clone()
+                .start_reduce_scatter(&flat, Reduction::Mean)?
+        } else {
+            PendingCollective::ready(self.comm.reduce_scatter(&flat, Reduction::Mean)?)
+        };
         drop(flat);
         for &index in &bucket.params {
             self.params[index].1.set_grad(None);

@@ -70,6 +70,9 @@ pub struct ShardedOptimizer<B: Backend, O> {
     unit_bucket: Vec<bool>,
     /// Levels 2 and 3: reduces the (non-unit) buckets during backward, unless switched off.
     reducer: Option<Arc<BackwardReducer<B>>>,
+    /// Whether the reductions during backward are started rather than awaited
+    /// ([`ShardedOptimizer::set_overlap_reductions`]).
+    overlap: bool,
     inner: O,
     /// Whether the shares' gradients hold this step's reduced gradients.
     synced: bool,
@@ -155,6 +158,7 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
             shards,
             units: None,
             reducer: None,
+            overlap: false,
             inner,
             synced: false,
             gathered: Mutex::new(None),
@@ -255,6 +259,7 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
             units: Some(units.clone()),
             unit_bucket,
             reducer: None,
+            overlap: false,
             inner,
             synced: false,
             gathered: Mutex::new(None),
@@ -357,13 +362,33 @@ impl<B: Backend, O: Optimizer<B>> ShardedOptimizer<B, O> {
             .map(|i| (i, self.buckets[i].clone(), self.shards[i].clone()))
             .collect();
         if !buckets.is_empty() {
-            self.reducer = Some(BackwardReducer::attach(
-                self.comm.clone(),
-                self.params.clone(),
-                buckets,
-            )?);
+            let reducer = BackwardReducer::attach(self.comm.clone(), self.params.clone(), buckets)?;
+            reducer.set_overlap(self.overlap);
+            self.reducer = Some(reducer);
         }
         Ok(())
+    }
+
+    /// Starts each bucket's reduction during the backward pass and lets the pass go on
+    /// computing while the exchange runs (`true`; on a communicator that runs started
+    /// collectives in the background, MPI's: [`Communicator::start_reduce_scatter`]), or waits
+    /// for each (`false`, the default). The results are the same bits either way; the
+    /// reductions are settled at [`ShardedOptimizer::sync_gradients`]. It pays where the
+    /// exchange has resources of its own (a network, free cores); where the ranks' compute
+    /// already takes every core, the exchange's thread competes with it (measured in
+    /// docs/DISTRIBUTED.md). Every rank must choose the same. Only for the reductions during
+    /// backward ([`ShardedOptimizer::set_reduce_during_backward`], levels 2 and 3).
+    pub fn set_overlap_reductions(&mut self, on: bool) {
+        self.overlap = on;
+        if let Some(reducer) = &self.reducer {
+            reducer.set_overlap(on);
+        }
+    }
+
+    /// Whether the reductions during backward are started rather than awaited
+    /// ([`ShardedOptimizer::set_overlap_reductions`]).
+    pub fn overlaps_reductions(&self) -> bool {
+        self.overlap
     }
 
     /// Whether gradients are reduced during the backward pass
