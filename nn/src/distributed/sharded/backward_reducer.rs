@@ -5,9 +5,10 @@
 //!
 //! With overlap switched on ([`BackwardReducer::set_overlap`]), each reduction is *started*
 //! ([`Communicator::start_reduce_scatter`]): on a communicator that runs it in the background
-//! (MPI's) the backward pass computes on while the bucket's exchange runs. Either way a
-//! reduction's result is added to the share's gradient when the step settles the reductions,
-//! in the order they started ([`BackwardReducer::finish`]), so the results are the same bits.
+//! (MPI's) the backward pass computes on while the bucket's exchange runs, until the next
+//! bucket's reduction or the step ([`BackwardReducer::finish`]) waits for it. Either way the
+//! results are added to the shares' gradients in the order the reductions started, so they
+//! are the same bits.
 //!
 //! Buckets are reduced strictly in bucket order (bucket 0 holds the last parameters, whose
 //! gradients are complete first): a bucket complete before an earlier one waits for it. So every
@@ -54,8 +55,11 @@ struct PassState<B: Backend> {
     reduced: Vec<bool>,
     /// Per bucket: a reduction's result added to its share's gradient since the last step.
     settled: Vec<bool>,
-    /// The reductions started and not yet settled, in the order they started: bucket, handle.
-    in_flight: Vec<(usize, PendingCollective<B>)>,
+    /// The reduction started and not yet settled, if any: its bucket and handle. One at a
+    /// time: a communicator runs its started collectives one after another anyway (MPI's
+    /// lock), and settling each before the next is started adds it to its share at once, so
+    /// passes before a step hold one share-sized gradient per bucket, not one per pass.
+    in_flight: Option<(usize, PendingCollective<B>)>,
     /// Per bucket: bytes of whole gradients its parameters hold, not yet reduced.
     held: Vec<usize>,
     /// The most bytes of gradients held at once, over every pass so far: whole gradients not
@@ -85,7 +89,7 @@ impl<B: Backend> BackwardReducer<B> {
             next: 0,
             reduced: vec![false; buckets.len()],
             settled: vec![false; buckets.len()],
-            in_flight: Vec::new(),
+            in_flight: None,
             held: vec![0; buckets.len()],
             peak_held: None,
         };
@@ -182,9 +186,11 @@ impl<B: Backend> BackwardReducer<B> {
     /// parameters' gradients; [`BackwardReducer::settle`] adds the result to the share's
     /// gradient.
     fn reduce(&self, pass: &mut PassState<B>, b: usize) -> Result<()> {
+        self.settle(pass)?;
         let bucket = &self.buckets[b];
         let flat = bucket.flatten_grads(&self.params, self.comm.world_size())?;
-        let started = if self.overlap.load(Ordering::Relaxed) {
+        let overlap = self.overlap.load(Ordering::Relaxed);
+        let started = if overlap {
             self.comm
                 .clone()
                 .start_reduce_scatter(&flat, Reduction::Mean)?
@@ -195,17 +201,20 @@ impl<B: Backend> BackwardReducer<B> {
         for &index in &bucket.params {
             self.params[index].1.set_grad(None);
         }
-        pass.in_flight.push((b, started));
+        pass.in_flight = Some((b, started));
         pass.reduced[b] = true;
         pass.ready[b].iter_mut().for_each(|r| *r = false);
         pass.held[b] = 0;
+        if !overlap {
+            self.settle(pass)?;
+        }
         Ok(())
     }
 
-    /// Waits for the started reductions in the order they started, adding each result to its
-    /// share's gradient (to what an earlier pass left there since the step).
+    /// Waits for the reduction in flight, if any, adding its result to its share's gradient
+    /// (to what an earlier pass left there since the step).
     fn settle(&self, pass: &mut PassState<B>) -> Result<()> {
-        for (b, started) in std::mem::take(&mut pass.in_flight) {
+        if let Some((b, started)) = pass.in_flight.take() {
             let mine = started.wait()?;
             let shard = &self.shards[b];
             let total = match (pass.settled[b], shard.grad()) {
@@ -247,7 +256,7 @@ impl<B: Backend> BackwardReducer<B> {
     fn reset_locked(&self, pass: &mut PassState<B>) {
         // A started reduction is a collective every rank takes part in: it completes (dropping
         // its handle waits for it), its result unused.
-        pass.in_flight.clear();
+        pass.in_flight = None;
         pass.next = 0;
         pass.reduced.iter_mut().for_each(|r| *r = false);
         pass.settled.iter_mut().for_each(|r| *r = false);
