@@ -651,27 +651,6 @@ impl<B: Backend> Communicator<B> for MpiCommunicator {
         }
         // SAFETY (the datatype reads): MPI's predefined datatypes, read after initialisation.
         let data = match tensor.to_host()? {
-            HostData::F32(v) => HostData::F32(self.broadcast_vec(
-                &mut state,
-                OP,
-                v,
-                unsafe { ffi::RSMPI_FLOAT },
-                root,
-            )?),
-            HostData::F64(v) => HostData::F64(self.broadcast_vec(
-                &mut state,
-                OP,
-                v,
-                unsafe { ffi::RSMPI_DOUBLE },
-                root,
-            )?),
-            HostData::I64(v) => HostData::I64(self.broadcast_vec(
-                &mut state,
-                OP,
-                v,
-                unsafe { ffi::RSMPI_INT64_T },
-                root,
-            )?),
             HostData::Bool(v) => HostData::Bool(self.broadcast_vec(
                 &mut state,
                 OP,
@@ -679,28 +658,11 @@ impl<B: Backend> Communicator<B> for MpiCommunicator {
                 unsafe { ffi::RSMPI_UINT8_T },
                 root,
             )?),
-            // The 16-bit floats travel as their bits.
-            HostData::F16(v) => HostData::F16(self.broadcast_vec(
-                &mut state,
-                OP,
-                v,
-                unsafe { ffi::RSMPI_UINT16_T },
-                root,
-            )?),
-            HostData::BF16(v) => HostData::BF16(self.broadcast_vec(
-                &mut state,
-                OP,
-                v,
-                unsafe { ffi::RSMPI_UINT16_T },
-                root,
-            )?),
-            // A dtype added to `HostData` later.
-            other => {
-                return Err(Error::UnsupportedDType {
-                    op: OP,
-                    dtype: other.dtype(),
-                })
-            }
+            // The numbers in their datatypes (the 16-bit floats as their bits).
+            numbers => each_numeric!(numbers, OP, |v| {
+                let datatype = ordered::datatype_of(&v);
+                self.broadcast_vec(&mut state, OP, v, datatype, root)?
+            }),
         };
         drop(state);
         if self.rank != root {

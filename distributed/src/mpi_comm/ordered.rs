@@ -30,12 +30,18 @@ pub(super) trait Element: Copy + Default + Send + 'static {
     fn datatype() -> ffi::MPI_Datatype;
     /// The value in the combining type.
     fn widen(self) -> Self::Acc;
-    /// A combined value rounded back.
-    fn narrow(acc: Self::Acc) -> Self;
+    /// Combined values rounded back (the values themselves, not a copy, where the combining
+    /// type is the type).
+    fn narrow_all(acc: Vec<Self::Acc>) -> Result<Vec<Self>>;
     /// `a op b` (a mean adds; [`Element::mean`] divides afterwards).
     fn combine(a: Self::Acc, b: Self::Acc, op: Reduction) -> Self::Acc;
     /// `acc / n` for a mean (integers have none: [`check_reducible`] refuses them).
     fn mean(acc: Self::Acc, n: usize) -> Self::Acc;
+}
+
+/// MPI's datatype of the elements of `values`.
+pub(super) fn datatype_of<T: Element>(_values: &[T]) -> ffi::MPI_Datatype {
+    T::datatype()
 }
 
 /// `a op b` for floats, as MPI's operations do it (`MPI_MAX`: `(a > b) ? a : b`).
@@ -70,8 +76,8 @@ macro_rules! float_element {
             fn widen(self) -> $t {
                 self
             }
-            fn narrow(acc: $t) -> $t {
-                acc
+            fn narrow_all(acc: Vec<$t>) -> Result<Vec<$t>> {
+                Ok(acc)
             }
             fn combine(a: $t, b: $t, op: Reduction) -> $t {
                 combine_float(a, b, op)
@@ -98,8 +104,8 @@ macro_rules! half_element {
             fn widen(self) -> f32 {
                 self.to_f32()
             }
-            fn narrow(acc: f32) -> $t {
-                <$t>::from_f32(acc)
+            fn narrow_all(acc: Vec<f32>) -> Result<Vec<$t>> {
+                host_buffer::mapped(&acc, <$t>::from_f32)
             }
             fn combine(a: f32, b: f32, op: Reduction) -> f32 {
                 combine_float(a, b, op)
@@ -123,8 +129,8 @@ impl Element for i64 {
     fn widen(self) -> i64 {
         self
     }
-    fn narrow(acc: i64) -> i64 {
-        acc
+    fn narrow_all(acc: Vec<i64>) -> Result<Vec<i64>> {
+        Ok(acc)
     }
     fn combine(a: i64, b: i64, op: Reduction) -> i64 {
         match op {
@@ -386,7 +392,7 @@ pub(super) fn combine_blocks<T: Element>(
     if reduction == Reduction::Mean {
         acc.iter_mut().for_each(|a| *a = T::mean(*a, n));
     }
-    host_buffer::mapped(&acc, T::narrow)
+    T::narrow_all(acc)
 }
 
 /// What an all-gather of `count` elements per rank is called in errors.
