@@ -4,8 +4,11 @@
 //! The driver (`blocked`) keeps one `mr x kc` A panel in L1 while it streams the `kc x nr` B
 //! panels of a `kc x nc` B block past it from L2; the `mc x kc` A block waits in L3. So:
 //!
-//! * `kc`: an A panel and a B panel together fill L1d: the largest multiple of 32 with
-//!   `(mr + nr)·kc·size ≤ L1d`;
+//! * `kc`: the A panel stays in L1 while the B panels stream past it from L2 (each is used
+//!   once per A panel) and C's tile arrives (the micro-kernel prefetches it before its k
+//!   steps); so the A panel fills at most half of L1d, the rest for the lines passing
+//!   through: the largest multiple of 32 with `mr·kc·size ≤ ½·L1d`, and no deeper than the
+//!   kernel's own `kc` (tuned on the largest L1d at hand);
 //! * `nc`: the B block fills three quarters of L2 (the rest for the A panel, C's tile and the
 //!   next lines of A): the largest multiple of `nr` with `kc·nc·size ≤ ¾·L2`;
 //! * `mc`: the A block stays within half this core's share of L3, and no larger than the
@@ -13,11 +16,13 @@
 //!   already makes rare).
 //!
 //! On the CPUs the constants of the micro-kernels were tuned on (AMD Zen 5: 48 KiB L1d, 1 MiB
-//! L2) this gives those constants back; on a Zen 3 (32 KiB L1d, 512 KiB L2) it shrinks the
-//! B block that the AVX2 kernel's constants sized for a 1 MiB L2 to three quarters of 512 KiB;
-//! on a Zen 4 (32 KiB L1d, 1 MiB L2) the AVX-512 f32 kernel gets `kc` 160 instead of 256 (its
-//! two panels at 256 would take 44 KiB) and `nc` 1216. Where the cache sizes cannot
-//! be read the kernel's constants stand. [`BLOCKING_ENV_VAR`] overrides both, for tuning.
+//! L2) this gives those constants back. On a Zen 4 (32 KiB L1d, 1 MiB L2) the AVX-512 f32
+//! kernel keeps them too (its 12 KiB A panel fits half of L1d), and the f64 kernel gets `kc`
+//! 160 instead of 192 and `nc` 608; on a Zen 3 (32 KiB L1d, 512 KiB L2) the AVX2 kernels'
+//! B blocks shrink to three quarters of 512 KiB. (Until the micro-kernels prefetched C, the
+//! rule kept both panels in L1d, which gave the Zen 4 f32 kernel `kc` 160; with the prefetch
+//! 256 measured faster there at n = 1024 to 4096.) Where the cache sizes cannot be read the
+//! kernel's constants stand. [`BLOCKING_ENV_VAR`] overrides both, for tuning.
 
 use std::sync::OnceLock;
 
@@ -45,8 +50,6 @@ pub(crate) struct Blocking {
 const KC_QUANTUM: usize = 32;
 /// The smallest `kc` the model picks: below it the micro-kernel's start and end dominate.
 const MIN_KC: usize = 64;
-/// The largest `kc` the model picks.
-const MAX_KC: usize = 512;
 /// The fewest B panels of a B block the model picks.
 const MIN_NC_PANELS: usize = 4;
 /// The most columns of a B block the model picks.
@@ -68,17 +71,15 @@ impl Blocking {
         let size = std::mem::size_of::<T>();
         let (mr, nr) = (kernel.mr, kernel.nr);
         let tuned = Blocking::of_kernel(kernel);
-        let mut kc = match caches.l1d {
+        // Never deeper than the kernel's own `kc` (which also lays out its row-major A
+        // panels, `kernel.kc` apart).
+        let kc = match caches.l1d {
             Some(l1d) => {
-                let fit = l1d / ((mr + nr) * size);
-                (fit / KC_QUANTUM * KC_QUANTUM).clamp(MIN_KC, MAX_KC)
+                let fit = l1d / 2 / (mr * size);
+                (fit / KC_QUANTUM * KC_QUANTUM).clamp(MIN_KC.min(tuned.kc), tuned.kc)
             }
             None => tuned.kc,
         };
-        if kernel.row_major_a.is_some() {
-            // Its row-major A panels are laid out `kernel.kc` apart: no deeper than that.
-            kc = kc.min(tuned.kc);
-        }
         let nc = match caches.l2 {
             Some(l2) => {
                 let fit = l2 / 4 * 3 / (kc * size);
@@ -178,17 +179,26 @@ mod tests {
     }
 
     #[test]
-    fn a_smaller_l1d_gets_shallower_panels_that_fit_it() {
-        // Zen 4: the AVX-512 kernels' panels at the Zen 5 depths would overflow its L1d.
-        let zen4 = caches(32, 1024, 16);
+    fn a_smaller_l1d_gets_shallower_a_panels_that_fit_half_of_it() {
         let f32_kernel = kernel_shaped::<f32>(12, 32, 256, 1536, 768, true);
-        let b = Blocking::for_caches(&f32_kernel, &zen4);
-        assert_eq!((b.kc, b.nc), (160, 1216));
-        assert!((12 + 32) * b.kc * 4 <= 32 << 10);
         let f64_kernel = kernel_shaped::<f64>(12, 16, 192, 1536, 512, true);
+        // Zen 4 (32 KiB L1d): the f32 kernel's 12 KiB A panel fits half of it, the f64
+        // kernel's (18 KiB at its own depth) does not.
+        let zen4 = caches(32, 1024, 16);
+        assert_eq!(
+            Blocking::for_caches(&f32_kernel, &zen4),
+            Blocking::of_kernel(&f32_kernel)
+        );
         let b = Blocking::for_caches(&f64_kernel, &zen4);
-        assert_eq!(b.kc, 128);
-        assert!((12 + 16) * b.kc * 8 <= 32 << 10);
+        assert_eq!((b.kc, b.nc), (160, 608));
+        assert!(12 * b.kc * 8 <= 16 << 10);
+        // A 16 KiB L1d: both shallower, and their B blocks wider for the same L2.
+        let small = caches(16, 1024, 16);
+        let b = Blocking::for_caches(&f32_kernel, &small);
+        assert_eq!((b.kc, b.nc), (160, 1216));
+        assert!(12 * b.kc * 4 <= 8 << 10);
+        let b = Blocking::for_caches(&f64_kernel, &small);
+        assert_eq!(b.kc, 64);
     }
 
     #[test]
@@ -199,8 +209,8 @@ mod tests {
         for b in [zen3, zen4] {
             assert_eq!(b.nc % 16, 0);
             assert_eq!(b.mc % 6, 0);
-            // The A and B panels fit L1d, the B block three quarters of L2.
-            assert!((6 + 16) * b.kc * 4 <= 32 << 10, "{b:?}");
+            // The A panel fits half of L1d, the B block three quarters of L2.
+            assert!(6 * b.kc * 4 <= 16 << 10, "{b:?}");
         }
         assert!(zen3.kc * zen3.nc * 4 <= 384 << 10, "{zen3:?}");
         assert!(zen4.kc * zen4.nc * 4 <= 768 << 10, "{zen4:?}");
@@ -223,11 +233,14 @@ mod tests {
     }
 
     #[test]
-    fn a_row_major_a_kernel_never_gets_a_deeper_kc_than_its_panels() {
-        let kernel = kernel_shaped::<f32>(12, 32, 256, 1536, 768, true);
+    fn no_kernel_gets_a_deeper_kc_than_its_own() {
         let huge_l1 = caches(512, 1024, 16);
-        assert_eq!(Blocking::for_caches(&kernel, &huge_l1).kc, 256);
-        assert!(Blocking::parse("512,1536,768", &kernel).is_err());
+        let row_major = kernel_shaped::<f32>(12, 32, 256, 1536, 768, true);
+        assert_eq!(Blocking::for_caches(&row_major, &huge_l1).kc, 256);
+        // Its row-major A panels are laid out 256 apart: deeper cannot even be asked for.
+        assert!(Blocking::parse("512,1536,768", &row_major).is_err());
+        let packed = kernel_shaped::<f32>(6, 16, 192, 1536, 512, false);
+        assert_eq!(Blocking::for_caches(&packed, &huge_l1).kc, 192);
     }
 
     #[test]

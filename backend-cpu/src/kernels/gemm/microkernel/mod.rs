@@ -145,7 +145,10 @@ pub(crate) unsafe fn scalar<
 /// step-major panels (`width >= mr` values per step), `line = kc, step = 1` for row-major ones.
 /// `prefetch_b` is how many steps ahead each step asks for B's next line (0: never): 8 for the
 /// AVX2 kernels, whose one line of B per step streams from L2 (measured on a Zen 3: 4-20% in
-/// 7 of 9 alternations); 0 for AVX-512, not measured with it.
+/// 7 of 9 alternations); 0 for AVX-512, not measured with it. Every kernel prefetches its C
+/// tile before the k steps: on a Zen 4, n = 1024 to 4096, the AVX-512 and the AVX2 f32
+/// kernels were faster with it in most alternations (C's tile misses once C outgrows the
+/// caches; see docs/BENCHMARKS.md).
 macro_rules! simd_kernel {
     (
         $(#[$doc:meta])*
@@ -178,6 +181,17 @@ macro_rules! simd_kernel {
             // SAFETY: step `p` reads `a[i*LINE + p*STEP]` (`i < MR`) and `b[p*NR .. + NR]`,
             // inside the panels; row `i < MR` of the tile is `c + i*rsc .. + NR`, inside it.
             unsafe {
+                // C's tile is read and written only after the k steps: ask for its lines
+                // (into L2, leaving L1 to the panels) now, so that their misses overlap the
+                // products instead of following them. A prefetch never faults; the first and
+                // last element of a row and the line between cover its (at most three) lines.
+                for i in 0..MR {
+                    let row = c.wrapping_offset(i as isize * rsc) as *const i8;
+                    let bytes = NR * std::mem::size_of::<$t>();
+                    _mm_prefetch::<_MM_HINT_T1>(row);
+                    _mm_prefetch::<_MM_HINT_T1>(row.wrapping_add(64));
+                    _mm_prefetch::<_MM_HINT_T1>(row.wrapping_add(bytes - 1));
+                }
                 let (mut ap, mut bp) = (a, b);
                 for _ in 0..k {
                     if PREFETCH_B > 0 {
