@@ -56,7 +56,7 @@ pub(super) unsafe fn gemm<T: GemmElement>(
             && (!row_major_kernel || blocking.kc <= kernel.kc),
         "inconsistent micro-kernel blocking: {blocking:?} for {kernel:?}"
     );
-    let kc = blocking.kc.min(k);
+    let kc = balanced_depth(blocking.kc, k);
     let mc = blocking.mc.min(m.div_ceil(mr) * mr);
     let nc = blocking.nc.min(n.div_ceil(nr) * nr);
     // A row-major A is packed by copying its rows where the kernel has row-major panels
@@ -133,6 +133,15 @@ pub(super) unsafe fn gemm<T: GemmElement>(
             }
         }
     })
+}
+
+/// The depth of the blocks along k: as few blocks as `kc` allows, of equal depths (rounded up
+/// to a multiple of 8, never above `kc`), so that no block is a thin remainder (k = 784 at
+/// `kc` 256 is four blocks of 200, 200, 200 and 184, not 256, 256, 256 and 16: each block is a
+/// pass over the tiles of C).
+fn balanced_depth(kc: usize, k: usize) -> usize {
+    let blocks = k.div_ceil(kc.max(1));
+    k.div_ceil(blocks.max(1)).next_multiple_of(8).min(kc).min(k)
 }
 
 fn source<T>(ptr: *const T, line_stride: isize, step_stride: isize) -> Source<T> {
@@ -324,6 +333,28 @@ pub(super) unsafe fn copy_tile<T: Copy>(src: MatRef<T>, dst: MatMut<T>, rows: us
         for j in 0..cols {
             // SAFETY: (i, j) is inside both tiles.
             unsafe { *dst.at(i, j).ptr = *src.at(i, j).ptr };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::balanced_depth;
+
+    #[test]
+    fn block_depths_are_balanced_and_never_above_kc() {
+        assert_eq!(balanced_depth(256, 784), 200);
+        assert_eq!(balanced_depth(160, 1024), 152);
+        assert_eq!(balanced_depth(256, 2048), 256);
+        assert_eq!(balanced_depth(256, 5), 5);
+        assert_eq!(balanced_depth(256, 257), 136);
+        for kc in [1, 7, 8, 100, 160, 256] {
+            for k in 1..700 {
+                let depth = balanced_depth(kc, k);
+                assert!(depth >= 1 && depth <= kc.min(k), "kc {kc} k {k}: {depth}");
+                // No more blocks than the plain split into `kc`-deep ones.
+                assert_eq!(k.div_ceil(depth), k.div_ceil(kc), "kc {kc} k {k}: {depth}");
+            }
         }
     }
 }
