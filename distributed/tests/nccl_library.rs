@@ -1,7 +1,7 @@
 //! NCCL without and with a GPU: the library and every function Tessera calls are found in
 //! `libnccl.so.2` when it is installed (PyPI's `nvidia-nccl-cu12` provides it; no GPU needed),
 //! and on a machine with a CUDA device a one-rank communicator all-reduces, broadcasts,
-//! reduce-scatters, all-gathers and gathers device tensors. Each part skips, printing why, when the library or the GPU is absent (a
+//! reduce-scatters, all-gathers and gathers device tensors (f32, f64, i64, f16, bf16). Each part skips, printing why, when the library or the GPU is absent (a
 //! missing library fails instead with `TESSERA_REQUIRE_NCCL` set, as in CI).
 //! Built only with the `nccl` feature; `tests/nccl_build.rs` runs it from a plain
 //! `cargo test`.
@@ -61,8 +61,17 @@ fn one_rank_all_reduces_and_broadcasts_device_tensors() {
         (comm.rank(), comm.world_size(), comm.library()),
         (0, 1, "nccl")
     );
-    for dtype in [DType::F32, DType::F64, DType::I64] {
-        let values = vec![1.5, -2.0, 3.0, 1e6, 0.0];
+    for dtype in [DType::F32, DType::F64, DType::I64, DType::F16, DType::BF16] {
+        if dtype == DType::BF16 && nccl.version() < 2_10_00 {
+            let mut t = Tensor::ones([2], dtype, &device).unwrap();
+            assert!(
+                comm.all_reduce(&mut t, Reduction::Sum).is_err(),
+                "bf16 before 2.10"
+            );
+            continue;
+        }
+        // Exact in every dtype (f16 tops out at 65504).
+        let values = vec![1.5, -2.0, 3.0, 1024.0, 0.0];
         let original = Tensor::from_f64_values(&values, [5], dtype, &device).unwrap();
         for op in [
             Reduction::Sum,
@@ -98,7 +107,10 @@ fn one_rank_all_reduces_and_broadcasts_device_tensors() {
     assert!(comm.broadcast(&mut big, 1).is_err());
     // NCCL's own reduce-scatter and all-gather: one rank receives the whole, from a view with an
     // offset too; a matrix or a non-vector shard is refused before NCCL is called.
-    for dtype in [DType::F32, DType::F64, DType::I64] {
+    for dtype in [DType::F32, DType::F64, DType::I64, DType::F16, DType::BF16] {
+        if dtype == DType::BF16 && nccl.version() < 2_10_00 {
+            continue;
+        }
         let values: Vec<f64> = match dtype {
             DType::I64 => (0..7).map(|i| i as f64 - 3.0).collect(),
             _ => (0..7).map(|i| i as f64 * 1.5 - 3.25).collect(),

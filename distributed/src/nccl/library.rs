@@ -42,10 +42,16 @@ pub mod data_type {
     pub const UINT8: c_int = 1;
     /// `ncclInt64`.
     pub const INT64: c_int = 4;
+    /// `ncclFloat16` (`ncclHalf`).
+    pub const FLOAT16: c_int = 6;
     /// `ncclFloat32`.
     pub const FLOAT32: c_int = 7;
     /// `ncclFloat64`.
     pub const FLOAT64: c_int = 8;
+    /// `ncclBfloat16` (NCCL 2.10 and later: [`BFLOAT16_SINCE`]).
+    pub const BFLOAT16: c_int = 9;
+    /// The first NCCL version with `ncclBfloat16`, as `NcclLibrary::version` writes it.
+    pub const BFLOAT16_SINCE: i32 = 2_10_00;
 }
 
 /// `ncclRedOp_t` values.

@@ -346,7 +346,11 @@ impl NcclCommunicator {
             DType::F64 => data_type::FLOAT64,
             DType::I64 => data_type::INT64,
             DType::Bool => data_type::UINT8,
-            // NCCL has 16-bit datatypes, not wired here yet (nothing has run them on a GPU).
+            // NCCL reduces 16-bit floats in its own order, rounding after each step (MPI's
+            // communicator combines them in f32 and rounds once): sums over many ranks may
+            // differ from MPI's in the last bits.
+            DType::F16 => data_type::FLOAT16,
+            DType::BF16 if self.version >= data_type::BFLOAT16_SINCE => data_type::BFLOAT16,
             other => return Err(tessera_core::Error::UnsupportedDType { op, dtype: other }),
         };
         let (input, send) = cuda_interop::device_address(input)?;
