@@ -128,7 +128,8 @@ impl MpiCommunicator {
         }))
     }
 
-    /// The thread's work on host `data` of any dtype the collectives carry.
+    /// The thread's work on host `data` of any dtype the collectives carry. A failure before
+    /// the exchange is posted is also the answer on `started`.
     fn posting(
         &self,
         kind: Started,
@@ -136,40 +137,30 @@ impl MpiCommunicator {
         dtype: DType,
         started: SyncSender<Result<()>>,
     ) -> Result<HostData> {
-        Ok(match data {
-            HostData::F32(v) => HostData::F32(self.posting_typed(kind, v, dtype, started)?),
-            HostData::F64(v) => HostData::F64(self.posting_typed(kind, v, dtype, started)?),
-            HostData::I64(v) => HostData::I64(self.posting_typed(kind, v, dtype, started)?),
-            HostData::F16(v) => HostData::F16(self.posting_typed(kind, v, dtype, started)?),
-            HostData::BF16(v) => HostData::BF16(self.posting_typed(kind, v, dtype, started)?),
-            other => {
-                let e = Error::UnsupportedDType {
-                    op: kind.op(),
-                    dtype: other.dtype(),
-                };
-                let _ = started.send(Err(e.clone()));
-                return Err(e);
-            }
-        })
+        let op = kind.op();
+        let outcome = (|| -> Result<HostData> {
+            Ok(each_numeric!(data, op, |v| self
+                .posting_typed(kind, v, dtype, &started)?))
+        })();
+        if let Err(e) = &outcome {
+            // A failure after the exchange was posted comes after the answer: the waiter reads
+            // only the first message, so this one is then dropped or never read.
+            let _ = started.try_send(Err(e.clone()));
+        }
+        outcome
     }
 
-    /// Locks, checks, posts, reports to `started`, waits, and (for a reduce-scatter)
-    /// combines.
+    /// Locks, checks, posts, answers `started` once posted, waits, and (for a
+    /// reduce-scatter) combines.
     fn posting_typed<T: Element>(
         &self,
         kind: Started,
         values: Vec<T>,
         dtype: DType,
-        started: SyncSender<Result<()>>,
+        started: &SyncSender<Result<()>>,
     ) -> Result<Vec<T>> {
         let op = kind.op();
-        let mut state = match self.healthy(op) {
-            Ok(state) => state,
-            Err(e) => {
-                let _ = started.send(Err(e.clone()));
-                return Err(e);
-            }
-        };
+        let mut state = self.healthy(op)?;
         let (len, n) = (values.len(), self.world_size);
         let (what, posted) = match kind {
             Started::AllGather => (
@@ -183,13 +174,7 @@ impl MpiCommunicator {
                     .and_then(|()| self.post_reduce_scatter_vec(&mut state, op, values)),
             ),
         };
-        let posted = match posted {
-            Err(e) => {
-                let _ = started.send(Err(e.clone()));
-                return Err(e);
-            }
-            Ok(posted) => posted,
-        };
+        let posted = posted?;
         let _ = started.send(Ok(()));
         let (_, recv) = self.complete(&mut state, op, &what, posted, Idle::Sleep)?;
         drop(state);
